@@ -1,0 +1,671 @@
+"""The ``workbench`` command line (SPEC §8, issue 2 "Command line" and "Bad input").
+
+Commands run in-process through :func:`workbench.cli.main` (fast, output captured) and,
+for a few, as a real ``python -m workbench`` child process with ``WORKBENCH_DB`` set.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workbench.core.conversation import Conversation, Message
+from workbench.engine.importing import import_conversations
+from workbench.engine.workspace import Workspace
+
+SESSION_KEYS = {"id", "title", "messages", "tokens", "updated_at", "pinned", "tags"}
+SHOW_KEYS = {"id", "title", "messages", "context"}
+SHOW_MESSAGE_KEYS = {
+    "id",
+    "position",
+    "role",
+    "content",
+    "state",
+    "token_count",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "metadata",
+}
+SHOW_CONTEXT_KEYS = {"facts", "summary", "tasks", "tool_stats", "token_usage"}
+SEARCH_KEYS = {"session_id", "message_id", "role", "snippet", "score"}
+
+TRIP: dict[str, Any] = {
+    "session_id": "trip-1",
+    "title": "Trip to Porto",
+    "tags": ["travel"],
+    "facts": ["Likes trains."],
+    "long_term_summary": "Planning a trip to Porto.",
+    "recent_history": [
+        {"timestamp": "2025-01-02T10:00:00Z", "role": "system", "content": "Be brief."},
+        {
+            "timestamp": "2025-01-02T10:00:05Z",
+            "role": "user",
+            "content": "Which train goes to Porto tomorrow morning?",
+        },
+        {
+            "timestamp": "2025-01-02T10:00:07Z",
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "trains", "arguments": '{"to": "Porto"}'},
+                }
+            ],
+        },
+        {
+            "timestamp": "2025-01-02T10:00:08Z",
+            "role": "tool",
+            "name": "trains",
+            "tool_call_id": "c1",
+            "content": "Alfa Pendular 08:09",
+        },
+        {
+            "timestamp": "2025-01-02T10:00:10Z",
+            "role": "assistant",
+            "content": "The Alfa Pendular train leaves at 08:09.",
+            "metadata": {"important": True},
+        },
+    ],
+    "active_tasks": [{"id": "t1", "description": "Book the train", "status": "pending"}],
+    "tool_stats": {"total_calls": 1, "by_tool": {"trains": 1}, "failures": 0},
+    "token_usage": {"total_input": 90, "total_output": 30},
+}
+
+CHATS: list[dict[str, Any]] = [
+    {
+        "title": "Soup",
+        "messages": [
+            {"role": "user", "content": "How long should lentil soup simmer?"},
+            {"role": "assistant", "content": "About 25 minutes, until the lentils are soft."},
+        ],
+    },
+    {
+        "title": "Bread",
+        "messages": [
+            {"role": "system", "content": "You are a baker."},
+            {"role": "user", "content": "Why did my bread not rise? The soup was fine."},
+            {"role": "assistant", "content": "The yeast may have been old; proof it first."},
+        ],
+    },
+]
+
+
+@pytest.fixture
+def trip_file(tmp_path: Path, write_json: Callable[[Path, Any], Path]) -> Path:
+    return write_json(tmp_path / "trip.json", TRIP)
+
+
+@pytest.fixture
+def chats_file(tmp_path: Path, write_jsonl: Callable[[Path, Any], Path]) -> Path:
+    return write_jsonl(tmp_path / "chats.jsonl", CHATS)
+
+
+@pytest.fixture
+def loaded(cli: Callable[..., Any], trip_file: Path, chats_file: Path) -> dict[str, int]:
+    """The database holding the trip (context file) and the two chats (JSONL): title → id."""
+    ids: dict[str, int] = {}
+    for path in (trip_file, chats_file):
+        result = cli("import", path, "--json")
+        assert result.code == 0, result.err
+        ids.update({s["title"]: s["id"] for s in result.json()["sessions"]})
+    return ids
+
+
+# -- the JSON shapes of issue 2 ---------------------------------------------------------------
+
+
+def test_import_json_shape(cli: Callable[..., Any], trip_file: Path) -> None:
+    result = cli("import", trip_file, "--json")
+    assert result.code == 0, result.err
+    data = result.json()
+    assert set(data) == {"sessions", "skipped"}
+    assert data["skipped"] == []
+    assert len(data["sessions"]) == 1
+    session = data["sessions"][0]
+    assert set(session) == {"id", "title", "messages"}
+    assert session["title"] == "Trip to Porto"
+    assert session["messages"] == len(TRIP["recent_history"])
+    assert isinstance(session["id"], int)
+
+
+def test_import_human_text_names_the_counts(cli: Callable[..., Any], chats_file: Path) -> None:
+    result = cli("import", chats_file)
+    assert result.code == 0, result.err
+    assert "2 session(s)" in result.out
+    assert "5 message(s)" in result.out
+
+
+def test_sessions_json_shape(cli: Callable[..., Any], loaded: dict[str, int]) -> None:
+    result = cli("sessions", "--json")
+    assert result.code == 0, result.err
+    sessions = result.json()
+    assert isinstance(sessions, list)
+    assert {s["title"] for s in sessions} == set(loaded)
+    for s in sessions:
+        assert set(s) == SESSION_KEYS
+        assert s["id"] == loaded[s["title"]]
+        assert isinstance(s["tokens"], int) and s["tokens"] > 0
+        assert isinstance(s["pinned"], bool)
+        assert isinstance(s["tags"], list)
+        assert isinstance(s["updated_at"], str) and s["updated_at"]
+    by_title = {s["title"]: s for s in sessions}
+    assert by_title["Trip to Porto"]["messages"] == 5
+    assert by_title["Trip to Porto"]["tags"] == ["travel"]
+    assert by_title["Bread"]["messages"] == 3
+
+
+def test_sessions_on_empty_database(cli: Callable[..., Any]) -> None:
+    assert cli("sessions", "--json").json() == []
+    text = cli("sessions")
+    assert text.code == 0
+    assert "import" in text.out.lower()
+
+
+def test_sessions_human_text_lists_titles(cli: Callable[..., Any], loaded: dict[str, int]) -> None:
+    result = cli("sessions")
+    assert result.code == 0, result.err
+    for title in loaded:
+        assert title in result.out
+
+
+def test_show_json_shape(cli: Callable[..., Any], loaded: dict[str, int]) -> None:
+    result = cli("show", loaded["Trip to Porto"], "--json")
+    assert result.code == 0, result.err
+    data = result.json()
+    assert set(data) == SHOW_KEYS
+    assert data["id"] == loaded["Trip to Porto"]
+    assert data["title"] == "Trip to Porto"
+    assert set(data["context"]) == SHOW_CONTEXT_KEYS
+    messages = data["messages"]
+    assert [m["position"] for m in messages] == list(range(len(TRIP["recent_history"])))
+    for shown, raw in zip(messages, TRIP["recent_history"], strict=True):
+        assert set(shown) == SHOW_MESSAGE_KEYS
+        assert shown["role"] == raw["role"]
+        assert shown["content"] in (raw["content"], "" if raw["content"] is None else None)
+        assert shown["name"] == raw.get("name")
+        assert shown["tool_calls"] == raw.get("tool_calls")
+        assert shown["tool_call_id"] == raw.get("tool_call_id")
+        assert shown["state"] == "active"
+        assert isinstance(shown["token_count"], int) and shown["token_count"] > 0
+    assert messages[-1]["metadata"].get("important") is True
+    ctx = data["context"]
+    assert ctx["facts"] == TRIP["facts"]
+    assert ctx["summary"] == TRIP["long_term_summary"]
+    assert [t["id"] for t in ctx["tasks"]] == ["t1"]
+    assert ctx["tool_stats"]["by_tool"] == {"trains": 1}
+    assert ctx["token_usage"]["total_input"] == 90
+    assert ctx["token_usage"]["total_output"] == 30
+
+
+def test_show_finds_a_session_by_title_and_by_source_id(
+    cli: Callable[..., Any], loaded: dict[str, int]
+) -> None:
+    by_title = cli("show", "Trip to Porto", "--json")
+    by_source = cli("show", "trip-1", "--json")
+    assert by_title.code == 0 and by_source.code == 0
+    assert by_title.json()["id"] == by_source.json()["id"] == loaded["Trip to Porto"]
+
+
+def test_show_human_text_has_every_message(cli: Callable[..., Any], loaded: dict[str, int]) -> None:
+    result = cli("show", loaded["Trip to Porto"])
+    assert result.code == 0, result.err
+    for raw in TRIP["recent_history"]:
+        if raw["content"]:
+            assert raw["content"] in result.out
+    assert "trains" in result.out  # the tool call is shown by name
+
+
+def test_search_json_shape_and_ranking(cli: Callable[..., Any], loaded: dict[str, int]) -> None:
+    result = cli("search", "soup", "--json")
+    assert result.code == 0, result.err
+    hits = result.json()
+    assert isinstance(hits, list) and hits
+    for hit in hits:
+        assert SEARCH_KEYS <= set(hit)
+    message_hits = [h for h in hits if h["message_id"] is not None]
+    assert {h["session_id"] for h in message_hits} == {loaded["Soup"], loaded["Bread"]}
+    assert all("soup" in h["snippet"].lower() for h in message_hits)
+    scores = [h["score"] for h in hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_search_filters_role_session_limit(cli: Callable[..., Any], loaded: dict[str, int]) -> None:
+    by_role = cli("search", "soup", "--role", "user", "--json").json()
+    assert len(by_role) == 2, "both questions mention soup"
+    assert {h["role"] for h in by_role} == {"user"}
+    assert cli("search", "soup", "--role", "assistant", "--json").json() == []
+
+    bread = loaded["Bread"]
+    in_session = cli("search", "soup", "--session", bread, "--json").json()
+    assert in_session
+    assert {h["session_id"] for h in in_session} == {bread}
+
+    every = cli("search", "the", "--json").json()
+    assert len(every) > 1
+    limited = cli("search", "the", "--limit", "1", "--json").json()
+    assert len(limited) == 1
+    assert limited[0]["score"] == max(h["score"] for h in every)
+
+
+def test_search_without_hits(cli: Callable[..., Any], loaded: dict[str, int]) -> None:
+    assert cli("search", "xylophonist", "--json").json() == []
+    text = cli("search", "xylophonist")
+    assert text.code == 0
+
+
+def test_stats_json_counts(cli: Callable[..., Any], loaded: dict[str, int]) -> None:
+    result = cli("stats", "--json")
+    assert result.code == 0, result.err
+    stats = result.json()
+    assert stats["sessions"] == 3
+    assert stats["messages"] == 10
+    assert sum(stats["messages_by_role"].values()) == 10
+    assert stats["messages_by_role"]["tool"] == 1
+    assert stats["uncounted_messages"] == 0
+    listed = cli("sessions", "--json").json()
+    assert stats["active_tokens"] == sum(s["tokens"] for s in listed)
+    human = cli("stats")
+    assert human.code == 0 and "10" in human.out
+
+
+@pytest.mark.parametrize(
+    ("fmt", "suffix"), [("context-json", ".json"), ("openai-jsonl", ".jsonl"), ("markdown", ".md")]
+)
+def test_export_each_format_writes_the_file(
+    cli: Callable[..., Any], loaded: dict[str, int], tmp_path: Path, fmt: str, suffix: str
+) -> None:
+    out = tmp_path / f"out{suffix}"
+    result = cli("export", loaded["Trip to Porto"], "--format", fmt, "-o", out)
+    assert result.code == 0, result.err
+    text = out.read_text(encoding="utf-8")
+    assert "The Alfa Pendular train leaves at 08:09." in text
+    if fmt == "context-json":
+        assert json.loads(text)["session_id"] == "trip-1"
+    if fmt == "openai-jsonl":
+        lines = text.splitlines()
+        assert len(lines) == 1
+        assert [m["role"] for m in json.loads(lines[0])["messages"]] == [
+            m["role"] for m in TRIP["recent_history"]
+        ]
+    as_json = cli("export", loaded["Trip to Porto"], "--format", fmt, "-o", out, "--json")
+    assert as_json.code == 0, as_json.err
+    assert isinstance(as_json.json(), dict)
+
+
+def test_export_several_sessions_to_openai_jsonl(
+    cli: Callable[..., Any], loaded: dict[str, int], tmp_path: Path
+) -> None:
+    out = tmp_path / "two.jsonl"
+    result = cli("export", loaded["Soup"], loaded["Bread"], "--format", "openai-jsonl", "-o", out)
+    assert result.code == 0, result.err
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert [len(json.loads(line)["messages"]) for line in lines] == [2, 3]
+
+
+# -- choosing the database ------------------------------------------------------------------
+
+
+def test_db_option_and_environment_pick_the_database(
+    cli: Callable[..., Any], tmp_path: Path, trip_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env_db = tmp_path / "env.db"
+    flag_db = tmp_path / "flag.db"
+    monkeypatch.setenv("WORKBENCH_DB", str(env_db))
+
+    assert cli("import", trip_file, db=flag_db).code == 0  # --db wins over WORKBENCH_DB
+    assert [s["title"] for s in cli("sessions", "--json", db=flag_db).json()] == ["Trip to Porto"]
+    assert cli("sessions", "--json", db=None).json() == []  # WORKBENCH_DB alone
+
+    assert cli("import", trip_file, db=None).code == 0
+    assert env_db.is_file()
+    assert len(cli("sessions", "--json", db=None).json()) == 1
+    assert len(cli("sessions", "--json", db=flag_db).json()) == 1
+
+
+def test_default_database_lives_in_workbench_home(
+    cli: Callable[..., Any], isolated_home: Path, trip_file: Path
+) -> None:
+    assert cli("import", trip_file, db=None).code == 0
+    assert (isolated_home / "workbench.db").is_file()
+    assert len(cli("sessions", "--json", db=None).json()) == 1
+
+
+def test_global_db_option_before_subcommand_is_used(
+    cli: Callable[..., Any], tmp_path: Path, trip_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``workbench --db B sessions`` must not silently fall back to WORKBENCH_DB.
+    env_db = tmp_path / "env.db"
+    flag_db = tmp_path / "flag.db"
+    monkeypatch.setenv("WORKBENCH_DB", str(env_db))
+    assert cli("import", trip_file, db=flag_db).code == 0
+    result = cli("--db", flag_db, "sessions", "--json", db=None)
+    assert result.code == 0, result.err
+    assert [s["title"] for s in result.json()] == ["Trip to Porto"]
+
+
+# -- errors: one line on stderr, non-zero exit ----------------------------------------------
+
+
+def test_unknown_session(cli: Callable[..., Any], loaded: dict[str, int], tmp_path: Path) -> None:
+    for args in (("show", "9999", "--json"), ("show", "no such title")):
+        result = cli(*args)
+        line = result.assert_one_line_error()
+        assert args[1] in line
+        assert result.out == ""
+    out = tmp_path / "never.json"
+    export = cli("export", "9999", "--format", "context-json", "-o", out)
+    assert "9999" in export.assert_one_line_error()
+    assert not out.exists()
+    search = cli("search", "soup", "--session", "9999")
+    assert "9999" in search.assert_one_line_error()
+
+
+def test_missing_file(cli: Callable[..., Any], tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "chats.json"
+    result = cli("import", missing, "--json")
+    line = result.assert_one_line_error()
+    assert str(missing) in line
+    assert result.out == ""
+
+
+def test_unknown_format_name_is_one_line_listing_known_formats(
+    cli: Callable[..., Any], trip_file: Path, loaded: dict[str, int], tmp_path: Path
+) -> None:
+    result = cli("import", trip_file, "--format", "nope")
+    line = result.assert_one_line_error()
+    assert "nope" in line
+    assert "context-json" in line and "openai" in line
+    export = cli("export", loaded["Bread"], "--format", "nope", "-o", tmp_path / "x")
+    line = export.assert_one_line_error()
+    assert "markdown" in line and "openai-jsonl" in line
+
+
+def test_explicit_format_skips_detection(cli: Callable[..., Any], chats_file: Path) -> None:
+    result = cli("import", chats_file, "--format", "openai", "--json")
+    assert result.code == 0, result.err
+    assert [s["title"] for s in result.json()["sessions"]] == ["Soup", "Bread"]
+
+
+def test_malformed_json_names_file_and_line(cli: Callable[..., Any], tmp_path: Path) -> None:
+    bad = tmp_path / "broken.json"
+    bad.write_text(
+        '{\n  "session_id": "b",\n  "recent_history": [\n'
+        '    {"role": "user", "content": "hi"},,\n  ]\n}\n',
+        encoding="utf-8",
+    )
+    line = cli("import", bad).assert_one_line_error()
+    assert "broken.json" in line
+    assert "line 4" in line
+    assert cli("stats", "--json").json()["sessions"] == 0
+
+
+def test_jsonl_bad_lines_are_skipped_and_leave_nothing(
+    cli: Callable[..., Any], tmp_path: Path, write_jsonl: Callable[[Path, Any], Path]
+) -> None:
+    path = write_jsonl(
+        tmp_path / "mixed.jsonl",
+        [
+            {
+                "messages": [
+                    {"role": "user", "content": "alpha first question"},
+                    {"role": "assistant", "content": "alpha answer"},
+                ]
+            },
+            {
+                "messages": [
+                    {"role": "user", "content": "zebracorn is lost"},
+                    {"role": "wizard", "content": "zebracorn spell"},
+                ]
+            },
+            '{"messages": [{"role": "user", "content": "quokkaword never closed',
+            {"messages": [{"role": "user", "content": "gamma third question"}]},
+        ],
+    )
+    result = cli("import", path, "--json")
+    assert result.code == 0, result.err
+    data = result.json()
+    assert [s["messages"] for s in data["sessions"]] == [2, 1]
+    skipped = {s["entry"]: s["reason"] for s in data["skipped"]}
+    assert set(skipped) == {"line 2", "line 3"}
+    assert "wizard" in skipped["line 2"]
+    assert "json" in skipped["line 3"].lower()
+    assert all(set(s) == {"entry", "reason"} for s in data["skipped"])
+    # Nothing of a skipped entry is stored, not even its valid first message.
+    assert cli("search", "zebracorn", "--json").json() == []
+    assert cli("search", "quokkaword", "--json").json() == []
+    stats = cli("stats", "--json").json()
+    assert (stats["sessions"], stats["messages"]) == (2, 3)
+
+
+def test_skipped_entries_are_reported_on_stderr_in_text_mode(
+    cli: Callable[..., Any], tmp_path: Path, write_jsonl: Callable[[Path, Any], Path]
+) -> None:
+    path = write_jsonl(
+        tmp_path / "mixed.jsonl",
+        [
+            {"messages": [{"role": "user", "content": "fine"}]},
+            "{not json",
+            {"messages": [{"role": "user", "content": "fine too"}]},
+        ],
+    )
+    result = cli("import", path)
+    assert result.code == 0
+    assert "line 2" in result.err
+    assert "2 session(s)" in result.out
+
+
+def test_a_file_of_unrecognisable_lines_fails(
+    cli: Callable[..., Any], tmp_path: Path, write_jsonl: Callable[[Path, Any], Path]
+) -> None:
+    path = write_jsonl(tmp_path / "bad.jsonl", ['{"messages": [', '{"messages": 3}'])
+    cli("import", path, "--json").assert_one_line_error()
+    assert cli("stats", "--json").json()["sessions"] == 0
+
+
+def test_a_file_with_only_bad_entries_fails_with_a_reason(
+    cli: Callable[..., Any], tmp_path: Path, write_jsonl: Callable[[Path, Any], Path]
+) -> None:
+    path = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [{"messages": [{"role": "wizard", "content": "a"}]}, {"messages": 3}],
+    )
+    result = cli("import", path, "--json")
+    # The report still says what was skipped; the exit status and stderr say it failed.
+    assert [s["entry"] for s in result.json()["skipped"]] == ["line 1", "line 2"]
+    result.assert_one_line_error()
+    assert cli("stats", "--json").json()["sessions"] == 0
+
+
+def test_directory_with_one_bad_file(
+    cli: Callable[..., Any], tmp_path: Path, write_json: Callable[[Path, Any], Path]
+) -> None:
+    folder = tmp_path / "contexts"
+    folder.mkdir()
+    write_json(folder / "a_good.json", TRIP)
+    (folder / "b_bad.json").write_text('{"session_id": "x", "facts": [}', encoding="utf-8")
+    result = cli("import", folder, "--format", "context-json", "--json")
+    assert result.code == 0, result.err
+    data = result.json()
+    assert [s["title"] for s in data["sessions"]] == ["Trip to Porto"]
+    assert len(data["skipped"]) == 1
+    assert "b_bad.json" in data["skipped"][0]["entry"]
+    assert "line 1" in data["skipped"][0]["reason"]
+
+
+@pytest.mark.parametrize(
+    "content", ["just some notes\nabout nothing\n", '{"foo": [1, 2, 3]}', "[1, 2, 3]"]
+)
+def test_unknown_file_format_lists_known_formats(
+    cli: Callable[..., Any], tmp_path: Path, content: str
+) -> None:
+    path = tmp_path / "mystery.dat"
+    path.write_text(content, encoding="utf-8")
+    line = cli("import", path).assert_one_line_error()
+    assert "mystery.dat" in line
+    assert "context-json" in line and "openai" in line
+
+
+def test_export_into_missing_folder_fails_cleanly(
+    cli: Callable[..., Any], loaded: dict[str, int], tmp_path: Path
+) -> None:
+    target = tmp_path / "no" / "such" / "dir" / "out.json"
+    line = cli(
+        "export", loaded["Soup"], "--format", "context-json", "-o", target
+    ).assert_one_line_error()
+    assert "out.json" in line
+    assert not target.exists()
+
+
+def test_corrupt_database_file_is_refused_and_untouched(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    db = tmp_path / "corrupt.db"
+    junk = bytes(range(256)) * 40
+    db.write_bytes(junk)
+    for args in (("sessions", "--json"), ("stats",), ("import", tmp_path / "nothing.json")):
+        result = cli(*args, db=db)
+        line = result.assert_one_line_error()
+        assert "corrupt.db" in line
+        assert db.read_bytes() == junk
+
+
+def test_database_with_sqlite_header_but_garbage_is_refused(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    db = tmp_path / "garbage.db"
+    data = b"SQLite format 3\x00" + bytes((i * 7) % 256 for i in range(8192))
+    db.write_bytes(data)
+    line = cli("sessions", db=db).assert_one_line_error()
+    assert "garbage.db" in line
+    assert db.read_bytes() == data
+
+
+def _damaged_copy_of_full_database(path: Path) -> bytes:
+    """A real workbench database whose middle pages are overwritten; returns its bytes."""
+    ws = Workspace.open(path)
+    try:
+        words = "refund flight luggage window aisle seat meal upgrade gate delay".split()
+        conversations = [
+            Conversation(
+                title=f"conversation {i}",
+                messages=[
+                    Message(
+                        role=("user", "assistant")[j % 2],
+                        content=" ".join(words[(i + j + k) % 10] for k in range(60)),
+                    )
+                    for j in range(6)
+                ],
+            )
+            for i in range(150)
+        ]
+        report = import_conversations(ws.repo, conversations)
+        assert len(report.sessions) == 150
+    finally:
+        ws.close()
+    assert not path.with_name(path.name + "-wal").exists()
+    data = bytearray(path.read_bytes())
+    start, end = len(data) * 2 // 5, len(data) * 4 // 5
+    data[start:end] = bytes([0xA5]) * (end - start)
+    path.write_bytes(bytes(data))
+    return bytes(data)
+
+
+def test_database_damaged_inside_gives_one_line(cli: Callable[..., Any], tmp_path: Path) -> None:
+    db = tmp_path / "damaged.db"
+    data = _damaged_copy_of_full_database(db)
+    failures = 0
+    for args in (("stats", "--json"), ("search", "refund", "--json"), ("show", "75", "--json")):
+        result = cli(*args, db=db)
+        # A command may get by on the pages that are intact; one that cannot must say so
+        # in one line instead of a traceback.
+        if result.code != 0:
+            failures += 1
+            result.assert_one_line_error()
+        assert db.read_bytes() == data
+    assert failures, "the damage was not noticed by any command"
+
+
+def test_database_path_that_is_a_folder(cli: Callable[..., Any], tmp_path: Path) -> None:
+    folder = tmp_path / "a_folder"
+    folder.mkdir()
+    assert "a_folder" in cli("sessions", db=folder).assert_one_line_error()
+    assert list(folder.iterdir()) == []
+
+
+def test_database_from_a_newer_version_is_refused(
+    cli: Callable[..., Any], tmp_path: Path, trip_file: Path
+) -> None:
+    db = tmp_path / "future.db"
+    assert cli("import", trip_file, db=db).code == 0
+    conn = sqlite3.connect(db)
+    try:
+        with conn:
+            conn.execute(
+                "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
+                ("9999_from_the_future", "2099-01-01T00:00:00Z"),
+            )
+    finally:
+        conn.close()
+    data = db.read_bytes()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for args in (("sessions", "--json"), ("import", trip_file)):
+        line = cli(*args, db=db).assert_one_line_error()
+        assert "newer" in line.lower()
+        assert "future.db" in line
+    assert db.read_bytes() == data
+    # No backup or migration was attempted on a file this version does not understand.
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+# -- a real child process -------------------------------------------------------------------
+
+
+def test_subprocess_import_then_list_with_workbench_db(
+    run_workbench: Callable[..., Any], db_path: Path, chats_file: Path
+) -> None:
+    imported = run_workbench("import", chats_file, "--json")
+    assert imported.code == 0, imported.err
+    assert [s["title"] for s in imported.json()["sessions"]] == ["Soup", "Bread"]
+    assert db_path.is_file()
+    hits = run_workbench("search", "yeast", "--json")
+    assert hits.code == 0, hits.err
+    assert [h["role"] for h in hits.json()] == ["assistant"]
+
+
+def test_subprocess_error_is_one_line_and_nonzero(run_workbench: Callable[..., Any]) -> None:
+    result = run_workbench("show", "4242", "--json")
+    assert "4242" in result.assert_one_line_error()
+    assert result.out == ""
+
+
+def test_subprocess_db_option_overrides_environment(
+    run_workbench: Callable[..., Any], tmp_path: Path, trip_file: Path
+) -> None:
+    env_db = tmp_path / "env.db"
+    flag_db = tmp_path / "flag.db"
+    assert run_workbench("import", trip_file, "--db", flag_db, db=env_db).code == 0
+    assert not env_db.exists()
+    with Workspace.open(flag_db) as ws:
+        assert [s.title for s in ws.list_sessions()] == ["Trip to Porto"]
+
+
+def test_console_script_runs(
+    run_workbench: Callable[..., Any], db_path: Path, trip_file: Path
+) -> None:
+    script = Path(sys.executable).with_name("workbench")
+    if not script.is_file():
+        pytest.skip("the workbench console script is not installed beside this Python")
+    result = run_workbench("import", trip_file, "--json", program=[str(script)])
+    assert result.code == 0, result.err
+    assert [s["title"] for s in result.json()["sessions"]] == ["Trip to Porto"]
+    with Workspace.open(db_path) as ws:
+        assert ws.count_sessions() == 1

@@ -1,0 +1,417 @@
+"""Importing whole conversations: one at a time and the fast batch path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from workbench.core.conversation import (
+    Conversation,
+    Message,
+    SessionContext,
+    Task,
+    TokenUsage,
+    ToolStats,
+)
+from workbench.errors import StorageError
+from workbench.store import Database, Repository
+from workbench.store import bulk as bulk_module
+from workbench.store.search import SearchQuery, search
+
+ConvFactory = Callable[..., Conversation]
+CountCheck = Callable[[int], None]
+TABLES = ("sessions", "messages", "session_context")
+
+
+def _snapshot(count_rows: Callable[[str], int]) -> dict[str, int]:
+    return {t: count_rows(t) for t in TABLES}
+
+
+def _rich_conversation(source_id: str | None = "rich-1") -> Conversation:
+    t = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+    calls = [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": '{"q": "x"}'},
+        }
+    ]
+    return Conversation(
+        title="Rich",
+        source="openai",
+        source_id=source_id,
+        tags=["imported", "imported", "demo"],
+        messages=[
+            Message(role="system", content="You are terse.", created_at=t),
+            Message(
+                role="user",
+                content="Find x",
+                created_at=t + timedelta(seconds=5),
+                metadata={"important": True, "source": "file"},
+            ),
+            Message(
+                role="assistant",
+                content="",
+                tool_calls=calls,
+                token_count=12,
+                token_encoding="o200k_base",
+                created_at=t + timedelta(seconds=9),
+            ),
+            Message(role="tool", content="x is 3", tool_call_id="call_1", name="lookup"),
+            Message(
+                role="assistant",
+                content="x is 3.",
+                state="folded",
+                parts=[{"type": "reasoning", "text": "easy"}],
+            ),
+        ],
+        context=SessionContext(
+            facts=["x matters"],
+            summary="Looked up x.",
+            tasks=[
+                Task(
+                    id="t",
+                    description="find x",
+                    status="completed",
+                    progress=1.0,
+                    created_at=t,
+                    updated_at=t + timedelta(minutes=1),
+                )
+            ],
+            tool_stats=ToolStats(total_calls=1, by_tool={"lookup": 1}),
+            token_usage=TokenUsage(input_tokens=30, output_tokens=8),
+            system_state={"mode": "quick"},
+            environment={"host": "h"},
+        ),
+    )
+
+
+def _assert_stored_like(repo: Repository, session_id: int, conversation: Conversation) -> None:
+    stored = repo.list_messages(session_id)
+    assert [m.position for m in stored] == list(range(len(conversation.messages)))
+    for got, want in zip(stored, conversation.messages, strict=True):
+        assert got.role == want.role
+        assert got.content == want.content
+        assert got.tool_calls == want.tool_calls
+        assert got.tool_call_id == want.tool_call_id
+        assert got.name == want.name
+        assert got.parts == want.parts
+        assert got.state == want.state
+        assert got.token_count == want.token_count
+        assert got.public_metadata() == want.public_metadata()
+        if want.created_at is not None:
+            assert got.created_at == want.created_at
+        else:
+            assert got.created_at is not None
+    assert repo.get_context(session_id) == conversation.context
+
+
+# == one conversation ==========================================================================
+
+
+@pytest.mark.parametrize("path", ["one", "batch"])
+def test_import_stores_session_messages_and_context(
+    repo: Repository, check_counts: CountCheck, path: str
+) -> None:
+    conversation = _rich_conversation()
+    if path == "one":
+        outcome = repo.import_conversation(conversation)
+    else:
+        (outcome,) = repo.import_many([conversation])
+    assert outcome.created
+    info = outcome.session
+    assert info.title == "Rich"
+    assert (info.source, info.source_id) == ("openai", "rich-1")
+    assert info.tags == ["imported", "demo"]
+    assert info.created_at == conversation.messages[0].created_at
+    assert info.message_count == 5
+    assert info.token_count == 12
+    assert repo.get_session(info.id) == info
+    _assert_stored_like(repo, info.id, conversation)
+    check_counts(info.id)
+
+
+@pytest.mark.parametrize("path", ["one", "batch"])
+def test_conversation_times_win_over_message_times(repo: Repository, path: str) -> None:
+    created = datetime(2020, 5, 5, tzinfo=UTC)
+    updated = datetime(2021, 6, 6, tzinfo=UTC)
+    conversation = _rich_conversation()
+    conversation.created_at, conversation.updated_at = created, updated
+    if path == "one":
+        info = repo.import_conversation(conversation).session
+    else:
+        info = repo.import_many([conversation])[0].session
+    assert (info.created_at, info.updated_at) == (created, updated)
+
+
+def test_a_bad_role_stores_nothing(
+    repo: Repository, conv: ConvFactory, count_rows: Callable[[str], int]
+) -> None:
+    repo.import_conversation(conv("existing", source_id="e"))
+    before = _snapshot(count_rows)
+    bad = conv("bad", [("user", "fine"), ("assistant", "fine"), ("robot", "not a role")])
+    with pytest.raises(StorageError, match="robot"):
+        repo.import_conversation(bad)
+    bad_state = conv("bad state", [("user", "x")])
+    bad_state.messages[0].state = "hidden"
+    with pytest.raises(StorageError, match="hidden"):
+        repo.import_conversation(bad_state)
+    assert _snapshot(count_rows) == before
+
+
+def test_a_failure_half_way_stores_nothing(
+    repo: Repository, conv: ConvFactory, count_rows: Callable[[str], int]
+) -> None:
+    # The context cannot be written (not JSON), after the session and messages were.
+    broken = conv("half", [("user", "a"), ("assistant", "b")], source_id="half")
+    broken.context.system_state = {"not json": object()}
+    before = _snapshot(count_rows)
+    with pytest.raises(Exception):  # noqa: B017 - the kind of error is not the point here
+        repo.import_conversation(broken)
+    assert _snapshot(count_rows) == before
+    assert repo.find_by_source("test", "half") is None
+
+
+def test_same_source_id_twice_is_skipped(
+    repo: Repository, conv: ConvFactory, count_rows: Callable[[str], int]
+) -> None:
+    first = repo.import_conversation(conv("v1", [("user", "one")], source_id="dup"))
+    before = _snapshot(count_rows)
+    second = repo.import_conversation(conv("v2", [("user", "two")], source_id="dup"))
+    assert first.created and not second.created
+    assert second.session.id == first.session.id
+    assert second.session.title == "v1"
+    assert [m.content for m in repo.list_messages(first.session.id)] == ["one"]
+    assert _snapshot(count_rows) == before
+
+
+def test_same_source_id_from_another_source_is_a_new_session(
+    repo: Repository, conv: ConvFactory
+) -> None:
+    a = repo.import_conversation(conv("a", source="openai", source_id="1"))
+    b = repo.import_conversation(conv("b", source="context-json", source_id="1"))
+    assert b.created and a.session.id != b.session.id
+
+
+def test_conversations_without_source_id_are_never_merged(
+    repo: Repository, conv: ConvFactory
+) -> None:
+    a = repo.import_conversation(conv("same"))
+    b = repo.import_conversation(conv("same"))
+    assert a.created and b.created
+    assert a.session.id != b.session.id
+
+
+def test_replace_swaps_messages_and_context_in_place(
+    repo: Repository, conv: ConvFactory, check_counts: CountCheck, count_rows: Callable[[str], int]
+) -> None:
+    original = conv(
+        "v1",
+        [("user", "old 1"), ("assistant", "old 2"), ("user", "old 3")],
+        source_id="r",
+        context=SessionContext(facts=["old fact"]),
+    )
+    first = repo.import_conversation(original)
+    newer = conv(
+        "v2",
+        [("user", "new 1")],
+        source_id="r",
+        tags=["x", "y"],
+        context=SessionContext(facts=["new fact"], summary="fresh"),
+    )
+    replaced = repo.import_conversation(newer, replace=True)
+    assert replaced.session.id == first.session.id
+    assert replaced.session.title == "v2"
+    assert replaced.session.tags == ["x", "y"]
+    assert [m.content for m in repo.list_messages(first.session.id)] == ["new 1"]
+    assert repo.get_context(first.session.id) == newer.context
+    assert count_rows("sessions") == 1
+    assert count_rows("session_context") == 1
+    check_counts(first.session.id)
+    db = repo.db
+    assert _message_hits(db, "old") == []
+    assert len(_message_hits(db, "new")) == 1
+
+
+def test_replace_deduplicates_tags_like_a_first_import(repo: Repository, conv: ConvFactory) -> None:
+    first = repo.import_conversation(conv("v1", source_id="t", tags=["a", "a"]))
+    assert first.session.tags == ["a"]
+    again = repo.import_conversation(conv("v2", source_id="t", tags=["b", "b", "c"]), replace=True)
+    assert again.session.tags == ["b", "c"]
+
+
+# == many conversations ========================================================================
+
+
+def _message_hits(db: Database, text: str, **filters: Any) -> list[Any]:
+    return search(db, SearchQuery(text, kinds=("message",), limit=500, **filters))
+
+
+def _fts_check(db: Database) -> None:
+    with db.write() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"
+        )
+
+
+def _batch(conv: ConvFactory, n: int, prefix: str = "b", words: str = "") -> list[Conversation]:
+    return [
+        conv(
+            f"{prefix}{i}",
+            [("user", f"question {i} {words}"), ("assistant", f"answer {i}")],
+            source_id=f"{prefix}-{i}",
+        )
+        for i in range(n)
+    ]
+
+
+def test_import_many_stores_every_conversation_in_order(
+    repo: Repository, conv: ConvFactory, check_counts: CountCheck
+) -> None:
+    repo.create_session("before")  # ids already in use
+    batch = [*_batch(conv, 30), conv("no source id", [("user", "loose")])]
+    outcomes = repo.import_many(batch)
+    assert [o.session.title for o in outcomes] == [c.title for c in batch]
+    assert all(o.created for o in outcomes)
+    assert len({o.session.id for o in outcomes}) == len(batch)
+    for outcome, conversation in zip(outcomes, batch, strict=True):
+        _assert_stored_like(repo, outcome.session.id, conversation)
+        check_counts(outcome.session.id)
+    assert repo.count_sessions() == len(batch) + 1
+    assert repo.import_many([]) == []
+
+
+def test_import_many_skips_known_source_ids(
+    repo: Repository, conv: ConvFactory, count_rows: Callable[[str], int]
+) -> None:
+    first = repo.import_many(_batch(conv, 3))
+    before = count_rows("messages")
+    again = repo.import_many([*_batch(conv, 3), *_batch(conv, 2, prefix="new")])
+    assert [o.created for o in again] == [False, False, False, True, True]
+    assert [o.session.id for o in again[:3]] == [o.session.id for o in first]
+    assert count_rows("messages") == before + 4
+
+
+def test_import_many_replace_replaces_known_ones(repo: Repository, conv: ConvFactory) -> None:
+    (first,) = repo.import_many([conv("v1", [("user", "old")], source_id="k")])
+    (again,) = repo.import_many([conv("v2", [("user", "new")], source_id="k")], replace=True)
+    assert again.session.id == first.session.id
+    assert [m.content for m in repo.list_messages(first.session.id)] == ["new"]
+
+
+@pytest.mark.parametrize("bad_at", [0, 5, 9])
+def test_a_bad_conversation_leaves_nothing_of_the_batch(
+    repo: Repository, conv: ConvFactory, count_rows: Callable[[str], int], bad_at: int
+) -> None:
+    repo.import_many(_batch(conv, 2, prefix="kept"))
+    before = {**_snapshot(count_rows), "messages_fts_docsize": count_rows("messages_fts_docsize")}
+    batch = _batch(conv, 10, words="zeppelin")
+    batch[bad_at].messages.append(Message(role="oracle", content="bad"))
+    with pytest.raises(StorageError, match="oracle"):
+        repo.import_many(batch)
+    after = {**_snapshot(count_rows), "messages_fts_docsize": count_rows("messages_fts_docsize")}
+    assert after == before
+    assert _message_hits(repo.db, "zeppelin") == []
+    # Retrying one by one isolates the bad one, as the engine does.
+    stored = 0
+    for conversation in batch:
+        try:
+            repo.import_conversation(conversation)
+            stored += 1
+        except StorageError:
+            pass
+    assert stored == 9
+
+
+def test_a_source_id_twice_in_one_batch_stores_nothing(
+    repo: Repository, conv: ConvFactory, count_rows: Callable[[str], int]
+) -> None:
+    before = _snapshot(count_rows)
+    batch = [conv("a", source_id="same"), conv("b", source_id="other"), conv("c", source_id="same")]
+    with pytest.raises(StorageError, match="same"):
+        repo.import_many(batch)
+    assert _snapshot(count_rows) == before
+
+
+def test_a_database_failure_while_the_trigger_is_away_rolls_everything_back(
+    repo: Repository,
+    conv: ConvFactory,
+    count_rows: Callable[[str], int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = _snapshot(count_rows)
+    monkeypatch.setattr(bulk_module, "MESSAGES_FTS_INSERT_TRIGGER", "CREATE TRIGGER broken")
+    with pytest.raises(Exception):  # noqa: B017 - whatever the driver raises
+        repo.import_many(_batch(conv, 4, words="dirigible"))
+    monkeypatch.undo()
+    assert _snapshot(count_rows) == before
+    # The dropped trigger came back with the rollback: new messages are indexed.
+    session = repo.create_session("after")
+    repo.append_message(session.id, Message(role="user", content="dirigible later"))
+    hits = _message_hits(repo.db, "dirigible")
+    assert [h.session_id for h in hits] == [session.id]
+    _fts_check(repo.db)
+
+
+def test_bulk_imported_messages_are_searchable_and_the_trigger_is_back(
+    repo: Repository, conv: ConvFactory
+) -> None:
+    outcomes = repo.import_many(_batch(conv, 20, words="albatross"))
+    hits = _message_hits(repo.db, "albatross")
+    assert {h.session_id for h in hits} == {o.session.id for o in outcomes}
+    assert all(h.role == "user" for h in hits)
+    assert {h.message_id for h in hits} == {
+        repo.list_messages(o.session.id)[0].id for o in outcomes
+    }
+    _fts_check(repo.db)
+
+    later = repo.append_message(
+        outcomes[0].session.id, Message(role="assistant", content="a cormorant appears")
+    )
+    assert [h.message_id for h in _message_hits(repo.db, "cormorant")] == [later.id]
+    repo.update_message(later.id, content="a pelican appears")
+    assert _message_hits(repo.db, "cormorant") == []
+    _fts_check(repo.db)
+
+
+def test_bulk_import_after_deleting_the_newest_messages(
+    repo: Repository, conv: ConvFactory
+) -> None:
+    # The freed ids are handed out again; the index must not mix old and new rows.
+    first = repo.import_many(_batch(conv, 3, prefix="a", words="gannet"))
+    repo.delete_session(first[-1].session.id)
+    second = repo.import_many(_batch(conv, 2, prefix="c", words="puffin"))
+    gannet = {h.session_id for h in _message_hits(repo.db, "gannet")}
+    puffin = {h.session_id for h in _message_hits(repo.db, "puffin")}
+    assert gannet == {o.session.id for o in first[:2]}
+    assert puffin == {o.session.id for o in second}
+    _fts_check(repo.db)
+
+
+def test_bulk_imported_session_titles_are_searchable(repo: Repository, conv: ConvFactory) -> None:
+    (outcome,) = repo.import_many([conv("Kittiwake planning", source_id="kw")])
+    hits = search(repo.db, SearchQuery("kittiwake", kinds=("session",)))
+    assert [h.session_id for h in hits] == [outcome.session.id]
+
+
+@pytest.mark.parametrize("path", ["one", "batch"])
+def test_messages_carrying_ids_of_another_session_are_copied_not_moved(
+    repo: Repository, conv: ConvFactory, path: str
+) -> None:
+    source = repo.import_conversation(conv("source", source_id="src")).session
+    before = repo.list_messages(source.id)
+    copy = Conversation(
+        title="copy", messages=[m.copy() for m in before], source="test", source_id="copy"
+    )
+    if path == "one":
+        info = repo.import_conversation(copy).session
+    else:
+        info = repo.import_many([copy])[0].session
+    copied = repo.list_messages(info.id)
+    assert [m.content for m in copied] == [m.content for m in before]
+    assert {m.id for m in copied}.isdisjoint({m.id for m in before})
+    assert all(m.session_id == info.id for m in copied)
+    assert repo.list_messages(source.id) == before

@@ -1,0 +1,407 @@
+"""Opening the database file: pragmas, migrations, backups, refusals, transactions."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from workbench.core.conversation import Message
+from workbench.errors import DatabaseVersionError, StorageError
+from workbench.store import Database, Repository, default_db_path
+from workbench.store import db as db_module
+from workbench.store.migrations import MIGRATIONS, Migration
+
+
+def _sibling_files(path: Path) -> set[str]:
+    """Files beside the database other than the database and its WAL companions."""
+    own = {path.name, path.name + "-wal", path.name + "-shm", path.name + "-journal"}
+    return {p.name for p in path.parent.iterdir() if p.name not in own}
+
+
+def _tables(path: Path) -> set[str]:
+    conn = sqlite3.connect(str(path))
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        conn.close()
+
+
+def _migration_names(path: Path) -> list[str]:
+    conn = sqlite3.connect(str(path))
+    try:
+        return sorted(r[0] for r in conn.execute("SELECT name FROM schema_migrations"))
+    finally:
+        conn.close()
+
+
+def _with_extra_migration(
+    monkeypatch: pytest.MonkeyPatch, *extra: Migration
+) -> tuple[Migration, ...]:
+    migrations = (*MIGRATIONS, *extra)
+    monkeypatch.setattr("workbench.store.migrations.MIGRATIONS", migrations)
+    monkeypatch.setattr(db_module, "MIGRATIONS", migrations)
+    return migrations
+
+
+# -- a new file ---------------------------------------------------------------------------
+
+
+def test_new_file_is_created_with_its_folder(db_path: Path) -> None:
+    assert not db_path.parent.exists()
+    database = Database.open(db_path)
+    try:
+        assert db_path.is_file()
+        with db_path.open("rb") as fh:
+            assert fh.read(16) == b"SQLite format 3\x00"
+    finally:
+        database.close()
+
+
+def test_new_file_uses_wal_foreign_keys_and_busy_timeout(db: Database) -> None:
+    with db.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() > 0
+    # WAL is a property of the file: a plain connection sees it too.
+    conn2 = sqlite3.connect(str(db.path))
+    try:
+        assert conn2.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn2.close()
+
+
+def test_foreign_keys_are_enforced(db: Database) -> None:
+    with pytest.raises(Exception), db.write() as conn:  # noqa: B017 - any driver error
+        conn.exec_driver_sql(
+            "INSERT INTO sessions (agent_id, title, created_at, updated_at)"
+            " VALUES (999, 'orphan', '2024', '2024')"
+        )
+    with db.read() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM sessions").scalar() == 0
+
+
+def test_every_migration_is_recorded(db: Database) -> None:
+    applied = db.applied_migrations()
+    assert [name for name, _ in applied] == [m.name for m in MIGRATIONS]
+    assert all(when.tzinfo is not None for _, when in applied)
+
+
+def test_new_file_gets_no_backup(db: Database) -> None:
+    assert _sibling_files(db.path) == set()
+
+
+def test_reopening_applies_nothing_and_makes_no_backup(db_path: Path) -> None:
+    first = Database.open(db_path)
+    before = first.applied_migrations()
+    first.close()
+    second = Database.open(db_path)
+    try:
+        assert second.applied_migrations() == before
+        assert _sibling_files(db_path) == set()
+    finally:
+        second.close()
+
+
+def test_reopening_keeps_the_data(db_path: Path) -> None:
+    first = Database.open(db_path)
+    session = Repository(first).create_session("kept")
+    first.close()
+    second = Database.open(db_path)
+    try:
+        assert Repository(second).get_session(session.id).title == "kept"
+    finally:
+        second.close()
+
+
+def test_empty_file_is_treated_as_new(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    db_path.write_bytes(b"")
+    database = Database.open(db_path)
+    try:
+        assert [n for n, _ in database.applied_migrations()] == [m.name for m in MIGRATIONS]
+    finally:
+        database.close()
+
+
+# -- migrating an existing file ---------------------------------------------------------
+
+
+def test_pending_migration_backs_up_first_then_applies(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = Database.open(db_path)
+    Repository(first).create_session("before the upgrade")
+    first.close()
+
+    extra = Migration(
+        "0999_extra_things",
+        ("CREATE TABLE extra_things (id INTEGER PRIMARY KEY, label TEXT NOT NULL)",),
+    )
+    _with_extra_migration(monkeypatch, extra)
+    upgraded = Database.open(db_path)
+    try:
+        names = [n for n, _ in upgraded.applied_migrations()]
+        assert names == [*(m.name for m in MIGRATIONS), extra.name]
+        with upgraded.write() as conn:
+            conn.exec_driver_sql("INSERT INTO extra_things (label) VALUES ('works')")
+        assert Repository(upgraded).list_sessions()[0].title == "before the upgrade"
+    finally:
+        upgraded.close()
+
+    backups = sorted(_sibling_files(db_path))
+    assert len(backups) == 1, backups
+    backup = db_path.parent / backups[0]
+    assert "extra_things" not in _tables(backup)
+    assert _migration_names(backup) == sorted(m.name for m in MIGRATIONS)
+    conn = sqlite3.connect(str(backup))
+    try:
+        assert conn.execute("SELECT title FROM sessions").fetchall() == [("before the upgrade",)]
+    finally:
+        conn.close()
+
+
+def test_failing_migration_leaves_nothing_of_itself(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Database.open(db_path).close()
+    broken = Migration(
+        "0999_broken",
+        (
+            "CREATE TABLE half_done (x INTEGER)",
+            "INSERT INTO half_done VALUES (1)",
+            "ALTER TABLE no_such_table ADD COLUMN y TEXT",
+        ),
+    )
+    _with_extra_migration(monkeypatch, broken)
+    with pytest.raises(StorageError) as info:
+        Database.open(db_path)
+    assert "0999_broken" in str(info.value)
+    assert "half_done" not in _tables(db_path)
+    assert _migration_names(db_path) == sorted(m.name for m in MIGRATIONS)
+
+    # Without the broken change the file opens as before.
+    monkeypatch.undo()
+    Database.open(db_path).close()
+
+
+def test_failing_first_migration_on_new_file_raises_storage_error(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = (Migration("0001_broken", ("CREATE TABLE a (x)", "NOT SQL AT ALL")),)
+    monkeypatch.setattr(db_module, "MIGRATIONS", broken)
+    with pytest.raises(StorageError, match="0001_broken"):
+        Database.open(db_path)
+    assert "a" not in _tables(db_path)
+
+
+def test_unknown_applied_migration_is_refused_untouched(
+    db_path: Path, digest: Callable[[Path], str]
+) -> None:
+    database = Database.open(db_path)
+    Repository(database).create_session("from the future")
+    with database.write() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO schema_migrations (name, applied_at)"
+            " VALUES ('2042_hover_cars', '2042-01-01T00:00:00.000000Z')"
+        )
+    database.close()
+    before = digest(db_path)
+
+    with pytest.raises(DatabaseVersionError) as info:
+        Database.open(db_path)
+    text = str(info.value)
+    assert str(db_path) in text
+    assert "newer" in text
+    assert "2042_hover_cars" in text
+    assert text.rstrip().endswith(".")
+    assert digest(db_path) == before
+    assert _sibling_files(db_path) == set()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(os.urandom(4096), id="random-bytes"),
+        pytest.param(b"just some notes\nnot a database at all\n" * 20, id="text"),
+        pytest.param(b"SQLite format 3\x00" + b"\xff" * 4000, id="damaged-sqlite"),
+    ],
+)
+def test_file_that_is_not_a_database_is_refused_untouched(
+    db_path: Path, content: bytes, digest: Callable[[Path], str]
+) -> None:
+    db_path.parent.mkdir(parents=True)
+    db_path.write_bytes(content)
+    before = digest(db_path)
+    with pytest.raises(StorageError) as info:
+        Database.open(db_path)
+    assert str(db_path) in str(info.value)
+    assert digest(db_path) == before
+    assert _sibling_files(db_path) == set()
+
+
+def test_sqlite_file_of_another_app_is_refused_untouched(
+    db_path: Path, digest: Callable[[Path], str]
+) -> None:
+    db_path.parent.mkdir(parents=True)
+    other = sqlite3.connect(str(db_path))
+    other.execute("CREATE TABLE recipes (id INTEGER PRIMARY KEY, name TEXT)")
+    other.execute("INSERT INTO recipes (name) VALUES ('soup')")
+    other.commit()
+    other.close()
+    before = digest(db_path)
+
+    with pytest.raises(StorageError) as info:
+        Database.open(db_path)
+    assert not isinstance(info.value, DatabaseVersionError)
+    assert "recipes" in str(info.value)
+    assert digest(db_path) == before
+    assert _tables(db_path) == {"recipes"}
+
+
+def test_path_that_is_a_folder_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "a-folder.db"
+    folder.mkdir()
+    with pytest.raises(StorageError, match="folder"):
+        Database.open(folder)
+    assert list(folder.iterdir()) == []
+
+
+def test_migrate_false_refuses_a_file_that_needs_changes(db_path: Path) -> None:
+    with pytest.raises(StorageError):
+        Database.open(db_path, migrate=False)
+
+
+# -- where the file lives ----------------------------------------------------------------
+
+
+def test_default_path_is_inside_workbench_home(isolated_home: Path) -> None:
+    assert default_db_path().parent == isolated_home
+
+
+def test_workbench_db_wins_over_workbench_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    explicit = tmp_path / "elsewhere" / "mine.sqlite"
+    monkeypatch.setenv("WORKBENCH_DB", str(explicit))
+    assert default_db_path() == explicit
+
+
+def test_without_either_variable_uses_the_user_data_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("WORKBENCH_HOME")
+    path = default_db_path()
+    # The autouse fixture points XDG_DATA_HOME into tmp_path, so the platform folder is there.
+    assert tmp_path in path.parents
+
+
+def test_open_without_path_uses_workbench_home(isolated_home: Path) -> None:
+    database = Database.open()
+    try:
+        assert database.path.parent == isolated_home
+        assert database.path.is_file()
+    finally:
+        database.close()
+
+
+def test_open_without_path_uses_workbench_db(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path
+) -> None:
+    explicit = tmp_path / "explicit" / "chosen.db"
+    monkeypatch.setenv("WORKBENCH_DB", str(explicit))
+    database = Database.open()
+    try:
+        assert database.path == explicit
+        assert explicit.is_file()
+        assert not isolated_home.exists() or not any(isolated_home.iterdir())
+    finally:
+        database.close()
+
+
+# -- transactions ---------------------------------------------------------------------------
+
+
+def test_write_that_raises_rolls_back_every_row(db: Database) -> None:
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom), db.write() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO agents (name, created_at, updated_at) VALUES ('a', 't', 't')"
+        )
+        agent_id = conn.exec_driver_sql("SELECT id FROM agents").scalar()
+        conn.exec_driver_sql(
+            "INSERT INTO sessions (agent_id, title, created_at, updated_at)"
+            " VALUES (?, 's', 't', 't')",
+            (agent_id,),
+        )
+        conn.exec_driver_sql("INSERT INTO settings (key, value) VALUES ('k', '1')")
+        raise Boom()
+    with db.read() as conn:
+        for table in ("agents", "sessions", "settings", "sessions_fts"):
+            assert conn.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar() == 0
+    # The database is still usable after the rollback.
+    with db.write() as conn:
+        conn.exec_driver_sql("INSERT INTO settings (key, value) VALUES ('k', '2')")
+    with db.read() as conn:
+        assert conn.exec_driver_sql("SELECT value FROM settings").scalar() == "2"
+
+
+def test_write_that_succeeds_is_visible_to_another_connection(db: Database) -> None:
+    with db.write() as conn:
+        conn.exec_driver_sql("INSERT INTO settings (key, value) VALUES ('seen', '1')")
+    other = sqlite3.connect(str(db.path))
+    try:
+        assert other.execute("SELECT value FROM settings WHERE key='seen'").fetchone() == ("1",)
+    finally:
+        other.close()
+
+
+def _append_from_threads(repos: list[Repository], session_id: int, per_thread: int) -> None:
+    barrier = threading.Barrier(len(repos))
+    errors: list[BaseException] = []
+
+    def work(index: int, repo: Repository) -> None:
+        try:
+            barrier.wait()
+            for i in range(per_thread):
+                repo.append_message(session_id, Message(role="user", content=f"t{index}-{i}"))
+        except BaseException as exc:  # reported below, in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i, r)) for i, r in enumerate(repos)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_two_threads_sharing_a_database_both_write(
+    repo: Repository, check_counts: Callable[[int], None]
+) -> None:
+    session = repo.create_session("busy")
+    _append_from_threads([repo, repo], session.id, 40)
+    contents = {m.content for m in repo.list_messages(session.id)}
+    assert contents == {f"t{t}-{i}" for t in range(2) for i in range(40)}
+    check_counts(session.id)
+
+
+def test_two_connections_to_one_file_both_write(
+    db_path: Path, repo: Repository, check_counts: Callable[[int], None]
+) -> None:
+    session = repo.create_session("two writers")
+    second_db = Database.open(db_path)
+    try:
+        _append_from_threads([repo, Repository(second_db)], session.id, 40)
+    finally:
+        second_db.close()
+    messages = repo.list_messages(session.id)
+    assert len(messages) == 80
+    assert len({m.content for m in messages}) == 80
+    check_counts(session.id)

@@ -1,0 +1,195 @@
+"""The layer rules of ARCHITECTURE.md, checked by tools so a wrong import fails CI.
+
+The import-linter contracts live in pyproject.toml. Besides running them on the real
+package, these tests copy a small fake ``workbench`` tree with one forbidden import into a
+temp dir and run the same contracts there, proving that they really catch a violation.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = REPO_ROOT / "workbench"
+BIN = Path(sys.executable).parent
+
+# The stairs from ARCHITECTURE.md, top to bottom; a set is one step of independent siblings.
+EXPECTED_LAYERS: list[set[str]] = [
+    {"workbench.cli"},
+    {"workbench.gui"},
+    {"workbench.engine"},
+    {"workbench.store", "workbench.providers", "workbench.formats"},
+    {"workbench.core"},
+    {"workbench.errors"},
+]
+
+
+def _tool(name: str) -> str:
+    path = BIN / name
+    if not path.exists():
+        pytest.fail(f"{name} is not installed next to {sys.executable}; run `make venv`")
+    return str(path)
+
+
+def _contracts() -> list[dict]:
+    with open(REPO_ROOT / "pyproject.toml", "rb") as handle:
+        return tomllib.load(handle)["tool"]["importlinter"]["contracts"]
+
+
+def _run_lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    # The fake tree must be imported from cwd, not the installed project.
+    env["PYTHONPATH"] = str(cwd)
+    # Wide enough that no contract name is wrapped in the report.
+    env["COLUMNS"] = "500"
+    return subprocess.run(
+        [_tool("lint-imports"), "--no-cache"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_import_contracts_are_kept() -> None:
+    result = _run_lint_imports(REPO_ROOT)
+    report = result.stdout + result.stderr
+    assert result.returncode == 0, report
+    assert "BROKEN" not in report
+    assert report.count("KEPT") == len(_contracts()), report
+
+
+def test_ruff_is_clean() -> None:
+    result = subprocess.run(
+        [_tool("ruff"), "check", "workbench", "tests", "bench"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_layer_contract_matches_the_architecture() -> None:
+    (layers,) = [c for c in _contracts() if c["type"] == "layers"]
+    parsed = []
+    for layer in layers["layers"]:
+        # ':' would let siblings import each other; the architecture says they must not.
+        assert ":" not in layer, f"layer {layer!r} must separate siblings with '|'"
+        parsed.append({part.strip() for part in layer.split("|")})
+    assert parsed == EXPECTED_LAYERS
+
+
+def test_qt_contract_covers_every_package_below_the_gui() -> None:
+    (forbidden,) = [c for c in _contracts() if c["type"] == "forbidden"]
+    below_gui = set().union(*EXPECTED_LAYERS[2:-1])
+    assert set(forbidden["source_modules"]) >= below_gui
+    assert "PySide6" in forbidden["forbidden_modules"]
+
+
+def _write_fake_workbench(root: Path, extra: dict[str, str]) -> None:
+    """A minimal package with every layer, plus ``extra`` (relative path -> source)."""
+    for name in ("cli", "errors"):
+        (root / "workbench").mkdir(parents=True, exist_ok=True)
+        (root / "workbench" / f"{name}.py").write_text("")
+    for name in ("gui", "engine", "store", "providers", "formats", "core"):
+        (root / "workbench" / name).mkdir(parents=True, exist_ok=True)
+        (root / "workbench" / name / "__init__.py").write_text("")
+    (root / "workbench" / "__init__.py").write_text("")
+    for relative, source in extra.items():
+        (root / relative).write_text(source)
+    (root / "pyproject.toml").write_text((REPO_ROOT / "pyproject.toml").read_text())
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "broken", "chain"),
+    [
+        (
+            "workbench/store/search.py",
+            "import workbench.formats\n",
+            "Layers",
+            "workbench.store.search -> workbench.formats",
+        ),
+        (
+            "workbench/core/tokens.py",
+            "from workbench.engine import run\n",
+            "Layers",
+            "workbench.core.tokens -> workbench.engine",
+        ),
+        (
+            "workbench/engine/app.py",
+            "import workbench.cli\n",
+            "Layers",
+            "workbench.engine.app -> workbench.cli",
+        ),
+        (
+            "workbench/engine/view.py",
+            "from PySide6 import QtCore\n",
+            "Only the GUI imports Qt",
+            "workbench.engine.view -> PySide6",
+        ),
+    ],
+    ids=["sibling", "upward", "engine-to-cli", "qt-in-engine"],
+)
+def test_contracts_catch_a_violation(
+    tmp_path: Path, module: str, source: str, broken: str, chain: str
+) -> None:
+    _write_fake_workbench(tmp_path, {module: source})
+    result = _run_lint_imports(tmp_path)
+    report = result.stdout + result.stderr
+    assert result.returncode != 0, report
+    broken_lines = [line for line in report.splitlines() if line.endswith(" BROKEN")]
+    assert [line.startswith(broken) for line in broken_lines] == [True], report
+    assert chain in " ".join(report.split()), report
+
+
+def test_fake_tree_without_violations_passes(tmp_path: Path) -> None:
+    # Allowed directions: cli -> gui -> engine -> store -> core -> errors, and gui -> Qt.
+    _write_fake_workbench(
+        tmp_path,
+        {
+            "workbench/cli.py": "import workbench.gui\n",
+            "workbench/gui/window.py": "import PySide6\nimport workbench.engine\n",
+            "workbench/engine/run.py": "import workbench.store\nimport workbench.formats\n",
+            "workbench/store/repo.py": "import workbench.core\n",
+            "workbench/core/types.py": "import workbench.errors\n",
+        },
+    )
+    result = _run_lint_imports(tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _imported_modules(tree: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_only_the_gui_package_imports_qt() -> None:
+    gui = PACKAGE / "gui"
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if gui in path.parents:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        # Catches lazy imports inside functions too, which a grep of line starts could miss.
+        if any(name.split(".")[0] == "PySide6" for name in _imported_modules(tree)):
+            offenders.append(str(path.relative_to(REPO_ROOT)))
+    assert offenders == []
+
+
+def test_the_qt_scan_sees_nested_imports() -> None:
+    tree = ast.parse("def open_window():\n    from PySide6.QtWidgets import QWidget\n")
+    assert "PySide6.QtWidgets" in _imported_modules(tree)

@@ -1,0 +1,5 @@
+"""``python -m workbench``: the GUI with no arguments, a subcommand otherwise."""
+
+from workbench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,339 @@
+"""The domain objects of SPEC §1, as plain dataclasses with no I/O.
+
+The store turns rows into these, the formats parse files into them, and the engine and
+the GUI pass them around. They are ordinary mutable dataclasses; code that hands them to
+callers who must not change the original (``Memory.messages()``) copies them with
+:meth:`Message.copy`.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+
+class Role(StrEnum):
+    """Who said a message."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+ROLES: tuple[str, ...] = tuple(r.value for r in Role)
+
+
+class MessageState(StrEnum):
+    """Whether a message is in the model's view (SPEC §1)."""
+
+    ACTIVE = "active"
+    FOLDED = "folded"
+    EVICTED = "evicted"
+
+
+STATES: tuple[str, ...] = tuple(s.value for s in MessageState)
+
+
+class TaskStatus(StrEnum):
+    """Life cycle of an active task in the session context."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware in UTC (the store rejects naive times)."""
+    return datetime.now(UTC)
+
+
+def as_utc(value: datetime) -> datetime:
+    """Return ``value`` as an aware UTC datetime; naive values are taken to be UTC."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def parse_time(value: Any) -> datetime | None:
+    """Read a time from ISO 8601 text or a Unix timestamp; ``None`` when absent.
+
+    Raises ``ValueError`` for a value that is present but not a time.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return as_utc(value)
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a time")
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(float(value), UTC)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        return as_utc(datetime.fromisoformat(text))
+    raise ValueError(f"{value!r} is not a time")
+
+
+def format_time(value: datetime | None) -> str | None:
+    """ISO 8601 text in UTC with a ``Z`` suffix, or ``None``."""
+    if value is None:
+        return None
+    return as_utc(value).isoformat().replace("+00:00", "Z")
+
+
+@dataclass
+class Message:
+    """One message of a session.
+
+    ``position`` is the 0-based place in the session (dense: 0..n-1). ``metadata`` is
+    free JSON; ``important`` is kept as its own field and shown inside ``metadata`` by
+    :meth:`public_metadata`. ``token_count`` is cached together with the name of the
+    encoding that produced it.
+    """
+
+    role: str
+    content: str = ""
+    id: int | None = None
+    session_id: int | None = None
+    position: int | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    parts: list[dict[str, Any]] | None = None
+    created_at: datetime | None = None
+    token_count: int | None = None
+    token_encoding: str | None = None
+    state: str = MessageState.ACTIVE.value
+    important: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    compaction_id: int | None = None
+
+    def copy(self) -> Message:
+        """A deep copy: changing it never changes the original."""
+        return copy.deepcopy(self)
+
+    def public_metadata(self) -> dict[str, Any]:
+        """``metadata`` with ``important`` folded in, as exports and JSON show it."""
+        meta = dict(self.metadata)
+        if self.important:
+            meta["important"] = True
+        return meta
+
+
+@dataclass
+class Task:
+    """An active task an agent keeps in its session context."""
+
+    id: str
+    description: str
+    status: str = TaskStatus.PENDING.value
+    progress: float | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "description": self.description,
+            "status": self.status,
+            "progress": self.progress,
+            "created_at": format_time(self.created_at),
+            "updated_at": format_time(self.updated_at),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Task:
+        """Build a task from its JSON form; raises ``ValueError`` on a bad field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a task must be an object, not {type(data).__name__}")
+        if "description" not in data and "id" not in data:
+            raise ValueError("a task needs an 'id' or a 'description'")
+        progress = data.get("progress")
+        if progress is not None and not isinstance(progress, int | float):
+            raise ValueError(f"task progress must be a number, not {progress!r}")
+        return cls(
+            id=str(data.get("id") or data.get("description")),
+            description=str(data.get("description", "")),
+            status=str(data.get("status") or TaskStatus.PENDING.value),
+            progress=None if progress is None else float(progress),
+            created_at=parse_time(data.get("created_at")),
+            updated_at=parse_time(data.get("updated_at")),
+        )
+
+
+@dataclass
+class ToolStats:
+    """How often the agent called tools, by tool, and how many calls failed."""
+
+    total_calls: int = 0
+    by_tool: dict[str, int] = field(default_factory=dict)
+    failures: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "total_calls": self.total_calls,
+            "by_tool": dict(self.by_tool),
+            "failures": self.failures,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> ToolStats:
+        data = data or {}
+        by_tool = data.get("by_tool") or data.get("calls_by_tool") or {}
+        return cls(
+            total_calls=int(data.get("total_calls", 0) or 0),
+            by_tool={str(k): int(v) for k, v in dict(by_tool).items()},
+            failures=int(data.get("failures", 0) or 0),
+        )
+
+
+@dataclass
+class TokenUsage:
+    """Tokens the provider billed for this session, summed over its calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "total_input": self.input_tokens,
+            "total_output": self.output_tokens,
+            "total": self.total,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> TokenUsage:
+        data = data or {}
+        return cls(
+            input_tokens=int(data.get("total_input", data.get("input_tokens", 0)) or 0),
+            output_tokens=int(data.get("total_output", data.get("output_tokens", 0)) or 0),
+        )
+
+
+@dataclass
+class SessionContext:
+    """What an agent remembers about a session beyond its message list (SPEC §1)."""
+
+    facts: list[str] = field(default_factory=list)
+    summary: str = ""
+    tasks: list[Task] = field(default_factory=list)
+    tool_stats: ToolStats = field(default_factory=ToolStats)
+    token_usage: TokenUsage = field(default_factory=TokenUsage)
+    system_state: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def copy(self) -> SessionContext:
+        return copy.deepcopy(self)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON shape the CLI's ``show --json`` prints under ``context``."""
+        return {
+            "facts": list(self.facts),
+            "summary": self.summary,
+            "tasks": [t.to_json() for t in self.tasks],
+            "tool_stats": self.tool_stats.to_json(),
+            "token_usage": self.token_usage.to_json(),
+            "system_state": copy.deepcopy(self.system_state),
+            "environment": copy.deepcopy(self.environment),
+        }
+
+
+@dataclass
+class SessionInfo:
+    """A session's row: everything but its messages and context."""
+
+    id: int
+    title: str
+    agent_id: int
+    created_at: datetime
+    updated_at: datetime
+    tags: list[str] = field(default_factory=list)
+    pinned: bool = False
+    archived: bool = False
+    forked_from_session_id: int | None = None
+    forked_from_message_id: int | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    source: str | None = None
+    source_id: str | None = None
+    message_count: int = 0
+    token_count: int = 0
+    agent_name: str | None = None
+
+
+@dataclass
+class Conversation:
+    """A whole conversation as a format reads it, before it is stored.
+
+    ``source`` names the format and ``source_id`` the conversation's own id in that
+    source, so that importing the same file twice can be recognised.
+    """
+
+    title: str
+    messages: list[Message] = field(default_factory=list)
+    context: SessionContext = field(default_factory=SessionContext)
+    source: str | None = None
+    source_id: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Agent:
+    """A named profile: instructions, provider and model, memory policy, tools."""
+
+    id: int
+    name: str
+    instructions: str = ""
+    provider: str | None = None
+    model: str | None = None
+    memory_policy: dict[str, Any] = field(default_factory=dict)
+    tools: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MemoryEntry:
+    """A long-term memory entry an agent can recall (SPEC §1)."""
+
+    id: int
+    agent_id: int
+    content: str
+    scope: str = "agent"
+    namespace: str = "default"
+    session_id: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+
+
+@dataclass
+class SkippedEntry:
+    """An entry of an input file that was not imported, and why."""
+
+    entry: str
+    reason: str
+
+
+@dataclass
+class SearchHit:
+    """One search result: a message, a session title or a memory entry."""
+
+    kind: str  # "message", "session" or "memory"
+    session_id: int | None
+    message_id: int | None
+    role: str | None
+    snippet: str
+    score: float
+    memory_id: int | None = None
+    position: int | None = None
+    title: str | None = None

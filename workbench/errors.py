@@ -1,0 +1,155 @@
+"""The workbench's exception tree.
+
+Every error the engine raises on purpose derives from :class:`WorkbenchError` and
+carries a sentence a person can act on (the file, the entry, the field, the status)::
+
+    WorkbenchError
+    ├── StorageError            the database file or a row in it
+    │   ├── DatabaseVersionError    the file was written by a newer workbench
+    │   └── NotFoundError           a session, message or entry that does not exist
+    ├── FormatError             a file being imported or exported
+    │   └── UnknownFormatError      no importer recognises the file
+    ├── TokenizerError          token counting could not load an encoding
+    ├── RequestError            a request cannot be built (too big for the window, bad tool)
+    │   └── ContextBudgetError      even the essential parts exceed the budget
+    └── ProviderError           talking to a model server; ``retryable`` says if a retry may help
+        ├── AuthenticationError     401/403: the key is missing, wrong or lacks permission
+        ├── UnknownModelError       404 for the model: the server does not serve it
+        ├── RateLimitError          429: too many requests (``retry_after`` seconds)
+        ├── ContextTooLongError     the prompt exceeds the model's context window (sizes)
+        ├── ServerError             5xx, or a reply the protocol does not allow
+        ├── UnreachableError        no connection could be made
+        ├── ProviderTimeoutError    connect, read or total time limit passed
+        ├── StreamInterruptedError  the connection dropped after the reply began
+        └── CancelledError          the user stopped the request
+"""
+
+from __future__ import annotations
+
+
+class WorkbenchError(Exception):
+    """Root of every deliberate workbench error; ``str(err)`` is a full sentence."""
+
+
+class StorageError(WorkbenchError):
+    """The database could not be opened, migrated, read or written."""
+
+
+class DatabaseVersionError(StorageError):
+    """The database was written by a newer version of the workbench."""
+
+
+class NotFoundError(StorageError):
+    """A session, message, agent or memory entry that does not exist was asked for."""
+
+
+class FormatError(WorkbenchError):
+    """A file (or one entry of it) could not be read or written in its format.
+
+    ``path`` names the file and ``entry`` the position inside it (a line number for
+    JSONL, an index for JSON arrays) when they are known.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, entry: str | None = None):
+        super().__init__(message)
+        self.path = path
+        self.entry = entry
+
+
+class UnknownFormatError(FormatError):
+    """No importer recognises the file; the message lists the known formats."""
+
+
+class TokenizerError(WorkbenchError):
+    """No token encoding could be loaded from local files."""
+
+
+class RequestError(WorkbenchError):
+    """A request to a model could not be built (bad tool, bad schema, bad role)."""
+
+
+class ContextBudgetError(RequestError):
+    """The system message, summary and prompt alone exceed the model's budget."""
+
+    def __init__(self, message: str, *, needed: int, budget: int):
+        super().__init__(message)
+        self.needed = needed
+        self.budget = budget
+
+
+class ProviderError(WorkbenchError):
+    """A model server could not be reached or answered with an error.
+
+    ``status`` is the HTTP status when there was one; ``retryable`` says whether the
+    same request may succeed later (rate limits, server errors, lost connections).
+    """
+
+    retryable = False
+
+    def __init__(self, message: str, *, status: int | None = None, provider: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.provider = provider
+
+
+class AuthenticationError(ProviderError):
+    """The server refused the API key (or none was given)."""
+
+
+class UnknownModelError(ProviderError):
+    """The server does not know the model that was asked for."""
+
+
+class RateLimitError(ProviderError):
+    """Too many requests; ``retry_after`` is the server's hint in seconds, if any."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: object):
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.retry_after = retry_after
+
+
+class ContextTooLongError(ProviderError):
+    """The request is larger than the model's context window.
+
+    ``prompt_tokens`` and ``context_window`` hold the sizes when the server told them.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        prompt_tokens: int | None = None,
+        context_window: int | None = None,
+        **kw: object,
+    ):
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.prompt_tokens = prompt_tokens
+        self.context_window = context_window
+
+
+class ServerError(ProviderError):
+    """The server failed (5xx) or answered in a way the protocol does not allow."""
+
+    retryable = True
+
+
+class UnreachableError(ProviderError):
+    """No connection to the server could be made."""
+
+    retryable = True
+
+
+class ProviderTimeoutError(ProviderError):
+    """The server took longer than the connect, read or total time limit."""
+
+    retryable = True
+
+
+class StreamInterruptedError(ProviderError):
+    """The connection broke after part of the reply had arrived (never retried)."""
+
+
+class CancelledError(ProviderError):
+    """The user stopped the request."""

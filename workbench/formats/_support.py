@@ -1,0 +1,564 @@
+"""Helpers shared by the importers of other tools' exports (ChatGPT, Claude, Open WebUI,
+simonw/llm, ShareGPT).
+
+- Reading large JSON arrays one element at a time (:func:`iter_json_array`), so a 100 MB
+  export never exists as one giant list of dicts, and finding the ``conversations*.json``
+  files of an export given as a file, a ZIP or a folder (:func:`export_documents`).
+- Walking message trees (ChatGPT's ``mapping``, Open WebUI's ``history.messages``):
+  the session's path from the root to a chosen leaf, and the other leaves whose paths
+  become branch conversations (:class:`MessageTree`).
+- Small builders shared by the formats: OpenAI-shaped tool calls, times given as epoch
+  numbers in seconds, milliseconds or nanoseconds, titles taken from the first user
+  message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from workbench.core.conversation import Message, Role, SkippedEntry, parse_time
+from workbench.errors import FormatError
+from workbench.formats.base import peek_json, read_head, shorten
+
+T = TypeVar("T")
+
+_WS = re.compile(r"[ \t\n\r]*")
+_SPLIT_NAME = re.compile(r"^conversations(?:-\d+)?\.json$", re.IGNORECASE)
+_TOOL_NAME_BAD = re.compile(r"[^A-Za-z0-9_-]+")
+ZIP_MAGIC = b"PK\x03\x04"
+_DECODER = json.JSONDecoder()
+
+
+def type_name(value: Any) -> str:
+    """``"a string"``, ``"null"``, ``"an object"``…: a JSON value's kind for sentences."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def sentence(text: str) -> str:
+    """``text`` ending with a full stop."""
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+# --------------------------------------------------------------------------- JSON arrays
+
+
+class BrokenJsonError(FormatError):
+    """The JSON text stopped being valid after ``items_read`` complete elements."""
+
+    def __init__(self, message: str, *, path: str, line: int, items_read: int) -> None:
+        super().__init__(message, path=path, entry=f"line {line}")
+        self.line = line
+        self.items_read = items_read
+
+
+def decode_text(data: bytes, label: str, path: Path) -> str:
+    """UTF-8 text of ``data`` (a leading byte-order mark dropped); ``label`` names it."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FormatError(
+            f"{label} is not UTF-8 text (bad byte at offset {exc.start}).", path=str(path)
+        ) from exc
+
+
+def first_char(text: str) -> str:
+    """The first character of ``text`` that is not JSON whitespace (``""`` when none)."""
+    pos = _WS.match(text, 0).end()  # type: ignore[union-attr]
+    return text[pos] if pos < len(text) else ""
+
+
+def load_json_text(text: str, label: str, path: Path) -> Any:
+    """Parse a whole JSON document; malformed JSON names ``label``, the line and column."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FormatError(
+            f"{label} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
+            path=str(path),
+            entry=f"line {exc.lineno}",
+        ) from exc
+
+
+def iter_json_array(text: str, label: str, path: Path) -> Iterator[Any]:
+    """The elements of the JSON array ``text``, decoded one at a time.
+
+    Only the element in hand is ever held as Python objects, so memory stays near the
+    size of the text. Malformed JSON raises :class:`BrokenJsonError` naming ``label``,
+    the line and the column, and telling how many elements were read before it; text
+    that is not an array at all raises :class:`~workbench.errors.FormatError`.
+    """
+    pos = _WS.match(text, 0).end()  # type: ignore[union-attr]
+    if pos >= len(text):
+        raise FormatError(f"{label} is empty.", path=str(path))
+    if text[pos] != "[":
+        raise FormatError(f"{label} does not hold a JSON array.", path=str(path))
+    pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+    count = 0
+    if pos < len(text) and text[pos] == "]":
+        _check_end(text, pos + 1, label, path, count)
+        return
+    while True:
+        try:
+            value, pos = _DECODER.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise _broken(label, path, exc.msg, exc.lineno, exc.colno, count) from exc
+        count += 1
+        yield value
+        pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+        if pos < len(text) and text[pos] == ",":
+            pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+            continue
+        if pos < len(text) and text[pos] == "]":
+            _check_end(text, pos + 1, label, path, count)
+            return
+        what = "the text ended" if pos >= len(text) else "expected ',' or ']'"
+        line, column = line_column(text, pos)
+        raise _broken(label, path, what, line, column, count)
+
+
+def _check_end(text: str, pos: int, label: str, path: Path, count: int) -> None:
+    pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+    if pos < len(text):
+        line, column = line_column(text, pos)
+        raise _broken(label, path, "extra data after the array", line, column, count)
+
+
+def _broken(
+    label: str, path: Path, what: str, line: int, column: int, count: int
+) -> BrokenJsonError:
+    return BrokenJsonError(
+        f"{label} is not valid JSON: {what} at line {line}, column {column}.",
+        path=str(path),
+        line=line,
+        items_read=count,
+    )
+
+
+def line_column(text: str, pos: int) -> tuple[int, int]:
+    """1-based line and column of offset ``pos`` in ``text``."""
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def guarded(
+    items: Iterator[T], entry_prefix: str = "", *, fatal_at_start: bool = True
+) -> Iterator[T | SkippedEntry]:
+    """``items``, with JSON that breaks after some elements reported instead of raised.
+
+    When the text stops being valid JSON after elements were read, those elements are
+    kept (the engine may have stored them already) and one :class:`SkippedEntry` says
+    where the file broke and that the rest of it could not be read. Broken JSON before
+    the first element raises when ``fatal_at_start`` (the file cannot be read at all);
+    an export of several files passes False for all but its first.
+    """
+    try:
+        yield from items
+    except BrokenJsonError as exc:
+        if exc.items_read == 0 and fatal_at_start:
+            raise
+        yield SkippedEntry(
+            entry=f"{entry_prefix}line {exc.line}",
+            reason=f"{exc} The entries from item {exc.items_read} on could not be read.",
+        )
+
+
+def primed(items: Iterator[T]) -> Iterator[T]:
+    """``items`` with its first element already taken, so that errors in it raise now.
+
+    Importers return generators; a file that cannot be read at all should fail when
+    ``read()`` is called rather than somewhere inside the engine's import loop.
+    """
+    try:
+        first = next(items)
+    except StopIteration:
+        return iter(())
+    return _prepend(first, items)
+
+
+def _prepend(first: T, rest: Iterator[T]) -> Iterator[T]:
+    yield first
+    yield from rest
+
+
+# --------------------------------------------------------------------------- export files
+
+
+@dataclass(frozen=True)
+class ExportDocument:
+    """One JSON file of an export: a plain file, a ZIP member, or a file in a folder."""
+
+    label: str
+    """How sentences name it: the file path, or ``"export.zip:conversations.json"``."""
+
+    entry_prefix: str
+    """Prefix of entry positions (``"conversations-001.json "``) when an export has
+    several documents; empty for a single document."""
+
+    load: Callable[[], str]
+
+
+def conversation_member_names(names: Iterable[str]) -> list[str]:
+    """The ``conversations.json`` / ``conversations-NNN.json`` names among ``names``.
+
+    Split files win over a single ``conversations.json`` (an export that has both holds
+    the same conversations twice); the shallowest folder wins over nested copies.
+    """
+    found = [n for n in names if _SPLIT_NAME.match(n.rsplit("/", 1)[-1])]
+    if not found:
+        return []
+    depth = min(n.count("/") for n in found)
+    found = [n for n in found if n.count("/") == depth]
+    split = [n for n in found if "-" in n.rsplit("/", 1)[-1]]
+    return sorted(split) if split else sorted(found)
+
+
+def is_zip(path: Path, head: bytes) -> bool:
+    """Whether ``path`` is a ZIP archive (by its first bytes)."""
+    return not path.is_dir() and head.startswith(ZIP_MAGIC)
+
+
+def zip_names(path: Path) -> list[str]:
+    """The member names of a ZIP archive; an unreadable archive raises ``FormatError``."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.namelist()
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise FormatError(f"{path} is not a readable ZIP archive: {exc}.", path=str(path)) from exc
+
+
+def zip_member_head(path: Path, name: str, size: int = 64 * 1024) -> bytes:
+    """The first ``size`` bytes of member ``name`` of the ZIP archive ``path``."""
+    try:
+        with zipfile.ZipFile(path) as archive, archive.open(name) as member:
+            return member.read(size)
+    except (OSError, zipfile.BadZipFile, KeyError) as exc:
+        raise FormatError(f"Cannot read {name} in {path}: {exc}.", path=str(path)) from exc
+
+
+def export_head(path: Path, head: bytes) -> bytes | None:
+    """The head of the first conversations document of a ZIP or folder export.
+
+    ``None`` when ``path`` is neither a ZIP nor a folder holding such a document, or
+    cannot be read: detection never raises.
+    """
+    try:
+        if path.is_dir():
+            names = conversation_member_names(p.name for p in _folder_files(path))
+            return read_head(path / names[0]) if names else None
+        if is_zip(path, head):
+            names = conversation_member_names(zip_names(path))
+            return zip_member_head(path, names[0]) if names else None
+    except (FormatError, OSError):
+        return None
+    return None
+
+
+def _folder_files(path: Path) -> list[Path]:
+    try:
+        return [p for p in path.iterdir() if p.is_file()]
+    except OSError as exc:
+        raise FormatError(f"Cannot list {path}: {exc.strerror or exc}.", path=str(path)) from exc
+
+
+def export_documents(path: Path, what: str) -> list[ExportDocument]:
+    """The JSON documents of an export given as a file, a ZIP archive or a folder.
+
+    A ZIP or folder must hold ``conversations.json`` or split ``conversations-NNN.json``
+    files; otherwise ``FormatError`` says so, naming ``what`` (``"a ChatGPT export"``).
+    """
+    if path.is_dir():
+        names = conversation_member_names(p.name for p in _folder_files(path))
+        if not names:
+            raise FormatError(
+                f"{path} holds no conversations.json or conversations-NNN.json file of {what}.",
+                path=str(path),
+            )
+        return [
+            ExportDocument(
+                label=str(path / name),
+                entry_prefix=f"{name} " if len(names) > 1 else "",
+                load=_file_loader(path / name),
+            )
+            for name in names
+        ]
+    if is_zip(path, read_head(path, 4)):
+        names = conversation_member_names(zip_names(path))
+        if not names:
+            raise FormatError(
+                f"{path} holds no conversations.json or conversations-NNN.json file of {what}.",
+                path=str(path),
+            )
+        return [
+            ExportDocument(
+                label=f"{path}:{name}",
+                entry_prefix=f"{name} " if len(names) > 1 else "",
+                load=_zip_loader(path, name),
+            )
+            for name in names
+        ]
+    return [ExportDocument(label=str(path), entry_prefix="", load=_file_loader(path))]
+
+
+def _file_loader(path: Path) -> Callable[[], str]:
+    def load() -> str:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise FormatError(
+                f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)
+            ) from exc
+        return decode_text(data, str(path), path)
+
+    return load
+
+
+def _zip_loader(path: Path, name: str) -> Callable[[], str]:
+    def load() -> str:
+        try:
+            with zipfile.ZipFile(path) as archive:
+                data = archive.read(name)
+        except (OSError, zipfile.BadZipFile, KeyError) as exc:
+            raise FormatError(f"Cannot read {name} in {path}: {exc}.", path=str(path)) from exc
+        return decode_text(data, f"{path}:{name}", path)
+
+    return load
+
+
+def first_element(head: bytes) -> dict[str, Any] | None:
+    """The first object of a (possibly cut-off) JSON array in ``head``, or the object
+    itself when ``head`` starts with an object; ``None`` for anything else."""
+    value = peek_json(head)
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value if isinstance(value, dict) else None
+
+
+# --------------------------------------------------------------------------- trees
+
+
+class MessageTree:
+    """A message tree given as nodes with parent links (and optionally child lists).
+
+    ``parent_of`` maps each node id to its parent id (``None`` at a root);
+    ``children_of`` gives child ids where the source lists them. Children named only
+    through parent links are added too, so exports that omit child lists (as some
+    minimal ChatGPT exports do) still form a tree. Cycles and dangling links are cut.
+    """
+
+    def __init__(
+        self,
+        order: Sequence[str],
+        parent_of: dict[str, str | None],
+        children_of: dict[str, list[str]] | None = None,
+    ) -> None:
+        self.order = list(order)
+        known = set(self.order)
+        self.parent_of = {
+            node: parent if parent in known and parent != node else None
+            for node, parent in parent_of.items()
+        }
+        children: dict[str, list[str]] = {node: [] for node in self.order}
+        seen: dict[str, set[str]] = {node: set() for node in self.order}
+        for node, listed in (children_of or {}).items():
+            if node not in known:
+                continue
+            for child in listed:
+                # A child list that disagrees with the child's own parent link is ignored:
+                # the parent link is what a walk from the leaf follows.
+                if child in known and self.parent_of.get(child) == node and child not in seen[node]:
+                    children[node].append(child)
+                    seen[node].add(child)
+        for node in self.order:
+            parent = self.parent_of.get(node)
+            if parent is not None and node not in seen[parent]:
+                children[parent].append(node)
+                seen[parent].add(node)
+        self.children = children
+
+    def path_to(self, node: str) -> list[str]:
+        """Node ids from the root down to ``node`` (a cycle ends the walk)."""
+        path: list[str] = []
+        visited: set[str] = set()
+        current: str | None = node
+        while current is not None and current not in visited:
+            visited.add(current)
+            path.append(current)
+            current = self.parent_of.get(current)
+        path.reverse()
+        return path
+
+    def leaves(self) -> list[str]:
+        """Nodes without children, in the order the source lists nodes."""
+        return [node for node in self.order if not self.children.get(node)]
+
+
+def latest_leaf(tree: MessageTree, time_of: Callable[[str], float | None]) -> str | None:
+    """The leaf with the latest time; among leaves without one, the last in source order.
+
+    A leaf with a time wins over leaves without.
+    """
+    best: str | None = None
+    best_time: float | None = None
+    for leaf in tree.leaves():
+        stamp = time_of(leaf)
+        if best is None:
+            best, best_time = leaf, stamp
+        elif stamp is None:
+            if best_time is None:
+                best = leaf
+        elif best_time is None or stamp >= best_time:
+            best, best_time = leaf, stamp
+    return best
+
+
+@dataclass
+class Branch:
+    """Another leaf of a message tree, with the messages on its path."""
+
+    leaf: str
+    fork: str | None
+    """The node where the branch leaves the session's path (``None``: a separate root)."""
+    messages: list[Message]
+
+
+def alternate_branches(
+    tree: MessageTree,
+    main_path: Sequence[str],
+    convert: Callable[[list[str]], list[Message]],
+    main_messages: Sequence[Message],
+) -> list[Branch]:
+    """The other leaves of ``tree`` whose conversations differ from the session's.
+
+    ``convert`` turns a path of node ids into messages the way the session's own path
+    was converted. A branch whose messages (role and text) equal, or are a prefix of,
+    the session's or an earlier branch's is dropped: regenerating an answer into the
+    same words, or a dead end that only repeats the start, adds nothing to open.
+    """
+    on_main = set(main_path)
+    kept: list[Branch] = []
+    signatures = [_signature(main_messages)]
+    for leaf in tree.leaves():
+        if leaf in on_main:
+            continue
+        path = tree.path_to(leaf)
+        messages = convert(path)
+        signature = _signature(messages)
+        if not messages or any(_is_prefix(signature, other) for other in signatures):
+            continue
+        fork = None
+        for node in reversed(path):
+            if node in on_main:
+                fork = node
+                break
+        signatures.append(signature)
+        kept.append(Branch(leaf=leaf, fork=fork, messages=messages))
+    return kept
+
+
+def _signature(messages: Sequence[Message]) -> tuple[Hashable, ...]:
+    return tuple(
+        (m.role, m.content, json.dumps(m.tool_calls, sort_keys=True) if m.tool_calls else None)
+        for m in messages
+    )
+
+
+def _is_prefix(short: tuple[Hashable, ...], long: tuple[Hashable, ...]) -> bool:
+    return len(short) <= len(long) and long[: len(short)] == short
+
+
+def mark_branch_start(messages: Sequence[Message], main_messages: Sequence[Message]) -> None:
+    """Mark the first message where a branch's messages stop matching the session's."""
+    for i, message in enumerate(messages):
+        if i >= len(main_messages) or _signature([message]) != _signature([main_messages[i]]):
+            message.metadata["branch_start"] = True
+            return
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    """A tool call in the OpenAI chat shape; ``arguments`` becomes a JSON string."""
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": tool_name(name), "arguments": arguments},
+    }
+
+
+def tool_name(name: Any) -> str:
+    """``name`` as the chat APIs accept a function name (letters, digits, ``_``, ``-``)."""
+    text = _TOOL_NAME_BAD.sub("_", str(name or "")).strip("_") or "tool"
+    return text[:64]
+
+
+def epoch_time(value: Any) -> datetime | None:
+    """A time given as ISO text or as an epoch number in s, ms, µs or ns; ``None`` when
+    absent or unreadable (a bad time never stops an import)."""
+    try:
+        if isinstance(value, float | int) and not isinstance(value, bool):
+            number = float(value)
+            # Tools disagree on the unit; a count of seconds stays below 1e11 until year 5138.
+            while abs(number) >= 1e11:
+                number /= 1000.0
+            return datetime.fromtimestamp(number, UTC)
+        return parse_time(value)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def epoch_seconds(value: Any) -> float | None:
+    """An epoch number normalised to seconds, for ordering; ``None`` when not a number."""
+    when = epoch_time(value)
+    return when.timestamp() if when is not None else None
+
+
+def first_user_title(messages: Iterable[Message], fallback: str) -> str:
+    """A title from the first user message with text, else ``fallback``."""
+    for message in messages:
+        if message.role == Role.USER.value and message.content.strip():
+            return shorten(message.content)
+    return fallback
+
+
+def number_positions(messages: list[Message]) -> list[Message]:
+    """Set ``position`` to 0..n-1 in list order, and return the list."""
+    for position, message in enumerate(messages):
+        message.position = position
+    return messages
+
+
+def text_of(value: Any) -> str:
+    """Text from a string, or from a list of strings and ``{"text": ...}`` parts."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(t for t in (text_of(item) for item in value) if t)
+    if isinstance(value, dict):
+        for key in ("text", "content", "output"):
+            inner = value.get(key)
+            if isinstance(inner, str | list):
+                return text_of(inner)
+    return ""

@@ -1,0 +1,377 @@
+"""What every import and export format provides, the format registry, and shared helpers.
+
+An importer turns a file (or a directory) into :class:`~workbench.core.conversation.Conversation`
+objects; an exporter writes stored sessions into a file. Formats never touch the store: the
+engine reads conversations from an importer and stores each one in its own transaction.
+
+Positions inside a file are named the same way in every format: ``"line 7"`` counts lines
+from 1 as editors show them, ``"item 3"`` is the 0-based index of an element of a top-level
+JSON array, and field paths inside an entry use 0-based brackets (``"messages[4]"``).
+
+Later formats join by calling :func:`register_importer` / :func:`register_exporter`; the
+order of registration is the order in which :func:`~workbench.formats.detect.detect_format`
+asks importers whether they recognise a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from workbench.core.conversation import (
+    Conversation,
+    Message,
+    SessionContext,
+    SessionInfo,
+    SkippedEntry,
+)
+from workbench.errors import FormatError
+
+ImportItem = Conversation | SkippedEntry
+"""What an importer yields: a parsed conversation, or an entry it had to skip."""
+
+HEAD_SIZE = 64 * 1024
+"""How many leading bytes of a file :meth:`Importer.sniff` gets to look at."""
+
+
+@runtime_checkable
+class Importer(Protocol):
+    """A file format the workbench can read conversations from."""
+
+    name: str
+    description: str
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """Whether ``path`` looks like this format.
+
+        ``head`` holds the first :data:`HEAD_SIZE` bytes of a file (empty for a
+        directory). The check must be cheap and must not raise for foreign input.
+        """
+        ...
+
+    def read(self, path: Path) -> Iterator[ImportItem]:
+        """Yield each conversation of ``path`` as it is parsed.
+
+        An entry that cannot be read yields a :class:`SkippedEntry` saying where it is
+        and why; the others are still read. A file that cannot be read at all raises
+        :class:`~workbench.errors.FormatError` naming the file (and line and column for
+        malformed JSON).
+        """
+        ...
+
+
+@dataclass
+class ExportSession:
+    """One stored session as an exporter receives it."""
+
+    info: SessionInfo
+    messages: list[Message] = field(default_factory=list)
+    context: SessionContext = field(default_factory=SessionContext)
+
+
+@runtime_checkable
+class Exporter(Protocol):
+    """A file format the workbench can write sessions to."""
+
+    name: str
+    suffix: str
+
+    def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
+        """Write ``sessions`` to ``path`` atomically; raises ``FormatError`` on failure."""
+        ...
+
+
+# --------------------------------------------------------------------------- registry
+
+_importers: list[Importer] = []
+_exporters: list[Exporter] = []
+
+
+def register_importer(importer: Importer) -> None:
+    """Add an importer; one with the same name is replaced where it stands."""
+    _register(_importers, importer)
+
+
+def register_exporter(exporter: Exporter) -> None:
+    """Add an exporter; one with the same name is replaced where it stands."""
+    _register(_exporters, exporter)
+
+
+def _register(registry: list[Any], item: Any) -> None:
+    for i, existing in enumerate(registry):
+        if existing.name == item.name:
+            registry[i] = item
+            return
+    registry.append(item)
+
+
+def importers() -> list[Importer]:
+    """The registered importers, in the order detection tries them."""
+    return list(_importers)
+
+
+def exporters() -> list[Exporter]:
+    """The registered exporters, in registration order."""
+    return list(_exporters)
+
+
+def known_names(items: Sequence[Importer] | Sequence[Exporter]) -> str:
+    """``"a, b, c"``: the names of ``items`` for error sentences."""
+    return ", ".join(item.name for item in items) or "(none registered)"
+
+
+def get_importer(name: str) -> Importer:
+    """The importer called ``name``; an unknown name raises ``FormatError`` listing the known."""
+    for importer in _importers:
+        if importer.name == name:
+            return importer
+    raise FormatError(f"Unknown import format {name!r}; known formats: {known_names(_importers)}.")
+
+
+def get_exporter(name: str) -> Exporter:
+    """The exporter called ``name``; an unknown name raises ``FormatError`` listing the known."""
+    for exporter in _exporters:
+        if exporter.name == name:
+            return exporter
+    raise FormatError(f"Unknown export format {name!r}; known formats: {known_names(_exporters)}.")
+
+
+# --------------------------------------------------------------------------- file helpers
+
+
+def read_head(path: Path, size: int = HEAD_SIZE) -> bytes:
+    """The first ``size`` bytes of ``path`` (empty for a directory)."""
+    if path.is_dir():
+        return b""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(size)
+    except OSError as exc:
+        raise FormatError(f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)) from exc
+
+
+def read_text(path: Path) -> str:
+    """The whole of ``path`` as UTF-8 text (a leading byte-order mark is dropped)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise FormatError(f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)) from exc
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FormatError(
+            f"{path} is not UTF-8 text (bad byte at offset {exc.start}).", path=str(path)
+        ) from exc
+
+
+def load_json(path: Path) -> Any:
+    """Parse ``path`` as one JSON document; malformed JSON names the file, line and column."""
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FormatError(
+            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
+            path=str(path),
+            entry=f"line {exc.lineno}",
+        ) from exc
+
+
+def decode_json_line(text: str) -> Any:
+    """Parse one JSON Lines line; raises ``ValueError`` with a sentence on bad JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc.msg} at column {exc.colno}") from exc
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace``.
+
+    Readers never see a half-written file, and a failed write leaves an existing file
+    untouched.
+    """
+    directory = path.parent if str(path.parent) else Path(".")
+    tmp_name: str | None = None
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+        tmp_name = None
+    except OSError as exc:
+        raise FormatError(f"Cannot write {path}: {exc.strerror or exc}.", path=str(path)) from exc
+    finally:
+        if tmp_name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+
+
+def dump_json(value: Any, *, indent: int | None = 2) -> str:
+    """JSON text as the exporters write it: UTF-8 kept readable, no NaN."""
+    try:
+        return json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise FormatError(f"Cannot write the session as JSON: {exc}.") from exc
+
+
+def fingerprint(messages: Sequence[Message]) -> str:
+    """A stable id for a conversation that has no id of its own: a hash of its
+    messages' roles, names, contents and tool calls. The same conversation gives the
+    same id in any file, so importing it again is recognised; any other gives another.
+    """
+    digest = hashlib.sha256()
+    for m in messages:
+        digest.update(
+            json.dumps(
+                [m.role, m.name, m.content, m.tool_calls, m.tool_call_id],
+                ensure_ascii=False,
+                separators=(",", ":"),
+                sort_keys=True,
+            ).encode("utf-8")
+        )
+        digest.update(b"\n")
+    return "sha256:" + digest.hexdigest()[:32]
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """``text`` on one line, cut at a word boundary to at most ``limit`` characters."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,.;:") + "…"
+
+
+# --------------------------------------------------------------------------- sniffing
+
+_WS = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+_LITERALS = {"true": True, "false": False, "null": None}
+_MAX_DEPTH = 64
+
+
+class _Cut(Exception):
+    """The text ended (or stopped being JSON) inside a value."""
+
+    def __init__(self, partial: Any) -> None:
+        super().__init__()
+        self.partial = partial
+
+
+def peek_json(head: bytes) -> Any:
+    """The first JSON value of ``head``, as far as ``head`` holds it.
+
+    Detection only sees the start of a file, so a large document is cut off somewhere.
+    Containers cut off are returned with the members read so far (a member whose value was
+    cut off is kept with the partial value); anything after the first value is ignored.
+    Returns ``None`` when ``head`` does not start like JSON at all.
+    """
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    pos = _WS.match(text, 0).end()  # type: ignore[union-attr]
+    if pos >= len(text) or text[pos] not in "[{":
+        return None
+    try:
+        value, _ = _value(text, pos, 0)
+    except _Cut as cut:
+        return cut.partial
+    return value
+
+
+def _value(text: str, pos: int, depth: int) -> tuple[Any, int]:
+    if pos >= len(text) or depth > _MAX_DEPTH:
+        raise _Cut(None)
+    char = text[pos]
+    if char == "{":
+        return _object(text, pos + 1, depth + 1)
+    if char == "[":
+        return _array(text, pos + 1, depth + 1)
+    if char == '"':
+        return _string(text, pos + 1)
+    for word, literal in _LITERALS.items():
+        if text.startswith(word, pos):
+            return literal, pos + len(word)
+    match = _NUMBER.match(text, pos)
+    if match and match.end() < len(text):
+        number = match.group()
+        return (float(number) if any(c in number for c in ".eE") else int(number)), match.end()
+    raise _Cut(None)
+
+
+def _string(text: str, pos: int) -> tuple[str, int]:
+    try:
+        return json.decoder.scanstring(text, pos)  # type: ignore[attr-defined,no-any-return]
+    except ValueError as exc:
+        raise _Cut(None) from exc
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    return _WS.match(text, pos).end()  # type: ignore[union-attr]
+
+
+def _object(text: str, pos: int, depth: int) -> tuple[dict[str, Any], int]:
+    result: dict[str, Any] = {}
+    pos = _skip_ws(text, pos)
+    if pos < len(text) and text[pos] == "}":
+        return result, pos + 1
+    while True:
+        if pos >= len(text) or text[pos] != '"':
+            raise _Cut(result)
+        key, pos = _string_or_cut(text, pos + 1, result)
+        pos = _skip_ws(text, pos)
+        if pos >= len(text) or text[pos] != ":":
+            raise _Cut(result)
+        pos = _skip_ws(text, pos + 1)
+        try:
+            value, pos = _value(text, pos, depth)
+        except _Cut as cut:
+            result[key] = cut.partial
+            raise _Cut(result) from None
+        result[key] = value
+        pos = _skip_ws(text, pos)
+        if pos < len(text) and text[pos] == "}":
+            return result, pos + 1
+        if pos >= len(text) or text[pos] != ",":
+            raise _Cut(result)
+        pos = _skip_ws(text, pos + 1)
+
+
+def _string_or_cut(text: str, pos: int, partial: Any) -> tuple[str, int]:
+    try:
+        return _string(text, pos)
+    except _Cut:
+        raise _Cut(partial) from None
+
+
+def _array(text: str, pos: int, depth: int) -> tuple[list[Any], int]:
+    result: list[Any] = []
+    pos = _skip_ws(text, pos)
+    if pos < len(text) and text[pos] == "]":
+        return result, pos + 1
+    while True:
+        try:
+            value, pos = _value(text, pos, depth)
+        except _Cut as cut:
+            if cut.partial is not None:
+                result.append(cut.partial)
+            raise _Cut(result) from None
+        result.append(value)
+        pos = _skip_ws(text, pos)
+        if pos < len(text) and text[pos] == "]":
+            return result, pos + 1
+        if pos >= len(text) or text[pos] != ",":
+            raise _Cut(result)
+        pos = _skip_ws(text, pos + 1)

@@ -1,0 +1,529 @@
+"""ChatGPT data export: ``conversations.json``, the export ZIP, or split files.
+
+Accepted inputs: the ``conversations.json`` array (or one conversation object), the ZIP
+that ChatGPT mails out (its ``conversations.json``, or the split ``conversations-000.json``,
+``conversations-001.json``… files newer exports hold), a folder holding those files, or
+one split file on its own. Files are decoded one conversation at a time, so a large
+export never exists in memory as a whole.
+
+Each conversation is a tree of nodes (``mapping``). The session is the path from the root
+to ``current_node`` (the answer the user last saw). Without a usable ``current_node`` (as
+in minimal exports), the leaf with the latest ``create_time`` is taken, or, when no leaf
+has a time, the last leaf in ``mapping`` order.
+
+Other branches (an edited question, a regenerated answer) become conversations of their
+own, so each can be opened as a session: one per other leaf, holding the whole path from
+the root to that leaf, titled ``"<title> (branch N)"``, with source id
+``"<conversation id>#branch-<leaf id>"`` and ``metadata`` ``{"branch_of", "branch_leaf",
+"branch_fork"}``; its first message that differs from the session carries
+``metadata["branch_start"] = True``. A branch whose messages are the same as the
+session's (or an earlier branch's), or only a prefix of them, is dropped: a regenerated
+answer in the same words adds nothing to open.
+
+Nodes are read as follows:
+
+- hidden nodes (``metadata.is_visually_hidden_from_conversation``), the custom
+  instructions (``user_editable_context``, ``model_editable_context``) and system or
+  other messages without text are skipped;
+- ``text`` and ``code`` give their text; ``multimodal_text`` joins its text parts and
+  puts ``[image]`` / ``[audio]`` / ``[file]`` where a non-text part was; the parts are
+  kept in ``Message.parts``;
+- an assistant message addressed to a tool (``recipient`` other than ``all``, such as
+  code sent to ``python``) becomes an assistant message with an OpenAI-shaped tool call;
+  the tool's answers (``execution_output``, ``tether_browsing_display``, ``tether_quote``,
+  author role ``tool``) become tool messages with the tool's name (``author.name``) and
+  the id of the call they answer;
+- reasoning (``thoughts``, ``reasoning_recap``) becomes ``{"type": "reasoning"}`` parts
+  of the next assistant message (an assistant message of its own when none follows);
+- ``create_time`` (may be null) is the message time; ``metadata.model_slug`` goes into
+  the message metadata as ``model``.
+
+An entry without ``mapping`` (or with an empty one) is reported as skipped and the
+others are imported. JSON that breaks before the first conversation raises
+:class:`~workbench.errors.FormatError` naming the file, line and column; JSON that
+breaks later keeps the conversations before it and reports the rest as skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
+from workbench.formats._support import (
+    ExportDocument,
+    MessageTree,
+    alternate_branches,
+    epoch_seconds,
+    epoch_time,
+    export_documents,
+    export_head,
+    first_char,
+    first_element,
+    first_user_title,
+    guarded,
+    is_zip,
+    iter_json_array,
+    latest_leaf,
+    load_json_text,
+    mark_branch_start,
+    number_positions,
+    primed,
+    sentence,
+    tool_call,
+    type_name,
+)
+from workbench.formats.base import ImportItem
+
+NAME = "chatgpt"
+
+# Plain strings: reading Role.X.value costs an enum lookup on every node of a large export.
+_SYSTEM = Role.SYSTEM.value
+_USER = Role.USER.value
+_ASSISTANT = Role.ASSISTANT.value
+_TOOL = Role.TOOL.value
+_CHAT_ROLES = frozenset({_SYSTEM, _USER, _ASSISTANT})
+_HIDDEN_TYPES = frozenset({"user_editable_context", "model_editable_context"})
+_REASONING_TYPES = frozenset({"thoughts", "reasoning_recap"})
+_TOOL_OUTPUT_TYPES = frozenset(
+    {"execution_output", "tether_browsing_display", "tether_quote", "system_error"}
+)
+_PLACEHOLDERS = {
+    "image_asset_pointer": "[image]",
+    "audio_asset_pointer": "[audio]",
+    "real_time_user_audio_video_asset_pointer": "[audio]",
+    "video_container_asset_pointer": "[video]",
+    "file_asset_pointer": "[file]",
+}
+# Keys that come before "mapping" in an export entry: a document that stops parsing
+# among them (placeholders instead of numbers, a cut-off head) is judged by its text.
+_EARLY_KEYS = frozenset({"title", "create_time", "update_time", "id", "conversation_id"})
+_MAPPING_KEY = re.compile(r'"mapping"\s*:\s*\{')
+_AUTHOR_KEY = re.compile(r'"author"\s*:\s*\{')
+
+
+def looks_like_chatgpt(head: bytes) -> bool:
+    """Whether the head of a JSON document is a ChatGPT export (or one conversation)."""
+    first = first_element(head)
+    if first is None:
+        return False
+    if "mapping" in first or ("current_node" in first and "title" in first):
+        return True
+    if first and set(first) <= _EARLY_KEYS:
+        text = head.decode("utf-8", errors="replace")
+        return bool(_MAPPING_KEY.search(text) and _AUTHOR_KEY.search(text))
+    return False
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+@dataclass
+class _PathState:
+    """What converting one path carries from node to node."""
+
+    reasoning: list[dict[str, Any]] = field(default_factory=list)
+    open_calls: list[str] = field(default_factory=list)
+
+
+def _str_or_none(value: Any) -> str | None:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _text_parts(content: dict[str, Any]) -> tuple[str, list[dict[str, Any]] | None]:
+    """The text of a ``text``/``multimodal_text`` content, and its parts when not plain."""
+    raw_parts = content.get("parts")
+    if not isinstance(raw_parts, list):
+        text = content.get("text")
+        return (text if isinstance(text, str) else ""), None
+    texts: list[str] = []
+    parts: list[dict[str, Any]] = []
+    plain = True
+    for part in raw_parts:
+        if isinstance(part, str):
+            texts.append(part)
+            parts.append({"type": "text", "text": part})
+            continue
+        if not isinstance(part, dict):
+            continue
+        plain = False
+        kind = str(part.get("content_type") or part.get("type") or "unknown")
+        kept = {"type": kind, **{k: v for k, v in part.items() if k != "type"}}
+        parts.append(kept)
+        inner = part.get("text")
+        if isinstance(inner, str) and inner:
+            texts.append(inner)
+        else:
+            texts.append(_PLACEHOLDERS.get(kind, f"[{kind.removesuffix('_asset_pointer')}]"))
+    text = "\n".join(t for t in texts if t)
+    return text, (None if plain else parts)
+
+
+def _reasoning_text(kind: str, content: dict[str, Any]) -> str:
+    if kind == "reasoning_recap":
+        recap = content.get("content")
+        return recap if isinstance(recap, str) else ""
+    pieces: list[str] = []
+    thoughts = content.get("thoughts")
+    if isinstance(thoughts, list):
+        for thought in thoughts:
+            if not isinstance(thought, dict):
+                continue
+            for key in ("summary", "content"):
+                value = thought.get(key)
+                if isinstance(value, str) and value.strip():
+                    pieces.append(value)
+    return "\n\n".join(pieces)
+
+
+def _tool_output_text(kind: str, content: dict[str, Any]) -> str:
+    if kind == "tether_browsing_display":
+        for key in ("result", "summary"):
+            value = content.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return ""
+    if kind == "tether_quote":
+        pieces = [content.get(key) for key in ("title", "url", "text")]
+        return "\n".join(p for p in pieces if isinstance(p, str) and p)
+    text, _ = _text_parts(content)
+    if not text:
+        for key in ("text", "result", "name"):
+            value = content.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return text
+
+
+def _message_metadata(raw: dict[str, Any], kind: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    raw_meta = raw.get("metadata")
+    if isinstance(raw_meta, dict):
+        model = raw_meta.get("model_slug")
+        if isinstance(model, str) and model:
+            meta["model"] = model
+        finish = raw_meta.get("finish_details")
+        if isinstance(finish, dict):
+            reason = finish.get("type")
+            if isinstance(reason, str) and reason not in ("stop", ""):
+                meta["finish_reason"] = reason
+        attachments = raw_meta.get("attachments")
+        if isinstance(attachments, list) and attachments:
+            meta["attachments"] = [
+                {k: a.get(k) for k in ("name", "mime_type", "mimeType", "size") if k in a}
+                for a in attachments
+                if isinstance(a, dict)
+            ]
+    status = raw.get("status")
+    if isinstance(status, str) and status not in ("finished_successfully", ""):
+        meta["status"] = status
+    if kind not in (None, "text", "multimodal_text"):
+        meta["content_type"] = kind
+    return meta
+
+
+def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
+    """The messages one mapping node contributes to a path (usually one, often none)."""
+    if not isinstance(raw, dict):
+        return []
+    author = raw.get("author")
+    author = author if isinstance(author, dict) else {}
+    content = raw.get("content")
+    content = content if isinstance(content, dict) else {}
+    kind = content.get("content_type")
+    if not isinstance(kind, str):
+        kind = "text" if "parts" in content or "text" in content else None
+    raw_meta = raw.get("metadata")
+    if isinstance(raw_meta, dict) and raw_meta.get("is_visually_hidden_from_conversation"):
+        return []
+    if kind in _HIDDEN_TYPES:
+        return []
+    if kind in _REASONING_TYPES:
+        reasoning = _reasoning_text(kind, content)
+        if reasoning:
+            state.reasoning.append({"type": "reasoning", "text": reasoning, "source": kind})
+        return []
+
+    role = author.get("role")
+    created = epoch_time(raw.get("create_time"))
+    meta = _message_metadata(raw, kind)
+    if role == _TOOL or kind in _TOOL_OUTPUT_TYPES:
+        return _tool_message(author, kind, content, created, meta, state)
+
+    text: str
+    parts: list[dict[str, Any]] | None
+    if kind == "code":
+        code = content.get("text")
+        text = code if isinstance(code, str) else ""
+        parts = [{"type": "code", "language": content.get("language"), "text": text}]
+    else:
+        text, parts = _text_parts(content)
+
+    recipient = raw.get("recipient")
+    if role == _ASSISTANT and isinstance(recipient, str) and recipient not in ("", "all"):
+        # The assistant addressed a tool: an OpenAI-shaped call that the tool's reply answers.
+        call_id = f"call_{node_id}"
+        state.open_calls.append(call_id)
+        message = Message(
+            role=_ASSISTANT,
+            content="",
+            tool_calls=[tool_call(call_id, recipient, _call_arguments(kind, text))],
+            parts=parts,
+            created_at=created,
+            metadata={**meta, "recipient": recipient},
+        )
+        _take_reasoning(message, state)
+        return [message]
+
+    if role not in _CHAT_ROLES:
+        meta["original_role"] = role
+        role = _ASSISTANT
+    keeps_reasoning = role == _ASSISTANT and bool(state.reasoning)
+    if not text.strip() and not parts and not keeps_reasoning:
+        return []
+    message = Message(role=str(role), content=text, parts=parts, created_at=created, metadata=meta)
+    if role == _ASSISTANT:
+        _take_reasoning(message, state)
+    return [message]
+
+
+def _tool_message(
+    author: dict[str, Any],
+    kind: str | None,
+    content: dict[str, Any],
+    created: datetime | None,
+    meta: dict[str, Any],
+    state: _PathState,
+) -> list[Message]:
+    text = _tool_output_text(kind or "text", content)
+    parts = _text_parts(content)[1] if kind == "multimodal_text" else None
+    if not text and not parts:
+        return []
+    name = author.get("name")
+    return [
+        Message(
+            role=_TOOL,
+            content=text,
+            name=name if isinstance(name, str) and name else None,
+            tool_call_id=state.open_calls.pop(0) if state.open_calls else None,
+            parts=parts,
+            created_at=created,
+            metadata=meta,
+        )
+    ]
+
+
+def _call_arguments(kind: str | None, text: str) -> str:
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            if isinstance(json.loads(stripped), dict):
+                return stripped
+        except ValueError:
+            pass
+    key = "code" if kind == "code" else "input"
+    return json.dumps({key: text}, ensure_ascii=False)
+
+
+def _take_reasoning(message: Message, state: _PathState) -> None:
+    if not state.reasoning:
+        return
+    rest = message.parts
+    if rest is None and message.content:
+        rest = [{"type": "text", "text": message.content}]
+    message.parts = [*state.reasoning, *(rest or [])]
+    state.reasoning = []
+
+
+def _path_messages(mapping: dict[str, Any], path: list[str]) -> list[Message]:
+    state = _PathState()
+    messages: list[Message] = []
+    for node_id in path:
+        node = mapping.get(node_id)
+        raw = node.get("message") if isinstance(node, dict) else None
+        messages.extend(_node_messages(node_id, raw, state))
+    if state.reasoning:
+        leftover = Message(role=_ASSISTANT, content="")
+        _take_reasoning(leftover, state)
+        messages.append(leftover)
+    return number_positions(messages)
+
+
+def _tree(mapping: dict[str, Any]) -> MessageTree:
+    order: list[str] = []
+    parent_of: dict[str, str | None] = {}
+    children_of: dict[str, list[str]] = {}
+    for key, node in mapping.items():
+        if not isinstance(node, dict):
+            continue
+        order.append(key)
+        parent = node.get("parent")
+        parent_of[key] = parent if isinstance(parent, str) else None
+        children = node.get("children")
+        if isinstance(children, list):
+            children_of[key] = [c for c in children if isinstance(c, str)]
+    return MessageTree(order, parent_of, children_of)
+
+
+def _node_time(mapping: dict[str, Any], node_id: str) -> float | None:
+    node = mapping.get(node_id)
+    raw = node.get("message") if isinstance(node, dict) else None
+    return epoch_seconds(raw.get("create_time")) if isinstance(raw, dict) else None
+
+
+# --------------------------------------------------------------------------- conversations
+
+
+def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
+    """One export entry as its session followed by its branch conversations.
+
+    ``where`` names the entry's position for skip reports (``"item 3"``); ``fallback_id``
+    is the source id used when the entry has no id of its own.
+    """
+    if not isinstance(item, dict):
+        return [
+            SkippedEntry(
+                entry=where, reason=f"A conversation must be an object, not {type_name(item)}."
+            )
+        ]
+    conv_id = _str_or_none(item.get("conversation_id")) or _str_or_none(item.get("id"))
+    raw_title = item.get("title")
+    label = f"conversation {raw_title!r}" if isinstance(raw_title, str) else "the conversation"
+    if conv_id:
+        label += f" ({conv_id})"
+    mapping = item.get("mapping")
+    if not isinstance(mapping, dict) or not mapping:
+        problem = "has no 'mapping'" if mapping is None else "has an empty or invalid 'mapping'"
+        if item.get("current_node") is None:
+            problem += " and no 'current_node'"
+        return [
+            SkippedEntry(entry=where, reason=sentence(f"{label} {problem}: no messages to import"))
+        ]
+
+    tree = _tree(mapping)
+    current = item.get("current_node")
+    guessed = not (isinstance(current, str) and current in tree.parent_of)
+    if guessed:
+        current = latest_leaf(tree, lambda node: _node_time(mapping, node))
+    assert isinstance(current, str)
+    main_path = tree.path_to(current)
+    messages = _path_messages(mapping, main_path)
+
+    source_id = conv_id or fallback_id
+    title = (
+        raw_title.strip()
+        if isinstance(raw_title, str) and raw_title.strip()
+        else first_user_title(messages, f"ChatGPT conversation {source_id}")
+    )
+    metadata: dict[str, Any] = {"conversation_id": conv_id}
+    for key, out in (("default_model_slug", "model"), ("gizmo_id", "gizmo_id")):
+        value = item.get(key)
+        if value:
+            metadata[out] = value
+    if item.get("is_archived"):
+        metadata["archived"] = True
+    if guessed:
+        metadata["current_node_guessed"] = True
+    created = epoch_time(item.get("create_time"))
+    updated = epoch_time(item.get("update_time"))
+    results: list[ImportItem] = [
+        Conversation(
+            title=title,
+            messages=messages,
+            source=NAME,
+            source_id=source_id,
+            created_at=created,
+            updated_at=updated,
+            metadata=metadata,
+        )
+    ]
+    branches = alternate_branches(
+        tree, main_path, lambda path: _path_messages(mapping, path), messages
+    )
+    for number, branch in enumerate(branches, start=1):
+        mark_branch_start(branch.messages, messages)
+        times = [m.created_at for m in branch.messages if m.created_at is not None]
+        results.append(
+            Conversation(
+                title=f"{title} (branch {number})",
+                messages=branch.messages,
+                source=NAME,
+                source_id=f"{source_id}#branch-{branch.leaf}",
+                created_at=created,
+                updated_at=max(times) if times else updated,
+                metadata={
+                    "branch_of": source_id,
+                    "branch_leaf": branch.leaf,
+                    "branch_fork": branch.fork,
+                },
+            )
+        )
+    return results
+
+
+# --------------------------------------------------------------------------- the format
+
+
+class ChatGPTImporter:
+    """Reads a ChatGPT data export: ``conversations.json``, the ZIP, or split files."""
+
+    name = NAME
+    description = "ChatGPT data export: conversations.json, the export ZIP, or split files"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """A ChatGPT conversations array, or a ZIP or folder whose conversations file is."""
+        if path.is_dir() or is_zip(path, head):
+            inner = export_head(path, head)
+            return inner is not None and looks_like_chatgpt(inner)
+        return looks_like_chatgpt(head)
+
+    def read(self, path: Path) -> Iterator[ImportItem]:
+        """Sessions and branch conversations of ``path``, one entry at a time."""
+        path = Path(path)
+        documents = export_documents(path, "a ChatGPT export")
+        return primed(self._read_documents(path, documents))
+
+    def _read_documents(self, path: Path, documents: list[ExportDocument]) -> Iterator[ImportItem]:
+        seen: dict[str, str] = {}
+        started = False
+        for document in documents:
+            for item in guarded(
+                self._read_document(path, document, seen),
+                document.entry_prefix,
+                fatal_at_start=not started,
+            ):
+                started = True
+                yield item
+
+    def _read_document(
+        self, path: Path, document: ExportDocument, seen: dict[str, str]
+    ) -> Iterator[ImportItem]:
+        text = document.load()
+        if first_char(text) == "{":
+            items: Iterator[Any] = iter([load_json_text(text, document.label, path)])
+        else:
+            items = iter_json_array(text, document.label, path)
+        stem = Path(document.label.rsplit(":", 1)[-1]).name
+        for index, item in enumerate(items):
+            where = f"{document.entry_prefix}item {index}"
+            for result in parse_conversation(item, where, f"{stem}#{index}"):
+                if isinstance(result, Conversation) and result.source_id is not None:
+                    first = seen.get(result.source_id)
+                    if first is not None:
+                        yield SkippedEntry(
+                            entry=where,
+                            reason=f"Conversation {result.source_id} appears again; "
+                            f"its first copy ({first}) was imported.",
+                        )
+                        continue
+                    seen[result.source_id] = where
+                yield result

@@ -1,0 +1,331 @@
+"""Claude.ai data export: ``conversations.json`` (alone, in the export ZIP, or a folder).
+
+The export is a JSON array of conversations ``{uuid, name, summary, created_at,
+updated_at, chat_messages}``; each message is ``{uuid, sender, text, content,
+created_at, attachments, files}`` with ``sender`` ``human`` or ``assistant``.
+
+- ``content`` blocks are read in order: ``text`` gives the message text; ``thinking``
+  becomes a ``{"type": "reasoning"}`` part; ``tool_use`` becomes an OpenAI-shaped tool
+  call on the assistant message; ``tool_result`` becomes a tool message answering it
+  (``tool_call_id`` = the ``tool_use`` id), and text after it starts a new assistant
+  message, so the session has the shape the chat APIs expect. Other blocks (images,
+  documents…) leave a ``[type]`` placeholder and are kept in ``parts``. Without
+  ``content`` blocks the ``text`` field is used.
+- ``attachments`` keep their extracted text: it is appended to the message under a
+  ``[Attachment: <file name>]`` line, and the attachment is kept in ``parts``. ``files``
+  (uploads whose content the export does not hold) add a ``[File: <file name>]`` line.
+- A ``null`` (or otherwise unreadable) message is reported as skipped, naming the
+  conversation and the message index; the rest of that conversation is imported.
+- An empty ``name`` gives a title from the first human message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
+from workbench.formats._support import (
+    ExportDocument,
+    epoch_time,
+    export_documents,
+    export_head,
+    first_char,
+    first_element,
+    first_user_title,
+    guarded,
+    is_zip,
+    iter_json_array,
+    load_json_text,
+    number_positions,
+    primed,
+    sentence,
+    text_of,
+    tool_call,
+    type_name,
+)
+from workbench.formats.base import ImportItem
+
+NAME = "claude"
+
+_SENDERS = {"human": Role.USER.value, "user": Role.USER.value, "assistant": Role.ASSISTANT.value}
+
+
+def looks_like_claude(head: bytes) -> bool:
+    """Whether the head of a JSON document is a Claude.ai conversations export."""
+    first = first_element(head)
+    return first is not None and "chat_messages" in first and "mapping" not in first
+
+
+class InvalidMessageError(ValueError):
+    """A chat message that cannot be read; the text says why."""
+
+
+class _Builder:
+    """Turns one chat message's blocks into workbench messages in API order."""
+
+    def __init__(self, role: str, created: Any, meta: dict[str, Any]) -> None:
+        self.role = role
+        self.created = epoch_time(created)
+        self.meta = meta
+        self.out: list[Message] = []
+        self._texts: list[str] = []
+        self._parts: list[dict[str, Any]] = []
+        self._calls: list[dict[str, Any]] = []
+        self._plain = True
+
+    def text(self, text: str) -> None:
+        self._texts.append(text)
+        self._parts.append({"type": "text", "text": text})
+
+    def part(self, part: dict[str, Any], placeholder: str | None = None) -> None:
+        self._plain = False
+        self._parts.append(part)
+        if placeholder:
+            self._texts.append(placeholder)
+
+    def call(self, block: dict[str, Any], index: int) -> None:
+        call_id = block.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            call_id = f"toolu_{len(self.out)}_{index}"
+        self._calls.append(tool_call(call_id, str(block.get("name") or "tool"), block.get("input")))
+
+    def result(self, block: dict[str, Any]) -> None:
+        self.flush()
+        call_id = block.get("tool_use_id")
+        content = block.get("content")
+        meta: dict[str, Any] = {}
+        if block.get("is_error"):
+            meta["is_error"] = True
+        name = block.get("name")
+        self.out.append(
+            Message(
+                role=Role.TOOL.value,
+                content=text_of(content),
+                name=name if isinstance(name, str) and name else None,
+                tool_call_id=call_id if isinstance(call_id, str) else None,
+                parts=content if isinstance(content, list) and content else None,
+                created_at=self.created,
+                metadata=meta,
+            )
+        )
+
+    def flush(self) -> None:
+        if not self._texts and not self._calls and self._plain:
+            self._parts = []
+            return
+        role = Role.ASSISTANT.value if self._calls else self.role
+        self.out.append(
+            Message(
+                role=role,
+                content="\n\n".join(t for t in self._texts if t),
+                tool_calls=self._calls or None,
+                parts=None if self._plain else self._parts,
+                created_at=self.created,
+                metadata=dict(self.meta) if not self.out else {},
+            )
+        )
+        self._texts, self._parts, self._calls, self._plain = [], [], [], True
+
+
+def parse_message(raw: Any) -> list[Message]:
+    """One ``chat_messages`` entry as workbench messages; raises :class:`InvalidMessageError`."""
+    if raw is None:
+        raise InvalidMessageError("the message is null")
+    if not isinstance(raw, dict):
+        raise InvalidMessageError(f"the message is {type_name(raw)}, not an object")
+    sender = raw.get("sender")
+    role = _SENDERS.get(sender) if isinstance(sender, str) else None
+    if role is None:
+        raise InvalidMessageError(f"sender {sender!r} is neither 'human' nor 'assistant'")
+    meta: dict[str, Any] = {}
+    uuid = raw.get("uuid")
+    if isinstance(uuid, str) and uuid:
+        meta["source_message_id"] = uuid
+    builder = _Builder(role, raw.get("created_at"), meta)
+    blocks = raw.get("content")
+    if isinstance(blocks, list) and blocks:
+        for index, block in enumerate(blocks):
+            _block(builder, block, index)
+    else:
+        text = raw.get("text")
+        if isinstance(text, str) and text:
+            builder.text(text)
+    _attachments(builder, raw)
+    builder.flush()
+    if not builder.out:
+        # An empty turn still happened; keeping it keeps the turn order of the export.
+        builder.out.append(
+            Message(role=role, content="", created_at=builder.created, metadata=meta)
+        )
+    return builder.out
+
+
+def _block(builder: _Builder, block: Any, index: int) -> None:
+    if isinstance(block, str):
+        builder.text(block)
+        return
+    if not isinstance(block, dict):
+        return
+    kind = block.get("type")
+    if kind == "text":
+        text = block.get("text")
+        if isinstance(text, str):
+            builder.text(text)
+    elif kind in ("thinking", "redacted_thinking"):
+        thought = block.get("thinking")
+        part: dict[str, Any] = {
+            "type": "reasoning",
+            "text": thought if isinstance(thought, str) else "",
+        }
+        if kind == "redacted_thinking":
+            part["redacted"] = True
+        builder.part(part)
+    elif kind in ("tool_use", "server_tool_use"):
+        builder.call(block, index)
+    elif kind in ("tool_result", "web_search_tool_result"):
+        builder.result(block)
+    else:
+        name = str(kind or "block")
+        builder.part(dict(block), f"[{name}]")
+
+
+def _attachments(builder: _Builder, raw: dict[str, Any]) -> None:
+    attachments = raw.get("attachments")
+    if isinstance(attachments, list):
+        for attachment in attachments:
+            if not isinstance(attachment, dict):
+                continue
+            name = str(attachment.get("file_name") or "attachment")
+            extracted = attachment.get("extracted_content")
+            text = extracted if isinstance(extracted, str) else ""
+            part = {"type": "attachment", "file_name": name, "text": text}
+            for key in ("file_type", "file_size"):
+                if key in attachment:
+                    part[key] = attachment[key]
+            builder.part(part, f"[Attachment: {name}]\n{text}" if text else f"[Attachment: {name}]")
+    files = raw.get("files")
+    if isinstance(files, list):
+        for entry in files:
+            if not isinstance(entry, dict):
+                continue
+            name = str(entry.get("file_name") or "file")
+            builder.part({"type": "file", **entry}, f"[File: {name}]")
+
+
+def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
+    """One export entry as a conversation, preceded by its skipped messages if any."""
+    if not isinstance(item, dict):
+        return [
+            SkippedEntry(
+                entry=where, reason=f"A conversation must be an object, not {type_name(item)}."
+            )
+        ]
+    uuid = item.get("uuid")
+    source_id = uuid if isinstance(uuid, str) and uuid else fallback_id
+    name = item.get("name")
+    label = f"conversation {name!r} ({source_id})" if name else f"conversation {source_id}"
+    raw_messages = item.get("chat_messages")
+    if raw_messages is None:
+        raw_messages = []
+    if not isinstance(raw_messages, list):
+        return [
+            SkippedEntry(
+                entry=where,
+                reason=sentence(f"{label}: chat_messages is {type_name(raw_messages)}, not a list"),
+            )
+        ]
+    results: list[ImportItem] = []
+    messages: list[Message] = []
+    for index, raw in enumerate(raw_messages):
+        try:
+            messages.extend(parse_message(raw))
+        except InvalidMessageError as exc:
+            results.append(
+                SkippedEntry(
+                    entry=f"{where} chat_messages[{index}]",
+                    reason=sentence(
+                        f"{label}: message {index} was skipped ({exc}); "
+                        "the rest of the conversation was imported"
+                    ),
+                )
+            )
+    number_positions(messages)
+    title = (
+        name.strip()
+        if isinstance(name, str) and name.strip()
+        else first_user_title(messages, f"Claude conversation {source_id}")
+    )
+    metadata: dict[str, Any] = {"uuid": uuid}
+    for key in ("summary", "model", "project_uuid"):
+        value = item.get(key)
+        if value:
+            metadata[key] = value
+    project = item.get("project")
+    if isinstance(project, dict) and project.get("name"):
+        metadata["project"] = project.get("name")
+    results.append(
+        Conversation(
+            title=title,
+            messages=messages,
+            source=NAME,
+            source_id=source_id,
+            created_at=epoch_time(item.get("created_at")),
+            updated_at=epoch_time(item.get("updated_at")),
+            metadata=metadata,
+        )
+    )
+    return results
+
+
+class ClaudeImporter:
+    """Reads a Claude.ai data export (``conversations.json``, the ZIP, or its folder)."""
+
+    name = NAME
+    description = "Claude.ai data export: conversations.json with chat_messages, or the ZIP"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """A conversations array with ``chat_messages``, or a ZIP or folder holding one."""
+        if path.is_dir() or is_zip(path, head):
+            inner = export_head(path, head)
+            return inner is not None and looks_like_claude(inner)
+        return looks_like_claude(head)
+
+    def read(self, path: Path) -> Iterator[ImportItem]:
+        """Conversations of ``path``, with null or unreadable messages reported."""
+        path = Path(path)
+        return primed(self._read_documents(path, export_documents(path, "a Claude export")))
+
+    def _read_documents(self, path: Path, documents: list[ExportDocument]) -> Iterator[ImportItem]:
+        started = False
+        for document in documents:
+            for item in guarded(
+                self._read_document(path, document),
+                document.entry_prefix,
+                fatal_at_start=not started,
+            ):
+                started = True
+                yield item
+
+    def _read_document(self, path: Path, document: ExportDocument) -> Iterator[ImportItem]:
+        text = document.load()
+        if first_char(text) == "{":
+            items: Iterator[Any] = iter([load_json_text(text, document.label, path)])
+        else:
+            items = iter_json_array(text, document.label, path)
+        stem = Path(document.label.rsplit(":", 1)[-1]).name
+        seen: set[str] = set()
+        for index, item in enumerate(items):
+            where = f"{document.entry_prefix}item {index}"
+            for result in parse_conversation(item, where, f"{stem}#{index}"):
+                if isinstance(result, Conversation) and result.source_id is not None:
+                    if result.source_id in seen:
+                        yield SkippedEntry(
+                            entry=where,
+                            reason=f"Conversation {result.source_id} appears again; "
+                            "its first copy was imported.",
+                        )
+                        continue
+                    seen.add(result.source_id)
+                yield result

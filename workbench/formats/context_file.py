@@ -1,0 +1,486 @@
+"""The context-file format (SPEC §7): one JSON object per session, or a directory of them.
+
+A session object holds ``session_id``, ``system_state``, ``facts``, ``recent_history``
+(entries ``{timestamp, role, content, token_count}``), ``long_term_summary``,
+``active_tasks``, ``tool_stats``, ``last_known_environment`` and ``token_usage``.
+
+So that a round trip loses nothing, the exporter adds optional keys, each only when it
+carries something, so that a plain session stays plain:
+
+- on a history entry: ``name``, ``tool_calls``, ``tool_call_id``, ``parts``, ``state``
+  (when not ``active``), ``metadata`` (with ``important``) and ``token_encoding``;
+- on the session: ``title``, ``created_at`` and ``updated_at`` (when they differ from
+  what the importer would derive) and ``tags``.
+
+Exporting one session writes one object; several are written as a JSON array, which the
+importer reads as well. Unknown keys are kept: on an entry in its metadata, on a session
+in the conversation's metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from workbench.core.conversation import (
+    ROLES,
+    STATES,
+    Conversation,
+    Message,
+    MessageState,
+    Role,
+    SessionContext,
+    SkippedEntry,
+    Task,
+    TokenUsage,
+    ToolStats,
+    format_time,
+    parse_time,
+)
+from workbench.errors import FormatError
+from workbench.formats.base import (
+    ExportSession,
+    ImportItem,
+    dump_json,
+    fingerprint,
+    load_json,
+    peek_json,
+    read_head,
+    shorten,
+    write_atomic,
+)
+
+NAME = "context-json"
+
+_SESSION_KEYS = frozenset(
+    {
+        "session_id",
+        "system_state",
+        "facts",
+        "recent_history",
+        "long_term_summary",
+        "active_tasks",
+        "tool_stats",
+        "last_known_environment",
+        "token_usage",
+        "title",
+        "tags",
+        "created_at",
+        "updated_at",
+    }
+)
+_ENTRY_KEYS = frozenset(
+    {
+        "timestamp",
+        "role",
+        "content",
+        "token_count",
+        "name",
+        "tool_calls",
+        "tool_call_id",
+        "parts",
+        "state",
+        "metadata",
+        "token_encoding",
+    }
+)
+# Keys that, next to ``session_id``, only a context file has.
+_CONTEXT_CUES = frozenset(_SESSION_KEYS - {"session_id", "title", "tags", "created_at"})
+_DIRECTORY_SNIFF_LIMIT = 20
+
+
+class InvalidEntryError(ValueError):
+    """One session of a context file is not valid; the message names the field."""
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def looks_like_context(value: Any) -> bool:
+    """Whether a (possibly cut-off) JSON value is a context session or a list of them."""
+    if isinstance(value, list):
+        return bool(value) and isinstance(value[0], dict) and looks_like_context(value[0])
+    if not isinstance(value, dict):
+        return False
+    if "recent_history" in value:
+        return True
+    return "session_id" in value and any(key in value for key in _CONTEXT_CUES)
+
+
+def _json_files(directory: Path) -> list[Path]:
+    try:
+        entries = list(directory.iterdir())
+    except OSError as exc:
+        raise FormatError(
+            f"Cannot list {directory}: {exc.strerror or exc}.", path=str(directory)
+        ) from exc
+    return sorted(
+        p
+        for p in entries
+        if p.suffix.lower() == ".json" and not p.name.startswith(".") and p.is_file()
+    )
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _optional_str(raw: dict[str, Any], key: str, where: str) -> str | None:
+    value = raw.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise InvalidEntryError(f"{where}{key} must be a string, not {_type_name(value)}")
+
+
+def _optional_dict(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    raise InvalidEntryError(f"{where}{key} must be an object, not {_type_name(value)}")
+
+
+def _optional_list_of_dicts(
+    raw: dict[str, Any], key: str, where: str
+) -> list[dict[str, Any]] | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise InvalidEntryError(f"{where}{key} must be a list, not {_type_name(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise InvalidEntryError(f"{where}{key}[{i}] must be an object, not {_type_name(item)}")
+    return value
+
+
+def _time(raw: dict[str, Any], key: str, where: str) -> datetime | None:
+    value = raw.get(key)
+    try:
+        return parse_time(value)
+    except (ValueError, OverflowError, OSError) as exc:
+        raise InvalidEntryError(f"{where}{key} {value!r} is not a time") from exc
+
+
+def parse_history_entry(raw: Any, index: int) -> Message:
+    """One ``recent_history`` entry as a message; raises :class:`InvalidEntryError`."""
+    where = f"recent_history[{index}]: "
+    if not isinstance(raw, dict):
+        raise InvalidEntryError(f"{where}an entry must be an object, not {_type_name(raw)}")
+    role = raw.get("role")
+    if role is None:
+        raise InvalidEntryError(f"{where}role is missing")
+    if role not in ROLES:
+        raise InvalidEntryError(f"{where}role {role!r} is not one of {', '.join(ROLES)}")
+    content = raw.get("content")
+    if content is not None and not isinstance(content, str):
+        raise InvalidEntryError(
+            f"{where}content must be a string or null, not {_type_name(content)}"
+        )
+    token_count = raw.get("token_count")
+    if token_count is not None and (
+        isinstance(token_count, bool) or not isinstance(token_count, int) or token_count < 0
+    ):
+        raise InvalidEntryError(
+            f"{where}token_count {token_count!r} is not a whole number of tokens"
+        )
+    state = raw.get("state") or MessageState.ACTIVE.value
+    if state not in STATES:
+        raise InvalidEntryError(f"{where}state {state!r} is not one of {', '.join(STATES)}")
+    metadata = dict(_optional_dict(raw, "metadata", where))
+    important = metadata.pop("important", False)
+    if not isinstance(important, bool):
+        raise InvalidEntryError(f"{where}metadata.important must be true or false")
+    for key, value in raw.items():
+        if key not in _ENTRY_KEYS:
+            metadata.setdefault(key, value)
+    return Message(
+        role=str(role),
+        content=content or "",
+        position=index,
+        name=_optional_str(raw, "name", where),
+        tool_calls=_optional_list_of_dicts(raw, "tool_calls", where),
+        tool_call_id=_optional_str(raw, "tool_call_id", where),
+        parts=_optional_list_of_dicts(raw, "parts", where),
+        created_at=_time(raw, "timestamp", where),
+        token_count=token_count,
+        token_encoding=_optional_str(raw, "token_encoding", where),
+        state=str(state),
+        important=important,
+        metadata=metadata,
+    )
+
+
+def _parse_tasks(value: Any) -> list[Task]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidEntryError(f"active_tasks must be a list, not {_type_name(value)}")
+    tasks = []
+    for i, item in enumerate(value):
+        if isinstance(item, str):
+            # Simple agents keep tasks as bare strings; the text is the task.
+            tasks.append(Task(id=item, description=item))
+            continue
+        try:
+            tasks.append(Task.from_json(item))
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise InvalidEntryError(f"active_tasks[{i}]: {exc}") from exc
+    return tasks
+
+
+def _parse_context(raw: dict[str, Any]) -> SessionContext:
+    facts = raw.get("facts")
+    if facts is None:
+        facts = []
+    if not isinstance(facts, list):
+        raise InvalidEntryError(f"facts must be a list of strings, not {_type_name(facts)}")
+    for i, fact in enumerate(facts):
+        if not isinstance(fact, str):
+            raise InvalidEntryError(f"facts[{i}] must be a string, not {_type_name(fact)}")
+    summary = _optional_str(raw, "long_term_summary", "") or ""
+    stats_raw = _optional_dict(raw, "tool_stats", "")
+    usage_raw = _optional_dict(raw, "token_usage", "")
+    try:
+        tool_stats = ToolStats.from_json(stats_raw)
+    except (ValueError, TypeError) as exc:
+        raise InvalidEntryError(f"tool_stats: {exc}") from exc
+    try:
+        token_usage = TokenUsage.from_json(usage_raw)
+    except (ValueError, TypeError) as exc:
+        raise InvalidEntryError(f"token_usage: {exc}") from exc
+    return SessionContext(
+        facts=list(facts),
+        summary=summary,
+        tasks=_parse_tasks(raw.get("active_tasks")),
+        tool_stats=tool_stats,
+        token_usage=token_usage,
+        system_state=_optional_dict(raw, "system_state", ""),
+        environment=_optional_dict(raw, "last_known_environment", ""),
+    )
+
+
+def derive_title(session_id: str | None, messages: Sequence[Message]) -> str:
+    """The title a session without a ``title`` key gets: its first user message, shortened."""
+    for message in messages:
+        if message.role == Role.USER.value and message.content.strip():
+            return shorten(message.content)
+    if session_id:
+        return f"Session {session_id}"
+    return "Untitled session"
+
+
+def _derived_times(messages: Sequence[Message]) -> tuple[datetime | None, datetime | None]:
+    times = [m.created_at for m in messages if m.created_at is not None]
+    return (times[0], times[-1]) if times else (None, None)
+
+
+def parse_session(raw: Any, fallback_id: str) -> Conversation:
+    """One session object as a conversation; raises :class:`InvalidEntryError`.
+
+    ``fallback_id`` becomes the ``source_id`` when the object has no ``session_id``.
+    """
+    if not isinstance(raw, dict):
+        raise InvalidEntryError(f"a session must be a JSON object, not {_type_name(raw)}")
+    if "session_id" not in raw and "recent_history" not in raw:
+        raise InvalidEntryError("the object has neither 'session_id' nor 'recent_history'")
+    session_id = raw.get("session_id")
+    if session_id is not None and (
+        isinstance(session_id, bool) or not isinstance(session_id, str | int)
+    ):
+        raise InvalidEntryError(f"session_id must be a string, not {_type_name(session_id)}")
+    history = raw.get("recent_history")
+    if history is None:
+        history = []
+    if not isinstance(history, list):
+        raise InvalidEntryError(f"recent_history must be a list, not {_type_name(history)}")
+    messages = [parse_history_entry(entry, i) for i, entry in enumerate(history)]
+    context = _parse_context(raw)
+    sid = None if session_id is None else str(session_id)
+    title = raw["title"] if "title" in raw else derive_title(sid, messages)
+    if not isinstance(title, str):
+        raise InvalidEntryError(f"title must be a string, not {_type_name(title)}")
+    tags = raw.get("tags")
+    if tags is None:
+        tags = []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise InvalidEntryError("tags must be a list of strings")
+    first, last = _derived_times(messages)
+    created_at = _time(raw, "created_at", "") if "created_at" in raw else first
+    updated_at = _time(raw, "updated_at", "") if "updated_at" in raw else last
+    return Conversation(
+        title=title,
+        messages=messages,
+        context=context,
+        source=NAME,
+        source_id=sid if sid is not None else fingerprint(messages),
+        created_at=created_at,
+        updated_at=updated_at,
+        tags=list(tags),
+        metadata={k: v for k, v in raw.items() if k not in _SESSION_KEYS},
+    )
+
+
+# --------------------------------------------------------------------------- exporting
+
+
+def history_entry_json(message: Message) -> dict[str, Any]:
+    """A message as a ``recent_history`` entry: the four plain keys plus what is set."""
+    entry: dict[str, Any] = {
+        "timestamp": format_time(message.created_at),
+        "role": message.role,
+        "content": message.content,
+        "token_count": message.token_count,
+    }
+    optional: dict[str, Any] = {
+        "name": message.name,
+        "tool_calls": message.tool_calls,
+        "tool_call_id": message.tool_call_id,
+        "parts": message.parts,
+        "token_encoding": message.token_encoding,
+    }
+    entry.update({k: v for k, v in optional.items() if v is not None})
+    if message.state != MessageState.ACTIVE.value:
+        entry["state"] = message.state
+    metadata = message.public_metadata()
+    if metadata:
+        entry["metadata"] = metadata
+    return entry
+
+
+def session_json(session: ExportSession) -> dict[str, Any]:
+    """One exported session as a context-file object."""
+    info = session.info
+    # A session that came from a context file keeps its original id, so the exported
+    # file matches the imported one. Any other session gets an id made of its creation
+    # time and workbench id: stable across exports, and unlike the bare id it does not
+    # collide with sessions exported from another database.
+    if info.source == NAME and info.source_id:
+        session_id = info.source_id
+    else:
+        session_id = f"wb-{info.created_at.strftime('%Y%m%dT%H%M%S%f')}-{info.id}"
+    ctx = session.context
+    obj: dict[str, Any] = {
+        "session_id": session_id,
+        "system_state": ctx.system_state,
+        "facts": list(ctx.facts),
+        "recent_history": [history_entry_json(m) for m in session.messages],
+        "long_term_summary": ctx.summary,
+        "active_tasks": [t.to_json() for t in ctx.tasks],
+        "tool_stats": ctx.tool_stats.to_json(),
+        "last_known_environment": ctx.environment,
+        "token_usage": ctx.token_usage.to_json(),
+    }
+    if info.title != derive_title(session_id, session.messages):
+        obj["title"] = info.title
+    if info.tags:
+        obj["tags"] = list(info.tags)
+    first, last = _derived_times(session.messages)
+    if info.created_at != first:
+        obj["created_at"] = format_time(info.created_at)
+    if info.updated_at != last:
+        obj["updated_at"] = format_time(info.updated_at)
+    return obj
+
+
+# --------------------------------------------------------------------------- the format
+
+
+class ContextFileImporter:
+    """Reads context files: one session object, an array of them, or a directory."""
+
+    name = NAME
+    description = "context-file JSON (session_id, recent_history, facts, …), file or directory"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """A JSON object (or array of objects) with context keys, or a directory of them."""
+        if path.is_dir():
+            for candidate in _json_files(path)[:_DIRECTORY_SNIFF_LIMIT]:
+                try:
+                    if looks_like_context(peek_json(read_head(candidate))):
+                        return True
+                except FormatError:
+                    continue
+            return False
+        return looks_like_context(peek_json(head))
+
+    def read(self, path: Path) -> Iterator[ImportItem]:
+        """Sessions of a file or of every ``*.json`` file of a directory, in name order."""
+        path = Path(path)
+        if path.is_dir():
+            return self._read_directory(_json_files(path))
+        data = load_json(path)
+        if not isinstance(data, dict | list):
+            raise FormatError(
+                f"{path} holds {_type_name(data)}, not a context session object or a list of them.",
+                path=str(path),
+            )
+        return _sessions(path, data, prefix="", whole=f"file {path.name}")
+
+    def _read_directory(self, files: list[Path]) -> Iterator[ImportItem]:
+        for file in files:
+            where = f"file {file.name}"
+            try:
+                data = load_json(file)
+            except FormatError as exc:
+                yield SkippedEntry(entry=where, reason=str(exc))
+                continue
+            if not isinstance(data, dict | list):
+                yield SkippedEntry(
+                    entry=where,
+                    reason=f"it holds {_type_name(data)}, not a context session object.",
+                )
+                continue
+            yield from _sessions(file, data, prefix=f"{where} ", whole=where)
+
+
+def _sessions(
+    path: Path, data: dict[str, Any] | list[Any], prefix: str, whole: str
+) -> Iterator[ImportItem]:
+    if isinstance(data, dict):
+        try:
+            yield parse_session(data, fallback_id=path.stem)
+        except InvalidEntryError as exc:
+            yield SkippedEntry(entry=whole, reason=_sentence(exc))
+        return
+    for i, item in enumerate(data):
+        try:
+            yield parse_session(item, fallback_id=f"{path.name}#{i}")
+        except InvalidEntryError as exc:
+            yield SkippedEntry(entry=f"{prefix}item {i}", reason=_sentence(exc))
+
+
+def _sentence(exc: Exception) -> str:
+    text = str(exc)
+    return text if text.endswith(".") else text + "."
+
+
+class ContextFileExporter:
+    """Writes sessions as context-file JSON: one object, or an array for several."""
+
+    name = NAME
+    suffix = ".json"
+
+    def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
+        """Write ``sessions`` to ``path`` atomically."""
+        objects = [session_json(s) for s in sessions]
+        payload: Any = objects[0] if len(objects) == 1 else objects
+        write_atomic(Path(path), dump_json(payload) + "\n")

@@ -1,0 +1,60 @@
+"""Finding the importer for a file, and reading conversations from it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from workbench.errors import FormatError, UnknownFormatError
+from workbench.formats.base import (
+    Importer,
+    ImportItem,
+    get_importer,
+    importers,
+    read_head,
+)
+
+
+def _require_exists(path: Path) -> None:
+    if not path.exists():
+        raise FormatError(f"{path} does not exist.", path=str(path))
+
+
+def detect_format(path: Path) -> Importer:
+    """The first registered importer that recognises ``path`` (a file or a directory).
+
+    Raises :class:`~workbench.errors.FormatError` when ``path`` does not exist and
+    :class:`~workbench.errors.UnknownFormatError` when no importer recognises it.
+    """
+    path = Path(path)
+    _require_exists(path)
+    head = read_head(path)
+    candidates = importers()
+    for importer in candidates:
+        try:
+            if importer.sniff(path, head):
+                return importer
+        except (OSError, ValueError):
+            # A sniffer that trips over foreign input simply does not recognise it.
+            continue
+    known = "; ".join(f"{imp.name} ({imp.description})" for imp in candidates)
+    kind = "directory" if path.is_dir() else "file"
+    raise UnknownFormatError(
+        f"Cannot tell the format of the {kind} {path}; known formats: {known or 'none'}.",
+        path=str(path),
+    )
+
+
+def read_conversations(path: Path, format: str | None = None) -> Iterator[ImportItem]:
+    """The conversations (and skipped entries) of ``path``.
+
+    ``format`` names an importer; without it the format is detected. An unknown name or
+    a missing path raises :class:`~workbench.errors.FormatError` at once; a file that
+    turns out to be unreadable raises it from the importer.
+    """
+    path = Path(path)
+    importer = get_importer(format) if format is not None else None
+    _require_exists(path)
+    if importer is None:
+        importer = detect_format(path)
+    return importer.read(path)

@@ -1,0 +1,427 @@
+"""OpenAI chat messages: a JSON array of messages, conversations of them, or JSONL.
+
+Shapes read:
+
+- a JSON array of messages (``{"role", "content", ...}``): one conversation;
+- a JSON array of objects each holding a ``messages`` (or tau-bench's ``traj``) list:
+  one conversation each; the object's other keys (``task_id``, ``reward``, ``info``,
+  ``trial``, ``tools``, …) go into the conversation's metadata;
+- a JSON object with a ``messages`` list: one conversation;
+- JSON Lines with one such object per line.
+
+``content`` may be a string, ``null`` or a list of content parts; the text parts are
+joined into the message text and the list is kept in ``parts``. ``developer`` messages
+become ``system`` and ``function`` messages become ``tool`` (the original role is kept in
+metadata as ``original_role``); keys the workbench has no field for go into metadata.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from workbench.core.conversation import (
+    ROLES,
+    Conversation,
+    Message,
+    Role,
+    SkippedEntry,
+)
+from workbench.errors import FormatError
+from workbench.formats.base import (
+    ExportSession,
+    ImportItem,
+    decode_json_line,
+    dump_json,
+    fingerprint,
+    load_json,
+    peek_json,
+    shorten,
+    write_atomic,
+)
+
+NAME = "openai"
+EXPORT_NAME = "openai-jsonl"
+
+_ROLE_ALIASES = {"developer": Role.SYSTEM.value, "function": Role.TOOL.value}
+_ACCEPTED_ROLES = (*ROLES, *_ROLE_ALIASES)
+_MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
+_LIST_KEYS = ("messages", "traj")
+_TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+# Part types the chat completions and responses APIs accept inside ``content``.
+_API_PART_TYPES = frozenset(
+    {
+        *_TEXT_PART_TYPES,
+        "image_url",
+        "input_image",
+        "input_audio",
+        "input_file",
+        "file",
+        "refusal",
+    }
+)
+_JSONL_PROBE_LINES = 5
+
+
+class InvalidEntryError(ValueError):
+    """One conversation or message is not valid; the message names the field."""
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _content(value: Any, where: str) -> tuple[str, list[dict[str, Any]] | None]:
+    if value is None:
+        return "", None
+    if isinstance(value, str):
+        return value, None
+    if not isinstance(value, list):
+        raise InvalidEntryError(
+            f"{where}content must be a string, null or a list of parts, not {_type_name(value)}"
+        )
+    parts: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for i, part in enumerate(value):
+        if isinstance(part, str):
+            part = {"type": "text", "text": part}
+        if not isinstance(part, dict):
+            raise InvalidEntryError(
+                f"{where}content[{i}] must be an object, not {_type_name(part)}"
+            )
+        kind = part.get("type")
+        if kind in _TEXT_PART_TYPES or (kind is None and "text" in part):
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise InvalidEntryError(
+                    f"{where}content[{i}].text must be a string, not {_type_name(text)}"
+                )
+            texts.append(text)
+        parts.append(part)
+    return "\n".join(texts), parts
+
+
+def _optional_str(raw: dict[str, Any], key: str, where: str) -> str | None:
+    value = raw.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise InvalidEntryError(f"{where}{key} must be a string, not {_type_name(value)}")
+
+
+def parse_message(raw: Any, where: str = "") -> Message:
+    """One OpenAI message as a workbench message; raises :class:`InvalidEntryError`.
+
+    ``where`` prefixes error sentences (``"messages[4]: "``).
+    """
+    if not isinstance(raw, dict):
+        raise InvalidEntryError(f"{where}a message must be an object, not {_type_name(raw)}")
+    role = raw.get("role")
+    if role is None:
+        raise InvalidEntryError(f"{where}role is missing")
+    if role not in _ACCEPTED_ROLES:
+        raise InvalidEntryError(f"{where}role {role!r} is not one of {', '.join(_ACCEPTED_ROLES)}")
+    metadata: dict[str, Any] = {}
+    if role in _ROLE_ALIASES:
+        metadata["original_role"] = role
+        role = _ROLE_ALIASES[role]
+    content, parts = _content(raw.get("content"), where)
+    tool_calls = raw.get("tool_calls")
+    if tool_calls is not None:
+        if not isinstance(tool_calls, list):
+            raise InvalidEntryError(
+                f"{where}tool_calls must be a list, not {_type_name(tool_calls)}"
+            )
+        for i, call in enumerate(tool_calls):
+            if not isinstance(call, dict):
+                raise InvalidEntryError(
+                    f"{where}tool_calls[{i}] must be an object, not {_type_name(call)}"
+                )
+    for key, value in raw.items():
+        # ``refusal: null`` and the like say nothing; keep only keys with a value.
+        if key not in _MESSAGE_KEYS and value is not None:
+            metadata.setdefault(key, value)
+    return Message(
+        role=str(role),
+        content=content,
+        name=_optional_str(raw, "name", where),
+        tool_calls=tool_calls,
+        tool_call_id=_optional_str(raw, "tool_call_id", where),
+        parts=parts,
+        metadata=metadata,
+    )
+
+
+def _list_key(item: dict[str, Any]) -> str | None:
+    for key in _LIST_KEYS:
+        if isinstance(item.get(key), list):
+            return key
+    return None
+
+
+def _title(item: dict[str, Any], messages: Sequence[Message], fallback: str) -> str:
+    title = item.get("title")
+    if isinstance(title, str) and title.strip():
+        return title
+    task_id = item.get("task_id")
+    if task_id is not None:
+        trial = item.get("trial")
+        return f"task {task_id}" if trial is None else f"task {task_id}, trial {trial}"
+    for message in messages:
+        if message.role == Role.USER.value and message.content.strip():
+            return shorten(message.content)
+    return fallback
+
+
+def _source_id(messages: Sequence[Message]) -> str:
+    # OpenAI-format files carry no conversation ids (tau-bench's task ids repeat across
+    # runs and domains), so a conversation is recognised by its content.
+    return fingerprint(messages)
+
+
+def parse_conversation(item: Any, file_name: str, index: int) -> Conversation:
+    """An object holding a ``messages`` (or ``traj``) list as a conversation.
+
+    Raises :class:`InvalidEntryError` naming the field when it or one of its messages is
+    not valid; ``index`` is the 0-based place of the item in its file.
+    """
+    if not isinstance(item, dict):
+        raise InvalidEntryError(
+            f"a conversation must be an object with a 'messages' list, not {_type_name(item)}"
+        )
+    key = _list_key(item)
+    if key is None:
+        raise InvalidEntryError("the object has no 'messages' (or 'traj') list")
+    messages = [parse_message(raw, f"{key}[{i}]: ") for i, raw in enumerate(item[key])]
+    for position, message in enumerate(messages):
+        message.position = position
+    fallback = f"{file_name}#{index}"
+    metadata = {k: v for k, v in item.items() if k != key and k != "title"}
+    return Conversation(
+        title=_title(item, messages, fallback),
+        messages=messages,
+        source=NAME,
+        source_id=_source_id(messages),
+        metadata=metadata,
+    )
+
+
+def _conversation_list(data: list[Any]) -> bool:
+    return any(isinstance(x, dict) and _list_key(x) is not None for x in data)
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def _holds_messages(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    for key in _LIST_KEYS:
+        items = value.get(key)
+        if isinstance(items, list):
+            # An empty (or cut-off) list cannot be checked further; a first element can.
+            return not items or (isinstance(items[0], dict) and "role" in items[0])
+    return False
+
+
+def looks_like_openai(value: Any) -> bool:
+    """Whether a (possibly cut-off) JSON value has one of the OpenAI shapes."""
+    if isinstance(value, list):
+        if not value or not isinstance(value[0], dict):
+            return False
+        first = value[0]
+        return _holds_messages(first) or (
+            "role" in first and isinstance(first.get("role"), str | None)
+        )
+    return _holds_messages(value)
+
+
+def _probe_jsonl(path: Path) -> bool:
+    """Whether ``path`` is JSON Lines: several lines, one of the first a conversation."""
+    probed = 0
+    found = False
+    try:
+        with path.open("rb") as handle:
+            for raw in handle:
+                line = raw.decode("utf-8", errors="replace").strip().lstrip("\ufeff")
+                if not line:
+                    continue
+                if probed == 0 and not line.startswith("{"):
+                    return False
+                probed += 1
+                if probed > _JSONL_PROBE_LINES:
+                    break
+                if not found:
+                    try:
+                        value = json.loads(line)
+                    except ValueError:
+                        continue
+                    found = isinstance(value, dict) and _list_key(value) is not None
+    except OSError as exc:
+        raise FormatError(f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)) from exc
+    return found and probed > 1
+
+
+# --------------------------------------------------------------------------- the format
+
+
+class OpenAIMessagesImporter:
+    """Reads OpenAI chat messages (JSON or JSONL), tau-bench trajectories included."""
+
+    name = NAME
+    description = 'OpenAI chat messages: a JSON array, {"messages": [...]} items, or JSONL'
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """An array of messages, or objects with a ``messages``/``traj`` list of them."""
+        if path.is_dir():
+            return False
+        return looks_like_openai(peek_json(head))
+
+    def read(self, path: Path) -> Iterator[ImportItem]:
+        """Conversations of ``path``; bad lines or items are yielded as skipped."""
+        path = Path(path)
+        if path.is_dir():
+            raise FormatError(
+                f"{path} is a directory; the openai format reads one JSON or JSONL file.",
+                path=str(path),
+            )
+        if _probe_jsonl(path):
+            return self._read_jsonl(path)
+        data = load_json(path)
+        if isinstance(data, list):
+            if _conversation_list(data):
+                return self._read_conversations(path, data)
+            return self._read_messages(path, data)
+        if isinstance(data, dict) and _list_key(data) is not None:
+            return self._read_conversations(path, [data])
+        raise FormatError(
+            f"{path} holds {_type_name(data)} that is neither a list of messages nor an "
+            "object with a 'messages' list.",
+            path=str(path),
+        )
+
+    def _read_conversations(self, path: Path, data: list[Any]) -> Iterator[ImportItem]:
+        for i, item in enumerate(data):
+            try:
+                yield parse_conversation(item, path.name, i)
+            except InvalidEntryError as exc:
+                yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
+
+    def _read_messages(self, path: Path, data: list[Any]) -> Iterator[ImportItem]:
+        messages: list[Message] = []
+        for i, raw in enumerate(data):
+            try:
+                messages.append(parse_message(raw))
+            except InvalidEntryError as exc:
+                yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
+        if not messages:
+            return
+        for position, message in enumerate(messages):
+            message.position = position
+        yield Conversation(
+            title=_title({}, messages, path.stem),
+            messages=messages,
+            source=NAME,
+            source_id=_source_id(messages),
+        )
+
+    def _read_jsonl(self, path: Path) -> Iterator[ImportItem]:
+        try:
+            with path.open("rb") as handle:
+                for number, raw in enumerate(handle, start=1):
+                    item = self._jsonl_line(path, number, raw)
+                    if item is not None:
+                        yield item
+        except OSError as exc:
+            raise FormatError(
+                f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)
+            ) from exc
+
+    def _jsonl_line(self, path: Path, number: int, raw: bytes) -> ImportItem | None:
+        where = f"line {number}"
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return SkippedEntry(entry=where, reason="the line is not UTF-8 text.")
+        line = line.lstrip("\ufeff").strip()
+        if not line:
+            return None
+        try:
+            value = decode_json_line(line)
+            return parse_conversation(value, path.name, number - 1)
+        except ValueError as exc:
+            return SkippedEntry(entry=where, reason=_sentence(exc))
+
+
+def _sentence(exc: Exception) -> str:
+    text = str(exc)
+    return text if text.endswith(".") else text + "."
+
+
+# --------------------------------------------------------------------------- exporting
+
+
+def _api_parts(message: Message) -> list[dict[str, Any]] | None:
+    """The content parts to write instead of the text, when they still match it."""
+    parts = message.parts
+    if not parts or not all(
+        isinstance(p, dict) and p.get("type") in _API_PART_TYPES for p in parts
+    ):
+        return None
+    text = "\n".join(p.get("text", "") for p in parts if p.get("type") in _TEXT_PART_TYPES)
+    # Edited text wins over the stale parts it came from.
+    return parts if text == message.content else None
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    """A message in OpenAI chat form, with only the keys that are set."""
+    role = message.role
+    original = message.metadata.get("original_role")
+    if original in _ROLE_ALIASES and _ROLE_ALIASES[original] == role:
+        role = original
+    out: dict[str, Any] = {"role": role}
+    parts = _api_parts(message)
+    if parts is not None:
+        out["content"] = parts
+    elif not message.content and message.tool_calls:
+        out["content"] = None
+    else:
+        out["content"] = message.content
+    if message.name is not None:
+        out["name"] = message.name
+    if message.tool_calls is not None:
+        out["tool_calls"] = message.tool_calls
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+class OpenAIJsonlExporter:
+    """Writes one ``{"messages": [...]}`` line per session."""
+
+    name = EXPORT_NAME
+    suffix = ".jsonl"
+
+    def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
+        """Write ``sessions`` to ``path`` atomically, one JSON object per line."""
+        lines = [
+            dump_json({"messages": [message_json(m) for m in s.messages]}, indent=None)
+            for s in sessions
+        ]
+        write_atomic(Path(path), "".join(line + "\n" for line in lines))

@@ -1,0 +1,445 @@
+"""Open WebUI chat export: a JSON array of ``{id, title, chat, created_at, ...}``.
+
+Each ``chat`` holds a message tree, ``history.messages`` (``{id: {parentId,
+childrenIds, role, content, timestamp, model, ...}}``), and ``history.currentId``, the
+message the user last saw. The session is the path from the root to ``currentId``
+(without one, the leaf with the latest ``timestamp``). Other leaves become branch
+conversations exactly as in the ChatGPT importer: source id ``"<chat id>#branch-<leaf>"``,
+title ``"<title> (branch N)"``, and dropped when they only repeat the session. A chat
+without ``history`` but with a flat ``messages`` list is read in list order.
+
+An assistant message is rebuilt in the shape the chat APIs use:
+
+- when it has ``output`` items (newer Open WebUI), those are the record: ``reasoning``
+  items become ``{"type": "reasoning"}`` parts, ``function_call`` items assistant tool
+  calls, ``function_call_output`` items tool messages answering them, and ``message``
+  items the text;
+- otherwise its ``content`` is read: ``<details type="reasoning">`` blocks become
+  reasoning parts (removed from the text) and ``<details type="tool_calls">`` blocks
+  become tool calls (``id``, ``name``, ``arguments`` attributes) with a tool message
+  holding the ``result`` attribute (or the block's body), HTML entities decoded. Text
+  after a tool call starts a new assistant message.
+
+Times are epoch numbers (seconds, or milliseconds in some versions); ``model`` and
+``usage`` go into the message metadata and user ``files`` into ``parts`` (data URLs
+are not kept).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
+from workbench.formats._support import (
+    MessageTree,
+    alternate_branches,
+    epoch_seconds,
+    epoch_time,
+    first_char,
+    first_element,
+    first_user_title,
+    guarded,
+    iter_json_array,
+    latest_leaf,
+    load_json_text,
+    mark_branch_start,
+    number_positions,
+    primed,
+    sentence,
+    text_of,
+    tool_call,
+    type_name,
+)
+from workbench.formats.base import ImportItem, read_text
+
+NAME = "openwebui"
+
+_DETAILS = re.compile(r"<details\b([^>]*)>(.*?)</details>", re.DOTALL | re.IGNORECASE)
+_ATTRIBUTE = re.compile(r"([A-Za-z_][\w-]*)\s*=\s*\"([^\"]*)\"")
+_SUMMARY = re.compile(r"<summary\b[^>]*>.*?</summary>", re.DOTALL | re.IGNORECASE)
+_ROLES = frozenset({Role.USER.value, Role.ASSISTANT.value, Role.SYSTEM.value, Role.TOOL.value})
+_CHAT_CUES = frozenset({"history", "messages", "models", "params"})
+
+
+def looks_like_openwebui(head: bytes) -> bool:
+    """Whether the head of a JSON document is an Open WebUI chat export."""
+    first = first_element(head)
+    if first is None:
+        return False
+    chat = first.get("chat")
+    return isinstance(chat, dict) and (
+        bool(_CHAT_CUES & set(chat)) or ("user_id" in first and not chat)
+    )
+
+
+# --------------------------------------------------------------------------- messages
+
+
+class _Turn:
+    """Accumulates one assistant turn and splits it where tool results come in."""
+
+    def __init__(self, created: Any, meta: dict[str, Any]) -> None:
+        self.created = created
+        self.meta = meta
+        self.out: list[Message] = []
+        self.texts: list[str] = []
+        self.parts: list[dict[str, Any]] = []
+        self.calls: list[dict[str, Any]] = []
+        self.results: list[Message] = []
+        self.rich = False
+
+    def text(self, text: str) -> None:
+        if not text.strip():
+            return
+        self.close_calls()
+        self.texts.append(text.strip())
+        self.parts.append({"type": "text", "text": text.strip()})
+
+    def reasoning(self, text: str, extra: dict[str, Any] | None = None) -> None:
+        self.close_calls()
+        self.rich = True
+        self.parts.append({"type": "reasoning", "text": text, **(extra or {})})
+
+    def call(self, call_id: str, name: str, arguments: Any, result: str | None) -> None:
+        self.calls.append(tool_call(call_id, name, arguments if arguments else "{}"))
+        if result is not None:
+            self.answer(call_id, name, result)
+
+    def answer(self, call_id: str, name: str | None, result: str) -> None:
+        self.results.append(
+            Message(
+                role=Role.TOOL.value,
+                content=result,
+                name=name,
+                tool_call_id=call_id,
+                created_at=self.created,
+            )
+        )
+
+    def close_calls(self) -> None:
+        """Emit the pending assistant message with its calls, then the calls' results."""
+        if not self.calls and not self.results:
+            return
+        self._emit(calls=self.calls)
+        self.out.extend(self.results)
+        self.calls, self.results = [], []
+
+    def _emit(self, calls: list[dict[str, Any]] | None = None) -> None:
+        if not self.texts and not calls and not self.rich:
+            return
+        self.out.append(
+            Message(
+                role=Role.ASSISTANT.value,
+                content="\n\n".join(self.texts),
+                tool_calls=calls or None,
+                parts=self.parts if self.rich else None,
+                created_at=self.created,
+                metadata=self._meta(),
+            )
+        )
+        self.texts, self.parts, self.rich = [], [], False
+
+    def _meta(self) -> dict[str, Any]:
+        # Usage counts the whole turn: it goes on the first message only, so sums stay right.
+        first = not any(m.role == Role.ASSISTANT.value for m in self.out)
+        return {k: v for k, v in self.meta.items() if first or k != "usage"}
+
+    def finish(self) -> list[Message]:
+        self.close_calls()
+        self._emit()
+        return self.out
+
+
+def _unescape_result(value: str) -> str:
+    text = html.unescape(value)
+    # Open WebUI stores a tool's result JSON-encoded; a plain JSON string reads better bare.
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return text
+    return decoded if isinstance(decoded, str) else text
+
+
+def _details_body(body: str) -> str:
+    text = html.unescape(_SUMMARY.sub("", body)).strip()
+    # Reasoning is rendered as a quote: drop the "> " markers Open WebUI puts on each line.
+    lines = [line[2:] if line.startswith("> ") else line.lstrip(">") for line in text.splitlines()]
+    return "\n".join(lines).strip()
+
+
+def _from_content(turn: _Turn, content: str, msg_id: str) -> None:
+    pos = 0
+    calls = 0
+    for match in _DETAILS.finditer(content):
+        attrs = {k.lower(): v for k, v in _ATTRIBUTE.findall(match.group(1))}
+        kind = attrs.get("type", "").lower()
+        if kind not in ("reasoning", "tool_calls"):
+            continue
+        turn.text(content[pos : match.start()])
+        pos = match.end()
+        if kind == "reasoning":
+            extra = {"duration": attrs["duration"]} if "duration" in attrs else None
+            turn.reasoning(_details_body(match.group(2)), extra)
+            continue
+        calls += 1
+        call_id = html.unescape(attrs.get("id") or "") or f"call_{msg_id}_{calls}"
+        name = html.unescape(attrs.get("name") or "") or "tool"
+        arguments = html.unescape(attrs.get("arguments") or "")
+        if "result" in attrs:
+            result = _unescape_result(attrs["result"])
+        else:
+            result = _unescape_result(_details_body(match.group(2)))
+        turn.call(call_id, name, arguments, result)
+    turn.text(content[pos:])
+
+
+def _from_output(turn: _Turn, output: list[Any]) -> None:
+    names: dict[str, str] = {}
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "reasoning":
+            text = text_of(item.get("content")) or text_of(item.get("summary"))
+            extra = {"duration": item["duration"]} if item.get("duration") is not None else None
+            turn.reasoning(text, extra)
+        elif kind == "function_call":
+            call_id = str(item.get("call_id") or item.get("id") or f"call_{len(names)}")
+            name = str(item.get("name") or "tool")
+            names[call_id] = name
+            turn.call(call_id, name, item.get("arguments"), None)
+        elif kind == "function_call_output":
+            call_id = str(item.get("call_id") or item.get("id") or "")
+            turn.answer(call_id, names.get(call_id), text_of(item.get("output")))
+        elif kind == "message":
+            turn.text(text_of(item.get("content")))
+
+
+def _file_parts(files: Any) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    if not isinstance(files, list):
+        return parts
+    for entry in files:
+        if not isinstance(entry, dict):
+            continue
+        kept = {
+            k: v
+            for k, v in entry.items()
+            if not (isinstance(v, str) and v.startswith("data:")) and k != "file"
+        }
+        kept["type"] = str(entry.get("type") or "file")
+        parts.append(kept)
+    return parts
+
+
+def parse_message(raw: Any, msg_id: str) -> list[Message]:
+    """One ``history.messages`` entry as workbench messages (several for tool use)."""
+    if not isinstance(raw, dict):
+        return []
+    role = raw.get("role")
+    content = raw.get("content")
+    text = content if isinstance(content, str) else text_of(content)
+    created = epoch_time(raw.get("timestamp"))
+    meta: dict[str, Any] = {}
+    for key in ("model", "usage"):
+        if raw.get(key):
+            meta[key] = raw[key]
+    if role == Role.ASSISTANT.value:
+        turn = _Turn(created, meta)
+        output = raw.get("output")
+        if isinstance(output, list) and any(isinstance(o, dict) for o in output):
+            _from_output(turn, output)
+        else:
+            _from_content(turn, text, msg_id)
+        messages = turn.finish()
+        if not messages:
+            messages = [
+                Message(role=Role.ASSISTANT.value, content="", created_at=created, metadata=meta)
+            ]
+        return messages
+    if role not in _ROLES:
+        meta["original_role"] = role
+        role = Role.USER.value
+    parts = _file_parts(raw.get("files"))
+    placeholders = [f"[{p['type']}]" for p in parts]
+    if parts:
+        parts.insert(0, {"type": "text", "text": text})
+    return [
+        Message(
+            role=str(role),
+            content="\n".join([text, *placeholders]) if placeholders else text,
+            parts=parts or None,
+            created_at=created,
+            metadata=meta,
+        )
+    ]
+
+
+# --------------------------------------------------------------------------- chats
+
+
+def _path_messages(nodes: dict[str, Any], path: list[str]) -> list[Message]:
+    messages: list[Message] = []
+    for node_id in path:
+        messages.extend(parse_message(nodes.get(node_id), node_id))
+    return number_positions(messages)
+
+
+def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
+    """One exported chat as its session followed by its branch conversations."""
+    if not isinstance(item, dict):
+        return [
+            SkippedEntry(entry=where, reason=f"A chat must be an object, not {type_name(item)}.")
+        ]
+    chat = item.get("chat") if isinstance(item.get("chat"), dict) else item
+    assert isinstance(chat, dict)
+    chat_id = item.get("id")
+    source_id = str(chat_id) if isinstance(chat_id, str | int) and chat_id != "" else fallback_id
+    raw_title = item.get("title") or chat.get("title")
+    label = f"chat {raw_title!r} ({source_id})" if raw_title else f"chat {source_id}"
+    history = chat.get("history")
+    nodes = history.get("messages") if isinstance(history, dict) else None
+    branches: list[tuple[str, str | None, list[Message]]] = []
+    guessed = False
+    if isinstance(nodes, dict) and nodes:
+        assert isinstance(history, dict)
+        order = [k for k, v in nodes.items() if isinstance(v, dict)]
+        tree = MessageTree(
+            order,
+            {k: _str(nodes[k].get("parentId")) for k in order},
+            {
+                k: [c for c in nodes[k].get("childrenIds") or [] if isinstance(c, str)]
+                for k in order
+            },
+        )
+        current = history.get("currentId")
+        if not (isinstance(current, str) and current in tree.parent_of):
+            guessed = True
+            current = latest_leaf(tree, lambda n: epoch_seconds(nodes[n].get("timestamp")))
+        assert isinstance(current, str)
+        main_path = tree.path_to(current)
+        messages = _path_messages(nodes, main_path)
+        for branch in alternate_branches(
+            tree, main_path, lambda path: _path_messages(nodes, path), messages
+        ):
+            mark_branch_start(branch.messages, messages)
+            branches.append((branch.leaf, branch.fork, branch.messages))
+    elif isinstance(chat.get("messages"), list):
+        messages = []
+        for index, raw in enumerate(chat["messages"]):
+            raw_id = raw.get("id") if isinstance(raw, dict) else None
+            messages.extend(parse_message(raw, str(raw_id or index)))
+        number_positions(messages)
+    else:
+        return [
+            SkippedEntry(
+                entry=where,
+                reason=sentence(f"{label} has no 'history.messages' and no 'messages' list"),
+            )
+        ]
+
+    title = (
+        raw_title.strip()
+        if isinstance(raw_title, str) and raw_title.strip()
+        else first_user_title(messages, f"Open WebUI chat {source_id}")
+    )
+    metadata: dict[str, Any] = {"chat_id": chat_id}
+    for key in ("models",):
+        if chat.get(key):
+            metadata[key] = chat[key]
+    for key in ("pinned", "archived", "folder_id"):
+        if item.get(key):
+            metadata[key] = item[key]
+    if guessed:
+        metadata["current_id_guessed"] = True
+    tags = _tags(item, chat)
+    created = epoch_time(item.get("created_at") or chat.get("timestamp"))
+    updated = epoch_time(item.get("updated_at"))
+    results: list[ImportItem] = [
+        Conversation(
+            title=title,
+            messages=messages,
+            source=NAME,
+            source_id=source_id,
+            created_at=created,
+            updated_at=updated,
+            tags=tags,
+            metadata=metadata,
+        )
+    ]
+    for number, (leaf, fork, branch_messages) in enumerate(branches, start=1):
+        times = [m.created_at for m in branch_messages if m.created_at is not None]
+        results.append(
+            Conversation(
+                title=f"{title} (branch {number})",
+                messages=branch_messages,
+                source=NAME,
+                source_id=f"{source_id}#branch-{leaf}",
+                created_at=created,
+                updated_at=max(times) if times else updated,
+                tags=list(tags),
+                metadata={"branch_of": source_id, "branch_leaf": leaf, "branch_fork": fork},
+            )
+        )
+    return results
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _tags(item: dict[str, Any], chat: dict[str, Any]) -> list[str]:
+    found: list[str] = []
+    meta = item.get("meta")
+    for source in (meta.get("tags") if isinstance(meta, dict) else None, chat.get("tags")):
+        if isinstance(source, list):
+            for tag in source:
+                name = tag.get("name") if isinstance(tag, dict) else tag
+                if isinstance(name, str) and name and name not in found:
+                    found.append(name)
+    return found
+
+
+class OpenWebUIImporter:
+    """Reads an Open WebUI chat export (one or many chats)."""
+
+    name = NAME
+    description = "Open WebUI chat export: [{id, title, chat: {history: {messages, currentId}}}]"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """A JSON array (or object) of chats with a ``chat`` object holding ``history``."""
+        if path.is_dir():
+            return False
+        return looks_like_openwebui(head)
+
+    def read(self, path: Path) -> Iterator[ImportItem]:
+        """Sessions and branch conversations of ``path``, one chat at a time."""
+        path = Path(path)
+        text = read_text(path)
+        label = str(path)
+        if first_char(text) == "{":
+            items: Iterator[Any] = iter([load_json_text(text, label, path)])
+        else:
+            items = iter_json_array(text, label, path)
+        return primed(guarded(self._read_items(path, items)))
+
+    def _read_items(self, path: Path, items: Iterator[Any]) -> Iterator[ImportItem]:
+        seen: set[str] = set()
+        for index, item in enumerate(items):
+            where = f"item {index}"
+            for result in parse_chat(item, where, f"{path.name}#{index}"):
+                if isinstance(result, Conversation) and result.source_id is not None:
+                    if result.source_id in seen:
+                        yield SkippedEntry(
+                            entry=where,
+                            reason=f"Chat {result.source_id} appears again; "
+                            "its first copy was imported.",
+                        )
+                        continue
+                    seen.add(result.source_id)
+                yield result

@@ -1,0 +1,305 @@
+"""ShareGPT-style datasets: ``{"conversations": [{"from", "value"}, ...]}`` entries.
+
+Read as a JSON array of entries, one entry object, or JSON Lines (one entry a line).
+Turns may also be written ``{"role", "content"}``. Speakers map to roles:
+
+- ``human``, ``user``, ``prompter`` → user; ``gpt``, ``assistant``, ``chatgpt``, ``bing``,
+  ``bard``, ``model``, ``bot``, ``ai``, ``claude`` (and other model names listed below)
+  → assistant; ``system`` → system;
+- ``function_call`` / ``tool_call`` → an assistant message with OpenAI-shaped tool calls
+  (the value is ``{"name", "arguments"}`` JSON or a list of them; text that is not such
+  JSON stays the assistant's text); ``observation``, ``tool``, ``function``,
+  ``function_response``, ``tool_response`` and ``ipython`` → a tool message answering the
+  oldest unanswered call.
+
+The original speaker is kept in a message's metadata as ``from`` unless it is one of
+``human``, ``user``, ``gpt``, ``assistant`` or ``system``. A turn whose
+speaker is unknown is reported as skipped (naming the entry and the turn) and the rest
+of the conversation is imported. An empty reply, such as a missing turn in a dataset,
+is kept as an empty message with ``metadata["empty"] = True``, so the turn order
+stays as the dataset has it. A top-level ``system`` string (LLaMA-Factory's layout)
+becomes the first message, and ``tools`` goes into the conversation's metadata.
+
+The source id is the entry's ``id`` when it has one, otherwise a hash of its turns, so
+that importing the same dataset again finds the conversations already stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
+from workbench.errors import FormatError
+from workbench.formats._support import (
+    first_char,
+    first_user_title,
+    guarded,
+    iter_json_array,
+    load_json_text,
+    number_positions,
+    primed,
+    sentence,
+    tool_call,
+    type_name,
+)
+from workbench.formats.base import ImportItem, decode_json_line, peek_json, read_text, shorten
+
+NAME = "sharegpt"
+
+_USER = frozenset({"human", "user", "prompter", "question"})
+_ASSISTANT = frozenset(
+    {
+        "gpt",
+        "assistant",
+        "chatgpt",
+        "bing",
+        "bard",
+        "model",
+        "bot",
+        "ai",
+        "claude",
+        "gpt4",
+        "gpt-4",
+        "answer",
+        "response",
+    }
+)
+_SYSTEM = frozenset({"system"})
+_CALL = frozenset({"function_call", "tool_call", "tool_calls"})
+_RESULT = frozenset(
+    {"observation", "tool", "function", "function_response", "tool_response", "ipython"}
+)
+_TURN_LISTS = ("conversations", "conversation")
+_PLAIN = frozenset({"human", "user", "gpt", "assistant", "system"})
+
+
+def _turn_list(entry: dict[str, Any]) -> list[Any] | None:
+    for key in _TURN_LISTS:
+        value = entry.get(key)
+        if isinstance(value, list):
+            return value
+    return None
+
+
+def looks_like_sharegpt(value: Any) -> bool:
+    """Whether a (possibly cut-off) JSON value is a ShareGPT entry or a list of them."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    if not isinstance(value, dict):
+        return False
+    turns = _turn_list(value)
+    if turns is None:
+        return False
+    if not turns:
+        # Cut off at the opening bracket, or an empty conversation: the key decides.
+        return True
+    first = turns[0]
+    return isinstance(first, dict) and (
+        "from" in first or ("role" in first and "value" not in first)
+    )
+
+
+class InvalidTurnError(ValueError):
+    """A turn that cannot be read; the text says why."""
+
+
+class _Reader:
+    """Builds one conversation's messages, pairing tool results with calls."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.open_calls: list[tuple[str, str]] = []
+        self.calls_made = 0
+
+    def turn(self, raw: Any) -> None:
+        if not isinstance(raw, dict):
+            raise InvalidTurnError(f"the turn is {type_name(raw)}, not an object")
+        speaker = raw.get("from", raw.get("role"))
+        value = raw.get("value", raw.get("content"))
+        if not isinstance(speaker, str):
+            raise InvalidTurnError(f"'from' is {type_name(speaker)}, not a name")
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            value = json.dumps(value, ensure_ascii=False)
+        key = speaker.strip().lower()
+        # The speaker is kept only when the role alone would lose it (``bing``, ``observation``…).
+        meta: dict[str, Any] = {} if key in _PLAIN else {"from": speaker}
+        if not value.strip():
+            meta["empty"] = True
+        if key in _USER:
+            self.messages.append(Message(role=Role.USER.value, content=value, metadata=meta))
+        elif key in _ASSISTANT:
+            self.messages.append(Message(role=Role.ASSISTANT.value, content=value, metadata=meta))
+        elif key in _SYSTEM:
+            self.messages.append(Message(role=Role.SYSTEM.value, content=value, metadata=meta))
+        elif key in _CALL:
+            self._calls(value, meta)
+        elif key in _RESULT:
+            call_id, name = self.open_calls.pop(0) if self.open_calls else (None, None)
+            self.messages.append(
+                Message(
+                    role=Role.TOOL.value,
+                    content=value,
+                    name=name,
+                    tool_call_id=call_id,
+                    metadata=meta,
+                )
+            )
+        else:
+            raise InvalidTurnError(f"speaker {speaker!r} is not one this importer knows")
+
+    def _calls(self, value: str, meta: dict[str, Any]) -> None:
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            decoded = None
+        items = decoded if isinstance(decoded, list) else [decoded]
+        calls = []
+        if all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items) and items:
+            for item in items:
+                self.calls_made += 1
+                call_id = f"call_{self.calls_made}"
+                name = item["name"]
+                calls.append(
+                    tool_call(call_id, name, item.get("arguments", item.get("parameters", {})))
+                )
+                self.open_calls.append((call_id, calls[-1]["function"]["name"]))
+            self.messages.append(
+                Message(role=Role.ASSISTANT.value, content="", tool_calls=calls, metadata=meta)
+            )
+        else:
+            self.messages.append(Message(role=Role.ASSISTANT.value, content=value, metadata=meta))
+
+
+def _hash_id(turns: list[Any]) -> str:
+    digest = hashlib.sha256(
+        json.dumps(turns, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    ).hexdigest()
+    return f"sha256:{digest[:24]}"
+
+
+def parse_entry(entry: Any, where: str) -> list[ImportItem]:
+    """One dataset entry as a conversation, preceded by its skipped turns if any."""
+    if not isinstance(entry, dict):
+        return [
+            SkippedEntry(entry=where, reason=f"An entry must be an object, not {type_name(entry)}.")
+        ]
+    turns = _turn_list(entry)
+    if turns is None:
+        return [SkippedEntry(entry=where, reason="The entry has no 'conversations' list.")]
+    raw_id = entry.get("id")
+    has_id = isinstance(raw_id, str | int) and not isinstance(raw_id, bool) and raw_id != ""
+    source_id = str(raw_id) if has_id else _hash_id(turns)
+    label = f"conversation {source_id}"
+    reader = _Reader()
+    results: list[ImportItem] = []
+    system = entry.get("system")
+    if isinstance(system, str) and system.strip():
+        reader.messages.append(Message(role=Role.SYSTEM.value, content=system))
+    key = next(k for k in _TURN_LISTS if isinstance(entry.get(k), list))
+    for index, raw in enumerate(turns):
+        try:
+            reader.turn(raw)
+        except InvalidTurnError as exc:
+            results.append(
+                SkippedEntry(
+                    entry=f"{where} {key}[{index}]",
+                    reason=sentence(
+                        f"{label}: turn {index} was skipped ({exc}); the other turns were imported"
+                    ),
+                )
+            )
+    messages = number_positions(reader.messages)
+    title_value = entry.get("title")
+    title = (
+        shorten(title_value)
+        if isinstance(title_value, str) and title_value.strip()
+        else first_user_title(messages, f"ShareGPT conversation {source_id}")
+    )
+    metadata = {k: v for k, v in entry.items() if k not in (*_TURN_LISTS, "system", "title")}
+    tools = metadata.get("tools")
+    if isinstance(tools, str):
+        try:
+            metadata["tools"] = json.loads(tools)
+        except ValueError:
+            pass
+    results.append(
+        Conversation(
+            title=title, messages=messages, source=NAME, source_id=source_id, metadata=metadata
+        )
+    )
+    return results
+
+
+def _unique(items: Iterator[ImportItem]) -> Iterator[ImportItem]:
+    """Give repeated source ids a ``~2``, ``~3``… suffix: datasets do hold duplicates."""
+    counts: dict[str, int] = {}
+    for item in items:
+        if isinstance(item, Conversation) and item.source_id is not None:
+            seen = counts.get(item.source_id, 0) + 1
+            counts[item.source_id] = seen
+            if seen > 1:
+                item.source_id = f"{item.source_id}~{seen}"
+        yield item
+
+
+class ShareGPTImporter:
+    """Reads ShareGPT-style datasets (JSON array, one object, or JSON Lines)."""
+
+    name = NAME
+    description = 'ShareGPT-style dataset: {"conversations": [{"from", "value"}]} JSON or JSONL'
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        """An entry (or array of entries) with a ``conversations`` list of ``from`` turns."""
+        if path.is_dir():
+            return False
+        return looks_like_sharegpt(peek_json(head))
+
+    def read(self, path: Path) -> Iterator[ImportItem]:
+        """Conversations of ``path``; unknown speakers and bad lines are reported."""
+        path = Path(path)
+        if path.is_dir():
+            raise FormatError(
+                f"{path} is a directory; the sharegpt format reads one JSON or JSONL file.",
+                path=str(path),
+            )
+        text = read_text(path)
+        label = str(path)
+        if first_char(text) == "[":
+            return primed(_unique(guarded(self._items(iter_json_array(text, label, path)))))
+        if self._is_jsonl(text):
+            return primed(_unique(self._lines(text)))
+        return primed(_unique(self._items(iter([load_json_text(text, label, path)]))))
+
+    @staticmethod
+    def _is_jsonl(text: str) -> bool:
+        # Only the first lines are looked at: splitting a large dataset here would copy it.
+        lines = [line for line in text.split("\n", 3)[:3] if line.strip()]
+        if len(lines) < 2:
+            return False
+        try:
+            json.loads(lines[0])
+        except ValueError:
+            return False
+        return True
+
+    def _items(self, items: Iterator[Any]) -> Iterator[ImportItem]:
+        for index, entry in enumerate(items):
+            yield from parse_entry(entry, f"item {index}")
+
+    def _lines(self, text: str) -> Iterator[ImportItem]:
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            where = f"line {number}"
+            try:
+                entry = decode_json_line(line)
+            except ValueError as exc:
+                yield SkippedEntry(entry=where, reason=sentence(str(exc)))
+                continue
+            yield from parse_entry(entry, where)

@@ -1,0 +1,84 @@
+"""Starting the desktop application: display check, QApplication, workspace, main window."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from workbench.engine.workspace import Workspace
+from workbench.errors import WorkbenchError
+from workbench.gui.main_window import MainWindow
+
+APP_NAME = "Conversation Workbench"
+
+# Platforms that draw without any window system, so they need no display server.
+_HEADLESS_PLATFORMS = frozenset({"offscreen", "minimal", "vnc", "eglfs", "linuxfb", "vkkhrdisplay"})
+
+NO_DISPLAY_MESSAGE = """\
+workbench: no display is available (neither DISPLAY nor WAYLAND_DISPLAY is set), so the
+window cannot be shown. Either
+  - run it inside a desktop session or a virtual X server:  xvfb-run -a workbench
+  - or render without a screen:  QT_QPA_PLATFORM=offscreen workbench
+The command line works without a display: workbench --help"""
+
+
+def display_problem(
+    env: Mapping[str, str] | None = None, platform: str | None = None
+) -> str | None:
+    """Say why Qt could not open a window here, or return None when it can.
+
+    Qt aborts the whole process when its platform plugin finds no display, so this is
+    checked before a QApplication exists. Only Linux and the other X11/Wayland systems
+    need a display server; macOS and Windows always have their own.
+    """
+    env = os.environ if env is None else env
+    platform = sys.platform if platform is None else platform
+    if platform in ("darwin", "win32", "cygwin"):
+        return None
+    requested = env.get("QT_QPA_PLATFORM", "").split(":", 1)[0].strip().lower()
+    has_x = bool(env.get("DISPLAY"))
+    has_wayland = bool(env.get("WAYLAND_DISPLAY"))
+    if requested in _HEADLESS_PLATFORMS:
+        return None
+    if requested == "xcb" and not has_x:
+        return NO_DISPLAY_MESSAGE
+    if requested.startswith("wayland") and not has_wayland:
+        return NO_DISPLAY_MESSAGE
+    if has_x or has_wayland:
+        return None
+    return NO_DISPLAY_MESSAGE
+
+
+def run_gui(db_path: Path | None = None) -> int:
+    """Open the workspace at ``db_path`` (None: the default location) in the main window.
+
+    Returns the process exit status: the event loop's, 1 when the workspace cannot be
+    opened, 2 when there is no display to show a window on.
+    """
+    problem = display_problem()
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName(APP_NAME)
+    app.setOrganizationName("Conversation Workbench")
+
+    try:
+        workspace = Workspace.open(db_path)
+    except WorkbenchError as exc:
+        print(f"workbench: {exc}", file=sys.stderr)
+        QMessageBox.critical(None, APP_NAME, f"The workspace could not be opened.\n\n{exc}")
+        return 1
+
+    try:
+        workspace.ensure_sample_session()
+        window = MainWindow(workspace)
+        window.show()
+        return app.exec()
+    finally:
+        workspace.close()

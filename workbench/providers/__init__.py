@@ -1,0 +1,1 @@
+"""HTTP clients for model servers: OpenAI-compatible and Anthropic (see issue 4)."""

@@ -1,0 +1,276 @@
+"""Opening the SQLite file: location, pragmas, version check, backup and migrations.
+
+Transactions are explicit. The driver runs in autocommit mode and the store issues
+``BEGIN IMMEDIATE`` for every change (:meth:`Database.write`) and a deferred ``BEGIN``
+for multi-statement reads (:meth:`Database.read`), so a change is always whole and a
+writer waits for the lock (busy timeout) instead of failing half-way.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import QueuePool
+
+from workbench.core.conversation import utcnow
+from workbench.errors import DatabaseVersionError, StorageError
+from workbench.store.migrations import MIGRATIONS, Migration
+from workbench.store.types import time_to_text
+
+APP_NAME = "conversation-workbench"
+DB_FILENAME = "workbench.db"
+BUSY_TIMEOUT_MS = 10_000
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def default_db_path() -> Path:
+    """Where the database lives unless told otherwise.
+
+    ``WORKBENCH_DB`` names the file; else ``WORKBENCH_HOME`` names the folder; else the
+    platform's user data folder (``~/.local/share/conversation-workbench`` on Linux).
+    """
+    explicit = os.environ.get("WORKBENCH_DB")
+    if explicit:
+        return Path(explicit).expanduser()
+    home = os.environ.get("WORKBENCH_HOME")
+    if home:
+        return Path(home).expanduser() / DB_FILENAME
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir(APP_NAME, appauthor=False)) / DB_FILENAME
+
+
+def _check_file(path: Path) -> bool:
+    """Refuse a file that is not SQLite before SQLite touches it; True if it has data."""
+    if path.is_dir():
+        raise StorageError(f"{path} is a folder, not a database file.")
+    if not path.exists():
+        return False
+    try:
+        with path.open("rb") as fh:
+            header = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StorageError(f"Cannot read the database file {path}: {exc.strerror}.") from exc
+    if not header:
+        return False
+    if header != SQLITE_HEADER:
+        raise StorageError(
+            f"{path} is not a SQLite database (it may be damaged or another kind of file); "
+            "it was left untouched."
+        )
+    return True
+
+
+def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+    # Autocommit at the driver level: the store says BEGIN itself (see module doc).
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA foreign_keys = ON")
+    cur.execute("PRAGMA synchronous = NORMAL")
+    cur.execute("PRAGMA cache_size = -65536")
+    cur.execute("PRAGMA temp_store = MEMORY")
+    cur.close()
+
+
+class Database:
+    """One SQLite file, migrated to the current schema and ready for the repository."""
+
+    def __init__(self, path: Path, engine: Engine):
+        self.path = path
+        self.engine = engine
+        self._write_lock = threading.RLock()
+
+    # -- opening -----------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path | str | None = None, *, migrate: bool = True) -> Database:
+        """Open (creating if needed) and migrate the database at ``path``.
+
+        A file from a newer workbench raises :class:`DatabaseVersionError`; a file that is
+        not a workbench database raises :class:`StorageError`. Neither is changed.
+        Before an existing file is migrated, a backup copy is written beside it.
+        """
+        path = Path(path).expanduser() if path is not None else default_db_path()
+        existed = _check_file(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"Cannot create the folder {path.parent}: {exc.strerror}.") from exc
+        engine = create_engine(
+            f"sqlite:///{path}",
+            poolclass=QueuePool,
+            pool_size=4,
+            max_overflow=8,
+            connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+        )
+        event.listen(engine, "connect", _on_connect)
+        db = cls(path, engine)
+        try:
+            db._prepare(existed, migrate)
+        except BaseException:
+            engine.dispose()
+            raise
+        return db
+
+    def _prepare(self, existed: bool, migrate: bool) -> None:
+        try:
+            with self.engine.connect() as conn:
+                tables = {
+                    row[0]
+                    for row in conn.exec_driver_sql(
+                        "SELECT name FROM sqlite_master WHERE type = 'table'"
+                    )
+                }
+                applied: list[str] = []
+                if "schema_migrations" in tables:
+                    applied = [
+                        r[0] for r in conn.exec_driver_sql("SELECT name FROM schema_migrations")
+                    ]
+                conn.rollback()
+        except DBAPIError as exc:
+            raise StorageError(
+                f"Cannot open {self.path} as a database: {exc.orig}. "
+                "The file may be damaged; it was left untouched."
+            ) from exc
+        user_tables = {t for t in tables if not t.startswith("sqlite_")}
+        if user_tables and "schema_migrations" not in user_tables:
+            raise StorageError(
+                f"{self.path} is a SQLite database but not a Conversation Workbench one "
+                f"(it has tables {', '.join(sorted(user_tables)[:5])}); it was left untouched."
+            )
+        known = [m.name for m in MIGRATIONS]
+        unknown = [name for name in applied if name not in known]
+        if unknown:
+            raise DatabaseVersionError(
+                f"{self.path} was written by a newer version of Conversation Workbench "
+                f"(it has schema change {unknown[-1]!r}, which this version does not know). "
+                "Upgrade the workbench to open it; the file was left untouched."
+            )
+        # Only now, with the file known to be ours (or new), switch it to WAL: the
+        # pragma rewrites the header, and a refused file must stay byte for byte.
+        with self.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA journal_mode = WAL")
+            conn.rollback()
+        pending = [m for m in MIGRATIONS if m.name not in applied]
+        if not pending:
+            return
+        if not migrate:
+            raise StorageError(f"{self.path} needs schema changes: {pending[0].name} and on.")
+        if existed and applied:
+            self.backup(self._backup_path())
+        for migration in pending:
+            self._apply(migration)
+
+    def _backup_path(self) -> Path:
+        stamp = utcnow().strftime("%Y%m%dT%H%M%S")
+        return self.path.with_name(f"{self.path.stem}.backup-{stamp}{self.path.suffix}")
+
+    def backup(self, target: Path) -> Path:
+        """Copy the whole database to ``target`` with SQLite's online backup."""
+        src = sqlite3.connect(str(self.path))
+        try:
+            dst = sqlite3.connect(str(target))
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+        return target
+
+    def _apply(self, migration: Migration) -> None:
+        try:
+            with self.write() as conn:
+                conn.exec_driver_sql(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations "
+                    "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+                )
+                for statement in migration.statements:
+                    conn.exec_driver_sql(statement)
+                conn.exec_driver_sql(
+                    "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
+                    (migration.name, time_to_text(utcnow())),
+                )
+        except StorageError as exc:
+            cause = exc.__cause__
+            reason = getattr(cause, "orig", None) or exc
+            raise StorageError(
+                f"Schema change {migration.name} failed on {self.path}: {reason}; "
+                "nothing of it was applied."
+            ) from exc
+
+    def applied_migrations(self) -> list[tuple[str, datetime]]:
+        """Names of the applied migrations with their times, oldest first."""
+        from workbench.store.types import text_to_time
+
+        with self.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT name, applied_at FROM schema_migrations ORDER BY applied_at, name"
+            ).all()
+        return [(r[0], text_to_time(r[1])) for r in rows]
+
+    # -- transactions ------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A connection inside ``BEGIN IMMEDIATE``; commits on success, else rolls back.
+
+        Errors from SQLite come out as :class:`StorageError` sentences.
+        """
+        with self._write_lock, self._translated(), self.engine.connect() as conn:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection inside a read transaction: one consistent snapshot."""
+        with self._translated(), self.engine.connect() as conn:
+            conn.exec_driver_sql("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.rollback()
+
+    @contextmanager
+    def query(self) -> Iterator[Connection]:
+        """A connection for a single-statement read: no explicit transaction around it
+        (one statement is its own snapshot), which saves two round trips."""
+        with self._translated(), self.engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except DBAPIError as exc:
+            reason = str(exc.orig).rstrip(".")
+            if isinstance(exc.orig, sqlite3.DatabaseError) and (
+                "malformed" in reason or "not a database" in reason
+            ):
+                raise StorageError(
+                    f"The database {self.path} is damaged ({reason}); nothing was changed. "
+                    "Restore it from a backup copy beside it, or open another database."
+                ) from exc
+            raise StorageError(f"The database {self.path} refused the change: {reason}.") from exc
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+

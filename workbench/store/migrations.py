@@ -1,0 +1,236 @@
+"""Versioned schema migrations.
+
+A migration is a name and a list of SQL statements. Each runs in its own transaction
+together with the row that records its name in ``schema_migrations``, so a file is
+always at a known version. A released migration is never edited: schema changes add a
+new one at the end of :data:`MIGRATIONS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The message full-text triggers are named here because bulk imports drop the insert
+# trigger, fill the index in one pass, and put the trigger back (same transaction).
+MESSAGES_FTS_INSERT_TRIGGER = """
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+END
+"""
+
+_INITIAL = [
+    """
+    CREATE TABLE agents (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        instructions TEXT NOT NULL DEFAULT '',
+        provider TEXT,
+        model TEXT,
+        memory_policy TEXT,
+        tools TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE sessions (
+        id INTEGER PRIMARY KEY,
+        agent_id INTEGER NOT NULL REFERENCES agents(id),
+        title TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        tags TEXT,
+        pinned INTEGER NOT NULL DEFAULT 0,
+        archived INTEGER NOT NULL DEFAULT 0,
+        forked_from_session_id INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+        forked_from_message_id INTEGER,
+        overrides TEXT,
+        source TEXT,
+        source_id TEXT,
+        message_count INTEGER NOT NULL DEFAULT 0,
+        token_count INTEGER NOT NULL DEFAULT 0
+    )
+    """,
+    "CREATE INDEX ix_sessions_listing ON sessions (archived, pinned, updated_at)",
+    "CREATE INDEX ix_sessions_agent ON sessions (agent_id)",
+    "CREATE INDEX ix_sessions_forked_from ON sessions (forked_from_session_id)",
+    """
+    CREATE UNIQUE INDEX ux_sessions_source ON sessions (source, source_id)
+    WHERE source_id IS NOT NULL
+    """,
+    """
+    CREATE TABLE compactions (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        created_at TEXT NOT NULL,
+        policy TEXT NOT NULL,
+        summarizer TEXT NOT NULL,
+        tokens_before INTEGER NOT NULL DEFAULT 0,
+        tokens_after INTEGER NOT NULL DEFAULT 0,
+        folded_count INTEGER NOT NULL DEFAULT 0,
+        summary TEXT NOT NULL DEFAULT '',
+        before_context TEXT,
+        details TEXT,
+        undone_at TEXT
+    )
+    """,
+    "CREATE INDEX ix_compactions_session ON compactions (session_id)",
+    """
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+        content TEXT NOT NULL DEFAULT '',
+        parts TEXT,
+        name TEXT,
+        tool_calls TEXT,
+        tool_call_id TEXT,
+        created_at TEXT NOT NULL,
+        token_count INTEGER,
+        token_encoding TEXT,
+        state TEXT NOT NULL DEFAULT 'active'
+            CHECK (state IN ('active', 'folded', 'evicted')),
+        important INTEGER NOT NULL DEFAULT 0,
+        metadata TEXT,
+        compaction_id INTEGER
+    )
+    """,
+    # Paging by position, and cascade deletes of a session.
+    "CREATE INDEX ix_messages_session_position ON messages (session_id, position)",
+    # Token totals per state and counts per role come from this index alone.
+    "CREATE INDEX ix_messages_session_state ON messages (session_id, state, role, token_count)",
+    """
+    CREATE INDEX ix_messages_compaction ON messages (compaction_id)
+    WHERE compaction_id IS NOT NULL
+    """,
+    """
+    CREATE TABLE session_context (
+        session_id INTEGER PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+        facts TEXT,
+        summary TEXT NOT NULL DEFAULT '',
+        tasks TEXT,
+        tool_stats TEXT,
+        token_usage TEXT,
+        system_state TEXT,
+        environment TEXT,
+        updated_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE memory_entries (
+        id INTEGER PRIMARY KEY,
+        agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+        session_id INTEGER REFERENCES sessions(id) ON DELETE CASCADE,
+        scope TEXT NOT NULL DEFAULT 'agent' CHECK (scope IN ('agent', 'session')),
+        namespace TEXT NOT NULL DEFAULT 'default',
+        content TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        metadata TEXT,
+        created_at TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE UNIQUE INDEX ux_memory_entries_identity
+    ON memory_entries (agent_id, scope, namespace, ifnull(session_id, 0), content_hash)
+    """,
+    "CREATE INDEX ix_memory_entries_session ON memory_entries (session_id)",
+    """
+    CREATE TABLE provider_configs (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        base_url TEXT NOT NULL,
+        model TEXT NOT NULL,
+        api_key_env TEXT,
+        api_key_keyring TEXT,
+        context_window INTEGER,
+        max_output_tokens INTEGER,
+        temperature REAL,
+        timeouts TEXT,
+        extra_headers TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )
+    """,
+    "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT)",
+    # Full-text indexes over the tables' own text (external content: no second copy).
+    """
+    CREATE VIRTUAL TABLE messages_fts USING fts5(
+        content, content='messages', content_rowid='id',
+        tokenize='unicode61 remove_diacritics 2'
+    )
+    """,
+    MESSAGES_FTS_INSERT_TRIGGER,
+    """
+    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content)
+        VALUES ('delete', old.id, old.content);
+    END
+    """,
+    """
+    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content)
+        VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END
+    """,
+    """
+    CREATE VIRTUAL TABLE sessions_fts USING fts5(
+        title, content='sessions', content_rowid='id',
+        tokenize='unicode61 remove_diacritics 2'
+    )
+    """,
+    """
+    CREATE TRIGGER sessions_fts_insert AFTER INSERT ON sessions BEGIN
+        INSERT INTO sessions_fts(rowid, title) VALUES (new.id, new.title);
+    END
+    """,
+    """
+    CREATE TRIGGER sessions_fts_delete AFTER DELETE ON sessions BEGIN
+        INSERT INTO sessions_fts(sessions_fts, rowid, title) VALUES ('delete', old.id, old.title);
+    END
+    """,
+    """
+    CREATE TRIGGER sessions_fts_update AFTER UPDATE OF title ON sessions BEGIN
+        INSERT INTO sessions_fts(sessions_fts, rowid, title) VALUES ('delete', old.id, old.title);
+        INSERT INTO sessions_fts(rowid, title) VALUES (new.id, new.title);
+    END
+    """,
+    """
+    CREATE VIRTUAL TABLE memory_fts USING fts5(
+        content, content='memory_entries', content_rowid='id',
+        tokenize='unicode61 remove_diacritics 2'
+    )
+    """,
+    """
+    CREATE TRIGGER memory_fts_insert AFTER INSERT ON memory_entries BEGIN
+        INSERT INTO memory_fts(rowid, content) VALUES (new.id, new.content);
+    END
+    """,
+    """
+    CREATE TRIGGER memory_fts_delete AFTER DELETE ON memory_entries BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END
+    """,
+    """
+    CREATE TRIGGER memory_fts_update AFTER UPDATE OF content ON memory_entries BEGIN
+        INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO memory_fts(rowid, content) VALUES (new.id, new.content);
+    END
+    """,
+    # Vocabulary of the message index: how many rows hold each term, which lets search
+    # tell a rare word from a very common one before ranking.
+    "CREATE VIRTUAL TABLE messages_fts_vocab USING fts5vocab(messages_fts, 'row')",
+]
+
+
+@dataclass(frozen=True)
+class Migration:
+    """A named, ordered schema change."""
+
+    name: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (Migration("0001_initial", tuple(_INITIAL)),)

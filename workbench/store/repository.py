@@ -1,0 +1,1116 @@
+"""The repository: every read and change of sessions, messages, context and memory.
+
+Each public method that changes more than one row does it in one transaction. Message
+positions are dense (0..n-1 within a session); inserting or deleting shifts the ones
+after. ``sessions.message_count`` and ``sessions.token_count`` (tokens of active
+messages) are kept current by every change, so listing sessions never aggregates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from workbench.core.conversation import (
+    ROLES,
+    STATES,
+    Agent,
+    Conversation,
+    MemoryEntry,
+    Message,
+    SessionContext,
+    SessionInfo,
+    utcnow,
+)
+from workbench.errors import NotFoundError, StorageError
+from workbench.store import bulk
+from workbench.store.db import Database
+from workbench.store.rows import (
+    MESSAGE_INSERT,
+    MESSAGE_SELECT,
+    SESSION_FROM,
+    SESSION_SELECT,
+    agent_from_row,
+    context_from_row,
+    context_params,
+    memory_from_row,
+    message_from_row,
+    message_params,
+    session_from_row,
+)
+from workbench.store.types import json_text, json_value, time_to_text
+
+DEFAULT_AGENT_NAME = "Default"
+DEFAULT_AGENT_SETTING = "default_agent_id"
+_UNSET: Any = object()
+
+
+@dataclass
+class ImportOutcome:
+    """What happened to one conversation handed to :meth:`Repository.import_conversation`."""
+
+    session: SessionInfo
+    created: bool  # False when the same source id was already stored and skipped
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise StorageError(f"Role {role!r} is not one of {', '.join(ROLES)}.")
+
+
+def _check_state(state: str) -> None:
+    if state not in STATES:
+        raise StorageError(f"State {state!r} is not one of {', '.join(STATES)}.")
+
+
+def _in_clause(values: Sequence[Any]) -> str:
+    return "(" + ", ".join("?" for _ in values) + ")"
+
+
+class Repository:
+    """Sessions, messages, context, memory entries and agents in one SQLite file."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    # == agents ========================================================================
+
+    def default_agent(self) -> Agent:
+        """The default agent (its id is kept in the settings), created on first use."""
+        agent_id = self.get_setting(DEFAULT_AGENT_SETTING)
+        if agent_id is not None:
+            try:
+                return self.get_agent(int(agent_id))
+            except NotFoundError:
+                pass
+        with self.db.read() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT id, name, instructions, provider, model, memory_policy, tools "
+                "FROM agents WHERE name = ?",
+                (DEFAULT_AGENT_NAME,),
+            ).first()
+        agent = agent_from_row(row) if row is not None else self.create_agent(DEFAULT_AGENT_NAME)
+        self.set_setting(DEFAULT_AGENT_SETTING, agent.id)
+        return agent
+
+    def create_agent(
+        self,
+        name: str,
+        *,
+        instructions: str = "",
+        provider: str | None = None,
+        model: str | None = None,
+        memory_policy: dict[str, Any] | None = None,
+        tools: Sequence[str] = (),
+    ) -> Agent:
+        """Create an agent; a name already taken raises :class:`StorageError`."""
+        now = time_to_text(utcnow())
+        with self.db.write() as conn:
+            if conn.exec_driver_sql("SELECT 1 FROM agents WHERE name = ?", (name,)).first():
+                raise StorageError(f"An agent named {name!r} already exists.")
+            cur = conn.exec_driver_sql(
+                "INSERT INTO agents (name, instructions, provider, model, memory_policy, tools,"
+                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (name, instructions, provider, model, json_text(memory_policy or {}),
+                 json_text(list(tools)), now, now),
+            )
+            agent_id = cur.lastrowid
+        return self.get_agent(int(agent_id))  # type: ignore[arg-type]
+
+    def get_agent(self, agent_id: int) -> Agent:
+        with self.db.read() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT id, name, instructions, provider, model, memory_policy, tools "
+                "FROM agents WHERE id = ?",
+                (agent_id,),
+            ).first()
+        if row is None:
+            raise NotFoundError(f"There is no agent with id {agent_id}.")
+        return agent_from_row(row)
+
+    def list_agents(self) -> list[Agent]:
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT id, name, instructions, provider, model, memory_policy, tools "
+                "FROM agents ORDER BY name"
+            ).all()
+        return [agent_from_row(r) for r in rows]
+
+    def update_agent(self, agent_id: int, **fields: Any) -> Agent:
+        """Change ``name``, ``instructions``, ``provider``, ``model``, ``memory_policy``
+        or ``tools`` of an agent."""
+        allowed = {"name", "instructions", "provider", "model", "memory_policy", "tools"}
+        unknown = set(fields) - allowed
+        if unknown:
+            raise StorageError(f"Agents have no field {sorted(unknown)[0]!r}.")
+        values = {
+            k: json_text(v) if k in {"memory_policy", "tools"} else v for k, v in fields.items()
+        }
+        with self.db.write() as conn:
+            self._require(conn, "agents", agent_id, "agent")
+            if values:
+                sets = ", ".join(f"{k} = ?" for k in values)
+                conn.exec_driver_sql(
+                    f"UPDATE agents SET {sets}, updated_at = ? WHERE id = ?",
+                    (*values.values(), time_to_text(utcnow()), agent_id),
+                )
+        return self.get_agent(agent_id)
+
+    # == sessions ======================================================================
+
+    def create_session(
+        self,
+        title: str,
+        *,
+        agent_id: int | None = None,
+        tags: Sequence[str] = (),
+        source: str | None = None,
+        source_id: str | None = None,
+        created_at: datetime | None = None,
+        overrides: dict[str, Any] | None = None,
+    ) -> SessionInfo:
+        """Create an empty session (for the default agent unless ``agent_id`` is given)."""
+        if agent_id is None:
+            agent_id = self.default_agent().id
+        with self.db.write() as conn:
+            self._require(conn, "agents", agent_id, "agent")
+            session_id = self._insert_session(
+                conn, title, agent_id, tags, source, source_id, created_at, None, overrides
+            )
+        return self.get_session(session_id)
+
+    def _insert_session(
+        self,
+        conn: Connection,
+        title: str,
+        agent_id: int,
+        tags: Sequence[str],
+        source: str | None,
+        source_id: str | None,
+        created_at: datetime | None,
+        updated_at: datetime | None,
+        overrides: dict[str, Any] | None,
+        forked_from: tuple[int, int] | None = None,
+    ) -> int:
+        now = utcnow()
+        created = created_at or now
+        cur = conn.exec_driver_sql(
+            "INSERT INTO sessions (agent_id, title, created_at, updated_at, tags, pinned,"
+            " archived, forked_from_session_id, forked_from_message_id, overrides, source,"
+            " source_id, message_count, token_count)"
+            " VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, 0, 0)",
+            (
+                agent_id,
+                title,
+                time_to_text(created),
+                time_to_text(updated_at or created),
+                json_text(list(dict.fromkeys(tags))),
+                forked_from[0] if forked_from else None,
+                forked_from[1] if forked_from else None,
+                json_text(overrides or {}),
+                source,
+                source_id,
+            ),
+        )
+        return int(cur.lastrowid)  # type: ignore[arg-type]
+
+    def get_session(self, session_id: int) -> SessionInfo:
+        """The session with this id, or :class:`NotFoundError`."""
+        with self.db.read() as conn:
+            row = conn.exec_driver_sql(
+                f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.id = ?", (session_id,)
+            ).first()
+        if row is None:
+            raise NotFoundError(f"There is no session with id {session_id}.")
+        return session_from_row(row)
+
+    def find_session(self, ref: str | int) -> SessionInfo:
+        """A session by id, by source id, or by exact title (the newest of equals)."""
+        text = str(ref).strip()
+        with self.db.read() as conn:
+            row = None
+            if text.isdigit():
+                row = conn.exec_driver_sql(
+                    f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.id = ?", (int(text),)
+                ).first()
+            if row is None:
+                row = conn.exec_driver_sql(
+                    f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.source_id = ? "
+                    "ORDER BY s.id DESC LIMIT 1",
+                    (text,),
+                ).first()
+            if row is None:
+                row = conn.exec_driver_sql(
+                    f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.title = ? "
+                    "ORDER BY s.updated_at DESC LIMIT 1",
+                    (text,),
+                ).first()
+        if row is None:
+            raise NotFoundError(f"There is no session {text!r} (by id, source id or title).")
+        return session_from_row(row)
+
+    def find_by_source(self, source: str, source_id: str) -> SessionInfo | None:
+        """The session imported from ``source_id`` of ``source``, if any."""
+        with self.db.read() as conn:
+            row = conn.exec_driver_sql(
+                f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} "
+                "WHERE s.source = ? AND s.source_id = ?",
+                (source, source_id),
+            ).first()
+        return None if row is None else session_from_row(row)
+
+    def list_sessions(
+        self,
+        *,
+        include_archived: bool = False,
+        filter_text: str | None = None,
+        agent_id: int | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[SessionInfo]:
+        """Sessions, pinned first, then most recently updated first.
+
+        ``filter_text`` keeps sessions whose title or tags contain it (case-insensitive).
+        """
+        where, params = self._session_filter(include_archived, filter_text, agent_id)
+        sql = (
+            f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} {where} "
+            "ORDER BY s.pinned DESC, s.updated_at DESC, s.id DESC"
+        )
+        if limit is not None:
+            sql += " LIMIT ? OFFSET ?"
+            params += [limit, offset]
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(sql, tuple(params)).all()
+        return [session_from_row(r) for r in rows]
+
+    def count_sessions(
+        self,
+        *,
+        include_archived: bool = False,
+        filter_text: str | None = None,
+        agent_id: int | None = None,
+    ) -> int:
+        where, params = self._session_filter(include_archived, filter_text, agent_id)
+        with self.db.read() as conn:
+            return int(
+                conn.exec_driver_sql(
+                    f"SELECT count(*) FROM {SESSION_FROM} {where}", tuple(params)
+                ).scalar_one()
+            )
+
+    @staticmethod
+    def _session_filter(
+        include_archived: bool, filter_text: str | None, agent_id: int | None
+    ) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if not include_archived:
+            clauses.append("s.archived = 0")
+        if filter_text:
+            pattern = "%" + filter_text.replace("\\", "\\\\").replace("%", "\\%").replace(
+                "_", "\\_"
+            ) + "%"
+            clauses.append(
+                "(s.title LIKE ? ESCAPE '\\' OR ifnull(s.tags, '') LIKE ? ESCAPE '\\')"
+            )
+            params += [pattern, pattern]
+        if agent_id is not None:
+            clauses.append("s.agent_id = ?")
+            params.append(agent_id)
+        return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+    def rename_session(self, session_id: int, title: str) -> SessionInfo:
+        return self._update_session(session_id, title=title)
+
+    def set_pinned(self, session_id: int, pinned: bool) -> SessionInfo:
+        return self._update_session(session_id, pinned=1 if pinned else 0)
+
+    def set_archived(self, session_id: int, archived: bool) -> SessionInfo:
+        return self._update_session(session_id, archived=1 if archived else 0)
+
+    def set_tags(self, session_id: int, tags: Sequence[str]) -> SessionInfo:
+        clean = [t.strip() for t in tags if t and t.strip()]
+        return self._update_session(session_id, tags=json_text(list(dict.fromkeys(clean))))
+
+    def add_tag(self, session_id: int, tag: str) -> SessionInfo:
+        info = self.get_session(session_id)
+        return self.set_tags(session_id, [*info.tags, tag])
+
+    def remove_tag(self, session_id: int, tag: str) -> SessionInfo:
+        info = self.get_session(session_id)
+        return self.set_tags(session_id, [t for t in info.tags if t != tag])
+
+    def set_overrides(self, session_id: int, overrides: dict[str, Any]) -> SessionInfo:
+        return self._update_session(session_id, overrides=json_text(overrides))
+
+    def _update_session(self, session_id: int, **values: Any) -> SessionInfo:
+        sets = ", ".join(f"{k} = ?" for k in values)
+        with self.db.write() as conn:
+            self._require(conn, "sessions", session_id, "session")
+            conn.exec_driver_sql(
+                f"UPDATE sessions SET {sets}, updated_at = ? WHERE id = ?",
+                (*values.values(), time_to_text(utcnow()), session_id),
+            )
+        return self.get_session(session_id)
+
+    def delete_session(self, session_id: int) -> None:
+        """Delete a session with its messages, context, compactions and memory entries."""
+        with self.db.write() as conn:
+            self._require(conn, "sessions", session_id, "session")
+            conn.exec_driver_sql("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    def fork_session(
+        self, session_id: int, at_message_id: int, *, title: str | None = None
+    ) -> SessionInfo:
+        """A new session holding copies of the messages up to and including
+        ``at_message_id`` and a copy of the context; it records where it came from."""
+        with self.db.write() as conn:
+            src = conn.exec_driver_sql(
+                "SELECT title, agent_id, tags, overrides FROM sessions WHERE id = ?",
+                (session_id,),
+            ).first()
+            if src is None:
+                raise NotFoundError(f"There is no session with id {session_id}.")
+            at = conn.exec_driver_sql(
+                "SELECT position FROM messages WHERE id = ? AND session_id = ?",
+                (at_message_id, session_id),
+            ).first()
+            if at is None:
+                raise NotFoundError(
+                    f"Session {session_id} has no message with id {at_message_id}."
+                )
+            new_id = self._insert_session(
+                conn,
+                title or f"{src[0]} (fork)",
+                src[1],
+                json_value(src[2]) or [],
+                None,
+                None,
+                None,
+                None,
+                json_value(src[3]) or {},
+                forked_from=(session_id, at_message_id),
+            )
+            conn.exec_driver_sql(
+                "INSERT INTO messages (session_id, position, role, content, parts, name,"
+                " tool_calls, tool_call_id, created_at, token_count, token_encoding, state,"
+                " important, metadata, compaction_id)"
+                " SELECT ?, position, role, content, parts, name, tool_calls, tool_call_id,"
+                " created_at, token_count, token_encoding, state, important, metadata, NULL"
+                " FROM messages WHERE session_id = ? AND position <= ? ORDER BY position",
+                (new_id, session_id, at[0]),
+            )
+            conn.exec_driver_sql(
+                "INSERT INTO session_context (session_id, facts, summary, tasks, tool_stats,"
+                " token_usage, system_state, environment, updated_at)"
+                " SELECT ?, facts, summary, tasks, tool_stats, token_usage, system_state,"
+                " environment, ? FROM session_context WHERE session_id = ?",
+                (new_id, time_to_text(utcnow()), session_id),
+            )
+            self._refresh_counts(conn, new_id)
+        return self.get_session(new_id)
+
+    # == messages ======================================================================
+
+    def append_messages(self, session_id: int, messages: Sequence[Message]) -> list[Message]:
+        """Append messages at the end of a session (one transaction); returns them stored."""
+        for m in messages:
+            _check_role(m.role)
+            _check_state(m.state)
+        with self.db.write() as conn:
+            self._require(conn, "sessions", session_id, "session")
+            start = self._next_position(conn, session_id)
+            self._insert_messages(conn, session_id, start, messages)
+            self._bump_counts(conn, session_id, messages)
+            rows = conn.exec_driver_sql(
+                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND position >= ?"
+                " ORDER BY position",
+                (session_id, start),
+            ).all()
+        return [message_from_row(r) for r in rows]
+
+    def append_message(self, session_id: int, message: Message) -> Message:
+        return self.append_messages(session_id, [message])[0]
+
+    def insert_message(self, session_id: int, position: int, message: Message) -> Message:
+        """Insert a message at ``position`` (0 = first); later messages move down one."""
+        _check_role(message.role)
+        _check_state(message.state)
+        with self.db.write() as conn:
+            self._require(conn, "sessions", session_id, "session")
+            end = self._next_position(conn, session_id)
+            if position < 0 or position > end:
+                raise StorageError(
+                    f"Position {position} is outside session {session_id} (0 to {end})."
+                )
+            conn.exec_driver_sql(
+                "UPDATE messages SET position = position + 1"
+                " WHERE session_id = ? AND position >= ?",
+                (session_id, position),
+            )
+            self._insert_messages(conn, session_id, position, [message])
+            self._refresh_counts(conn, session_id)
+            row = conn.exec_driver_sql(
+                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND position = ?",
+                (session_id, position),
+            ).one()
+        return message_from_row(row)
+
+    def _insert_messages(
+        self, conn: Connection, session_id: int, start: int, messages: Sequence[Message]
+    ) -> None:
+        now = utcnow()
+        params = [message_params(m, session_id, start + i, now) for i, m in enumerate(messages)]
+        if params:
+            conn.exec_driver_sql(MESSAGE_INSERT, params)
+
+    def get_message(self, message_id: int) -> Message:
+        with self.db.read() as conn:
+            row = conn.exec_driver_sql(
+                f"SELECT {MESSAGE_SELECT} FROM messages WHERE id = ?", (message_id,)
+            ).first()
+        if row is None:
+            raise NotFoundError(f"There is no message with id {message_id}.")
+        return message_from_row(row)
+
+    def update_message(
+        self,
+        message_id: int,
+        *,
+        content: str | None = None,
+        role: str | None = None,
+        name: Any = _UNSET,
+        tool_calls: Any = _UNSET,
+        tool_call_id: Any = _UNSET,
+        parts: Any = _UNSET,
+        metadata: dict[str, Any] | None = None,
+        token_count: Any = _UNSET,
+        token_encoding: str | None = None,
+    ) -> Message:
+        """Edit a message in place. Changing content or role clears its cached token
+        count unless a new one is given."""
+        values: dict[str, Any] = {}
+        if content is not None:
+            values["content"] = content
+        if role is not None:
+            _check_role(role)
+            values["role"] = role
+        if name is not _UNSET:
+            values["name"] = name
+        if tool_calls is not _UNSET:
+            values["tool_calls"] = json_text(tool_calls)
+        if tool_call_id is not _UNSET:
+            values["tool_call_id"] = tool_call_id
+        if parts is not _UNSET:
+            values["parts"] = json_text(parts)
+        if metadata is not None:
+            meta = dict(metadata)
+            if "important" in meta:
+                values["important"] = 1 if meta.pop("important") else 0
+            values["metadata"] = json_text(meta) if meta else None
+        if token_count is not _UNSET:
+            values["token_count"] = token_count
+            values["token_encoding"] = token_encoding if token_count is not None else None
+        elif values.keys() & {"content", "role", "name", "tool_calls", "tool_call_id"}:
+            values["token_count"] = None
+            values["token_encoding"] = None
+        with self.db.write() as conn:
+            session_id = self._message_session(conn, message_id)
+            if values:
+                sets = ", ".join(f"{k} = ?" for k in values)
+                conn.exec_driver_sql(
+                    f"UPDATE messages SET {sets} WHERE id = ?", (*values.values(), message_id)
+                )
+                self._refresh_counts(conn, session_id)
+        return self.get_message(message_id)
+
+    def set_important(self, message_id: int, important: bool = True) -> Message:
+        with self.db.write() as conn:
+            session_id = self._message_session(conn, message_id)
+            conn.exec_driver_sql(
+                "UPDATE messages SET important = ? WHERE id = ?",
+                (1 if important else 0, message_id),
+            )
+            self._touch(conn, session_id)
+        return self.get_message(message_id)
+
+    def set_state(
+        self, message_ids: Sequence[int], state: str, *, compaction_id: int | None = None
+    ) -> int:
+        """Set the state (and compaction) of several messages at once; returns how many."""
+        _check_state(state)
+        ids = list(dict.fromkeys(message_ids))
+        if not ids:
+            return 0
+        changed = 0
+        with self.db.write() as conn:
+            sessions: set[int] = set()
+            for chunk_start in range(0, len(ids), 500):
+                chunk = ids[chunk_start : chunk_start + 500]
+                sessions.update(
+                    r[0]
+                    for r in conn.exec_driver_sql(
+                        f"SELECT DISTINCT session_id FROM messages WHERE id IN {_in_clause(chunk)}",
+                        tuple(chunk),
+                    )
+                )
+                cur = conn.exec_driver_sql(
+                    f"UPDATE messages SET state = ?, compaction_id = ? "
+                    f"WHERE id IN {_in_clause(chunk)}",
+                    (state, compaction_id, *chunk),
+                )
+                changed += cur.rowcount
+            if changed < len(ids):
+                found: set[int] = set()
+                for i in range(0, len(ids), 500):
+                    chunk = ids[i : i + 500]
+                    found.update(
+                        r[0]
+                        for r in conn.exec_driver_sql(
+                            f"SELECT id FROM messages WHERE id IN {_in_clause(chunk)}",
+                            tuple(chunk),
+                        )
+                    )
+                missing = [i for i in ids if i not in found]
+                shown = ", ".join(str(i) for i in missing[:10])
+                more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+                raise NotFoundError(
+                    f"There is no message with id {shown}{more}; no state was changed."
+                )
+            for sid in sessions:
+                self._refresh_counts(conn, sid)
+        return changed
+
+    def delete_message(self, message_id: int) -> Message:
+        """Delete one message (the user's explicit action); returns what was deleted."""
+        with self.db.write() as conn:
+            row = conn.exec_driver_sql(
+                f"SELECT {MESSAGE_SELECT} FROM messages WHERE id = ?", (message_id,)
+            ).first()
+            if row is None:
+                raise NotFoundError(f"There is no message with id {message_id}.")
+            msg = message_from_row(row)
+            conn.exec_driver_sql("DELETE FROM messages WHERE id = ?", (message_id,))
+            conn.exec_driver_sql(
+                "UPDATE messages SET position = position - 1"
+                " WHERE session_id = ? AND position > ?",
+                (msg.session_id, msg.position),
+            )
+            self._refresh_counts(conn, int(msg.session_id))  # type: ignore[arg-type]
+        return msg
+
+    def message_count(self, session_id: int, *, states: Sequence[str] | None = None) -> int:
+        with self.db.read() as conn:
+            params: tuple[Any, ...]
+            if not states:
+                sql, params = "SELECT count(*) FROM messages WHERE session_id = ?", (session_id,)
+            else:
+                sql = (
+                    "SELECT count(*) FROM messages WHERE session_id = ? "
+                    f"AND state IN {_in_clause(states)}"
+                )
+                params = (session_id, *states)
+            return int(conn.exec_driver_sql(sql, params).scalar_one())
+
+    def page_messages(
+        self,
+        session_id: int,
+        *,
+        after_position: int = -1,
+        limit: int = 200,
+        states: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+    ) -> list[Message]:
+        """Up to ``limit`` messages after ``after_position``, in order (keyset paging).
+
+        Pass the last position of one page as ``after_position`` for the next; the cost
+        of a page does not depend on where in the session it is.
+        """
+        clauses = ["session_id = ?", "position > ?"]
+        params: list[Any] = [session_id, after_position]
+        if states:
+            clauses.append(f"state IN {_in_clause(states)}")
+            params += list(states)
+        if roles:
+            clauses.append(f"role IN {_in_clause(roles)}")
+            params += list(roles)
+        params.append(limit)
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(
+                f"SELECT {MESSAGE_SELECT} FROM messages WHERE {' AND '.join(clauses)}"
+                " ORDER BY position LIMIT ?",
+                tuple(params),
+            ).all()
+        return [message_from_row(r) for r in rows]
+
+    def page_before(
+        self, session_id: int, *, before_position: int, limit: int = 200
+    ) -> list[Message]:
+        """Up to ``limit`` messages just before ``before_position``, in order."""
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(
+                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND position < ?"
+                " ORDER BY position DESC LIMIT ?",
+                (session_id, before_position, limit),
+            ).all()
+        return [message_from_row(r) for r in reversed(rows)]
+
+    def list_messages(
+        self, session_id: int, *, states: Sequence[str] | None = None
+    ) -> list[Message]:
+        """Every message of a session in order (optionally of some states only)."""
+        out: list[Message] = []
+        after = -1
+        while True:
+            page = self.page_messages(session_id, after_position=after, limit=5000, states=states)
+            out.extend(page)
+            if len(page) < 5000:
+                return out
+            after = int(page[-1].position)  # type: ignore[arg-type]
+
+    def message_index(self, session_id: int) -> list[tuple[int, int, str, str]]:
+        """``(id, position, role, state)`` of every message, in order: what a view needs
+        to know the shape of a session without loading its text."""
+        with self.db.read() as conn:
+            return [
+                (r[0], r[1], r[2], r[3])
+                for r in conn.exec_driver_sql(
+                    "SELECT id, position, role, state FROM messages WHERE session_id = ?"
+                    " ORDER BY position",
+                    (session_id,),
+                )
+            ]
+
+    def role_counts(
+        self, session_id: int, *, states: Sequence[str] | None = None
+    ) -> dict[str, int]:
+        """How many messages of each role (every role present, zeros included)."""
+        sql = "SELECT role, count(*) FROM messages WHERE session_id = ?"
+        params: list[Any] = [session_id]
+        if states:
+            sql += f" AND state IN {_in_clause(states)}"
+            params += list(states)
+        with self.db.read() as conn:
+            counts: dict[str, int] = {
+                r[0]: r[1] for r in conn.exec_driver_sql(sql + " GROUP BY role", tuple(params))
+            }
+        return {role: int(counts.get(role, 0)) for role in ROLES}
+
+    def token_total(self, session_id: int, *, states: Sequence[str] = ("active",)) -> int:
+        """Sum of cached token counts (messages not yet counted add nothing)."""
+        with self.db.query() as conn:
+            return int(
+                conn.exec_driver_sql(
+                    "SELECT coalesce(sum(token_count), 0) FROM messages WHERE session_id = ?"
+                    f" AND state IN {_in_clause(states)}",
+                    (session_id, *states),
+                ).scalar_one()
+            )
+
+    def token_totals(
+        self, session_ids: Sequence[int] | None = None, *, states: Sequence[str] = ("active",)
+    ) -> dict[int, int]:
+        """Token totals of many sessions (all when ``session_ids`` is None) in one pass."""
+        sql = (
+            "SELECT session_id, coalesce(sum(token_count), 0) FROM messages"
+            f" WHERE state IN {_in_clause(states)}"
+        )
+        params: list[Any] = list(states)
+        if session_ids is not None:
+            ids = list(session_ids)
+            if not ids:
+                return {}
+            sql += f" AND session_id IN {_in_clause(ids)}"
+            params += ids
+        with self.db.query() as conn:
+            totals = {
+                int(r[0]): int(r[1])
+                for r in conn.exec_driver_sql(sql + " GROUP BY session_id", tuple(params))
+            }
+        if session_ids is not None:
+            return {sid: totals.get(sid, 0) for sid in session_ids}
+        return totals
+
+    def uncounted_messages(
+        self, encoding: str, *, session_id: int | None = None, limit: int = 5000
+    ) -> list[Message]:
+        """Messages whose cached count is missing or from another encoding."""
+        sql = (
+            f"SELECT {MESSAGE_SELECT} FROM messages WHERE "
+            "(token_count IS NULL OR token_encoding IS NOT ?)"
+        )
+        params: list[Any] = [encoding]
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            params.append(session_id)
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(sql + " LIMIT ?", (*params, limit)).all()
+        return [message_from_row(r) for r in rows]
+
+    def set_token_counts(self, counts: Iterable[tuple[int, int, str]]) -> int:
+        """Store ``(message_id, token_count, encoding)`` triples; session totals follow."""
+        rows = list(counts)
+        if not rows:
+            return 0
+        with self.db.write() as conn:
+            conn.exec_driver_sql(
+                "UPDATE messages SET token_count = ?, token_encoding = ? WHERE id = ?",
+                [(c, enc, mid) for mid, c, enc in rows],
+            )
+            ids = [r[0] for r in rows]
+            sessions: set[int] = set()
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                sessions.update(
+                    r[0]
+                    for r in conn.exec_driver_sql(
+                        f"SELECT DISTINCT session_id FROM messages WHERE id IN {_in_clause(chunk)}",
+                        tuple(chunk),
+                    )
+                )
+            for sid in sessions:
+                self._refresh_counts(conn, sid, touch=False)
+        return len(rows)
+
+    # == context =======================================================================
+
+    def get_context(self, session_id: int) -> SessionContext:
+        """The session's context (empty if never written)."""
+        with self.db.read() as conn:
+            self._require(conn, "sessions", session_id, "session")
+            row = conn.exec_driver_sql(
+                "SELECT facts, summary, tasks, tool_stats, token_usage, system_state,"
+                " environment FROM session_context WHERE session_id = ?",
+                (session_id,),
+            ).mappings().first()
+        return context_from_row(row)
+
+    def set_context(self, session_id: int, context: SessionContext) -> None:
+        """Replace the session's context as a whole."""
+        with self.db.write() as conn:
+            self._require(conn, "sessions", session_id, "session")
+            self._write_context(conn, session_id, context)
+            self._touch(conn, session_id)
+
+    def _write_context(self, conn: Connection, session_id: int, context: SessionContext) -> None:
+        values = context_params(context)
+        conn.exec_driver_sql(
+            "INSERT INTO session_context (session_id, facts, summary, tasks, tool_stats,"
+            " token_usage, system_state, environment, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (session_id) DO UPDATE SET facts = excluded.facts,"
+            " summary = excluded.summary, tasks = excluded.tasks,"
+            " tool_stats = excluded.tool_stats, token_usage = excluded.token_usage,"
+            " system_state = excluded.system_state, environment = excluded.environment,"
+            " updated_at = excluded.updated_at",
+            (session_id, *values.values(), time_to_text(utcnow())),
+        )
+
+    # == import ========================================================================
+
+    def import_conversation(
+        self,
+        conversation: Conversation,
+        *,
+        agent_id: int | None = None,
+        replace: bool = False,
+    ) -> ImportOutcome:
+        """Store a whole conversation (session, messages, context) in one transaction.
+
+        A conversation whose ``(source, source_id)`` is already stored is skipped, or
+        with ``replace=True`` its messages and context are replaced in place.
+        """
+        for i, m in enumerate(conversation.messages):
+            if m.role not in ROLES:
+                raise StorageError(f"Message {i}: role {m.role!r} is not one of {ROLES}.")
+            _check_state(m.state)
+        if agent_id is None:
+            agent_id = self.default_agent().id
+        with self.db.write() as conn:
+            existing = None
+            if conversation.source_id is not None:
+                existing = conn.exec_driver_sql(
+                    "SELECT id FROM sessions WHERE source = ? AND source_id = ?",
+                    (conversation.source, conversation.source_id),
+                ).first()
+            if existing is not None and not replace:
+                session_id, created = int(existing[0]), False
+            else:
+                if existing is not None:
+                    session_id = int(existing[0])
+                    conn.exec_driver_sql(
+                        "DELETE FROM messages WHERE session_id = ?", (session_id,)
+                    )
+                    conn.exec_driver_sql(
+                        "UPDATE sessions SET title = ?, tags = ? WHERE id = ?",
+                        (
+                            conversation.title,
+                            json_text(list(dict.fromkeys(conversation.tags))),
+                            session_id,
+                        ),
+                    )
+                else:
+                    times = [m.created_at for m in conversation.messages if m.created_at]
+                    first = conversation.created_at or (min(times) if times else None)
+                    updated = conversation.updated_at or (max(times) if times else first)
+                    session_id = self._insert_session(
+                        conn,
+                        conversation.title,
+                        agent_id,
+                        conversation.tags,
+                        conversation.source,
+                        conversation.source_id,
+                        first,
+                        updated,
+                        None,
+                    )
+                self._insert_messages(conn, session_id, 0, conversation.messages)
+                self._write_context(conn, session_id, conversation.context)
+                self._refresh_counts(conn, session_id, touch=False)
+                created = True
+        return ImportOutcome(self.get_session(session_id), created)
+
+    def import_many(
+        self,
+        conversations: Sequence[Conversation],
+        *,
+        agent_id: int | None = None,
+        replace: bool = False,
+    ) -> list[ImportOutcome]:
+        """Store a batch of conversations in ONE transaction, the fast way (see
+        :mod:`workbench.store.bulk`). All or nothing: on an error nothing of the batch
+        is stored, so a caller can retry conversations one by one to isolate a bad one.
+        Already-stored source ids are skipped (or replaced one by one with ``replace``).
+        """
+        if agent_id is None:
+            agent_id = self.default_agent().id
+        fresh: list[Conversation] = []
+        known: dict[int, int] = {}  # index in batch -> existing session id
+        with self.db.write() as conn:
+            seen: set[tuple[str | None, str]] = set()
+            for i, conv in enumerate(conversations):
+                if conv.source_id is None:
+                    fresh.append(conv)
+                    continue
+                key = (conv.source, conv.source_id)
+                row = conn.exec_driver_sql(
+                    "SELECT id FROM sessions WHERE source = ? AND source_id = ?", key
+                ).first()
+                if row is not None:
+                    known[i] = int(row[0])
+                elif key in seen:
+                    raise StorageError(
+                        f"Source id {conv.source_id!r} appears twice in one import batch."
+                    )
+                else:
+                    seen.add(key)
+                    fresh.append(conv)
+            new_ids = iter(bulk.insert_batch(conn, fresh, agent_id))
+        outcomes: list[ImportOutcome] = []
+        for i, conv in enumerate(conversations):
+            if i in known:
+                if replace:
+                    outcomes.append(self.import_conversation(conv, replace=True))
+                else:
+                    outcomes.append(ImportOutcome(self.get_session(known[i]), False))
+            else:
+                outcomes.append(ImportOutcome(self.get_session(next(new_ids)), True))
+        return outcomes
+
+    # == memory entries ================================================================
+
+    def add_memory_entry(
+        self,
+        agent_id: int,
+        content: str,
+        *,
+        scope: str = "agent",
+        namespace: str = "default",
+        session_id: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> tuple[MemoryEntry, bool]:
+        """Store a memory entry once; returns it and whether it was new."""
+        if scope not in ("agent", "session"):
+            raise StorageError(f"Memory scope {scope!r} is not 'agent' or 'session'.")
+        if scope == "session" and session_id is None:
+            raise StorageError("A memory entry of scope 'session' needs a session.")
+        digest = hashlib.sha256(content.strip().encode("utf-8")).hexdigest()
+        with self.db.write() as conn:
+            self._require(conn, "agents", agent_id, "agent")
+            if session_id is not None:
+                self._require(conn, "sessions", session_id, "session")
+            found = conn.exec_driver_sql(
+                "SELECT id FROM memory_entries WHERE agent_id = ? AND scope = ? AND namespace = ?"
+                " AND ifnull(session_id, 0) = ? AND content_hash = ?",
+                (agent_id, scope, namespace, session_id or 0, digest),
+            ).first()
+            if found is not None:
+                entry_id, created = int(found[0]), False
+            else:
+                cur = conn.exec_driver_sql(
+                    "INSERT INTO memory_entries (agent_id, session_id, scope, namespace, content,"
+                    " content_hash, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (agent_id, session_id, scope, namespace, content, digest,
+                     json_text(metadata or {}), time_to_text(utcnow())),
+                )
+                entry_id, created = int(cur.lastrowid), True  # type: ignore[arg-type]
+        return self.get_memory_entry(entry_id), created
+
+    def get_memory_entry(self, entry_id: int) -> MemoryEntry:
+        with self.db.read() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT id, agent_id, session_id, scope, namespace, content, metadata, created_at"
+                " FROM memory_entries WHERE id = ?",
+                (entry_id,),
+            ).first()
+        if row is None:
+            raise NotFoundError(f"There is no memory entry with id {entry_id}.")
+        return memory_from_row(row)
+
+    def list_memory_entries(
+        self,
+        *,
+        agent_id: int | None = None,
+        scope: str | None = None,
+        namespace: str | None = None,
+        session_id: int | None = None,
+    ) -> list[MemoryEntry]:
+        """Memory entries matching every filter given, newest first."""
+        clauses, params = [], []
+        for column, value in (
+            ("agent_id", agent_id),
+            ("scope", scope),
+            ("namespace", namespace),
+            ("session_id", session_id),
+        ):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT id, agent_id, session_id, scope, namespace, content, metadata, created_at"
+                f" FROM memory_entries {where} ORDER BY created_at DESC, id DESC",
+                tuple(params),
+            ).all()
+        return [memory_from_row(r) for r in rows]
+
+    def delete_memory_entry(self, entry_id: int) -> None:
+        with self.db.write() as conn:
+            cur = conn.exec_driver_sql("DELETE FROM memory_entries WHERE id = ?", (entry_id,))
+            if cur.rowcount == 0:
+                raise NotFoundError(f"There is no memory entry with id {entry_id}.")
+
+    # == settings ======================================================================
+
+    def get_setting(self, key: str, default: Any = None) -> Any:
+        with self.db.read() as conn:
+            row = conn.exec_driver_sql("SELECT value FROM settings WHERE key = ?", (key,)).first()
+        return default if row is None else json_value(row[0])
+
+    def set_setting(self, key: str, value: Any) -> None:
+        with self.db.write() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO settings (key, value) VALUES (?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, json_text(value)),
+            )
+
+    # == statistics ====================================================================
+
+    def stats(self) -> dict[str, Any]:
+        """Counts over the whole database: sessions, messages by role and state, tokens."""
+        with self.db.read() as conn:
+            sessions = conn.exec_driver_sql(
+                "SELECT count(*), coalesce(sum(archived), 0), coalesce(sum(message_count), 0),"
+                " coalesce(sum(token_count), 0) FROM sessions"
+            ).one()
+            by_role: dict[str, int] = {
+                r[0]: r[1]
+                for r in conn.exec_driver_sql("SELECT role, count(*) FROM messages GROUP BY role")
+            }
+            by_state: dict[str, int] = {
+                r[0]: r[1]
+                for r in conn.exec_driver_sql("SELECT state, count(*) FROM messages GROUP BY state")
+            }
+            memory = conn.exec_driver_sql("SELECT count(*) FROM memory_entries").scalar_one()
+            agents = conn.exec_driver_sql("SELECT count(*) FROM agents").scalar_one()
+            uncounted = conn.exec_driver_sql(
+                "SELECT count(*) FROM messages WHERE token_count IS NULL"
+            ).scalar_one()
+        return {
+            "database": str(self.db.path),
+            "sessions": int(sessions[0]),
+            "archived_sessions": int(sessions[1]),
+            "messages": int(sessions[2]),
+            "active_tokens": int(sessions[3]),
+            "messages_by_role": {r: int(by_role.get(r, 0)) for r in ROLES},
+            "messages_by_state": {s: int(by_state.get(s, 0)) for s in STATES},
+            "uncounted_messages": int(uncounted),
+            "memory_entries": int(memory),
+            "agents": int(agents),
+        }
+
+    # == internals =====================================================================
+
+    @staticmethod
+    def _require(conn: Connection, table: str, row_id: int, what: str) -> None:
+        if conn.exec_driver_sql(f"SELECT 1 FROM {table} WHERE id = ?", (row_id,)).first() is None:
+            raise NotFoundError(f"There is no {what} with id {row_id}.")
+
+    @staticmethod
+    def _message_session(conn: Connection, message_id: int) -> int:
+        row = conn.exec_driver_sql(
+            "SELECT session_id FROM messages WHERE id = ?", (message_id,)
+        ).first()
+        if row is None:
+            raise NotFoundError(f"There is no message with id {message_id}.")
+        return int(row[0])
+
+    @staticmethod
+    def _next_position(conn: Connection, session_id: int) -> int:
+        row = conn.exec_driver_sql(
+            "SELECT max(position) FROM messages WHERE session_id = ?", (session_id,)
+        ).scalar()
+        return 0 if row is None else int(row) + 1
+
+    @staticmethod
+    def _touch(conn: Connection, session_id: int) -> None:
+        conn.exec_driver_sql(
+            "UPDATE sessions SET updated_at = ? WHERE id = ?",
+            (time_to_text(utcnow()), session_id),
+        )
+
+    @staticmethod
+    def _bump_counts(conn: Connection, session_id: int, messages: Sequence[Message]) -> None:
+        tokens = sum(m.token_count or 0 for m in messages if m.state == "active")
+        conn.exec_driver_sql(
+            "UPDATE sessions SET message_count = message_count + ?,"
+            " token_count = token_count + ?, updated_at = ? WHERE id = ?",
+            (len(messages), tokens, time_to_text(utcnow()), session_id),
+        )
+
+    @staticmethod
+    def _refresh_counts(conn: Connection, session_id: int, *, touch: bool = True) -> None:
+        counts = conn.exec_driver_sql(
+            "SELECT count(*), coalesce(sum(CASE WHEN state = 'active' THEN token_count END), 0)"
+            " FROM messages WHERE session_id = ?",
+            (session_id,),
+        ).one()
+        if touch:
+            conn.exec_driver_sql(
+                "UPDATE sessions SET message_count = ?, token_count = ?, updated_at = ?"
+                " WHERE id = ?",
+                (counts[0], counts[1], time_to_text(utcnow()), session_id),
+            )
+        else:
+            conn.exec_driver_sql(
+                "UPDATE sessions SET message_count = ?, token_count = ? WHERE id = ?",
+                (counts[0], counts[1], session_id),
+            )

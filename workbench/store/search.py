@@ -1,0 +1,454 @@
+"""Full-text search over messages, session titles and memory entries (SPEC §5).
+
+Queries are written the way people type them: words (all must match), ``"exact
+phrases"``, ``prefix*``, ``OR`` and ``NOT``. They are translated into FTS5 syntax with
+every term quoted, so no input can be a syntax error.
+
+Ranking is BM25. A very common word would make SQLite score every row that holds it
+(hundreds of thousands, about 2 µs each), so the search ranks only the
+:data:`RANK_WINDOW` most recent matches (found by walking the index backwards, which
+is cheap), widening the window when filters leave too few. For a rare or medium word
+the window holds every match and the ranking is exact. Text the tokenizer cannot see,
+such as ``->`` or ``__init__``, is found by a plain substring scan instead (or in
+addition, to keep only exact hits).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from workbench.core.conversation import ROLES, STATES, SearchHit
+from workbench.errors import StorageError
+from workbench.store.db import Database
+from workbench.store.types import time_to_text
+
+HIGHLIGHT = ("«", "»")
+ELLIPSIS = "…"
+SNIPPET_TOKENS = 16
+RANK_WINDOW = 5_000
+KINDS = ("message", "session", "memory")
+
+
+@dataclass
+class SearchQuery:
+    """What to look for and where.
+
+    ``roles``, ``states``: keep only these (default: every role, every state, so folded
+    and evicted messages are found too). ``date_from`` is inclusive, ``date_to``
+    exclusive. ``kinds`` picks messages, session titles and memory entries.
+    """
+
+    text: str
+    roles: Sequence[str] | None = None
+    session_id: int | None = None
+    agent_id: int | None = None
+    date_from: datetime | None = None
+    date_to: datetime | None = None
+    states: Sequence[str] | None = None
+    kinds: Sequence[str] = KINDS
+    limit: int = 50
+    highlight: tuple[str, str] = HIGHLIGHT
+    include_archived: bool = True
+
+
+@dataclass
+class _Term:
+    text: str  # the words as typed (a phrase may hold several)
+    prefix: bool = False
+    negated: bool = False
+    operator_or: bool = False  # joined to the previous term with OR
+    symbolic: bool = False  # holds characters the tokenizer drops
+
+
+_TOKEN_RE = re.compile(r'"([^"]*)"?|(\S+)')
+
+
+def _is_word_char(ch: str) -> bool:
+    cat = unicodedata.category(ch)
+    return cat[0] in ("L", "N") or cat in ("Co",)
+
+
+def _words(text: str) -> list[str]:
+    """The words FTS5's unicode61 tokenizer would index in ``text`` (approximately)."""
+    out: list[str] = []
+    current: list[str] = []
+    for ch in text:
+        if _is_word_char(ch):
+            current.append(ch)
+        elif current:
+            out.append("".join(current))
+            current = []
+    if current:
+        out.append("".join(current))
+    return out
+
+
+def parse_query(text: str) -> list[_Term]:
+    """Split typed text into terms with their operators."""
+    terms: list[_Term] = []
+    pending_or = False
+    pending_not = False
+    for match in _TOKEN_RE.finditer(text):
+        phrase, word = match.group(1), match.group(2)
+        if word in ("OR", "|") and terms:
+            pending_or = True
+            continue
+        if word in ("AND", "&"):
+            continue
+        if word == "NOT" or (word and word.startswith("-") and len(word) > 1 and terms):
+            if word == "NOT":
+                pending_not = True
+                continue
+            pending_not, word = True, word[1:]
+        raw = phrase if phrase is not None else word
+        prefix = bool(phrase is None and raw.endswith("*") and len(raw) > 1)
+        if prefix:
+            raw = raw.rstrip("*")
+        if not raw or not raw.strip():
+            continue
+        words = _words(raw)
+        symbolic = "".join(words) != "".join(ch for ch in raw if not ch.isspace())
+        terms.append(
+            _Term(raw, prefix, pending_not, pending_or and bool(terms), symbolic)
+        )
+        pending_or = pending_not = False
+    return terms
+
+
+def _fts_expression(terms: Sequence[_Term]) -> str | None:
+    """FTS5 MATCH text for the terms, or None when no positive term has a word."""
+    positive: list[str] = []
+    negative: list[str] = []
+    for term in terms:
+        words = _words(term.text)
+        if not words:
+            continue
+        quoted = '"' + " ".join(words).replace('"', '""') + '"' + (" *" if term.prefix else "")
+        if term.negated:
+            if not term.symbolic:  # a symbolic exclusion is exact: NOT LIKE below
+                negative.append(quoted)
+        elif term.operator_or and positive:
+            positive[-1] = f"({positive[-1]} OR {quoted})"
+        else:
+            positive.append(quoted)
+    if not positive:
+        return None  # FTS5 cannot start with NOT; the substring path handles it
+    return " AND ".join(positive) + "".join(f" NOT {n}" for n in negative)
+
+
+def _like_pattern(text: str) -> str:
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _validate(query: SearchQuery) -> None:
+    for role in query.roles or ():
+        if role not in ROLES:
+            raise StorageError(f"Role {role!r} is not one of {', '.join(ROLES)}.")
+    for state in query.states or ():
+        if state not in STATES:
+            raise StorageError(f"State {state!r} is not one of {', '.join(STATES)}.")
+    for kind in query.kinds:
+        if kind not in KINDS:
+            raise StorageError(f"Search kind {kind!r} is not one of {', '.join(KINDS)}.")
+    if query.limit <= 0:
+        raise StorageError("The search limit must be at least 1.")
+
+
+def search(db: Database, query: SearchQuery) -> list[SearchHit]:
+    """Run a search; hits of every requested kind, best first (higher score = better)."""
+    _validate(query)
+    terms = parse_query(query.text)
+    if not terms:
+        return []
+    hits: list[SearchHit] = []
+    with db.read() as conn:
+        if "message" in query.kinds:
+            hits += _search_messages(conn, query, terms)
+        fts = _fts_expression(terms)
+        if fts is not None and "session" in query.kinds and query.session_id is None:
+            hits += _search_sessions(conn, query, fts)
+        if fts is not None and "memory" in query.kinds:
+            hits += _search_memory(conn, query, fts)
+    hits.sort(key=lambda h: h.score, reverse=True)
+    return hits[: query.limit]
+
+
+# -- messages -----------------------------------------------------------------------------
+
+
+def _message_filters(query: SearchQuery, alias: str = "m") -> tuple[list[str], list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if query.roles:
+        clauses.append(f"{alias}.role IN ({', '.join('?' for _ in query.roles)})")
+        params += list(query.roles)
+    if query.states:
+        clauses.append(f"{alias}.state IN ({', '.join('?' for _ in query.states)})")
+        params += list(query.states)
+    if query.session_id is not None:
+        clauses.append(f"{alias}.session_id = ?")
+        params.append(query.session_id)
+    if query.date_from is not None:
+        clauses.append(f"{alias}.created_at >= ?")
+        params.append(time_to_text(query.date_from))
+    if query.date_to is not None:
+        clauses.append(f"{alias}.created_at < ?")
+        params.append(time_to_text(query.date_to))
+    if query.agent_id is not None or not query.include_archived:
+        sub = []
+        sub_params: list[Any] = []
+        if query.agent_id is not None:
+            sub.append("s.agent_id = ?")
+            sub_params.append(query.agent_id)
+        if not query.include_archived:
+            sub.append("s.archived = 0")
+        clauses.append(
+            f"{alias}.session_id IN (SELECT s.id FROM sessions s WHERE {' AND '.join(sub)})"
+        )
+        params += sub_params
+    return clauses, params
+
+
+def _groups(terms: Sequence[_Term]) -> list[list[_Term]]:
+    """Positive terms grouped by OR: every group must match, any member of it may."""
+    groups: list[list[_Term]] = []
+    for term in terms:
+        if term.negated:
+            continue
+        if term.operator_or and groups:
+            groups[-1].append(term)
+        else:
+            groups.append([term])
+    return groups
+
+
+def _substring_conditions(
+    terms: Sequence[_Term], alias: str = "m", *, only_symbolic: bool = True
+) -> tuple[list[str], list[Any]]:
+    """Exact-substring conditions: per OR group one (LIKE … OR LIKE …), per excluded
+    term one NOT LIKE. With ``only_symbolic``, groups without symbols are left to FTS."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for group in _groups(terms):
+        if only_symbolic and not any(t.symbolic for t in group):
+            continue
+        clauses.append(
+            "(" + " OR ".join(f"{alias}.content LIKE ? ESCAPE '\\'" for _ in group) + ")"
+        )
+        params += [_like_pattern(t.text) for t in group]
+    for term in terms:
+        if term.negated and (term.symbolic or not only_symbolic):
+            clauses.append(f"{alias}.content NOT LIKE ? ESCAPE '\\'")
+            params.append(_like_pattern(term.text))
+    return clauses, params
+
+
+def _search_messages(
+    conn: Connection, query: SearchQuery, terms: Sequence[_Term]
+) -> list[SearchHit]:
+    fts = _fts_expression(terms)
+    if fts is None:
+        return _substring_messages(conn, query, terms)
+    filters, params = _message_filters(query)
+    sym, sym_params = _substring_conditions(terms)
+    filters += sym
+    params += sym_params
+    window = RANK_WINDOW
+    while True:
+        # The rowid of the window-th newest match, or None when fewer rows match: then
+        # every match is ranked. Walking the doclist backwards costs little.
+        floor = conn.exec_driver_sql(
+            "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?"
+            " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            (fts, window - 1),
+        ).scalar()
+        ranked = _rank(conn, fts, floor, filters, params, query.limit)
+        if floor is None or len(ranked) >= query.limit:
+            break
+        window *= 8  # the filters left too few in the window: look further back
+    if not ranked:
+        return []
+    ids = [r[0] for r in ranked]
+    details = {
+        r[0]: r
+        for r in conn.exec_driver_sql(
+            "SELECT id, session_id, role, position FROM messages"
+            f" WHERE id IN ({', '.join('?' for _ in ids)})",
+            tuple(ids),
+        )
+    }
+    snippets = _snippets(conn, fts, ids, query.highlight)
+    return [
+        SearchHit(
+            kind="message",
+            session_id=details[mid][1],
+            message_id=mid,
+            role=details[mid][2],
+            snippet=snippets.get(mid, ""),
+            score=round(-float(score), 6),
+            position=details[mid][3],
+        )
+        for mid, score in ranked
+        if mid in details
+    ]
+
+
+def _rank(
+    conn: Connection,
+    fts: str,
+    floor: int | None,
+    filters: Sequence[str],
+    params: Sequence[Any],
+    limit: int,
+) -> list[tuple[int, float]]:
+    """``(message id, bm25)`` of the best matches at or above ``floor``."""
+    where = ["messages_fts MATCH ?"]
+    args: list[Any] = [fts]
+    if floor is not None:
+        where.append("f.rowid >= ?")
+        args.append(floor)
+    if filters:
+        # Filters need the message row; without them the index alone ranks.
+        sql = (
+            "SELECT f.rowid, bm25(messages_fts) AS score"
+            " FROM messages_fts AS f JOIN messages AS m ON m.id = f.rowid"
+            f" WHERE {' AND '.join([*where, *filters])} ORDER BY score LIMIT ?"
+        )
+        args += list(params)
+    else:
+        sql = (
+            "SELECT f.rowid, bm25(messages_fts) AS score FROM messages_fts AS f"
+            f" WHERE {' AND '.join(where)} ORDER BY score LIMIT ?"
+        )
+    return [(int(r[0]), float(r[1])) for r in conn.exec_driver_sql(sql, (*args, limit))]
+
+
+def _snippets(
+    conn: Connection, fts: str, ids: Sequence[int], marks: tuple[str, str]
+) -> dict[int, str]:
+    # The rowid range lets FTS5 seek; the unary + keeps SQLite from turning the IN
+    # list into one full MATCH per id.
+    rows = conn.exec_driver_sql(
+        "SELECT rowid, snippet(messages_fts, 0, ?, ?, ?, ?) FROM messages_fts"
+        " WHERE messages_fts MATCH ? AND rowid >= ? AND rowid <= ?"
+        f" AND +rowid IN ({', '.join('?' for _ in ids)})",
+        (marks[0], marks[1], ELLIPSIS, SNIPPET_TOKENS, fts, min(ids), max(ids), *ids),
+    ).all()
+    return {int(r[0]): str(r[1]) for r in rows}
+
+
+def _substring_messages(
+    conn: Connection, query: SearchQuery, terms: Sequence[_Term]
+) -> list[SearchHit]:
+    """Plain substring scan for text with no indexable word (newest first)."""
+    positive = [t for t in terms if not t.negated]
+    if not positive:
+        return []
+    filters, params = _message_filters(query)
+    sub, sub_params = _substring_conditions(terms, only_symbolic=False)
+    filters += sub
+    params += sub_params
+    rows = conn.exec_driver_sql(
+        "SELECT m.id, m.session_id, m.role, m.position, m.content FROM messages AS m"
+        f" WHERE {' AND '.join(filters)} ORDER BY m.id DESC LIMIT ?",
+        (*params, query.limit),
+    ).all()
+    return [
+        SearchHit(
+            kind="message",
+            session_id=r[1],
+            message_id=r[0],
+            role=r[2],
+            snippet=substring_snippet(r[4], positive[0].text, query.highlight),
+            score=0.0,
+            position=r[3],
+        )
+        for r in rows
+    ]
+
+
+def substring_snippet(
+    content: str, needle: str, marks: tuple[str, str] = HIGHLIGHT, width: int = 60
+) -> str:
+    """A short excerpt around the first case-insensitive occurrence of ``needle``."""
+    at = content.lower().find(needle.lower())
+    if at < 0:
+        return content[:width] + (ELLIPSIS if len(content) > width else "")
+    start = max(0, at - width // 2)
+    end = min(len(content), at + len(needle) + width // 2)
+    return (
+        (ELLIPSIS if start > 0 else "")
+        + content[start:at]
+        + marks[0]
+        + content[at : at + len(needle)]
+        + marks[1]
+        + content[at + len(needle) : end]
+        + (ELLIPSIS if end < len(content) else "")
+    )
+
+
+# -- session titles and memory entries ---------------------------------------------------------
+
+
+def _search_sessions(conn: Connection, query: SearchQuery, fts: str) -> list[SearchHit]:
+    where = ["sessions_fts MATCH ?"]
+    params: list[Any] = [fts]
+    if query.agent_id is not None:
+        where.append("s.agent_id = ?")
+        params.append(query.agent_id)
+    if not query.include_archived:
+        where.append("s.archived = 0")
+    rows = conn.exec_driver_sql(
+        "SELECT s.id, highlight(sessions_fts, 0, ?, ?), bm25(sessions_fts) AS score, s.title"
+        " FROM sessions_fts AS f JOIN sessions AS s ON s.id = f.rowid"
+        f" WHERE {' AND '.join(where)} ORDER BY score LIMIT ?",
+        (query.highlight[0], query.highlight[1], *params, query.limit),
+    ).all()
+    return [
+        SearchHit(
+            kind="session",
+            session_id=r[0],
+            message_id=None,
+            role=None,
+            snippet=str(r[1]),
+            score=round(-float(r[2]), 6),
+            title=r[3],
+        )
+        for r in rows
+    ]
+
+
+def _search_memory(conn: Connection, query: SearchQuery, fts: str) -> list[SearchHit]:
+    where = ["memory_fts MATCH ?"]
+    params: list[Any] = [fts]
+    if query.agent_id is not None:
+        where.append("e.agent_id = ?")
+        params.append(query.agent_id)
+    if query.session_id is not None:
+        where.append("e.session_id = ?")
+        params.append(query.session_id)
+    rows = conn.exec_driver_sql(
+        "SELECT e.id, e.session_id, snippet(memory_fts, 0, ?, ?, ?, ?), bm25(memory_fts) AS score"
+        " FROM memory_fts AS f JOIN memory_entries AS e ON e.id = f.rowid"
+        f" WHERE {' AND '.join(where)} ORDER BY score LIMIT ?",
+        (query.highlight[0], query.highlight[1], ELLIPSIS, SNIPPET_TOKENS, *params, query.limit),
+    ).all()
+    return [
+        SearchHit(
+            kind="memory",
+            session_id=r[1],
+            message_id=None,
+            role=None,
+            snippet=str(r[2]),
+            score=round(-float(r[3]), 6),
+            memory_id=r[0],
+        )
+        for r in rows
+    ]

@@ -1,0 +1,183 @@
+"""SQLModel tables for the data model of SPEC §1.
+
+The schema itself is created by the migrations in :mod:`workbench.store.migrations`
+(explicit DDL, frozen once released); these classes describe the same tables for
+queries. ``tests/store/test_schema.py`` checks the two agree column by column.
+
+Times are aware UTC datetimes stored as sortable text; JSON columns are text.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Field, SQLModel
+
+from workbench.store.types import JSONText, UTCDateTime
+
+
+class AgentRow(SQLModel, table=True):
+    """A named profile: instructions, provider and model, memory policy, tools."""
+
+    __tablename__ = "agents"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str
+    instructions: str = ""
+    provider: str | None = None
+    model: str | None = None
+    memory_policy: Any = Field(default=None, sa_type=JSONText)
+    tools: Any = Field(default=None, sa_type=JSONText)
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    updated_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class SessionRow(SQLModel, table=True):
+    """A session: title, agent, times, tags, pin, archive, fork origin, overrides.
+
+    ``message_count`` and ``token_count`` are kept by the repository after every change
+    so the session list never has to aggregate a million messages.
+    """
+
+    __tablename__ = "sessions"
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: int = Field(foreign_key="agents.id")
+    title: str
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    updated_at: datetime = Field(sa_type=UTCDateTime)
+    tags: Any = Field(default=None, sa_type=JSONText)
+    pinned: bool = False
+    archived: bool = False
+    forked_from_session_id: int | None = Field(default=None, foreign_key="sessions.id")
+    forked_from_message_id: int | None = None
+    overrides: Any = Field(default=None, sa_type=JSONText)
+    source: str | None = None
+    source_id: str | None = None
+    message_count: int = 0
+    token_count: int = 0
+
+
+class MessageRow(SQLModel, table=True):
+    """One message; ``position`` is dense (0..n-1) within its session."""
+
+    __tablename__ = "messages"
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="sessions.id")
+    position: int
+    role: str
+    content: str = ""
+    parts: Any = Field(default=None, sa_type=JSONText)
+    name: str | None = None
+    tool_calls: Any = Field(default=None, sa_type=JSONText)
+    tool_call_id: str | None = None
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    token_count: int | None = None
+    token_encoding: str | None = None
+    state: str = "active"
+    important: bool = False
+    metadata_: Any = Field(default=None, sa_type=JSONText, sa_column_kwargs={"name": "metadata"})
+    compaction_id: int | None = None
+
+
+class SessionContextRow(SQLModel, table=True):
+    """What the agent remembers about a session beyond its messages."""
+
+    __tablename__ = "session_context"
+
+    session_id: int = Field(primary_key=True, foreign_key="sessions.id")
+    facts: Any = Field(default=None, sa_type=JSONText)
+    summary: str = ""
+    tasks: Any = Field(default=None, sa_type=JSONText)
+    tool_stats: Any = Field(default=None, sa_type=JSONText)
+    token_usage: Any = Field(default=None, sa_type=JSONText)
+    system_state: Any = Field(default=None, sa_type=JSONText)
+    environment: Any = Field(default=None, sa_type=JSONText)
+    updated_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class MemoryEntryRow(SQLModel, table=True):
+    """A long-term memory entry; identical entries are stored once (content hash)."""
+
+    __tablename__ = "memory_entries"
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_id: int = Field(foreign_key="agents.id")
+    session_id: int | None = Field(default=None, foreign_key="sessions.id")
+    scope: str = "agent"
+    namespace: str = "default"
+    content: str
+    content_hash: str
+    metadata_: Any = Field(default=None, sa_type=JSONText, sa_column_kwargs={"name": "metadata"})
+    created_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class CompactionRow(SQLModel, table=True):
+    """One applied compaction, with what is needed to undo it exactly."""
+
+    __tablename__ = "compactions"
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="sessions.id")
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    policy: str
+    summarizer: str
+    tokens_before: int = 0
+    tokens_after: int = 0
+    folded_count: int = 0
+    summary: str = ""
+    before_context: Any = Field(default=None, sa_type=JSONText)
+    details: Any = Field(default=None, sa_type=JSONText)
+    undone_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class ProviderConfigRow(SQLModel, table=True):
+    """A provider's settings. Never a secret: only where to find the key."""
+
+    __tablename__ = "provider_configs"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str
+    kind: str
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    api_key_keyring: str | None = None
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    timeouts: Any = Field(default=None, sa_type=JSONText)
+    extra_headers: Any = Field(default=None, sa_type=JSONText)
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    updated_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class SettingRow(SQLModel, table=True):
+    """Small application settings (first-run flags and the like)."""
+
+    __tablename__ = "settings"
+
+    key: str = Field(primary_key=True)
+    value: Any = Field(default=None, sa_type=JSONText)
+
+
+class MigrationRow(SQLModel, table=True):
+    """The name of every migration applied to this file, and when."""
+
+    __tablename__ = "schema_migrations"
+
+    name: str = Field(primary_key=True)
+    applied_at: datetime = Field(sa_type=UTCDateTime)
+
+
+agents = AgentRow.__table__  # type: ignore[attr-defined]
+sessions = SessionRow.__table__  # type: ignore[attr-defined]
+messages = MessageRow.__table__  # type: ignore[attr-defined]
+session_context = SessionContextRow.__table__  # type: ignore[attr-defined]
+memory_entries = MemoryEntryRow.__table__  # type: ignore[attr-defined]
+compactions = CompactionRow.__table__  # type: ignore[attr-defined]
+provider_configs = ProviderConfigRow.__table__  # type: ignore[attr-defined]
+settings = SettingRow.__table__  # type: ignore[attr-defined]
+schema_migrations = MigrationRow.__table__  # type: ignore[attr-defined]
