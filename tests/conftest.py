@@ -11,9 +11,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # Before anything imports Qt: tests draw on the offscreen platform unless told otherwise.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# The suite shares two cores with whatever else runs; generation speed is not what the
+# property tests are about, so neither slow generation nor per-example time fails them.
+settings.register_profile(
+    "workbench",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("workbench")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The shared folder (sample exports from real tools) sits beside the clone; it may be absent.

@@ -389,7 +389,13 @@ MESSAGE_FIELDS = (
 )
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    suppress_health_check=[
+        *settings.default.suppress_health_check,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 @given(sessions=session_lists())
 def test_round_trip_loses_nothing(tmp_path: Path, sessions: list[ExportSession]) -> None:
     out = tmp_path / "roundtrip.json"

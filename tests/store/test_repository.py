@@ -966,7 +966,10 @@ _OPS = st.lists(
 @settings(
     max_examples=40,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[
+        *settings.default.suppress_health_check,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 @given(ops=_OPS)
 def test_positions_follow_a_list_model(repo: Repository, ops: list[tuple[str, int]]) -> None:
