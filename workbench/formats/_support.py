@@ -36,23 +36,6 @@ ZIP_MAGIC = b"PK\x03\x04"
 _DECODER = json.JSONDecoder()
 
 
-def type_name(value: Any) -> str:
-    """``"a string"``, ``"null"``, ``"an object"``…: a JSON value's kind for sentences."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 def sentence(text: str) -> str:
     """``text`` ending with a full stop."""
     text = text.strip()

@@ -244,6 +244,23 @@ def fingerprint(messages: Sequence[Message]) -> str:
     return "sha256:" + digest.hexdigest()[:32]
 
 
+def type_name(value: Any) -> str:
+    """``"a string"``, ``"null"``, ``"an object"``…: a JSON value's kind for sentences."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
 def shorten(text: str, limit: int = 60) -> str:
     """``text`` on one line, cut at a word boundary to at most ``limit`` characters."""
     flat = " ".join(text.split())

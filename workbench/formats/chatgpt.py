@@ -76,9 +76,8 @@ from workbench.formats._support import (
     primed,
     sentence,
     tool_call,
-    type_name,
 )
-from workbench.formats.base import ImportItem
+from workbench.formats.base import ImportItem, type_name
 
 NAME = "chatgpt"
 

@@ -43,9 +43,8 @@ from workbench.formats._support import (
     sentence,
     text_of,
     tool_call,
-    type_name,
 )
-from workbench.formats.base import ImportItem
+from workbench.formats.base import ImportItem, type_name
 
 NAME = "claude"
 

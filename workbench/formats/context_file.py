@@ -49,6 +49,7 @@ from workbench.formats.base import (
     peek_json,
     read_head,
     shorten,
+    type_name,
     write_atomic,
 )
 
@@ -126,27 +127,11 @@ def _json_files(directory: Path) -> list[Path]:
 # --------------------------------------------------------------------------- parsing
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 def _optional_str(raw: dict[str, Any], key: str, where: str) -> str | None:
     value = raw.get(key)
     if value is None or isinstance(value, str):
         return value
-    raise InvalidEntryError(f"{where}{key} must be a string, not {_type_name(value)}")
+    raise InvalidEntryError(f"{where}{key} must be a string, not {type_name(value)}")
 
 
 def _optional_dict(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
@@ -155,7 +140,7 @@ def _optional_dict(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
         return {}
     if isinstance(value, dict):
         return value
-    raise InvalidEntryError(f"{where}{key} must be an object, not {_type_name(value)}")
+    raise InvalidEntryError(f"{where}{key} must be an object, not {type_name(value)}")
 
 
 def _optional_list_of_dicts(
@@ -165,10 +150,10 @@ def _optional_list_of_dicts(
     if value is None:
         return None
     if not isinstance(value, list):
-        raise InvalidEntryError(f"{where}{key} must be a list, not {_type_name(value)}")
+        raise InvalidEntryError(f"{where}{key} must be a list, not {type_name(value)}")
     for i, item in enumerate(value):
         if not isinstance(item, dict):
-            raise InvalidEntryError(f"{where}{key}[{i}] must be an object, not {_type_name(item)}")
+            raise InvalidEntryError(f"{where}{key}[{i}] must be an object, not {type_name(item)}")
     return value
 
 
@@ -184,7 +169,7 @@ def parse_history_entry(raw: Any, index: int) -> Message:
     """One ``recent_history`` entry as a message; raises :class:`InvalidEntryError`."""
     where = f"recent_history[{index}]: "
     if not isinstance(raw, dict):
-        raise InvalidEntryError(f"{where}an entry must be an object, not {_type_name(raw)}")
+        raise InvalidEntryError(f"{where}an entry must be an object, not {type_name(raw)}")
     role = raw.get("role")
     if role is None:
         raise InvalidEntryError(f"{where}role is missing")
@@ -193,7 +178,7 @@ def parse_history_entry(raw: Any, index: int) -> Message:
     content = raw.get("content")
     if content is not None and not isinstance(content, str):
         raise InvalidEntryError(
-            f"{where}content must be a string or null, not {_type_name(content)}"
+            f"{where}content must be a string or null, not {type_name(content)}"
         )
     token_count = raw.get("token_count")
     if token_count is not None and (
@@ -233,7 +218,7 @@ def _parse_tasks(value: Any) -> list[Task]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise InvalidEntryError(f"active_tasks must be a list, not {_type_name(value)}")
+        raise InvalidEntryError(f"active_tasks must be a list, not {type_name(value)}")
     tasks = []
     for i, item in enumerate(value):
         if isinstance(item, str):
@@ -252,10 +237,10 @@ def _parse_context(raw: dict[str, Any]) -> SessionContext:
     if facts is None:
         facts = []
     if not isinstance(facts, list):
-        raise InvalidEntryError(f"facts must be a list of strings, not {_type_name(facts)}")
+        raise InvalidEntryError(f"facts must be a list of strings, not {type_name(facts)}")
     for i, fact in enumerate(facts):
         if not isinstance(fact, str):
-            raise InvalidEntryError(f"facts[{i}] must be a string, not {_type_name(fact)}")
+            raise InvalidEntryError(f"facts[{i}] must be a string, not {type_name(fact)}")
     summary = _optional_str(raw, "long_term_summary", "") or ""
     stats_raw = _optional_dict(raw, "tool_stats", "")
     usage_raw = _optional_dict(raw, "token_usage", "")
@@ -299,25 +284,25 @@ def parse_session(raw: Any, fallback_id: str) -> Conversation:
     ``fallback_id`` becomes the ``source_id`` when the object has no ``session_id``.
     """
     if not isinstance(raw, dict):
-        raise InvalidEntryError(f"a session must be a JSON object, not {_type_name(raw)}")
+        raise InvalidEntryError(f"a session must be a JSON object, not {type_name(raw)}")
     if "session_id" not in raw and "recent_history" not in raw:
         raise InvalidEntryError("the object has neither 'session_id' nor 'recent_history'")
     session_id = raw.get("session_id")
     if session_id is not None and (
         isinstance(session_id, bool) or not isinstance(session_id, str | int)
     ):
-        raise InvalidEntryError(f"session_id must be a string, not {_type_name(session_id)}")
+        raise InvalidEntryError(f"session_id must be a string, not {type_name(session_id)}")
     history = raw.get("recent_history")
     if history is None:
         history = []
     if not isinstance(history, list):
-        raise InvalidEntryError(f"recent_history must be a list, not {_type_name(history)}")
+        raise InvalidEntryError(f"recent_history must be a list, not {type_name(history)}")
     messages = [parse_history_entry(entry, i) for i, entry in enumerate(history)]
     context = _parse_context(raw)
     sid = None if session_id is None else str(session_id)
     title = raw["title"] if "title" in raw else derive_title(sid, messages)
     if not isinstance(title, str):
-        raise InvalidEntryError(f"title must be a string, not {_type_name(title)}")
+        raise InvalidEntryError(f"title must be a string, not {type_name(title)}")
     tags = raw.get("tags")
     if tags is None:
         tags = []
@@ -430,7 +415,7 @@ class ContextFileImporter:
         data = load_json(path)
         if not isinstance(data, dict | list):
             raise FormatError(
-                f"{path} holds {_type_name(data)}, not a context session object or a list of them.",
+                f"{path} holds {type_name(data)}, not a context session object or a list of them.",
                 path=str(path),
             )
         return _sessions(path, data, prefix="", whole=f"file {path.name}")
@@ -446,7 +431,7 @@ class ContextFileImporter:
             if not isinstance(data, dict | list):
                 yield SkippedEntry(
                     entry=where,
-                    reason=f"it holds {_type_name(data)}, not a context session object.",
+                    reason=f"it holds {type_name(data)}, not a context session object.",
                 )
                 continue
             yield from _sessions(file, data, prefix=f"{where} ", whole=where)

@@ -39,6 +39,7 @@ from workbench.formats.base import (
     load_json,
     peek_json,
     shorten,
+    type_name,
     write_atomic,
 )
 
@@ -69,22 +70,6 @@ class InvalidEntryError(ValueError):
     """One conversation or message is not valid; the message names the field."""
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 # --------------------------------------------------------------------------- parsing
 
 
@@ -95,7 +80,7 @@ def _content(value: Any, where: str) -> tuple[str, list[dict[str, Any]] | None]:
         return value, None
     if not isinstance(value, list):
         raise InvalidEntryError(
-            f"{where}content must be a string, null or a list of parts, not {_type_name(value)}"
+            f"{where}content must be a string, null or a list of parts, not {type_name(value)}"
         )
     parts: list[dict[str, Any]] = []
     texts: list[str] = []
@@ -103,15 +88,13 @@ def _content(value: Any, where: str) -> tuple[str, list[dict[str, Any]] | None]:
         if isinstance(part, str):
             part = {"type": "text", "text": part}
         if not isinstance(part, dict):
-            raise InvalidEntryError(
-                f"{where}content[{i}] must be an object, not {_type_name(part)}"
-            )
+            raise InvalidEntryError(f"{where}content[{i}] must be an object, not {type_name(part)}")
         kind = part.get("type")
         if kind in _TEXT_PART_TYPES or (kind is None and "text" in part):
             text = part.get("text")
             if not isinstance(text, str):
                 raise InvalidEntryError(
-                    f"{where}content[{i}].text must be a string, not {_type_name(text)}"
+                    f"{where}content[{i}].text must be a string, not {type_name(text)}"
                 )
             texts.append(text)
         parts.append(part)
@@ -122,7 +105,7 @@ def _optional_str(raw: dict[str, Any], key: str, where: str) -> str | None:
     value = raw.get(key)
     if value is None or isinstance(value, str):
         return value
-    raise InvalidEntryError(f"{where}{key} must be a string, not {_type_name(value)}")
+    raise InvalidEntryError(f"{where}{key} must be a string, not {type_name(value)}")
 
 
 def parse_message(raw: Any, where: str = "") -> Message:
@@ -131,7 +114,7 @@ def parse_message(raw: Any, where: str = "") -> Message:
     ``where`` prefixes error sentences (``"messages[4]: "``).
     """
     if not isinstance(raw, dict):
-        raise InvalidEntryError(f"{where}a message must be an object, not {_type_name(raw)}")
+        raise InvalidEntryError(f"{where}a message must be an object, not {type_name(raw)}")
     role = raw.get("role")
     if role is None:
         raise InvalidEntryError(f"{where}role is missing")
@@ -146,12 +129,12 @@ def parse_message(raw: Any, where: str = "") -> Message:
     if tool_calls is not None:
         if not isinstance(tool_calls, list):
             raise InvalidEntryError(
-                f"{where}tool_calls must be a list, not {_type_name(tool_calls)}"
+                f"{where}tool_calls must be a list, not {type_name(tool_calls)}"
             )
         for i, call in enumerate(tool_calls):
             if not isinstance(call, dict):
                 raise InvalidEntryError(
-                    f"{where}tool_calls[{i}] must be an object, not {_type_name(call)}"
+                    f"{where}tool_calls[{i}] must be an object, not {type_name(call)}"
                 )
     for key, value in raw.items():
         # ``refusal: null`` and the like say nothing; keep only keys with a value.
@@ -203,7 +186,7 @@ def parse_conversation(item: Any, file_name: str, index: int) -> Conversation:
     """
     if not isinstance(item, dict):
         raise InvalidEntryError(
-            f"a conversation must be an object with a 'messages' list, not {_type_name(item)}"
+            f"a conversation must be an object with a 'messages' list, not {type_name(item)}"
         )
     key = _list_key(item)
     if key is None:
@@ -311,7 +294,7 @@ class OpenAIMessagesImporter:
         if isinstance(data, dict) and _list_key(data) is not None:
             return self._read_conversations(path, [data])
         raise FormatError(
-            f"{path} holds {_type_name(data)} that is neither a list of messages nor an "
+            f"{path} holds {type_name(data)} that is neither a list of messages nor an "
             "object with a 'messages' list.",
             path=str(path),
         )

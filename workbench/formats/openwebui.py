@@ -53,9 +53,8 @@ from workbench.formats._support import (
     sentence,
     text_of,
     tool_call,
-    type_name,
 )
-from workbench.formats.base import ImportItem, read_text
+from workbench.formats.base import ImportItem, read_text, type_name
 
 NAME = "openwebui"
 

@@ -44,9 +44,15 @@ from workbench.formats._support import (
     primed,
     sentence,
     tool_call,
+)
+from workbench.formats.base import (
+    ImportItem,
+    decode_json_line,
+    peek_json,
+    read_text,
+    shorten,
     type_name,
 )
-from workbench.formats.base import ImportItem, decode_json_line, peek_json, read_text, shorten
 
 NAME = "sharegpt"
 
