@@ -25,7 +25,12 @@ EXIT_USAGE = 2
 # where ``common`` is the parent parser holding ``--db`` and ``--json``, and sets
 # ``func`` to a callable taking the parsed arguments and returning the exit status.
 # Helpers shared with them: ``open_workspace``, ``print_json``.
-EXTRA_COMMANDS: tuple[str, ...] = ()
+EXTRA_COMMANDS: tuple[str, ...] = (
+    "workbench.cli.providers",
+    "workbench.cli.preflight",
+    "workbench.cli.chat",
+    "workbench.cli.compact",
+)
 
 
 def print_json(data: Any) -> None:
@@ -282,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--db", metavar="PATH", help="database file for the GUI")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--selftest", action="store_true",
+                        help="check this installation offscreen on a temporary database, "
+                        "print what was checked and exit (0 when all is well)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("sessions", parents=[common], help="list sessions")
@@ -337,6 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"workbench {__version__}")
         return 0
+    if args.selftest:
+        from workbench.gui.selftest import run_selftest
+
+        return run_selftest()
     if args.command is None:
         from workbench.gui.app import run_gui
 

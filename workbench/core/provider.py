@@ -267,3 +267,49 @@ def arguments_of(call: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("tool call arguments must be a JSON object")
     return value
+
+
+# -- stored provider settings ----------------------------------------------------------------
+
+PROVIDER_KINDS: tuple[str, ...] = ("openai", "anthropic")
+
+
+@dataclass
+class ProviderConfig:
+    """A named provider as the user configured it (SPEC §6). Never holds a secret.
+
+    The API key is found through ``api_key_env`` (an environment variable's name) or
+    ``api_key_keyring`` (an OS keyring entry's name). ``context_window`` is the user's
+    value, used when neither the server nor the known-model table tells. ``timeouts``
+    holds ``connect``, ``read`` and ``total`` seconds; ``extra_headers`` go with every
+    request (secret-bearing header names are refused where configs are stored).
+    """
+
+    name: str
+    kind: str
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    api_key_keyring: str | None = None
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    timeouts: dict[str, float | None] = field(default_factory=dict)
+    extra_headers: dict[str, str] = field(default_factory=dict)
+    id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The config as JSON (it holds no secret, so this is safe to print or export)."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "base_url": self.base_url,
+            "model": self.model,
+            "api_key_env": self.api_key_env,
+            "api_key_keyring": self.api_key_keyring,
+            "context_window": self.context_window,
+            "max_output_tokens": self.max_output_tokens,
+            "temperature": self.temperature,
+            "timeouts": dict(self.timeouts),
+            "extra_headers": dict(self.extra_headers),
+        }

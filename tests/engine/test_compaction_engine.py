@@ -1,0 +1,587 @@
+"""Compaction of stored sessions (issue 6): preview, apply, exact undo, the model
+summarizer through the scripted provider, and auto-compaction before a send."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from workbench.core.compaction import (
+    SUMMARY_HEADING,
+    CompactionError,
+)
+from workbench.core.conversation import Message, SessionContext, Task
+from workbench.core.tokens import fill_counts, get_counter
+from workbench.engine import compaction
+from workbench.engine.memory import Memory
+from workbench.engine.workspace import Workspace
+from workbench.errors import ServerError, UnreachableError
+from workbench.store.compactions import load_active
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripted_provider import Reply, ScriptedProvider  # noqa: E402
+
+NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+COUNTER = get_counter()
+PROPERTY = settings(
+    max_examples=25,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def call(cid: str, name: str = "lookup") -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def long_text(i: int, words: int = 60) -> str:
+    return f"Turn {i}: " + " ".join(f"detail{i}x{j}" for j in range(words))
+
+
+def store_session(
+    ws: Workspace,
+    messages: list[Message],
+    context: SessionContext | None = None,
+    *,
+    overrides: dict[str, Any] | None = None,
+    agent_id: int | None = None,
+) -> int:
+    info = ws.repo.create_session("compaction test", overrides=overrides, agent_id=agent_id)
+    fill_counts(messages, COUNTER)
+    ws.repo.append_messages(info.id, messages)
+    if context is not None:
+        ws.repo.set_context(info.id, context)
+    return info.id
+
+
+def chat_session(ws: Workspace, count: int, **options: Any) -> int:
+    messages = [Message("system", "You are a careful travel agent.")]
+    messages += [
+        Message("user" if i % 2 == 0 else "assistant", long_text(i)) for i in range(count)
+    ]
+    return store_session(ws, messages, **options)
+
+
+def snapshot(ws: Workspace, session_id: int) -> dict[str, Any]:
+    """Everything compaction may touch, as stored (times of change excluded)."""
+    info = ws.repo.get_session(session_id)
+    with ws.db.read() as conn:
+        raw = conn.exec_driver_sql(
+            "SELECT facts, summary, tasks, tool_stats, token_usage, system_state, environment"
+            " FROM session_context WHERE session_id = ?",
+            (session_id,),
+        ).first()
+    return {
+        "messages": ws.repo.list_messages(session_id),
+        "context": ws.repo.get_context(session_id),
+        "raw_context": tuple(raw) if raw is not None else None,
+        "counts": (info.message_count, info.token_count),
+    }
+
+
+def active(ws: Workspace, session_id: int) -> list[Message]:
+    return ws.repo.list_messages(session_id, states=["active"])
+
+
+# -- the issue's example -----------------------------------------------------------------------
+
+
+def test_system_and_51_others_compact_to_system_30_and_a_summary(workspace: Workspace) -> None:
+    sid = chat_session(workspace, 51)
+    before = workspace.repo.list_messages(sid)
+    result = compaction.compact(workspace, sid)
+    assert result.changed and result.compaction_id is not None
+    remaining = active(workspace, sid)
+    assert remaining[0].role == "system"
+    assert len(remaining) == 31
+    folded = workspace.repo.list_messages(sid, states=["folded"])
+    assert [m.id for m in folded] == [m.id for m in before[1:22]]
+    assert {m.compaction_id for m in folded} == {result.compaction_id}
+    # Nothing deleted: every message is still stored with its content.
+    after = workspace.repo.list_messages(sid)
+    assert [(m.id, m.content) for m in after] == [(m.id, m.content) for m in before]
+    summary = workspace.repo.get_context(sid).summary
+    assert summary.startswith(SUMMARY_HEADING)
+    assert len([line for line in summary.splitlines() if line.startswith("- ")]) == 21
+    plan = result.plan
+    assert plan is not None and plan.tokens_after < plan.tokens_before
+    # The session's cached totals follow the change of state.
+    info = workspace.repo.get_session(sid)
+    assert info.token_count == workspace.repo.token_total(sid)
+    assert info.token_count == sum(m.token_count or 0 for m in remaining)
+    # The compaction is recorded: when, policy, summarizer, tokens saved.
+    (record,) = compaction.history(workspace, sid)
+    assert record.id == result.compaction_id
+    assert record.summarizer == "extractive"
+    assert "50" in record.policy
+    assert record.tokens_saved == plan.tokens_before - plan.tokens_after > 0
+    assert record.folded_count == 21
+    assert record.marker_position == before[21].position
+    assert not record.undone
+
+
+def test_preview_writes_nothing(workspace: Workspace) -> None:
+    sid = chat_session(workspace, 60)
+    before = snapshot(workspace, sid)
+    plan = compaction.preview(workspace, sid, keep=5)
+    assert plan.changed and plan.folded_count == 55
+    assert snapshot(workspace, sid) == before
+    assert compaction.history(workspace, sid) == []
+
+
+def test_an_empty_or_small_session_has_nothing_to_compact(workspace: Workspace) -> None:
+    for count in (0, 3, 50):
+        sid = chat_session(workspace, count) if count else workspace.repo.create_session("e").id
+        before = snapshot(workspace, sid)
+        result = compaction.compact(workspace, sid)
+        assert not result.changed
+        assert result.message.startswith("Nothing to compact")
+        assert snapshot(workspace, sid) == before
+        assert compaction.history(workspace, sid) == []
+
+
+def test_compacting_twice_folds_the_next_oldest_and_builds_on_the_summary(
+    workspace: Workspace,
+) -> None:
+    sid = chat_session(workspace, 40)
+    original = snapshot(workspace, sid)
+    first = compaction.compact(workspace, sid, keep=20)
+    after_first = snapshot(workspace, sid)
+    summary_one = workspace.repo.get_context(sid).summary
+    still_active = [m.id for m in active(workspace, sid)]
+    second = compaction.compact(workspace, sid, keep=10)
+    assert second.plan is not None
+    # The second folds exactly the ten oldest of the messages the first left active.
+    assert second.plan.folded_ids == still_active[1:11]
+    summary_two = workspace.repo.get_context(sid).summary
+    assert summary_two.startswith(summary_one)
+    assert summary_two.count(SUMMARY_HEADING) == 1
+    assert len([line for line in summary_two.splitlines() if line.startswith("- ")]) == 30
+    # Undo walks back one compaction at a time, each exactly.
+    compaction.undo(workspace, sid)
+    assert snapshot(workspace, sid) == after_first
+    assert compaction.undo(workspace, sid).id == first.compaction_id
+    assert snapshot(workspace, sid) == original
+
+
+# -- undo --------------------------------------------------------------------------------------
+
+
+def test_undo_restores_summary_facts_and_tasks_exactly(workspace: Workspace) -> None:
+    context = SessionContext(
+        facts=["Ana flies on Friday.", "ana flies on friday", "Ana has a cat."],
+        summary="Ana planned a trip to Porto.",
+        tasks=[
+            Task("old", "Send the invoice", "completed", 1.0, NOW - timedelta(days=5),
+                 NOW - timedelta(days=4)),
+            Task("new", "Book the hotel", "running", 0.5, NOW, NOW),
+        ],
+    )
+    sid = chat_session(workspace, 55, context=context)
+    before = snapshot(workspace, sid)
+    result = compaction.compact(workspace, sid, now=NOW)
+    changed = workspace.repo.get_context(sid)
+    assert changed.facts == ["Ana flies on Friday.", "Ana has a cat."]
+    assert [t.id for t in changed.tasks] == ["new"]
+    assert changed.summary.startswith("Ana planned a trip to Porto.\n\n" + SUMMARY_HEADING)
+    record = compaction.undo(workspace, sid)
+    assert record.id == result.compaction_id and record.undone
+    assert snapshot(workspace, sid) == before
+
+
+def test_undo_keeps_what_happened_after_the_compaction(workspace: Workspace) -> None:
+    sid = chat_session(workspace, 55)
+    compaction.compact(workspace, sid)
+    workspace.repo.append_message(sid, Message("user", "A new question"))
+    compaction.undo(workspace, sid)
+    messages = active(workspace, sid)
+    assert len(messages) == 57
+    assert messages[-1].content == "A new question"
+
+
+def test_undo_errors_clearly(workspace: Workspace) -> None:
+    sid = chat_session(workspace, 30)
+    with pytest.raises(CompactionError, match="no compaction to undo"):
+        compaction.undo(workspace, sid)
+    first = compaction.compact(workspace, sid, keep=20)
+    second = compaction.compact(workspace, sid, keep=10)
+    with pytest.raises(CompactionError, match=f"newer compaction {second.compaction_id}"):
+        compaction.undo(workspace, sid, first.compaction_id)
+    assert compaction.undo(workspace, sid).id == second.compaction_id
+    with pytest.raises(CompactionError, match="already undone"):
+        compaction.undo(workspace, sid, second.compaction_id)
+    with pytest.raises(CompactionError, match="no compaction with id 999"):
+        compaction.undo(workspace, sid, 999)
+    # Without an id, undo walks back to the one before.
+    assert compaction.undo(workspace, sid).id == first.compaction_id
+    last = f"already undone \\(the last, {second.compaction_id}"
+    with pytest.raises(CompactionError, match=last):
+        compaction.undo(workspace, sid)
+    with pytest.raises(CompactionError, match="already undone"):
+        compaction.undo(workspace, sid, first.compaction_id)
+
+
+# -- applying a plan ------------------------------------------------------------------------------
+
+
+def test_a_plan_is_refused_when_the_session_changed_since(workspace: Workspace) -> None:
+    sid = chat_session(workspace, 55, context=SessionContext(facts=["a"]))
+    plan = compaction.preview(workspace, sid)
+    workspace.repo.set_context(sid, SessionContext(facts=["a", "b"]))
+    before = snapshot(workspace, sid)
+    with pytest.raises(CompactionError, match="changed after the preview"):
+        compaction.apply(workspace, plan)
+    assert snapshot(workspace, sid) == before
+
+    plan = compaction.preview(workspace, sid)
+    workspace.repo.set_state([plan.folded_ids[3]], "evicted")
+    before = snapshot(workspace, sid)
+    with pytest.raises(CompactionError, match="no longer active"):
+        compaction.apply(workspace, plan)
+    assert snapshot(workspace, sid) == before
+    assert compaction.history(workspace, sid) == []
+
+
+def test_an_edited_summary_is_applied_and_its_tokens_counted(workspace: Workspace) -> None:
+    sid = chat_session(workspace, 55, context=SessionContext(summary="Before."))
+    plan = compaction.preview(workspace, sid)
+    result = compaction.apply(workspace, plan, summary="Ana wants a window seat.")
+    assert workspace.repo.get_context(sid).summary == "Before.\n\nAna wants a window seat."
+    (record,) = compaction.history(workspace, sid)
+    assert record.summary == "Ana wants a window seat."
+    expected = compaction.request_tokens(
+        None, "Before.\n\nAna wants a window seat.", load_active(workspace.db, sid), COUNTER
+    )
+    assert record.tokens_after == expected
+    assert result.plan is not None and result.plan.tokens_after == expected
+
+
+def test_tool_groups_and_important_messages_stay_in_the_store(workspace: Workspace) -> None:
+    messages = [Message("system", "Agent.")]
+    for i in range(30):
+        messages.append(Message("user", long_text(i, 10), important=(i == 2)))
+        messages.append(Message("assistant", "", tool_calls=[call(f"c{i}")]))
+        messages.append(Message("tool", f"result {i}", tool_call_id=f"c{i}"))
+    sid = store_session(workspace, messages)
+    result = compaction.compact(workspace, sid, keep=10)
+    assert result.changed
+    stored = workspace.repo.list_messages(sid)
+    state = {m.id: m.state for m in stored}
+    for m in stored:
+        if m.role == "tool":
+            call_msg = next(
+                c for c in stored if c.tool_calls and c.tool_calls[0]["id"] == m.tool_call_id
+            )
+            assert state[m.id] == state[call_msg.id]
+        if m.role == "system" or m.important:
+            assert m.state == "active"
+
+
+# -- properties ------------------------------------------------------------------------------
+
+
+@st.composite
+def stored_sessions(draw: st.DrawFn) -> tuple[list[Message], SessionContext]:
+    messages: list[Message] = []
+    if draw(st.booleans()):
+        messages.append(Message("system", "You are an agent."))
+    for n in range(draw(st.integers(0, 45))):
+        kind = draw(st.sampled_from(["user", "assistant", "tools", "assistant"]))
+        if kind == "tools":
+            ids = [f"c{n}_{k}" for k in range(draw(st.integers(1, 2)))]
+            messages.append(Message("assistant", "", tool_calls=[call(i) for i in ids]))
+            messages.extend(Message("tool", f"ok {i}", tool_call_id=i) for i in ids)
+        else:
+            messages.append(Message(kind, long_text(n, draw(st.integers(0, 40)))))
+    for msg in messages:
+        roll = draw(st.integers(0, 9))
+        msg.important = msg.role != "system" and roll == 0
+        msg.state = "folded" if roll == 1 else "evicted" if roll == 2 else "active"
+    facts = draw(st.lists(st.sampled_from(["a", "A.", "b", "B ", "c", ""]), max_size=6))
+    tasks = [
+        Task(f"t{i}", f"task {i}", status, None, NOW - timedelta(hours=h), NOW - timedelta(hours=h))
+        for i, (status, h) in enumerate(
+            draw(
+                st.lists(
+                    st.tuples(st.sampled_from(["running", "completed", "pending"]),
+                              st.integers(0, 72)),
+                    max_size=4,
+                )
+            )
+        )
+    ]
+    summary = draw(st.sampled_from(["", "Earlier: tea.", SUMMARY_HEADING + "\n- user: hi"]))
+    return messages, SessionContext(facts=facts, summary=summary, tasks=tasks)
+
+
+@PROPERTY
+@given(stored_sessions(), st.integers(0, 40))
+def test_apply_then_undo_gives_back_every_field(
+    workspace: Workspace, session: tuple[list[Message], SessionContext], keep: int
+) -> None:
+    messages, context = session
+    sid = store_session(workspace, messages, context)
+    before = snapshot(workspace, sid)
+    result = compaction.compact(workspace, sid, keep=keep, now=NOW)
+    if not result.changed:
+        assert snapshot(workspace, sid) == before
+        return
+    compaction.undo(workspace, sid)
+    assert snapshot(workspace, sid) == before
+
+
+@PROPERTY
+@given(stored_sessions(), st.integers(0, 40))
+def test_a_preview_equals_what_apply_does(
+    workspace: Workspace, session: tuple[list[Message], SessionContext], keep: int
+) -> None:
+    messages, context = session
+    sid = store_session(workspace, messages, context)
+    stored_context = workspace.repo.get_context(sid)
+    plan = compaction.preview(workspace, sid, keep=keep, now=NOW)
+    compaction.apply(workspace, plan)
+    after = workspace.repo.list_messages(sid)
+    newly_folded = [m.id for m in after if m.compaction_id is not None]
+    assert newly_folded == plan.folded_ids
+    assert workspace.repo.get_context(sid) == plan.context_after(stored_context)
+    if plan.changed:
+        kept = {k.id for k in plan.kept}
+        assert {m.id for m in after if m.state == "active"} == kept
+        (record,) = compaction.history(workspace, sid)
+        assert (record.tokens_before, record.tokens_after) == (
+            plan.tokens_before,
+            plan.tokens_after,
+        )
+        # The figure the preview showed is the request the session now makes.
+        now_tokens = compaction.request_tokens(
+            None, workspace.repo.get_context(sid).summary, load_active(workspace.db, sid), COUNTER
+        )
+        assert now_tokens == plan.tokens_after
+    else:
+        assert newly_folded == [] and compaction.history(workspace, sid) == []
+
+
+# -- the model summarizer -------------------------------------------------------------------------
+
+
+def test_the_model_summarizer_gets_the_prompt_previous_summary_and_folded_messages(
+    workspace: Workspace,
+) -> None:
+    sid = chat_session(workspace, 55, context=SessionContext(summary="Ana likes tea."))
+    provider = ScriptedProvider(["Ana likes tea and planned a trip to Porto."])
+    plan = compaction.preview(
+        workspace, sid, summarizer="model", provider=provider, prompt="Summarize tersely."
+    )
+    assert plan.summarizer == "model"
+    assert plan.new_summary == "Ana likes tea and planned a trip to Porto."
+    (request,) = provider.requests
+    system, user = request.messages
+    assert system.role == "system" and system.content == "Summarize tersely."
+    assert "Ana likes tea." in user.content
+    folded_texts = [m.content for m in workspace.repo.list_messages(sid)[1:26]]
+    assert all(text[:40] in user.content for text in folded_texts)
+    compaction.apply(workspace, plan)
+    assert workspace.repo.get_context(sid).summary == plan.new_summary
+    assert compaction.history(workspace, sid)[0].summarizer == "model"
+
+
+def test_the_model_summarizer_builds_progressively_in_chunks(workspace: Workspace) -> None:
+    sid = chat_session(workspace, 120)
+    replies = iter(f"summary {k}" for k in range(1, 100))
+    provider = ScriptedProvider(default=lambda request: next(replies), window=2500)
+    plan = compaction.preview(workspace, sid, summarizer="model", provider=provider)
+    assert provider.calls > 1
+    # Each call is given the summary the call before it wrote.
+    for k, request in enumerate(provider.requests[1:], start=1):
+        assert f"Summary so far:\nsummary {k}\n" in request.messages[1].content
+    assert plan.new_summary == f"summary {provider.calls}"
+    for request in provider.requests:
+        assert COUNTER.count_request(request.messages) < 2500
+
+
+@pytest.mark.parametrize(
+    ("reply", "words"),
+    [
+        (ServerError("The server failed (500).", status=500), "The server failed"),
+        (UnreachableError("Cannot reach 127.0.0.1:9."), "Cannot reach"),
+        (Reply(text="   "), "empty summary"),
+    ],
+)
+def test_a_model_summarizer_failure_leaves_the_session_untouched_and_says_why(
+    workspace: Workspace, reply: Any, words: str
+) -> None:
+    sid = chat_session(workspace, 55, context=SessionContext(summary="Kept."))
+    before = snapshot(workspace, sid)
+    with pytest.raises(CompactionError, match=words) as caught:
+        compaction.compact(workspace, sid, summarizer="model", provider=ScriptedProvider([reply]))
+    assert "left unchanged" in str(caught.value)
+    assert snapshot(workspace, sid) == before
+    assert compaction.history(workspace, sid) == []
+
+
+def test_the_model_summarizer_without_a_configured_provider_says_so(
+    workspace: Workspace,
+) -> None:
+    sid = chat_session(workspace, 55)
+    with pytest.raises(CompactionError, match="No provider is configured"):
+        compaction.preview(workspace, sid, summarizer="model")
+    # A session with nothing to compact never needs the provider.
+    small = chat_session(workspace, 4)
+    assert not compaction.preview(workspace, small, summarizer="model").changed
+
+
+# -- policy and auto-compaction ------------------------------------------------------------------
+
+
+def test_the_agent_policy_applies_with_the_session_override(workspace: Workspace) -> None:
+    agent = workspace.repo.create_agent(
+        "compacting", memory_policy={"compaction": {"max_messages": 10, "keep_messages": 6}}
+    )
+    sid = chat_session(workspace, 12, agent_id=agent.id)
+    assert compaction.preview(workspace, sid).active_after == 6
+    workspace.repo.set_overrides(sid, {"compaction": {"keep_messages": 3}})
+    assert compaction.policy_for(workspace, sid).keep_messages == 3
+    assert compaction.preview(workspace, sid).active_after == 3
+
+
+def test_auto_compaction_is_off_unless_the_session_opts_in(workspace: Workspace) -> None:
+    sid = chat_session(workspace, 60)
+    before = snapshot(workspace, sid)
+    assert compaction.maybe_compact_before_send(workspace, sid) is None
+    assert snapshot(workspace, sid) == before
+
+
+def test_auto_compaction_before_a_send_compacts_records_and_refreshes_memory(
+    workspace: Workspace,
+) -> None:
+    overrides = {"compaction": {"auto": True, "max_messages": 10, "keep_messages": 4}}
+    sid = chat_session(workspace, 12, overrides=overrides)
+    memory = Memory.open(workspace.db, sid)
+    assert len(memory) == 13
+    result = compaction.maybe_compact_before_send(memory)
+    assert result is not None and result.changed
+    assert len(memory) == 5
+    assert [m.role for m in memory.messages()][0] == "system"
+    (record,) = compaction.history(workspace, sid)
+    assert record.details["auto"] is True
+    assert record.policy.startswith("auto:")
+    # Within the policy now: the next send does not compact again.
+    again = compaction.maybe_compact_before_send(memory)
+    assert again is not None and not again.changed
+    assert len(compaction.history(workspace, sid)) == 1
+    # An in-memory memory has nothing stored to compact.
+    assert compaction.maybe_compact_before_send(Memory()) is None
+
+
+def test_model_execute_compacts_an_opted_in_session_before_sending(
+    workspace: Workspace,
+) -> None:
+    from workbench.engine.model import Model
+
+    overrides = {"compaction": {"auto": True, "max_messages": 10, "keep_messages": 4}}
+    sid = chat_session(workspace, 12, overrides=overrides)
+    memory = Memory.open(workspace.db, sid)
+    provider = ScriptedProvider(["fine"])
+
+    Model(provider).with_memory(memory, auto=True).execute("and now?")
+
+    (record,) = compaction.history(workspace, sid)
+    assert record.details["auto"] is True
+    sent = provider.requests[0].messages
+    # The folded history left the request; the summary and the recent turns went.
+    assert len([m for m in sent if m.role != "system"]) == 5
+    assert any("Previous conversation summary" in m.content for m in sent)
+
+
+def test_auto_compaction_with_a_failing_model_reports_and_changes_nothing(
+    workspace: Workspace,
+) -> None:
+    overrides = {
+        "compaction": {"auto": True, "max_messages": 10, "keep_messages": 4, "summarizer": "model"}
+    }
+    sid = chat_session(workspace, 12, overrides=overrides)
+    before = snapshot(workspace, sid)
+    provider = ScriptedProvider([ServerError("The server failed (503).", status=503)])
+    result = compaction.maybe_compact_before_send(workspace, sid, provider=provider)
+    assert result is not None and not result.changed
+    assert "The server failed" in result.message
+    assert snapshot(workspace, sid) == before
+    ok = ScriptedProvider(["A short summary."])
+    result = compaction.maybe_compact_before_send(workspace, sid, provider=ok)
+    assert result is not None and result.changed
+    assert workspace.repo.get_context(sid).summary == "A short summary."
+
+
+def test_compaction_through_a_memory_keeps_it_in_step(workspace: Workspace) -> None:
+    sid = chat_session(workspace, 20)
+    memory = Memory.open(workspace.db, sid)
+    compaction.compact(memory, sid, keep=5)
+    assert len(memory) == 6
+    compaction.undo(memory, sid)
+    assert len(memory) == 21
+    with pytest.raises(CompactionError, match="stored session"):
+        compaction.preview(Memory(), 1)
+
+
+def test_the_model_summarizer_refuses_a_window_too_small_for_the_summary(
+    workspace: Workspace,
+) -> None:
+    sid = chat_session(workspace, 55, context=SessionContext(summary=long_text(0, 400)))
+    before = snapshot(workspace, sid)
+    provider = ScriptedProvider(["never sent"], window=400)
+    with pytest.raises(CompactionError, match=r"context window \(400 tokens\) has no room"):
+        compaction.compact(workspace, sid, summarizer="model", provider=provider)
+    assert provider.calls == 0
+    assert snapshot(workspace, sid) == before
+
+
+# -- the pieces the engine relies on ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("summary", ["", "Short.", SUMMARY_HEADING + "\n- user: hi\n- tool: x"])
+@pytest.mark.parametrize("instructions", [None, "Be brief."])
+def test_request_tokens_are_what_request_assembly_counts(
+    workspace: Workspace,
+    build_rich_session: Any,
+    summary: str,
+    instructions: str | None,
+) -> None:
+    from workbench.core.assembly import RequestParts, assemble
+
+    sid = build_rich_session(workspace)
+    history = load_active(workspace.db, sid)
+    expected = assemble(
+        RequestParts(instructions=instructions, summary=summary, history=history),
+        counter=COUNTER,
+    ).tokens.total
+    assert compaction.request_tokens(instructions, summary, history, COUNTER) == expected
+
+
+def test_the_lean_loader_reads_what_the_repository_reads(
+    workspace: Workspace, build_rich_session: Any
+) -> None:
+    sid = build_rich_session(workspace)
+    full = workspace.repo.list_messages(sid, states=["active"])
+    lean = load_active(workspace.db, sid)
+    fields = ("id", "position", "role", "content", "name", "tool_calls", "tool_call_id",
+              "token_count", "token_encoding", "important", "metadata", "state",
+              "compaction_id", "session_id")
+    assert [[getattr(m, f) for f in fields] for m in lean] == [
+        [getattr(m, f) for f in fields] for m in full
+    ]
+
+
+def test_a_broken_auto_policy_does_not_stop_a_send(workspace: Workspace) -> None:
+    sid = chat_session(workspace, 60, overrides={"compaction": {"auto": True, "keep": 3}})
+    before = snapshot(workspace, sid)
+    result = compaction.maybe_compact_before_send(workspace, sid)
+    assert result is not None and not result.changed
+    assert "no setting 'keep'" in result.message
+    assert snapshot(workspace, sid) == before
+    with pytest.raises(CompactionError, match="no setting 'keep'"):
+        compaction.preview(workspace, sid)

@@ -1,0 +1,310 @@
+"""Provider configs in the store (never a secret), providers built from them, connection
+tests, and the ``providers`` and ``chat`` commands against the protocol server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from protocol_server import Fault, ProtocolServer, openai_error
+
+from workbench.core.conversation import Message
+from workbench.core.provider import ChatRequest, ProviderConfig
+from workbench.engine.providers import ProviderSettings, build_provider, test_connection
+from workbench.engine.workspace import Workspace
+from workbench.errors import AuthenticationError, NotFoundError, StorageError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+Cli = Callable[..., Any]  # the ``cli`` fixture
+
+
+def config(server: ProtocolServer, name: str = "local", kind: str = "openai",
+           **fields: Any) -> ProviderConfig:
+    return ProviderConfig(name=name, kind=kind, base_url=server.url, model=server.model,
+                          **fields)
+
+
+@pytest.fixture
+def settings(db_path: Path) -> Any:
+    ws = Workspace.open(db_path)
+    try:
+        yield ProviderSettings(ws.db)
+    finally:
+        ws.close()
+
+
+# -- the store ---------------------------------------------------------------------------------
+
+
+def test_configs_round_trip_through_the_store(settings: ProviderSettings,
+                                              server: ProtocolServer) -> None:
+    stored = settings.add(config(server, api_key_env="LOCAL_KEY", context_window=2048,
+                                 max_output_tokens=256, temperature=0.3,
+                                 timeouts={"read": 30.0}, extra_headers={"X-Org": "lab"}))
+    assert stored.id is not None
+    again = settings.get("local")
+    assert again.to_json() == stored.to_json()
+    assert again.timeouts == {"read": 30.0} and again.extra_headers == {"X-Org": "lab"}
+    settings.add(config(server, name="claude", kind="anthropic"))
+    assert [c.name for c in settings.list()] == ["claude", "local"]
+    changed = settings.update("local", model="other", context_window=None)
+    assert (changed.model, changed.context_window) == ("other", None)
+    settings.remove("claude")
+    assert [c.name for c in settings.list()] == ["local"]
+
+
+def test_store_refuses_duplicates_unknown_kinds_and_missing_names(
+    settings: ProviderSettings, server: ProtocolServer
+) -> None:
+    settings.add(config(server))
+    with pytest.raises(StorageError, match="already exists"):
+        settings.add(config(server))
+    with pytest.raises(StorageError, match="not one of"):
+        settings.add(config(server, name="x", kind="gemini"))
+    with pytest.raises(StorageError, match="http"):
+        settings.add(ProviderConfig("y", "openai", "ftp://host", "m"))
+    with pytest.raises(NotFoundError, match="no provider named 'ghost'"):
+        settings.remove("ghost")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"api_key_env": "sk-test-SENTINEL-4f9c2a7be1d34c55"},
+        {"api_key_keyring": "sk-test-SENTINEL-4f9c2a7be1d34c55"},
+        {"extra_headers": {"X-Custom": "sk-test-SENTINEL-4f9c2a7be1d34c55"}},
+        {"extra_headers": {"Authorization": "Bearer sk-test-SENTINEL-4f9c2a7be1d34c55"}},
+        {"extra_headers": {"api-key": "abc"}},
+    ],
+)
+def test_a_key_typed_into_a_config_is_refused_and_not_echoed(
+    settings: ProviderSettings, server: ProtocolServer, db_path: Path,
+    sentinel_key: str, fields: dict[str, Any],
+) -> None:
+    with pytest.raises(StorageError) as caught:
+        settings.add(config(server, **fields))
+    assert sentinel_key not in str(caught.value)
+    assert settings.list() == []
+    assert sentinel_key.encode() not in db_path.read_bytes()
+
+
+# -- building and testing -----------------------------------------------------------------------
+
+
+def test_built_provider_sends_the_key_from_the_environment(
+    server: ProtocolServer, sentinel_key: str
+) -> None:
+    server.api_key = sentinel_key
+    provider = build_provider(config(server, api_key_env="LOCAL_KEY"),
+                              environ={"LOCAL_KEY": sentinel_key})
+    assert provider.complete(ChatRequest([Message("user", "Hi")])).text
+    assert server.chat_requests()[-1].headers["authorization"] == f"Bearer {sentinel_key}"
+    report = test_connection(config(server, api_key_env="LOCAL_KEY"),
+                             environ={"LOCAL_KEY": sentinel_key})
+    assert report.ok, report.sentence
+    assert server.chat_requests()[-1].headers["authorization"] == f"Bearer {sentinel_key}"
+    assert "context window 4096 tokens (from the server)" in report.sentence
+    assert sentinel_key not in report.sentence
+
+
+def test_missing_key_fails_before_any_request(server: ProtocolServer) -> None:
+    with pytest.raises(AuthenticationError, match="LOCAL_KEY"):
+        build_provider(config(server, api_key_env="LOCAL_KEY"), environ={})
+    report = test_connection(config(server, api_key_env="LOCAL_KEY"), environ={})
+    assert not report.ok and "LOCAL_KEY (not set)" in report.sentence
+    assert server.chat_requests() == []
+
+
+def test_connection_test_reports_a_refusal_as_a_sentence(
+    server: ProtocolServer, sentinel_key: str
+) -> None:
+    server.api_key = "the-right-one"
+    report = test_connection(config(server, api_key_env="K"), environ={"K": sentinel_key})
+    assert not report.ok
+    assert isinstance(report.error, AuthenticationError)
+    assert report.sentence.startswith("Cannot use 'local'")
+    assert sentinel_key not in report.sentence
+
+
+def test_choose_names_the_provider_to_use(settings: ProviderSettings,
+                                          server: ProtocolServer) -> None:
+    with pytest.raises(NotFoundError, match="providers add"):
+        settings.choose()
+    settings.add(config(server))
+    assert settings.choose() == "local"
+    settings.add(config(server, name="second"))
+    assert settings.choose(agent_provider="second") == "second"
+    with pytest.raises(NotFoundError, match="--provider"):
+        settings.choose()
+
+
+# -- providers command ---------------------------------------------------------------------------
+
+
+def test_providers_commands(cli: Cli, server: ProtocolServer) -> None:
+    added = cli("providers", "add", "local", "--kind", "openai", "--base-url", server.url,
+                "--model", server.model, "--api-key-env", "WB_TEST_KEY",
+                "--context-window", "2048", "--header", "X-Org=lab", "--timeout-read", "30")
+    assert added.code == 0, added.err
+    assert "Added provider 'local'" in added.out
+    listed = cli("providers", "list", "--json")
+    [entry] = json.loads(listed.out)
+    assert entry["api_key_env"] == "WB_TEST_KEY" and entry["context_window"] == 2048
+    assert entry["timeouts"] == {"read": 30.0} and entry["extra_headers"] == {"X-Org": "lab"}
+    table = cli("providers", "list").out
+    assert "local" in table and "env:WB_TEST_KEY" in table
+    assert cli("providers", "remove", "local").code == 0
+    assert "No providers yet" in cli("providers", "list").out
+    gone = cli("providers", "remove", "local")
+    assert gone.code == 1 and "no provider named 'local'" in gone.err
+
+
+def test_providers_test_command(cli: Cli, server: ProtocolServer, sentinel_key: str,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    server.api_key = sentinel_key
+    cli("providers", "add", "local", "--kind", "openai", "--base-url", server.url,
+        "--model", server.model, "--api-key-env", "WB_TEST_KEY")
+    monkeypatch.setenv("WB_TEST_KEY", "wrong-key-value")
+    refused = cli("providers", "test", "local")
+    assert refused.code == 1 and "refused" in refused.err
+    assert "wrong-key-value" not in refused.err
+    monkeypatch.setenv("WB_TEST_KEY", sentinel_key)
+    ok = cli("providers", "test", "local")
+    assert ok.code == 0 and ok.out.startswith("Connected to 'local'")
+    assert sentinel_key not in ok.out + ok.err
+
+
+# -- chat command ------------------------------------------------------------------------------
+
+
+def _add_provider(cli: Cli, server: ProtocolServer, kind: str = "openai") -> None:
+    result = cli("providers", "add", "local", "--kind", kind, "--base-url", server.url,
+                 "--model", server.model)
+    assert result.code == 0, result.err
+
+
+def _messages(cli: Cli, session: str) -> list[dict[str, Any]]:
+    shown = cli("show", session, "--json")
+    assert shown.code == 0, shown.err
+    return list(json.loads(shown.out)["messages"])
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_chat_streams_the_reply_and_records_it_with_usage(
+    cli: Cli, server: ProtocolServer, kind: str, stream: bool
+) -> None:
+    _add_provider(cli, server, kind)
+    args = ["chat", "Trip", "Plan a trip", "--new", "--max-tokens", "4"]
+    first = cli(*args, *([] if stream else ["--no-stream"]))
+    assert first.code == 0, first.err
+    assert first.out.strip() == "".join(server.reply_words[:4]).strip()
+    assert "in, 4 out" in first.err
+    second = cli("chat", "Trip", "And then?")
+    assert second.code == 0, second.err
+    messages = _messages(cli, "Trip")
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert messages[0]["content"] == "Plan a trip"
+    usage = messages[1]["metadata"]["usage"]
+    assert usage["output_tokens"] == 4
+    # The second request carried the first turn: history went to the server.
+    sent = server.chat_requests()[-1].body["messages"]
+    assert any("Plan a trip" in json.dumps(m) for m in sent)
+    context = json.loads(cli("show", "Trip", "--json").out)["context"]["token_usage"]
+    total_out = sum(m["metadata"]["usage"]["output_tokens"] for m in messages[1::2])
+    assert context["total_output"] == total_out
+
+
+def test_chat_failure_is_one_line_and_adds_nothing(cli: Cli, server: ProtocolServer) -> None:
+    _add_provider(cli, server)
+    assert cli("chat", "Trip", "Hello", "--new").code == 0
+    server.script(Fault("status", 400, openai_error(
+        "request (9000 tokens) exceeds the available context size (4096 tokens)",
+        "exceed_context_size_error", 400, n_prompt_tokens=9000, n_ctx=4096)))
+    failed = cli("chat", "Trip", "Another")
+    assert failed.code == 1
+    [line] = failed.err.strip().splitlines()
+    assert "9000 tokens" in line and "4096" in line
+    assert len(_messages(cli, "Trip")) == 2
+
+
+def test_chat_retries_a_rate_limit_and_says_so(cli: Cli, server: ProtocolServer) -> None:
+    _add_provider(cli, server)
+    server.script(Fault("status", 429, openai_error("slow down", "rate_limit_error"),
+                        {"Retry-After": "0"}))
+    result = cli("chat", "Trip", "Hello", "--new")
+    assert result.code == 0, result.err
+    assert "Retrying in 0.0 s (attempt 2 of 4)" in result.err
+    assert len(_messages(cli, "Trip")) == 2
+
+
+def test_chat_unknown_session_needs_new(cli: Cli, server: ProtocolServer) -> None:
+    _add_provider(cli, server)
+    result = cli("chat", "Nowhere", "Hello")
+    assert result.code == 1 and "Nowhere" in result.err
+    assert server.chat_requests() == []
+
+
+def test_ctrl_c_stops_the_chat_and_leaves_the_session_unchanged(
+    cli: Cli, server: ProtocolServer, db_path: Path
+) -> None:
+    _add_provider(cli, server)
+    assert cli("chat", "Trip", "Hello", "--new").code == 0
+    server.script(Fault("stall", after=2))
+    # The child restores Python's own SIGINT handling, which a parent may have disabled.
+    program = textwrap.dedent("""
+        import signal, sys
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        from workbench.cli import main
+        raise SystemExit(main(sys.argv[1:]))
+    """)
+    child = subprocess.Popen(
+        [sys.executable, "-c", program, "chat", "Trip", "Tell me more", "--db", str(db_path)],
+        cwd=REPO_ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stalling.wait(60), "the chat never reached the server"
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130, err
+    assert "stopped; nothing was added" in err
+    # At most what had streamed before the stall was shown.
+    assert "".join(server.reply_words[:2]).startswith(out.rstrip("\n"))
+    assert server.hung_up.wait(30)  # the connection was closed, not left hanging
+    assert len(_messages(cli, "Trip")) == 2
+
+
+def test_no_key_reaches_the_database(cli: Cli, server: ProtocolServer, db_path: Path,
+                                     sentinel_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    server.api_key = sentinel_key
+    monkeypatch.setenv("WB_TEST_KEY", sentinel_key)
+    assert cli("providers", "add", "local", "--kind", "openai", "--base-url", server.url,
+               "--model", server.model, "--api-key-env", "WB_TEST_KEY").code == 0
+    assert cli("providers", "test", "local").code == 0
+    assert cli("chat", "Trip", "Hello", "--new").code == 0
+    server.api_key = "rotated"
+    assert cli("chat", "Trip", "Again").code == 1
+    exported = db_path.parent / "export.json"
+    assert cli("export", "Trip", "--format", "context-json", "-o", exported).code == 0
+    with Workspace.open(db_path) as ws:  # the session's agent uses the provider
+        agent = ws.repo.default_agent()
+        ws.repo.update_agent(agent.id, provider="local")
+    preflight = cli("preflight", "Trip", "Next", "--json")
+    assert preflight.code == 0, preflight.err
+    assert server.url in preflight.out  # it described this provider's request
+    assert sentinel_key not in preflight.out + preflight.err
+    for path in db_path.parent.iterdir():
+        if path.is_file():
+            assert sentinel_key.encode() not in path.read_bytes(), path.name

@@ -1,0 +1,149 @@
+"""``workbench chat SESSION PROMPT``: one turn with a model, through the memory engine.
+
+The request is built from the session's memory (its agent's instructions, summary and
+history) by :class:`~workbench.engine.model.Model`; the reply streams to stdout as it
+arrives, and on success the prompt and the reply are appended to the session with the
+provider's usage. Ctrl+C stops the request at once (the connection is closed) and
+appends nothing, unless ``--keep-partial`` asks to keep what had arrived, marked as
+stopped. ``--new`` creates the session (titled SESSION) when there is none by that name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any
+
+from workbench.cli import open_workspace, print_json
+from workbench.core.provider import CancelToken
+from workbench.errors import CancelledError, NotFoundError
+
+EXIT_INTERRUPTED = 130
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be above zero")
+    return value
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from workbench.engine.memory import Memory
+    from workbench.engine.model import Model
+    from workbench.engine.providers import ProviderSettings
+
+    with open_workspace(args) as ws:
+        try:
+            info = ws.repo.find_session(args.session)
+        except NotFoundError:
+            if not args.new:
+                raise
+            info = ws.repo.create_session(args.session)
+        settings = ProviderSettings(ws.db)
+        memory = Memory.open(ws.repo, info.id)
+        agent = memory.agent() or ws.repo.default_agent()
+        name = settings.choose(args.provider, agent.provider)
+
+        def retrying(notice: Any) -> None:
+            print(f"workbench: {notice.error} Retrying in {notice.delay:.1f} s "
+                  f"(attempt {notice.attempt} of {notice.attempts}).", file=sys.stderr)
+
+        provider = settings.build(name, on_retry=retrying)
+        try:
+            model = Model(
+                provider,
+                instructions=agent.instructions or None,
+                max_tokens=args.max_tokens,
+                stream=not args.no_stream,
+            ).with_memory(memory, auto=True)
+            return _run(model, args)
+        finally:
+            provider.close()
+
+
+def _run(model: Any, args: argparse.Namespace) -> int:
+    cancel = CancelToken()
+    outcome: dict[str, Any] = {}
+    printed = {"any": False, "newline": True}
+
+    def show(text: str) -> None:
+        if args.json:
+            return
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        printed["any"] = True
+        printed["newline"] = text.endswith("\n")
+
+    def work() -> None:
+        try:
+            outcome["response"] = model.execute(
+                args.prompt, on_text=show, cancel=cancel, keep_partial=args.keep_partial
+            )
+        except BaseException as exc:  # handed to the main thread, which reports it
+            outcome["error"] = exc
+
+    # The call runs in a worker so that Ctrl+C in the main thread can stop it promptly
+    # through the cancel token (closing the connection) instead of unwinding mid-write.
+    worker = threading.Thread(target=work, name="workbench-chat", daemon=True)
+    worker.start()
+    interrupted = False
+    while worker.is_alive():
+        try:
+            worker.join(0.1)
+        except KeyboardInterrupt:
+            interrupted = True
+            cancel.cancel()
+    if printed["any"] and not printed["newline"]:
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    error = outcome.get("error")
+    response = outcome.get("response")
+    if interrupted or isinstance(error, CancelledError) or (response and response.stopped):
+        if response is not None and response.stopped and response.appended:
+            print("workbench: stopped; the partial reply was kept, marked as stopped.",
+                  file=sys.stderr)
+        else:
+            print("workbench: stopped; nothing was added to the session.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if error is not None:
+        raise error
+    assert response is not None
+    if args.json:
+        print_json({
+            "text": response.text,
+            "finish_reason": response.finish_reason,
+            "model": response.model,
+            "usage": response.usage.to_json() if response.usage else None,
+            "appended": [m.id for m in response.messages] if response.appended else [],
+        })
+    else:
+        if not printed["any"] and response.text:
+            print(response.text)
+        usage = response.usage
+        tokens = (f"{usage.input_tokens} in, {usage.output_tokens} out"
+                  if usage is not None else "usage not reported")
+        print(f"[{tokens}; finish: {response.finish_reason or '?'}]", file=sys.stderr)
+    return 0
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``chat`` to the ``workbench`` parser."""
+    p = subparsers.add_parser("chat", parents=[common],
+                              help="send a prompt in a session and stream the reply")
+    p.add_argument("session", help="session id, source id or title")
+    p.add_argument("prompt")
+    p.add_argument("--provider", metavar="NAME",
+                   help="provider to use (default: the agent's, else the only one)")
+    p.add_argument("--no-stream", action="store_true", help="wait for the whole reply")
+    p.add_argument("--max-tokens", type=_positive_int, metavar="N",
+                   help="longest reply, in tokens")
+    p.add_argument("--keep-partial", action="store_true",
+                   help="on Ctrl+C, keep the partial reply (marked as stopped)")
+    p.add_argument("--new", action="store_true",
+                   help="create the session, titled SESSION, if there is none by that name")
+    p.set_defaults(func=cmd_chat)

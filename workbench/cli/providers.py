@@ -1,0 +1,157 @@
+"""``workbench providers …``: add, list, remove and test model server configs.
+
+Configs never hold a key: ``--api-key-env VAR`` names an environment variable and
+``--keyring-entry E`` an OS keyring entry (service ``conversation-workbench``, user ``E``,
+or ``SERVICE:USER``) where the key is looked up at the moment of use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from workbench.cli import open_workspace, print_json
+from workbench.core.provider import PROVIDER_KINDS, ProviderConfig
+from workbench.engine.providers import ProviderSettings
+
+EXIT_FAILED = 1
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name.strip(), value.strip()
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be above zero")
+    return value
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    timeouts: dict[str, float | None] = {}
+    for name in ("connect", "read", "total"):
+        value = getattr(args, f"timeout_{name}")
+        if value is not None:
+            timeouts[name] = value
+    config = ProviderConfig(
+        name=args.name,
+        kind=args.kind,
+        base_url=args.base_url,
+        model=args.model,
+        api_key_env=args.api_key_env,
+        api_key_keyring=args.keyring_entry,
+        context_window=args.context_window,
+        max_output_tokens=args.max_output_tokens,
+        temperature=args.temperature,
+        timeouts=timeouts,
+        extra_headers=dict(args.header or []),
+    )
+    with open_workspace(args) as ws:
+        stored = ProviderSettings(ws.db).add(config)
+    if args.json:
+        print_json(stored.to_json())
+    else:
+        print(f"Added provider {stored.name!r}: {stored.kind} {stored.model} at {stored.base_url}.")
+    return 0
+
+
+def _key_text(config: ProviderConfig) -> str:
+    if config.api_key_keyring and config.api_key_env:
+        return f"keyring:{config.api_key_keyring} / env:{config.api_key_env}"
+    if config.api_key_keyring:
+        return f"keyring:{config.api_key_keyring}"
+    if config.api_key_env:
+        return f"env:{config.api_key_env}"
+    return "-"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with open_workspace(args) as ws:
+        configs = ProviderSettings(ws.db).list()
+    if args.json:
+        print_json([c.to_json() for c in configs])
+        return 0
+    if not configs:
+        print("No providers yet. Add one with: workbench providers add NAME --kind openai "
+              "--base-url URL --model MODEL")
+        return 0
+    rows: list[tuple[Any, ...]] = [("NAME", "KIND", "MODEL", "BASE URL", "KEY", "CONTEXT")]
+    for c in configs:
+        rows.append((c.name, c.kind, c.model, c.base_url, _key_text(c),
+                     c.context_window or "-"))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    with open_workspace(args) as ws:
+        ProviderSettings(ws.db).remove(args.name)
+    if args.json:
+        print_json({"removed": args.name})
+    else:
+        print(f"Removed provider {args.name!r}.")
+    return 0
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    with open_workspace(args) as ws:
+        report = ProviderSettings(ws.db).test(args.name)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        for notice in report.notices:
+            print(f"Note: {notice}", file=sys.stderr)
+        if report.ok:
+            print(report.sentence)
+        else:
+            print(f"workbench: {report.sentence}", file=sys.stderr)
+    return 0 if report.ok else EXIT_FAILED
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``providers`` and its subcommands to the ``workbench`` parser."""
+    parser = subparsers.add_parser("providers", help="model servers: add, list, remove, test")
+    sub = parser.add_subparsers(dest="providers_command", metavar="ACTION", required=True)
+
+    p = sub.add_parser("add", parents=[common], help="add a provider (the key stays outside)")
+    p.add_argument("name")
+    p.add_argument("--kind", required=True, choices=PROVIDER_KINDS)
+    p.add_argument("--base-url", required=True, metavar="URL",
+                   help="e.g. http://127.0.0.1:8080, https://api.openai.com/v1, "
+                   "https://api.anthropic.com")
+    p.add_argument("--model", required=True, metavar="M")
+    p.add_argument("--api-key-env", metavar="VAR",
+                   help="the environment variable that holds the API key")
+    p.add_argument("--keyring-entry", metavar="E",
+                   help="the OS keyring entry that holds the API key")
+    p.add_argument("--context-window", type=_positive_int, metavar="N",
+                   help="tokens, used when the server does not say and the model is unknown")
+    p.add_argument("--max-output-tokens", type=_positive_int, metavar="N")
+    p.add_argument("--temperature", type=float, metavar="T")
+    p.add_argument("--header", type=_header, action="append", metavar="NAME=VALUE",
+                   help="an extra header for every request (not for secrets)")
+    p.add_argument("--timeout-connect", type=float, metavar="S")
+    p.add_argument("--timeout-read", type=float, metavar="S")
+    p.add_argument("--timeout-total", type=float, metavar="S")
+    p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser("list", parents=[common], help="list providers")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("remove", parents=[common], help="remove a provider")
+    p.add_argument("name")
+    p.set_defaults(func=cmd_remove)
+
+    p = sub.add_parser("test", parents=[common], help="send a one-token request")
+    p.add_argument("name")
+    p.set_defaults(func=cmd_test)

@@ -1,0 +1,543 @@
+"""Request assembly: the messages of one model call, fitted to the token budget (SPEC §3).
+
+The parts go in this order: the **system message** (the agent's instructions, with the
+recalled memory entries under a heading when they are injected there), the **context
+block** (recalled entries when injected as context, and any structured context), the
+**summary** of folded history, the **history** (the session's active messages in order),
+and the **turn** (the new prompt, then whatever the current turn has added: assistant
+tool calls and their results).
+
+Fitting: the budget is the context window minus the tokens reserved for the reply and
+for the tool definitions (and at most the policy's cap). The system message, context,
+summary, a leading system message of the history and the turn always stay; if they alone
+exceed the budget, :class:`~workbench.errors.ContextBudgetError` names every size.
+History leaves oldest first, one *unit* at a time: an assistant message with tool calls
+and the tool messages answering it form one unit that stays or leaves whole, so the
+request never holds half of one. The kept history is always a recent suffix.
+
+Two shapes a provider would refuse are left out with a reason rather than sent: a tool
+result whose call is not in the history (``tool result without its call``) and an
+assistant tool call some of whose results are missing, together with the results it has
+(``tool call without its result``). Preflight shows both; memory itself is never changed
+by assembly.
+
+Speed: token counts come from each message's cache (``token_count`` with the encoding
+that produced it); only messages without a count in the counter's encoding are counted,
+and their counts are written back to them (see :attr:`AssembledRequest.counted`). The
+history is walked backwards from the newest message and the walk stops at the first unit
+that does not fit, so the cost grows with what is kept, not with the session's length.
+Everything older is reported as left out lazily, when :attr:`AssembledRequest.left_out`
+is read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.core.conversation import ROLES, Message
+from workbench.core.provider import ToolSpec
+from workbench.core.tokens import REPLY_PRIMING_TOKENS, TokenCounter
+from workbench.errors import ContextBudgetError, RequestError
+
+__all__ = [
+    "MEMORY_HEADING",
+    "REASON_BUDGET",
+    "REASON_EXCLUDED_SYSTEM",
+    "REASON_ORPHAN_RESULT",
+    "REASON_UNANSWERED_CALL",
+    "SUMMARY_HEADING",
+    "AssembledRequest",
+    "Budget",
+    "LeftOut",
+    "RequestParts",
+    "TokenBreakdown",
+    "assemble",
+    "call_ids",
+    "context_text",
+    "tool_units",
+    "tools_tokens",
+]
+
+MEMORY_HEADING = "Relevant memories from earlier conversations:"
+CONTEXT_HEADING = "Context for this conversation:"
+STRUCTURED_HEADING = "Structured context:"
+SUMMARY_HEADING = "Summary of the earlier conversation:"
+
+REASON_BUDGET = "did not fit the token budget"
+REASON_ORPHAN_RESULT = "tool result without its call"
+REASON_UNANSWERED_CALL = "tool call without its result"
+REASON_EXCLUDED_SYSTEM = "system message excluded by the memory policy"
+
+#: ``metadata["request_part"]`` of the messages assembly creates, so a viewer can tell
+#: them from stored history.
+PART_KEY = "request_part"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The tokens a request's messages may use.
+
+    ``context_window`` minus ``reserved_output`` (tokens kept for the reply), capped by
+    ``cap`` (a policy's token budget), minus ``tools`` (the tool definitions). ``None``
+    for both window and cap means no limit.
+    """
+
+    context_window: int | None = None
+    reserved_output: int = 0
+    tools: int = 0
+    cap: int | None = None
+
+    @property
+    def available(self) -> int | None:
+        """Tokens left for the messages (reply priming included), or ``None``."""
+        limits = []
+        if self.context_window is not None:
+            limits.append(self.context_window - self.reserved_output)
+        if self.cap is not None:
+            limits.append(self.cap)
+        if not limits:
+            return None
+        return min(limits) - self.tools
+
+    def describe(self) -> str:
+        """The budget's arithmetic in words, for error messages."""
+        if self.available is None:
+            return "no limit"
+        parts = []
+        if self.context_window is not None:
+            parts.append(
+                f"a context window of {self.context_window} minus {self.reserved_output} "
+                "reserved for the reply"
+            )
+        if self.cap is not None:
+            parts.append(f"the policy's token budget of {self.cap}")
+        text = " and at most ".join(parts)
+        if self.tools:
+            text += f", minus {self.tools} for the tool definitions"
+        return text
+
+    def to_json(self) -> dict[str, int | None]:
+        return {
+            "context_window": self.context_window,
+            "reserved_output": self.reserved_output,
+            "tools": self.tools,
+            "cap": self.cap,
+            "available": self.available,
+        }
+
+
+@dataclass
+class RequestParts:
+    """What goes into a request, before fitting.
+
+    ``memories`` are the recalled entries' texts, best first; ``inject`` says where they
+    go (``instructions`` or ``context``). ``context`` is structured context already
+    rendered as text (see :func:`context_text`). ``history`` holds the session's active
+    messages in order; ``turn`` the new prompt and what the current turn added.
+    """
+
+    instructions: str | None = None
+    memories: Sequence[str] = ()
+    inject: str = "instructions"
+    context: str | None = None
+    summary: str | None = None
+    history: Sequence[Message] = ()
+    turn: Sequence[Message] = ()
+    exclude_system: bool = False
+
+
+@dataclass
+class TokenBreakdown:
+    """Tokens per part of an assembled request; ``total`` includes the reply priming."""
+
+    system: int = 0
+    memory: int = 0
+    summary: int = 0
+    history: int = 0
+    prompt: int = 0
+
+    @property
+    def total(self) -> int:
+        return (
+            self.system + self.memory + self.summary + self.history + self.prompt
+            + REPLY_PRIMING_TOKENS
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "system": self.system,
+            "memory": self.memory,
+            "summary": self.summary,
+            "history": self.history,
+            "prompt": self.prompt,
+            "total": self.total,
+        }
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A history message the request does not carry, and why."""
+
+    message_id: int | None
+    position: int | None
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"message_id": self.message_id, "position": self.position, "reason": self.reason}
+
+
+@dataclass
+class AssembledRequest:
+    """The fitted messages of a request, their tokens per part, and what was left out."""
+
+    messages: list[Message]
+    tokens: TokenBreakdown
+    budget: Budget
+    history: list[Message]
+    counted: list[Message] = field(default_factory=list)
+    _source: Sequence[Message] = field(default=(), repr=False)
+    _start: int = field(default=0, repr=False)
+    _cut: int = field(default=-1, repr=False)
+    _failed: tuple[int, ...] = field(default=(), repr=False)
+    _leftover: tuple[int, ...] = field(default=(), repr=False)
+    _skipped: dict[int, str] = field(default_factory=dict, repr=False)
+    _exclude_system: bool = field(default=False, repr=False)
+    _left_out: list[LeftOut] | None = field(default=None, repr=False)
+
+    @property
+    def left_out(self) -> list[LeftOut]:
+        """Every history message not in the request, in order, with its reason."""
+        if self._left_out is None:
+            self._left_out = self._compute_left_out()
+        return self._left_out
+
+    @property
+    def left_out_count(self) -> int:
+        """How many history messages were left out (without building the list)."""
+        if self._left_out is not None:
+            return len(self._left_out)
+        prefix = max(0, self._cut - self._start + 1)
+        return prefix + len(self._failed) + len(self._leftover) + len(self._skipped)
+
+    def _compute_left_out(self) -> list[LeftOut]:
+        source = self._source
+        reasons: dict[int, str] = dict(self._skipped)
+        issued: set[str] = set()
+        # Everything up to the unit that did not fit leaves for the budget, except what
+        # would have been left out anyway; a forward pass tells those apart.
+        for i in range(self._start, self._cut + 1):
+            msg = source[i]
+            if msg.role == "tool" and (msg.tool_call_id or "") not in issued:
+                reasons[i] = REASON_ORPHAN_RESULT
+            elif msg.role == "system" and self._exclude_system:
+                reasons[i] = REASON_EXCLUDED_SYSTEM
+            else:
+                reasons[i] = REASON_BUDGET
+            if msg.role == "assistant" and msg.tool_calls:
+                issued.update(call_ids(msg))
+        for i in self._failed:
+            reasons[i] = REASON_BUDGET
+        for i in self._leftover:
+            found = (source[i].tool_call_id or "") in issued
+            reasons[i] = REASON_BUDGET if found else REASON_ORPHAN_RESULT
+        return [
+            LeftOut(source[i].id, source[i].position, reason)
+            for i, reason in sorted(reasons.items())
+        ]
+
+
+def call_ids(message: Message) -> list[str]:
+    """The ids of an assistant message's tool calls ('' for a call without an id)."""
+    ids = []
+    for call in message.tool_calls or ():
+        cid = call.get("id") if isinstance(call, dict) else None
+        ids.append(cid if isinstance(cid, str) else "")
+    return ids
+
+
+def tool_units(messages: Sequence[Message]) -> list[list[int]]:
+    """The messages' indices grouped into units, in order of each unit's first message.
+
+    An assistant message with tool calls and the tool messages answering its calls (the
+    nearest earlier call with the same id) are one unit; every other message, and a tool
+    result whose call is absent, is a unit of its own.
+    """
+    units: list[list[int]] = []
+    open_calls: dict[str, list[int]] = {}
+    for i, msg in enumerate(messages):
+        if msg.role == "tool":
+            unit = open_calls.get(msg.tool_call_id or "")
+            if unit is not None:
+                unit.append(i)
+                continue
+        unit = [i]
+        units.append(unit)
+        if msg.role == "assistant" and msg.tool_calls:
+            for cid in call_ids(msg):
+                if cid:
+                    open_calls[cid] = unit
+    return units
+
+
+def tools_tokens(tools: Sequence[ToolSpec], counter: TokenCounter) -> int:
+    """Tokens the tool definitions take, counted as their JSON text."""
+    if not tools:
+        return 0
+    text = json.dumps([t.to_openai() for t in tools], ensure_ascii=False, sort_keys=True)
+    return counter.count_text(text)
+
+
+def context_text(value: Any) -> str | None:
+    """Structured context rendered for the model: text as it is, anything else as JSON."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        value = dump(mode="json")
+    else:
+        to_json = getattr(value, "to_json", None)
+        if callable(to_json):
+            value = to_json()
+        else:
+            import dataclasses
+
+            if dataclasses.is_dataclass(value) and not isinstance(value, type):
+                value = dataclasses.asdict(value)
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True, default=str)
+
+
+def _memory_section(memories: Sequence[str]) -> str:
+    return MEMORY_HEADING + "\n" + "\n".join(f"- {m.strip()}" for m in memories)
+
+
+def _with_part(message: Message, part: str) -> Message:
+    message.metadata = {**message.metadata, PART_KEY: part}
+    return message
+
+
+class _Costs:
+    """Cached token counts, counting (and caching) only what is missing."""
+
+    def __init__(self, counter: TokenCounter):
+        self.counter = counter
+        self.encoding = counter.encoding_name
+        self.counted: list[Message] = []
+
+    def __call__(self, msg: Message) -> int:
+        count = msg.token_count
+        if count is None or msg.token_encoding != self.encoding:
+            count = self.counter.count_message(msg)
+            msg.token_count = count
+            msg.token_encoding = self.encoding
+            if msg.id is not None:
+                self.counted.append(msg)
+        return count
+
+
+def _check_role(msg: Message, where: str) -> None:
+    if msg.role not in ROLES:
+        ident = f" (message {msg.id})" if msg.id is not None else ""
+        raise RequestError(
+            f"The {where} holds a message{ident} with role {msg.role!r}; a role must be one of "
+            f"{', '.join(ROLES)}."
+        )
+
+
+def assemble(
+    parts: RequestParts,
+    *,
+    counter: TokenCounter,
+    budget: Budget | None = None,
+) -> AssembledRequest:
+    """Build and fit the messages of a request (see the module documentation).
+
+    Raises :class:`ContextBudgetError` when the parts that always stay exceed the budget,
+    and :class:`RequestError` for a message whose role is not a chat role.
+    """
+    budget = budget or Budget()
+    cost = _Costs(counter)
+    history = parts.history
+    for msg in parts.turn:
+        _check_role(msg, "prompt")
+
+    # -- the parts that always stay ---------------------------------------------------
+    start = 0
+    leading: Message | None = None
+    if history and history[0].role == "system" and not parts.exclude_system:
+        leading = history[0]
+        start = 1
+    instructions = (parts.instructions or "").strip()
+    memories = [m for m in parts.memories if m and m.strip()]
+    into_system = parts.inject != "context" and bool(memories)
+
+    head: list[Message] = []
+    tokens = TokenBreakdown()
+    slot_is_leading = not instructions and leading is not None
+    if instructions or slot_is_leading:
+        base = (
+            _with_part(Message(role="system", content=instructions), "system")
+            if instructions
+            else leading
+        )
+        assert base is not None
+        tokens.system = cost(base)
+        if into_system:
+            system = base.copy()
+            system.content = (
+                (base.content or "").rstrip() + "\n\n" + _memory_section(memories)
+            ).lstrip()
+            # A new message: its count must not be written back to the stored one.
+            system.id = None
+            system.token_count = None
+            system = _with_part(system, "system")
+            tokens.memory = cost(system) - tokens.system
+        else:
+            system = base
+        head.append(system)
+    elif into_system:
+        system = _with_part(Message(role="system", content=_memory_section(memories)), "memory")
+        tokens.memory = cost(system)
+        head.append(system)
+
+    block: list[str] = []
+    if memories and not into_system:
+        block.append(_memory_section(memories))
+    if parts.context:
+        block.append(STRUCTURED_HEADING + "\n" + parts.context.strip())
+    if block:
+        context = _with_part(
+            Message(role="system", content=CONTEXT_HEADING + "\n\n" + "\n\n".join(block)),
+            "context",
+        )
+        tokens.memory += cost(context)
+        head.append(context)
+    if parts.summary and parts.summary.strip():
+        summary = _with_part(
+            Message(role="system", content=SUMMARY_HEADING + "\n" + parts.summary.strip()),
+            "summary",
+        )
+        tokens.summary = cost(summary)
+        head.append(summary)
+    if leading is not None and not slot_is_leading:
+        tokens.system += cost(leading)
+    tokens.prompt = sum(cost(m) for m in parts.turn)
+
+    fixed = tokens.total
+    available = budget.available
+    if available is not None and fixed > available:
+        raise ContextBudgetError(
+            f"The request cannot fit: the system message ({tokens.system} tokens), recalled "
+            f"memory and context ({tokens.memory}), summary ({tokens.summary}) and prompt "
+            f"({tokens.prompt}) need {fixed} tokens with the reply priming, but only "
+            f"{available} are available ({budget.describe()}).",
+            needed=fixed,
+            budget=available,
+        )
+    room = None if available is None else available - fixed
+
+    # -- history, newest first ---------------------------------------------------------
+    kept: list[int] = []
+    skipped: dict[int, str] = {}
+    pending: dict[str, list[int]] = {}
+    failed: list[int] = []
+    used = 0
+    cut = start - 1
+    exclude_system = parts.exclude_system
+    encoding = cost.encoding
+    keep = kept.append
+    limit = room if room is not None else float("inf")
+    i = len(history) - 1
+    while i >= start:
+        msg = history[i]
+        role = msg.role
+        # The common case first, inlined: a plain user or assistant message.
+        if role == "user" or (role == "assistant" and not msg.tool_calls):
+            msg_cost = msg.token_count
+            if msg_cost is None or msg.token_encoding != encoding:
+                msg_cost = cost(msg)
+            if used + msg_cost > limit:
+                cut = i
+                break
+            used += msg_cost
+            keep(i)
+            i -= 1
+            continue
+        if role == "tool":
+            pending.setdefault(msg.tool_call_id or "", []).append(i)
+            i -= 1
+            continue
+        if role == "assistant":
+            members = [i]
+            answered = True
+            for tool_call in msg.tool_calls or ():
+                cid = tool_call.get("id") if isinstance(tool_call, dict) else None
+                found = pending.pop(cid, None) if isinstance(cid, str) and cid else None
+                if found is None:
+                    answered = False
+                else:
+                    members.extend(found)
+            if not answered:
+                for j in members:
+                    skipped[j] = REASON_UNANSWERED_CALL
+                i -= 1
+                continue
+            unit_cost = 0
+            for j in members:
+                unit_cost += cost(history[j])
+            if used + unit_cost > limit:
+                cut = i
+                failed = members[1:]
+                break
+            used += unit_cost
+            kept.extend(members)
+            i -= 1
+            continue
+        if role == "system" and exclude_system:
+            skipped[i] = REASON_EXCLUDED_SYSTEM
+            i -= 1
+            continue
+        if role not in ROLES:
+            _check_role(msg, "history")
+        msg_cost = cost(msg)
+        if used + msg_cost > limit:
+            cut = i
+            break
+        used += msg_cost
+        keep(i)
+        i -= 1
+
+    leftover: list[int] = []
+    for indices in pending.values():
+        if cut < start:
+            for j in indices:
+                skipped[j] = REASON_ORPHAN_RESULT
+        else:
+            leftover.extend(indices)
+
+    kept.sort()
+    kept_messages = [history[j] for j in kept]
+    tokens.history = used
+    messages = list(head)
+    if leading is not None and not slot_is_leading:
+        messages.append(leading)
+    messages.extend(kept_messages)
+    messages.extend(parts.turn)
+    return AssembledRequest(
+        messages=messages,
+        tokens=tokens,
+        budget=budget,
+        history=([leading] if leading is not None else []) + kept_messages,
+        counted=cost.counted,
+        _source=history,
+        _start=start,
+        _cut=cut,
+        _failed=tuple(failed),
+        _leftover=tuple(leftover),
+        _skipped=skipped,
+        _exclude_system=exclude_system,
+    )

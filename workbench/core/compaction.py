@@ -1,0 +1,731 @@
+"""Compaction planning (SPEC §4): which messages fold into the summary, and what changes.
+
+Everything here is pure: :func:`plan_compaction` takes a session's messages and context
+and returns a :class:`CompactionPlan` without touching a database or a network. The
+engine (:mod:`workbench.engine.compaction`) loads the session, runs this, shows the plan
+as a preview, and applies it in one transaction.
+
+**Policy** (:class:`CompactionPolicy`). Counts are of *active non-system* messages:
+
+* more than ``max_messages`` (50): fold the oldest until ``keep_messages`` (30) remain;
+* a request of more than ``max_tokens`` (100,000) tokens: fold the oldest half;
+* manual, at any time: a keep count (fold all but the newest N) or a chosen range of
+  positions.
+
+**What never folds**: a system message, a message marked important (or ``pinned`` in
+its metadata), and half of a tool-call group (an assistant message with tool calls and
+the tool results answering it). A group that would be cut keeps all its members, so the
+cut moves back to keep it whole. Everything newer than the cut stays as *recent*.
+Because of this the plan may keep more than the keep count; it never keeps fewer.
+
+**Summarizers** (:mod:`workbench.core.summarizers`, re-exported here) share
+:class:`Summarizer`: ``summarize(folded, previous)`` returns a :class:`SummaryDraft`
+that is either *appended* to the long-term summary or *replaces* it.
+:class:`ExtractiveSummarizer` writes one ``- role: text`` line per folded message under
+the ``Previous conversation summary:`` heading (appended; a summary that already ends
+with such a block is continued under the same heading); the model summarizer of the
+engine rewrites the whole summary with the previous one as its input.
+
+**Context clean-up**: facts are de-duplicated on their normalised text (case, spacing
+and final punctuation ignored), the first spelling kept, the order kept; tasks are
+pruned: only completed tasks whose last update is more than ``task_retention_hours``
+(24) old leave.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from workbench.core.assembly import tool_units
+from workbench.core.conversation import (
+    Message,
+    MessageState,
+    SessionContext,
+    Task,
+    TaskStatus,
+    as_utc,
+    format_time,
+)
+from workbench.core.summarizers import (
+    APPEND,
+    EXTRACTIVE,
+    MIN_LINE_CHARS,
+    MODEL,
+    REPLACE,
+    SUMMARIZERS,
+    SUMMARY_HEADING,
+    ExtractiveSummarizer,
+    Summarizer,
+    SummaryDraft,
+    combine_summary,
+    count_long_text,
+    message_line,
+    shorten,
+)
+from workbench.errors import WorkbenchError
+
+__all__ = [
+    "APPEND",
+    "EXTRACTIVE",
+    "MIN_LINE_CHARS",
+    "MODEL",
+    "REASON_IMPORTANT",
+    "REASON_OUTSIDE_RANGE",
+    "REASON_RECENT",
+    "REASON_SYSTEM",
+    "REASON_TOOL_GROUP",
+    "REPLACE",
+    "SUMMARIZERS",
+    "SUMMARY_HEADING",
+    "TRIGGER_KEEP",
+    "TRIGGER_MESSAGES",
+    "TRIGGER_NONE",
+    "TRIGGER_RANGE",
+    "TRIGGER_TOKENS",
+    "CompactionError",
+    "CompactionPlan",
+    "CompactionPolicy",
+    "CompactionRecord",
+    "ExtractiveSummarizer",
+    "FoldRange",
+    "KeptMessage",
+    "RequestTokens",
+    "Summarizer",
+    "SummaryDraft",
+    "combine_summary",
+    "count_long_text",
+    "dedupe_facts",
+    "fold_ranges",
+    "is_protected",
+    "message_line",
+    "normalize_fact",
+    "plan_compaction",
+    "prune_tasks",
+    "shorten",
+]
+
+
+TRIGGER_MESSAGES = "messages"
+TRIGGER_TOKENS = "tokens"
+TRIGGER_KEEP = "keep"
+TRIGGER_RANGE = "range"
+TRIGGER_NONE = "none"
+
+REASON_RECENT = "recent"
+REASON_IMPORTANT = "important"
+REASON_TOOL_GROUP = "tool group"
+REASON_SYSTEM = "system"
+REASON_OUTSIDE_RANGE = "outside the chosen range"
+
+_ACTIVE = MessageState.ACTIVE.value
+
+
+class CompactionError(WorkbenchError):
+    """A compaction could not be planned, applied or undone; the session is unchanged."""
+
+
+# -- policy ----------------------------------------------------------------------------------
+
+
+def _whole(key: str, value: Any, *, optional: bool, minimum: int) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise CompactionError(
+            f"Compaction setting {key!r} is {value!r}; it must be a whole number of at least "
+            f"{minimum}{' or null' if optional else ''}."
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """When and how a session compacts; an agent's default, a session's override.
+
+    ``max_messages`` / ``keep_messages``: more than this many active non-system messages
+    fold the oldest until ``keep_messages`` remain (``None`` turns the trigger off).
+    ``max_tokens``: a request of more tokens folds the oldest half (``None``: off).
+    ``summarizer`` is ``extractive`` or ``model``; the model summarizer uses the provider
+    named ``provider`` (else the agent's), ``model`` to override the provider's model,
+    and ``prompt`` instead of the default instructions. ``auto`` compacts before a send
+    when a trigger fires. ``line_chars`` bounds each extractive line, and
+    ``summary_chars`` the whole extractive summary: when many messages fold, each line
+    gets a share of it (never fewer than :data:`MIN_LINE_CHARS` characters), so folding
+    thousands of messages still gives a summary a model can read.
+    ``task_retention_hours`` is how long completed tasks stay after their last update.
+    """
+
+    max_messages: int | None = 50
+    keep_messages: int = 30
+    max_tokens: int | None = 100_000
+    summarizer: str = EXTRACTIVE
+    provider: str | None = None
+    model: str | None = None
+    prompt: str | None = None
+    auto: bool = False
+    line_chars: int = 160
+    summary_chars: int = 60_000
+    task_retention_hours: float = 24.0
+
+    def __post_init__(self) -> None:
+        _whole("max_messages", self.max_messages, optional=True, minimum=1)
+        _whole("keep_messages", self.keep_messages, optional=False, minimum=0)
+        _whole("max_tokens", self.max_tokens, optional=True, minimum=1)
+        _whole("line_chars", self.line_chars, optional=False, minimum=20)
+        _whole("summary_chars", self.summary_chars, optional=False, minimum=1000)
+        if self.max_messages is not None and self.keep_messages > self.max_messages:
+            raise CompactionError(
+                f"Compaction keeps {self.keep_messages} messages but triggers above "
+                f"{self.max_messages}; 'keep_messages' must not exceed 'max_messages'."
+            )
+        if self.summarizer not in SUMMARIZERS:
+            raise CompactionError(
+                f"Compaction summarizer {self.summarizer!r} is not one of "
+                f"{', '.join(SUMMARIZERS)}."
+            )
+        if not isinstance(self.auto, bool):
+            raise CompactionError("Compaction setting 'auto' must be true or false.")
+        hours = self.task_retention_hours
+        if isinstance(hours, bool) or not isinstance(hours, int | float) or hours < 0:
+            raise CompactionError(
+                f"Compaction setting 'task_retention_hours' is {hours!r}; it must be a number "
+                "of hours, 0 or more."
+            )
+        for key in ("provider", "model", "prompt"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, str):
+                raise CompactionError(f"Compaction setting {key!r} must be text or null.")
+
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any] | None, *overrides: Mapping[str, Any] | None
+    ) -> CompactionPolicy:
+        """A policy from an agent's ``compaction`` JSON, later mappings overriding earlier.
+
+        An unknown key raises :class:`CompactionError` naming it. ``None`` in an override
+        turns a trigger off (``max_messages``, ``max_tokens``) or clears a name
+        (``provider``, ``model``, ``prompt``); for the other keys it means "not set".
+        """
+        merged: dict[str, Any] = {}
+        known = {f.name for f in fields(cls)}
+        nullable = {"max_messages", "max_tokens", "provider", "model", "prompt"}
+        for source in (data, *overrides):
+            if not source:
+                continue
+            if not isinstance(source, Mapping):
+                raise CompactionError(
+                    f"A compaction policy must be a JSON object, not {type(source).__name__}."
+                )
+            unknown = sorted(set(source) - known)
+            if unknown:
+                raise CompactionError(
+                    f"Compaction policy has no setting {unknown[0]!r}; the settings are "
+                    f"{', '.join(sorted(known))}."
+                )
+            for key, value in source.items():
+                if value is not None or key in nullable:
+                    merged[key] = value
+        return cls(**merged)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The policy as JSON (what an agent or a session override stores)."""
+        return asdict(self)
+
+    def replace(self, **changes: Any) -> CompactionPolicy:
+        """A copy with some settings changed (checked like a new policy)."""
+        return CompactionPolicy(**{**asdict(self), **changes})
+
+    def trigger(self, active_count: int, request_tokens: int) -> tuple[str, int] | None:
+        """The trigger that fires for a session, with how many messages to keep.
+
+        When both fire, the one that folds more wins. ``None`` when neither fires.
+        """
+        fired: list[tuple[int, str]] = []
+        if self.max_messages is not None and active_count > self.max_messages:
+            fired.append((self.keep_messages, TRIGGER_MESSAGES))
+        if self.max_tokens is not None and request_tokens > self.max_tokens:
+            fired.append((active_count - active_count // 2, TRIGGER_TOKENS))
+        if not fired:
+            return None
+        keep, name = min(fired)
+        return name, keep
+
+    def describe(self) -> str:
+        """The triggers in words."""
+        parts = []
+        if self.max_messages is not None:
+            parts.append(
+                f"more than {self.max_messages} active messages fold down to "
+                f"{self.keep_messages}"
+            )
+        if self.max_tokens is not None:
+            parts.append(f"a request over {self.max_tokens} tokens folds the oldest half")
+        return "; ".join(parts) if parts else "no automatic trigger"
+
+
+# -- helpers on messages -------------------------------------------------------------------
+
+
+def is_protected(message: Message) -> bool:
+    """Whether a message never folds by itself: system, important or pinned."""
+    if message.role == "system" or message.important:
+        return True
+    meta = message.metadata
+    return bool(meta) and bool(meta.get("important") or meta.get("pinned"))
+
+
+def _position(message: Message) -> int:
+    return -1 if message.position is None else message.position
+
+
+# -- facts and tasks -----------------------------------------------------------------------
+
+_TRAILING = re.compile(r"[\s.!;:,]+$")
+
+
+def normalize_fact(fact: str) -> str:
+    """The form two facts are compared in: case-folded, spacing collapsed, no final
+    punctuation."""
+    return _TRAILING.sub("", " ".join(str(fact).split()).casefold())
+
+
+def dedupe_facts(facts: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(kept, removed)``: the first spelling of each fact in order, and the later
+    repeats (and empty facts) that go."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    removed: list[str] = []
+    for fact in facts:
+        key = normalize_fact(fact)
+        if not key or key in seen:
+            removed.append(fact)
+            continue
+        seen.add(key)
+        kept.append(fact)
+    return kept, removed
+
+
+def prune_tasks(
+    tasks: Sequence[Task], now: datetime, retention_hours: float = 24.0
+) -> tuple[list[Task], list[Task]]:
+    """``(kept, pruned)``: completed tasks last updated more than ``retention_hours``
+    before ``now`` are pruned; every other task stays (one with no time at all too,
+    since its age is unknown)."""
+    limit = as_utc(now) - timedelta(hours=retention_hours)
+    kept: list[Task] = []
+    pruned: list[Task] = []
+    for task in tasks:
+        stamp = task.updated_at or task.created_at
+        if (
+            task.status == TaskStatus.COMPLETED.value
+            and stamp is not None
+            and as_utc(stamp) < limit
+        ):
+            pruned.append(task)
+        else:
+            kept.append(task)
+    return kept, pruned
+
+
+# -- the plan ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FoldRange:
+    """A run of folded messages that are next to each other among the active ones."""
+
+    first_position: int | None
+    last_position: int | None
+    first_id: int | None
+    last_id: int | None
+    count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "first_position": self.first_position,
+            "last_position": self.last_position,
+            "first_id": self.first_id,
+            "last_id": self.last_id,
+            "count": self.count,
+        }
+
+
+@dataclass(frozen=True)
+class KeptMessage:
+    """An active message that stays, and why (recent, important, tool group, system,
+    outside the chosen range)."""
+
+    id: int | None
+    position: int | None
+    role: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "position": self.position, "role": self.role, "reason": self.reason}
+
+
+def fold_ranges(folded: Sequence[tuple[int, Message]]) -> list[FoldRange]:
+    """Runs of ``(index among the active messages, message)`` with consecutive indices."""
+    ranges: list[FoldRange] = []
+    start = 0
+    for k in range(1, len(folded) + 1):
+        if k == len(folded) or folded[k][0] != folded[k - 1][0] + 1:
+            first, last = folded[start][1], folded[k - 1][1]
+            ranges.append(
+                FoldRange(first.position, last.position, first.id, last.id, k - start)
+            )
+            start = k
+    return ranges
+
+
+@dataclass
+class CompactionPlan:
+    """What a compaction would do: a preview, and exactly what applying it writes.
+
+    ``folded_ids`` fold (state ``folded``, the compaction's id); ``kept`` lists every
+    active message that stays with its reason. ``summary`` is this compaction's summary
+    text (editable before applying) and ``summary_mode`` how it joins ``previous_summary``
+    into ``new_summary``. ``facts_after`` / ``tasks_after`` replace the context's facts
+    and tasks. ``tokens_before`` / ``tokens_after`` are the request's tokens (system
+    message, summary and history, without a new prompt). ``*_before`` fields record the
+    state the plan was made from, so applying a plan to a session that changed since is
+    refused. ``reason`` says why nothing would change when :attr:`changed` is false.
+    """
+
+    session_id: int | None
+    trigger: str
+    policy: str
+    summarizer: str
+    created_at: datetime
+    folded_ids: list[int] = field(default_factory=list)
+    ranges: list[FoldRange] = field(default_factory=list)
+    kept: list[KeptMessage] = field(default_factory=list)
+    summary: str = ""
+    summary_mode: str = APPEND
+    previous_summary: str = ""
+    facts_before: list[str] = field(default_factory=list)
+    facts_after: list[str] = field(default_factory=list)
+    facts_removed: list[str] = field(default_factory=list)
+    tasks_before: list[Task] = field(default_factory=list)
+    tasks_after: list[Task] = field(default_factory=list)
+    tasks_pruned: list[Task] = field(default_factory=list)
+    tokens_before: int = 0
+    tokens_after: int = 0
+    active_before: int = 0
+    reason: str = ""
+    auto: bool = False
+
+    @property
+    def changed(self) -> bool:
+        """Whether applying the plan changes anything (something folds)."""
+        return bool(self.folded_ids)
+
+    @property
+    def folded_count(self) -> int:
+        return len(self.folded_ids)
+
+    @property
+    def active_after(self) -> int:
+        """Active non-system messages left after applying."""
+        return self.active_before - len(self.folded_ids)
+
+    @property
+    def tokens_saved(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+    @property
+    def new_summary(self) -> str:
+        """The long-term summary after applying."""
+        if not self.changed:
+            return self.previous_summary
+        return combine_summary(self.previous_summary, self.summary, self.summary_mode)
+
+    def with_summary(self, summary: str, tokens_after: int | None = None) -> CompactionPlan:
+        """A copy whose summary the user edited (``tokens_after`` recounted by the caller)."""
+        return replace(
+            self,
+            summary=summary,
+            tokens_after=self.tokens_after if tokens_after is None else tokens_after,
+        )
+
+    def context_after(self, context: SessionContext) -> SessionContext:
+        """``context`` with this plan's summary, facts and tasks."""
+        out = context.copy()
+        if self.changed:
+            out.summary = self.new_summary
+            out.facts = list(self.facts_after)
+            out.tasks = [replace(t) for t in self.tasks_after]
+        return out
+
+    def details(self) -> dict[str, Any]:
+        """What the compaction record keeps beside its columns (for undo and the GUI)."""
+        return {
+            "trigger": self.trigger,
+            "auto": self.auto,
+            "folded_ids": list(self.folded_ids),
+            "ranges": [r.to_json() for r in self.ranges],
+            "summary_mode": self.summary_mode,
+            "facts_removed": list(self.facts_removed),
+            "tasks_pruned": [t.to_json() for t in self.tasks_pruned],
+            "active_before": self.active_before,
+            "active_after": self.active_after,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as JSON: the command line's keys first, then the whole preview."""
+        return {
+            "changed": self.changed,
+            "folded": self.folded_count,
+            "kept": self.active_after,
+            "summary": self.summary if self.changed else "",
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "reason": self.reason,
+            "session_id": self.session_id,
+            "trigger": self.trigger,
+            "policy": self.policy,
+            "summarizer": self.summarizer,
+            "summary_mode": self.summary_mode,
+            "new_summary": self.new_summary,
+            "folded_ids": list(self.folded_ids),
+            "ranges": [r.to_json() for r in self.ranges],
+            "kept_messages": [k.to_json() for k in self.kept],
+            "facts_after": list(self.facts_after),
+            "facts_removed": list(self.facts_removed),
+            "tasks_pruned": [t.to_json() for t in self.tasks_pruned],
+            "created_at": format_time(self.created_at),
+        }
+
+
+RequestTokens = Callable[[str, Sequence[Message]], int]
+"""``(summary, history) -> tokens`` of the request a session would send."""
+
+
+def _nothing(
+    base: dict[str, Any], reason: str, trigger: str = TRIGGER_NONE, policy: str = ""
+) -> CompactionPlan:
+    plan = CompactionPlan(**base, trigger=trigger, policy=policy or trigger)
+    plan.reason = "Nothing to compact: " + reason
+    plan.tokens_after = plan.tokens_before
+    return plan
+
+
+def plan_compaction(
+    messages: Sequence[Message],
+    context: SessionContext,
+    *,
+    policy: CompactionPolicy,
+    summarizer: Summarizer,
+    request_tokens: RequestTokens,
+    now: datetime,
+    keep: int | None = None,
+    fold_range: tuple[int, int] | None = None,
+    session_id: int | None = None,
+    auto: bool = False,
+) -> CompactionPlan:
+    """Plan a compaction of a session (see the module documentation).
+
+    ``messages`` are the session's messages in order (only the active ones are looked
+    at). ``keep`` folds all but the newest ``keep`` active non-system messages;
+    ``fold_range`` (first and last position, inclusive) folds the messages inside it;
+    with neither, the policy's triggers decide. ``request_tokens`` counts the request
+    for a summary and a history. The summarizer runs only when something folds; its
+    errors propagate and nothing is planned.
+    """
+    if keep is not None and fold_range is not None:
+        raise CompactionError("Give a keep count or a range to fold, not both.")
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
+        raise CompactionError(f"The keep count must be a whole number, 0 or more, not {keep!r}.")
+    active = [m for m in messages if m.state == _ACTIVE]
+    movable = [i for i, m in enumerate(active) if m.role != "system"]
+    n = len(movable)
+    previous = context.summary or ""
+    base: dict[str, Any] = {
+        "session_id": session_id,
+        "summarizer": summarizer.name,
+        "created_at": now,
+        "previous_summary": previous,
+        "facts_before": list(context.facts),
+        "facts_after": list(context.facts),
+        "tasks_before": [replace(t) for t in context.tasks],
+        "tasks_after": [replace(t) for t in context.tasks],
+        "tokens_before": request_tokens(previous, active),
+        "active_before": n,
+        "auto": auto,
+    }
+
+    # -- which messages are candidates ----------------------------------------------------
+    outside_reason = REASON_RECENT
+    if fold_range is not None:
+        first, last = fold_range
+        if first > last:
+            first, last = last, first
+        trigger, label = TRIGGER_RANGE, f"range {first}-{last}"
+        candidate = [False] * len(active)
+        for i in movable:
+            if first <= _position(active[i]) <= last:
+                candidate[i] = True
+        outside_reason = REASON_OUTSIDE_RANGE
+        if not any(candidate):
+            return _nothing(
+                base, f"no active message lies between positions {first} and {last}.",
+                trigger, label,
+            )
+    else:
+        if keep is not None:
+            trigger, keep_n, label = TRIGGER_KEEP, keep, f"keep {keep}"
+        else:
+            fired = policy.trigger(n, base["tokens_before"])
+            if fired is None:
+                return _nothing(
+                    base,
+                    f"{n} active message{'s' if n != 1 else ''} and "
+                    f"{base['tokens_before']} request tokens are within the policy "
+                    f"({policy.describe()}).",
+                )
+            trigger, keep_n = fired
+            label = (
+                f"over {policy.max_messages} messages, keep {keep_n}"
+                if trigger == TRIGGER_MESSAGES
+                else f"over {policy.max_tokens} tokens, keep {keep_n} (the newer half)"
+            )
+        if auto:
+            label = "auto: " + label
+        if n <= keep_n:
+            return _nothing(
+                base,
+                f"the session has {n} active message{'s' if n != 1 else ''}, no more than "
+                f"the {keep_n} to keep.",
+                trigger, label,
+            )
+        candidate = [False] * len(active)
+        for i in movable[: n - keep_n]:
+            candidate[i] = True
+
+    # -- groups and protected messages -------------------------------------------------------
+    folding = [False] * len(active)
+    reasons: dict[int, str] = {}
+    for unit in tool_units(active):
+        if len(unit) == 1:  # most messages: no tool group to keep whole
+            i = unit[0]
+            if candidate[i]:
+                if is_protected(active[i]):
+                    reasons[i] = REASON_SYSTEM if active[i].role == "system" else REASON_IMPORTANT
+                else:
+                    folding[i] = True
+            continue
+        inside = [i for i in unit if candidate[i]]
+        if not inside:
+            continue
+        if len(inside) == len(unit) and not any(is_protected(active[i]) for i in unit):
+            for i in unit:
+                folding[i] = True
+            continue
+        for i in inside:
+            msg = active[i]
+            if msg.role == "system":
+                reasons[i] = REASON_SYSTEM
+            elif is_protected(msg):
+                reasons[i] = REASON_IMPORTANT
+            else:
+                reasons[i] = REASON_TOOL_GROUP
+    kept: list[KeptMessage] = []
+    folded: list[tuple[int, Message]] = []
+    remaining: list[Message] = []
+    for i, msg in enumerate(active):
+        if folding[i]:
+            folded.append((i, msg))
+            continue
+        remaining.append(msg)
+        reason = reasons.get(i)
+        if reason is None:
+            reason = REASON_SYSTEM if msg.role == "system" else outside_reason
+        kept.append(KeptMessage(msg.id, msg.position, msg.role, reason))
+    if not folded:
+        return _nothing(
+            base,
+            "every message that would fold is important, a system message or part of a "
+            "tool-call group that must stay whole.",
+            trigger, label,
+        )
+
+    folded_messages = [m for _, m in folded]
+    draft = summarizer.summarize(folded_messages, previous)
+    facts_after, facts_removed = dedupe_facts(context.facts)
+    tasks_after, tasks_pruned = prune_tasks(context.tasks, now, policy.task_retention_hours)
+    plan = CompactionPlan(
+        **{**base, "facts_after": facts_after, "tasks_after": tasks_after},
+        trigger=trigger,
+        policy=label,
+        folded_ids=[int(m.id) for m in folded_messages if m.id is not None],
+        ranges=fold_ranges(folded),
+        kept=kept,
+        summary=draft.text,
+        summary_mode=draft.mode,
+        facts_removed=facts_removed,
+        tasks_pruned=tasks_pruned,
+    )
+    if len(plan.folded_ids) != len(folded_messages):
+        raise CompactionError("Only stored messages (with ids) can be compacted.")
+    plan.tokens_after = request_tokens(plan.new_summary, remaining)
+    return plan
+
+
+# -- records -------------------------------------------------------------------------------
+
+
+@dataclass
+class CompactionRecord:
+    """One applied compaction as the store keeps it (the GUI's timeline marker)."""
+
+    id: int
+    session_id: int
+    created_at: datetime
+    policy: str
+    summarizer: str
+    tokens_before: int
+    tokens_after: int
+    folded_count: int
+    summary: str
+    undone_at: datetime | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def undone(self) -> bool:
+        return self.undone_at is not None
+
+    @property
+    def tokens_saved(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+    @property
+    def folded_ids(self) -> list[int]:
+        return [int(i) for i in self.details.get("folded_ids", [])]
+
+    @property
+    def marker_position(self) -> int | None:
+        """Where the timeline shows the marker: the last folded message's position."""
+        ranges = self.details.get("ranges") or []
+        positions = [r.get("last_position") for r in ranges if r.get("last_position") is not None]
+        return max(positions) if positions else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "created_at": format_time(self.created_at),
+            "policy": self.policy,
+            "summarizer": self.summarizer,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "tokens_saved": self.tokens_saved,
+            "folded": self.folded_count,
+            "summary": self.summary,
+            "undone_at": format_time(self.undone_at),
+            "marker_position": self.marker_position,
+        }
+

@@ -1,0 +1,140 @@
+"""The memory policy of an agent (SPEC §3), read from its free-JSON ``memory_policy``.
+
+An agent stores its policy as a JSON object; sessions may override parts of it (their
+``overrides["memory_policy"]``). :meth:`MemoryPolicy.from_dict` merges and checks the
+values, filling in the defaults:
+
+=================  ================  ==============================================
+key                default           meaning
+=================  ================  ==============================================
+``mode``           ``auto``          ``auto``: a successful call appends the turn to
+                                     memory; ``manual``: nothing is appended
+``scope``          ``agent``         long-term entries are the agent's, or the
+                                     session's alone (``session``)
+``namespace``      ``default``       a name that keeps sets of entries apart
+``capture``        ``manual``        ``conversation``: every successful turn is
+                                     written as an entry; ``manual``: only what is
+                                     remembered on purpose; ``off``: nothing
+``inject``         ``instructions``  recalled entries go into the system message, or
+                                     into a separate context message (``context``)
+``max_entries``    5                 how many entries are recalled per call
+``max_messages``   none              a sliding window over the session's messages
+``token_budget``   none              a cap on the request's tokens, below the window
+``reserve_output`` none              tokens kept free for the reply (none: the
+                                     provider's max output, else a default)
+``exclude_system`` false             leave system messages inside the history out
+=================  ================  ==============================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from workbench.errors import RequestError
+
+__all__ = ["CAPTURES", "INJECTS", "MODES", "SCOPES", "MemoryPolicy"]
+
+MODES = ("auto", "manual")
+SCOPES = ("agent", "session")
+CAPTURES = ("manual", "conversation", "off")
+INJECTS = ("instructions", "context")
+
+
+def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise RequestError(
+            f"Memory policy {key!r} is {value!r}; it must be one of {', '.join(allowed)}."
+        )
+    return str(value)
+
+
+def _count(key: str, value: Any, *, optional: bool, minimum: int) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise RequestError(
+            f"Memory policy {key!r} is {value!r}; it must be a whole number of at least "
+            f"{minimum}{' or null' if optional else ''}."
+        )
+    return value
+
+
+# Keys of an agent's memory_policy JSON that belong to other policies, not this one.
+FOREIGN_SECTIONS = frozenset({"compaction"})
+
+@dataclass(frozen=True)
+class MemoryPolicy:
+    """How an agent's memory behaves; see the module documentation for each field."""
+
+    mode: str = "auto"
+    scope: str = "agent"
+    namespace: str = "default"
+    capture: str = "manual"
+    inject: str = "instructions"
+    max_entries: int = 5
+    max_messages: int | None = None
+    token_budget: int | None = None
+    reserve_output: int | None = None
+    exclude_system: bool = False
+
+    def __post_init__(self) -> None:
+        _choice("mode", self.mode, MODES)
+        _choice("scope", self.scope, SCOPES)
+        _choice("capture", self.capture, CAPTURES)
+        _choice("inject", self.inject, INJECTS)
+        if not isinstance(self.namespace, str) or not self.namespace.strip():
+            raise RequestError("Memory policy 'namespace' must be a non-empty name.")
+        _count("max_entries", self.max_entries, optional=False, minimum=0)
+        _count("max_messages", self.max_messages, optional=True, minimum=1)
+        _count("token_budget", self.token_budget, optional=True, minimum=1)
+        _count("reserve_output", self.reserve_output, optional=True, minimum=0)
+        if not isinstance(self.exclude_system, bool):
+            raise RequestError("Memory policy 'exclude_system' must be true or false.")
+
+    @property
+    def auto(self) -> bool:
+        """Whether a successful call appends its turn to memory."""
+        return self.mode == "auto"
+
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any] | None, *overrides: Mapping[str, Any] | None
+    ) -> MemoryPolicy:
+        """A policy from an agent's JSON, with later mappings overriding earlier ones.
+
+        Unknown keys raise :class:`RequestError` naming them, so a typo is not silently
+        ignored. ``None`` leaves an earlier value alone, except for the optional numbers
+        (``max_messages``, ``token_budget``, ``reserve_output``), where it clears them.
+        """
+        merged: dict[str, Any] = {}
+        known = {f.name for f in fields(cls)}
+        for source in (data, *overrides):
+            if not source:
+                continue
+            if not isinstance(source, Mapping):
+                raise RequestError(
+                    f"A memory policy must be a JSON object, not {type(source).__name__}."
+                )
+            # Sections other policies keep in the same agent JSON (compaction).
+            unknown = sorted(set(source) - known - FOREIGN_SECTIONS)
+            if unknown:
+                raise RequestError(
+                    f"Memory policy has no setting {unknown[0]!r}; the settings are "
+                    f"{', '.join(sorted(known))}."
+                )
+            for key, value in source.items():
+                if key in FOREIGN_SECTIONS:
+                    continue
+                if value is not None or key in ("max_messages", "token_budget", "reserve_output"):
+                    merged[key] = value
+        return cls(**merged)
+
+    def replace(self, **changes: Any) -> MemoryPolicy:
+        """A copy with some settings changed (checked like a new policy)."""
+        return MemoryPolicy(**{**asdict(self), **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The policy as the JSON an agent stores."""
+        return asdict(self)

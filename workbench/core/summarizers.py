@@ -1,0 +1,212 @@
+"""Summarizers for compaction (SPEC §4) and the text helpers they share.
+
+Every summarizer has ``summarize(folded, previous)`` and returns a :class:`SummaryDraft`:
+text that is either *appended* to the session's long-term summary or *replaces* it
+(:func:`combine_summary` joins them). :class:`ExtractiveSummarizer` needs no model: one
+``- role: text`` line per folded message under the ``Previous conversation summary:``
+heading, long texts shortened. The model summarizer lives in the engine
+(:class:`workbench.engine.compaction.ModelSummarizer`): it talks to a provider.
+
+:func:`count_long_text` counts a long summary exactly on several threads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol
+
+from workbench.core.conversation import Message
+from workbench.core.tokens import TokenCounter
+
+__all__ = [
+    "APPEND",
+    "EXTRACTIVE",
+    "MIN_LINE_CHARS",
+    "MODEL",
+    "REPLACE",
+    "SUMMARIZERS",
+    "SUMMARY_HEADING",
+    "ExtractiveSummarizer",
+    "Summarizer",
+    "SummaryDraft",
+    "combine_summary",
+    "count_long_text",
+    "message_line",
+    "shorten",
+]
+
+SUMMARY_HEADING = "Previous conversation summary:"
+
+#: The fewest characters of text an extractive line keeps, however many messages fold.
+MIN_LINE_CHARS = 40
+
+EXTRACTIVE = "extractive"
+MODEL = "model"
+SUMMARIZERS: tuple[str, ...] = (EXTRACTIVE, MODEL)
+
+APPEND = "append"
+REPLACE = "replace"
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` on one line (runs of whitespace become one space), cut to ``limit``
+    characters with an ellipsis."""
+    # Only a bounded head of a long text is ever looked at: collapsing the whitespace of
+    # a 100 kB tool result to keep 160 characters of it would be wasted work.
+    span = limit * 2 + 8
+    while True:
+        whole = len(text) <= span
+        flat = " ".join((text if whole else text[:span]).split())
+        if whole and len(flat) <= limit:
+            return flat
+        if len(flat) > limit or whole:
+            return flat[: limit - 1].rstrip() + "…"
+        span *= 4  # mostly whitespace so far: look further
+
+
+def _call_names(message: Message) -> list[str]:
+    names = []
+    for call in message.tool_calls or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        spec = function if isinstance(function, dict) else call
+        name = spec.get("name") if isinstance(spec, dict) else None
+        names.append(str(name) if name else "a tool")
+    return names
+
+
+def message_line(message: Message, limit: int = 160) -> str:
+    """One ``- role: text`` line for a message, its text shortened to ``limit``."""
+    text = message.content or ""
+    if message.role == "assistant" and message.tool_calls:
+        called = "called " + ", ".join(_call_names(message))
+        text = f"{text} [{called}]" if text.strip() else f"[{called}]"
+    elif message.role == "tool" and message.name:
+        text = f"{message.name} → {text}"
+    body = shorten(text, limit) if text.strip() else "(empty)"
+    return f"- {message.role}: {body}"
+
+
+def count_long_text(
+    counter: TokenCounter, text: str, *, piece: int = 1 << 15, workers: int | None = None
+) -> int:
+    """``counter.count_text(text)``, exactly, on several threads when the text is long.
+
+    The text is cut only just before a line that starts with ``-`` (every extractive
+    summary line). tiktoken's encodings always end a pre-token at a line break that is
+    followed by ``-``, and merges never cross pre-tokens, so the pieces' counts add up
+    to the whole text's count. The estimate counter (characters / 4) is not additive and
+    counts the whole text at once.
+    """
+    workers = workers or os.cpu_count() or 1
+    # On one or two cores the threads mostly wait for each other (measured slower than
+    # one thread on a busy two-core machine), so they start from four cores.
+    if counter.estimated or workers < 4 or len(text) < 2 * piece:
+        return counter.count_text(text)
+    size = max(piece, len(text) // (workers * 2))
+    pieces: list[str] = []
+    start = 0
+    while start < len(text):
+        cut = text.find("\n-", start + size)
+        if cut < 0:
+            pieces.append(text[start:])
+            break
+        pieces.append(text[start : cut + 1])
+        start = cut + 1
+    if len(pieces) == 1:
+        return counter.count_text(text)
+    with ThreadPoolExecutor(min(workers, len(pieces)), thread_name_prefix="count") as pool:
+        return sum(pool.map(counter.count_text, pieces))
+
+
+@dataclass(frozen=True)
+class SummaryDraft:
+    """A summarizer's text and whether it is appended to the long-term summary or
+    replaces it."""
+
+    text: str
+    mode: str = APPEND
+
+
+class Summarizer(Protocol):
+    """Turns the folded messages (and the previous summary) into summary text."""
+
+    name: str
+
+    def summarize(self, folded: Sequence[Message], previous: str) -> SummaryDraft:
+        """The summary of ``folded``; ``previous`` is the session's long-term summary."""
+        ...
+
+
+class ExtractiveSummarizer:
+    """Deterministic, no model: one ``- role: text`` line per folded message under the
+    ``Previous conversation summary:`` heading, each text cut to ``line_chars``, or to
+    an equal share of ``summary_chars`` when that is smaller (but at least
+    :data:`MIN_LINE_CHARS`)."""
+
+    name = EXTRACTIVE
+
+    def __init__(self, line_chars: int = 160, summary_chars: int | None = None):
+        self.line_chars = line_chars
+        self.summary_chars = summary_chars
+
+    def line_limit(self, count: int) -> int:
+        """The characters each of ``count`` lines may keep."""
+        if self.summary_chars is None or count <= 0:
+            return self.line_chars
+        share = self.summary_chars // count
+        return max(min(MIN_LINE_CHARS, self.line_chars), min(self.line_chars, share))
+
+    def summarize(self, folded: Sequence[Message], previous: str) -> SummaryDraft:
+        limit = self.line_limit(len(folded))
+        span = limit * 2 + 8
+        lines = [SUMMARY_HEADING]
+        append = lines.append
+        # message_line inlined for plain text, which is nearly every message: folding
+        # ten thousand messages spends its time here.
+        for msg in folded:
+            text = msg.content
+            if (msg.tool_calls and msg.role == "assistant") or (msg.name and msg.role == "tool"):
+                append(message_line(msg, limit))
+                continue
+            if not text:
+                append(f"- {msg.role}: (empty)")
+                continue
+            short = len(text) <= span
+            flat = " ".join((text if short else text[:span]).split())
+            if len(flat) > limit:
+                flat = flat[: limit - 1].rstrip() + "…"
+            elif not short:
+                flat = shorten(text, limit)  # mostly whitespace at its start
+            elif not flat:
+                flat = "(empty)"
+            append(f"- {msg.role}: {flat}")
+        return SummaryDraft("\n".join(lines), APPEND)
+
+
+def _last_block(text: str) -> str:
+    cut = text.rfind("\n\n")
+    return text[cut + 2 :] if cut >= 0 else text
+
+
+def combine_summary(previous: str, text: str, mode: str) -> str:
+    """The long-term summary after a compaction whose summary is ``text``.
+
+    ``replace`` takes ``text`` as it is. ``append`` adds it after ``previous`` with a
+    blank line between; when both ``previous`` ends with and ``text`` starts with an
+    extractive block, the new lines continue the old block under its one heading.
+    """
+    new = text.strip()
+    if mode == REPLACE:
+        return new
+    old = previous.rstrip()
+    if not new:
+        return old
+    if not old:
+        return new
+    if new.startswith(SUMMARY_HEADING) and _last_block(old).lstrip().startswith(SUMMARY_HEADING):
+        rest = new[len(SUMMARY_HEADING) :].strip("\n")
+        return old + "\n" + rest if rest else old
+    return old + "\n\n" + new

@@ -1,0 +1,176 @@
+"""Chatting in a stored session: the model for a session, one streamed turn, the gauge.
+
+What the desktop composer (and any other front end) needs around
+:class:`~workbench.engine.model.Model`:
+
+* :func:`provider_names` and :func:`choose_provider`: the configured providers and the
+  one a session's agent would use;
+* :func:`stream_turn`: one turn in a session as a generator of run events (text as it
+  arrives, tool activity) that returns the :class:`~workbench.engine.model.Response`;
+  the caller's :class:`~workbench.core.provider.CancelToken` stops it at once;
+* :func:`context_gauge`: the tokens the next request would carry against the model's
+  context window (from preflight; estimated from the session's cached count for very
+  long sessions, whose preflight would read every message);
+* :func:`last_turn`: the last user message and what followed it, for "regenerate".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from workbench.core.conversation import Message
+from workbench.core.provider import CancelToken
+from workbench.core.tokens import get_counter
+from workbench.engine.memory import Memory
+from workbench.engine.model import Model, Response, RunEvent
+from workbench.engine.providers import ProviderSettings, build_provider
+from workbench.engine.workspace import Workspace
+from workbench.errors import NotFoundError
+
+__all__ = [
+    "GAUGE_PREFLIGHT_LIMIT",
+    "ContextGauge",
+    "choose_provider",
+    "context_gauge",
+    "last_turn",
+    "provider_names",
+    "stream_turn",
+]
+
+#: Sessions with more messages than this get an estimated gauge (see the module doc).
+GAUGE_PREFLIGHT_LIMIT = 5_000
+
+
+def provider_names(ws: Workspace) -> list[str]:
+    """Names of the configured providers, sorted."""
+    return [config.name for config in ProviderSettings(ws.db).list()]
+
+
+def provider_model(ws: Workspace, name: str) -> str:
+    """The model a provider config names."""
+    return ProviderSettings(ws.db).get(name).model
+
+
+def choose_provider(ws: Workspace, session_id: int | None = None) -> str | None:
+    """The provider a session's agent uses, else the only one configured, else None."""
+    settings = ProviderSettings(ws.db)
+    agent_provider = None
+    if session_id:
+        try:
+            info = ws.repo.get_session(session_id)
+            agent_provider = ws.repo.get_agent(info.agent_id).provider
+        except NotFoundError:
+            agent_provider = None
+    try:
+        return settings.choose(None, agent_provider)
+    except NotFoundError:
+        return None
+
+
+def _provider(ws: Workspace, name: str, model: str | None, **options: Any) -> Any:
+    config = ProviderSettings(ws.db).get(name)
+    if model and model != config.model:
+        config = replace(config, model=model)
+    return build_provider(config, **options)
+
+
+def stream_turn(
+    ws: Workspace,
+    session_id: int,
+    prompt: str,
+    *,
+    provider: str,
+    model: str | None = None,
+    auto: bool = True,
+    cancel: CancelToken | None = None,
+    keep_partial: bool = False,
+) -> Generator[RunEvent, None, Response]:
+    """One turn in a stored session, as its events; returns the response.
+
+    The request is built from the session's memory with its agent's instructions. With
+    ``auto`` the prompt and the reply (and any tool messages) are appended when the turn
+    succeeds; without it nothing is stored. A cancelled turn raises
+    :class:`~workbench.errors.CancelledError` (or, with ``keep_partial``, keeps the
+    partial reply marked as stopped).
+    """
+    client = _provider(ws, provider, model)
+    memory = Memory.open(ws.repo, session_id)
+    try:
+        agent = memory.agent() or ws.repo.default_agent()
+        chat = Model(client, instructions=agent.instructions or None).with_memory(
+            memory, auto=auto)
+        run = chat.stream_run(prompt, cancel=cancel, keep_partial=keep_partial)
+        yield from run
+        assert run.response is not None
+        return run.response
+    finally:
+        client.close()
+        memory.close()
+
+
+@dataclass(frozen=True)
+class ContextGauge:
+    """Tokens the next request would carry and the model's window (None: unknown)."""
+
+    request_tokens: int
+    window: int | None
+    estimated: bool = False  # True when taken from the session's cached count
+    left_out: int = 0  # history messages the request would leave out
+
+    @property
+    def fraction(self) -> float | None:
+        if not self.window:
+            return None
+        return self.request_tokens / self.window
+
+
+def context_gauge(
+    ws: Workspace,
+    session_id: int,
+    *,
+    provider: str | None,
+    model: str | None = None,
+    prompt: str = "",
+    window: int | None = None,
+) -> ContextGauge:
+    """The request's size against the window.
+
+    The provider is asked for its window (over the network) unless ``window`` is given.
+    """
+    info = ws.repo.get_session(session_id)
+    client = _provider(ws, provider, model) if provider else None
+    try:
+        if window is None and client is not None:
+            window = client.context_window()
+        if info.message_count > GAUGE_PREFLIGHT_LIMIT:
+            tokens = info.token_count + (get_counter().count_text(prompt) if prompt else 0)
+            return ContextGauge(tokens, window, estimated=True)
+        from workbench.engine.preflight import preflight_session
+
+        result = preflight_session(ws, session_id, prompt, provider=client,
+                                   context_window=window)
+        # Without a provider the window preflight assumes is not the model's: say none.
+        known_window = (window or result.budget.context_window) if client is not None else None
+        return ContextGauge(result.tokens.total, known_window, left_out=len(result.left_out))
+    finally:
+        if client is not None:
+            client.close()
+
+
+def last_turn(ws: Workspace, session_id: int) -> tuple[Message | None, list[Message]]:
+    """The session's last user message and the messages after it (oldest first)."""
+    after: list[Message] = []
+    before = 2**62
+    while True:
+        page = ws.repo.page_before(session_id, before_position=before, limit=50)
+        if not page:
+            return None, list(reversed(after))
+        for message in reversed(page):
+            if message.role == "user":
+                return message, list(reversed(after))
+            after.append(message)
+        before = int(page[0].position or 0)
+        if before == 0:
+            return None, list(reversed(after))

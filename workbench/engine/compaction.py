@@ -1,0 +1,603 @@
+"""Compaction of stored sessions (SPEC §4): preview, apply, undo, the model summarizer,
+and auto-compaction before a send.
+
+::
+
+    plan = preview(ws, session_id)                 # a dry run: nothing is written
+    plan.folded_ids, plan.kept, plan.summary, plan.tokens_before, plan.tokens_after
+    result = apply(ws, plan, summary=edited_text)  # one transaction
+    undo(ws, session_id)                           # the last compaction, exactly
+
+``target`` everywhere is a :class:`~workbench.engine.workspace.Workspace`, a
+:class:`~workbench.store.repository.Repository`, a :class:`~workbench.store.db.Database`
+or a store-backed :class:`~workbench.engine.memory.Memory` (which is refreshed after a
+change). ``session`` is a session id or anything ``Repository.find_session`` accepts.
+
+The policy of a session is its agent's ``memory_policy["compaction"]`` overridden by the
+session's ``overrides["compaction"]`` (see :class:`CompactionPolicy`). The request's
+tokens before and after are counted by request assembly with the agent's instructions,
+the long-term summary and the active history (no new prompt, no recalled memory).
+
+The model summarizer sends the previous summary and the folded messages to a provider
+and takes its reply as the new long-term summary. When the messages do not fit the
+model's context window at once, they go in chunks, each call building on the summary the
+previous one wrote. Any provider error becomes a :class:`CompactionError` that says why,
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from dataclasses import replace as dc_replace
+from datetime import datetime
+from typing import Any
+
+from workbench.core.assembly import SUMMARY_HEADING as ASSEMBLED_SUMMARY_HEADING
+from workbench.core.assembly import RequestParts, assemble
+from workbench.core.compaction import (
+    EXTRACTIVE,
+    MODEL,
+    REPLACE,
+    SUMMARIZERS,
+    CompactionError,
+    CompactionPlan,
+    CompactionPolicy,
+    CompactionRecord,
+    ExtractiveSummarizer,
+    Summarizer,
+    SummaryDraft,
+    count_long_text,
+    message_line,
+    plan_compaction,
+    shorten,
+)
+from workbench.core.conversation import Agent, Message, SessionInfo, utcnow
+from workbench.core.provider import ChatRequest, Provider
+from workbench.core.tokens import TokenCounter, get_counter
+from workbench.errors import ProviderError, WorkbenchError
+from workbench.store.compactions import apply_plan, list_compactions, load_active
+from workbench.store.compactions import undo_compaction as _undo_in_store
+from workbench.store.db import Database
+from workbench.store.repository import Repository
+
+__all__ = [
+    "DEFAULT_PROMPT",
+    "CompactionError",
+    "CompactionPlan",
+    "CompactionPolicy",
+    "CompactionResult",
+    "ModelSummarizer",
+    "apply",
+    "compact",
+    "history",
+    "maybe_compact_before_send",
+    "policy_for",
+    "preview",
+    "request_tokens",
+    "undo",
+]
+
+log = logging.getLogger(__name__)
+
+#: The model summarizer's instructions unless the policy or the caller gives others.
+DEFAULT_PROMPT = (
+    "You keep the running summary of a conversation between a user and an assistant. "
+    "You receive the summary so far and the messages that are now leaving the "
+    "conversation. Write one updated summary that keeps what still matters from both: "
+    "names, numbers, decisions, promises, open questions and the user's preferences. "
+    "Write plain sentences, as short as the content allows. Reply with the summary only."
+)
+
+# The workbench's tokenizer is not the model's; leave this share of the window unused.
+_WINDOW_MARGIN = 0.8
+
+
+# -- resolving targets -------------------------------------------------------------------------
+
+
+def _resolve(target: Any) -> tuple[Repository | None, Any]:
+    """``(repository, memory or None)`` for any accepted target; no repository for an
+    in-memory ``Memory``."""
+    if isinstance(target, Repository):
+        return target, None
+    if isinstance(target, Database):
+        return Repository(target), None
+    repo = getattr(target, "repo", None)
+    if isinstance(repo, Repository):  # a Workspace
+        return repo, None
+    # A Memory: its store backing holds the repository (an in-memory one has none).
+    backing = getattr(target, "_backing", None)
+    repo = getattr(backing, "repo", None)
+    if isinstance(repo, Repository):
+        return repo, target
+    if backing is not None:
+        return None, target
+    raise WorkbenchError(
+        f"Compaction needs a workspace, repository, database or stored memory, not {target!r}."
+    )
+
+
+def _repository(target: Any) -> tuple[Repository, Any]:
+    repo, memory = _resolve(target)
+    if repo is None:
+        raise CompactionError("Only a stored session can be compacted; this memory is in memory.")
+    return repo, memory
+
+
+def _session(repo: Repository, session: int | str) -> SessionInfo:
+    if isinstance(session, int):
+        return repo.get_session(session)
+    return repo.find_session(session)
+
+
+def _refresh(memory: Any) -> None:
+    if memory is not None:
+        memory.refresh()
+
+
+def policy_for(target: Any, session: int | str) -> CompactionPolicy:
+    """The session's compaction policy: its agent's ``memory_policy["compaction"]``
+    overridden by the session's ``overrides["compaction"]``."""
+    repo, _ = _repository(target)
+    info = _session(repo, session)
+    return _policy(repo.get_agent(info.agent_id), info)
+
+
+def _policy(agent: Agent, info: SessionInfo) -> CompactionPolicy:
+    return CompactionPolicy.from_dict(
+        (agent.memory_policy or {}).get("compaction"), (info.overrides or {}).get("compaction")
+    )
+
+
+# -- tokens ------------------------------------------------------------------------------------
+
+
+def request_tokens(
+    instructions: str | None,
+    summary: str | None,
+    history: Sequence[Message],
+    counter: TokenCounter,
+) -> int:
+    """Tokens of the request a session would send now: the instructions, the summary and
+    the active history, unfitted (no budget), without a new prompt.
+
+    Request assembly counts the system message and the history, so the figure is the one
+    preflight shows for those parts. The summary message is counted here, the way
+    assembly builds it, because a summary of thousands of lines is worth counting on
+    several threads (:func:`count_long_text`, exact).
+    """
+    parts = RequestParts(instructions=instructions, history=history)
+    total = assemble(parts, counter=counter).tokens.total
+    text = (summary or "").strip()
+    if text:
+        total += counter.count_message(Message(role="system"))
+        total += count_long_text(counter, ASSEMBLED_SUMMARY_HEADING + "\n" + text)
+    return total
+
+
+# -- the model summarizer ------------------------------------------------------------------------
+
+
+class ModelSummarizer:
+    """Summaries written by a model through a provider.
+
+    The request is ``prompt`` as the system message and one user message holding the
+    previous summary and the folded messages (one ``- role: text`` line each, cut to
+    ``line_chars``). The reply replaces the long-term summary. When the lines do not fit
+    the provider's context window at once, they are sent in chunks (at most
+    ``max_calls``; beyond that the oldest lines are left out with a note), each call
+    receiving the summary the previous one wrote.
+    """
+
+    name = MODEL
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        prompt: str | None = None,
+        max_tokens: int = 512,
+        temperature: float | None = 0.2,
+        line_chars: int = 500,
+        max_calls: int = 16,
+        counter: TokenCounter | None = None,
+    ):
+        self.provider = provider
+        self.prompt = (prompt or "").strip() or DEFAULT_PROMPT
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.line_chars = line_chars
+        self.max_calls = max(1, max_calls)
+        self.counter = counter or get_counter()
+        self.calls = 0
+
+    def build_request(
+        self, lines: Sequence[str], previous: str, max_tokens: int | None = None
+    ) -> ChatRequest:
+        """The request for one call: the prompt, the summary so far, the messages."""
+        body = (
+            "Summary so far:\n"
+            + (previous.strip() or "(none yet)")
+            + "\n\nMessages leaving the conversation:\n"
+            + "\n".join(lines)
+        )
+        return ChatRequest(
+            messages=[Message(role="system", content=self.prompt), Message("user", body)],
+            max_tokens=max_tokens or self.max_tokens,
+            temperature=self.temperature,
+            stream=False,
+        )
+
+    def _window(self) -> int | None:
+        try:
+            return self.provider.context_window()
+        except ProviderError:
+            return None
+
+    def reply_tokens(self, window: int | None) -> int:
+        """Tokens asked for each reply: ``max_tokens``, at most a quarter of the window."""
+        if window is None:
+            return self.max_tokens
+        return min(self.max_tokens, max(32, window // 4))
+
+    def _chunks(
+        self, lines: list[str], previous: str, window: int | None, reply: int
+    ) -> list[list[str]]:
+        if window is None:
+            return [lines]
+        usable = int(window * _WINDOW_MARGIN)
+        bare = self.counter.count_request(self.build_request([], "").messages)
+        fixed = self.counter.count_request(self.build_request([], previous).messages) + reply
+        # The first call carries the previous summary; each later call carries the
+        # summary the call before it wrote, which is at most one reply long.
+        first_room = usable - fixed
+        later_room = usable - bare - 2 * reply
+        if first_room < 32:
+            raise CompactionError(
+                f"The model's context window ({window} tokens) has no room for the messages "
+                f"after the prompt, the previous summary and the reply ({fixed} tokens); "
+                "the session was left unchanged. Use the extractive summarizer or a model "
+                "with a larger window."
+            )
+        later_room = max(later_room, 32)
+        sizes = self.counter.count_texts([line + "\n" for line in lines])
+        chunks: list[list[str]] = []
+        current: list[str] = []
+        used = 0
+        room = first_room
+        for line, size in zip(lines, sizes, strict=True):
+            if size > min(room, later_room):
+                # One very long line: cut it to about what fits (3 characters a token).
+                line = shorten(line, max(40, min(room, later_room) * 3))
+                size = self.counter.count_text(line + "\n")
+            if current and used + size > room:
+                chunks.append(current)
+                current, used, room = [], 0, later_room
+            current.append(line)
+            used += size
+        if current:
+            chunks.append(current)
+        if len(chunks) > self.max_calls:
+            dropped = sum(len(c) for c in chunks[: len(chunks) - self.max_calls])
+            chunks = chunks[len(chunks) - self.max_calls :]
+            chunks[0] = [f"({dropped} earlier messages left out for length)", *chunks[0]]
+        return chunks
+
+    def summarize(self, folded: Sequence[Message], previous: str) -> SummaryDraft:
+        lines = [message_line(m, self.line_chars) for m in folded]
+        summary = previous
+        try:
+            window = self._window()
+            reply_tokens = self.reply_tokens(window)
+            for chunk in self._chunks(lines, previous, window, reply_tokens):
+                reply = self.provider.complete(self.build_request(chunk, summary, reply_tokens))
+                self.calls += 1
+                text = (reply.text or "").strip()
+                if not text:
+                    raise CompactionError(
+                        "The model summarizer returned an empty summary; the session was "
+                        "left unchanged."
+                    )
+                summary = text
+        except ProviderError as exc:
+            raise CompactionError(
+                f"The model summarizer failed: {exc} The session was left unchanged."
+            ) from exc
+        return SummaryDraft(summary, REPLACE)
+
+
+class _LazyModelSummarizer:
+    """Builds the provider only when something is to be summarized, so a session with
+    nothing to compact never needs a configured provider."""
+
+    name = MODEL
+
+    def __init__(self, make: Callable[[], tuple[Provider, bool]], options: dict[str, Any]):
+        self._make = make
+        self._options = options
+        self._provider: Provider | None = None
+        self._owned = False
+
+    def summarize(self, folded: Sequence[Message], previous: str) -> SummaryDraft:
+        if self._provider is None:
+            try:
+                self._provider, self._owned = self._make()
+            except WorkbenchError as exc:
+                raise CompactionError(
+                    f"The model summarizer cannot start: {exc} The session was left unchanged."
+                ) from exc
+        return ModelSummarizer(self._provider, **self._options).summarize(folded, previous)
+
+    def close(self) -> None:
+        if self._owned and self._provider is not None:
+            closer = getattr(self._provider, "close", None)
+            if callable(closer):
+                closer()
+
+
+def _configured_provider(
+    repo: Repository, agent: Agent, name: str | None, model: str | None
+) -> tuple[Provider, bool]:
+    from workbench.engine.providers import ProviderSettings, build_provider
+
+    settings = ProviderSettings(repo.db)
+    chosen = settings.choose(name, agent.provider)
+    config = settings.get(chosen)
+    if model:
+        config = dc_replace(config, model=model)
+    return build_provider(config), True
+
+
+def _summarizer(
+    kind: str | Summarizer | None,
+    *,
+    policy: CompactionPolicy,
+    repo: Repository,
+    agent: Agent,
+    provider: Provider | None,
+    provider_name: str | None,
+    prompt: str | None,
+    counter: TokenCounter,
+) -> Summarizer:
+    if kind is not None and not isinstance(kind, str):
+        return kind
+    name = kind or policy.summarizer
+    if name not in SUMMARIZERS:
+        raise CompactionError(
+            f"There is no summarizer {name!r}; choose one of {', '.join(SUMMARIZERS)}."
+        )
+    if name == EXTRACTIVE:
+        return ExtractiveSummarizer(policy.line_chars, policy.summary_chars)
+    options: dict[str, Any] = {"prompt": prompt or policy.prompt, "counter": counter}
+    if provider is not None and not provider_name:
+        given = provider
+        return _LazyModelSummarizer(lambda: (given, False), options)
+    wanted = provider_name or policy.provider
+    return _LazyModelSummarizer(
+        lambda: _configured_provider(repo, agent, wanted, policy.model), options
+    )
+
+
+# -- preview, apply, undo ------------------------------------------------------------------------
+
+
+@dataclass
+class CompactionResult:
+    """What a compaction did: whether anything changed, the plan, the new record's id,
+    and a sentence (why nothing changed, or what did)."""
+
+    changed: bool
+    plan: CompactionPlan | None
+    compaction_id: int | None = None
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"changed", "folded", "kept", "summary", "tokens_before", "tokens_after", …}``."""
+        data: dict[str, Any] = self.plan.to_json() if self.plan is not None else {
+            "changed": False, "folded": 0, "kept": None, "summary": "",
+            "tokens_before": None, "tokens_after": None,
+        }
+        data["changed"] = self.changed
+        data["compaction_id"] = self.compaction_id
+        data["message"] = self.message
+        return data
+
+
+def preview(
+    target: Any,
+    session: int | str,
+    *,
+    keep: int | None = None,
+    fold_range: tuple[int, int] | None = None,
+    summarizer: str | Summarizer | None = None,
+    provider: Provider | None = None,
+    provider_name: str | None = None,
+    prompt: str | None = None,
+    policy: CompactionPolicy | None = None,
+    counter: TokenCounter | None = None,
+    now: datetime | None = None,
+    auto: bool = False,
+) -> CompactionPlan:
+    """Plan a compaction of a stored session without writing anything (a dry run).
+
+    ``keep`` / ``fold_range`` make it manual; otherwise the policy's triggers decide.
+    ``summarizer`` is ``"extractive"``, ``"model"`` or a :class:`Summarizer` (default:
+    the policy's). The model summarizer uses ``provider`` when given, else the provider
+    configured as ``provider_name``, the policy's or the agent's. Raises
+    :class:`CompactionError` when the model summarizer fails.
+    """
+    repo, memory = _repository(target)
+    info = _session(repo, session)
+    agent = repo.get_agent(info.agent_id)
+    policy = policy or _policy(agent, info)
+    counter = counter or get_counter(model=agent.model)
+    instructions = agent.instructions or None
+    if memory is not None:
+        with memory.lock:
+            messages = load_active(repo.db, info.id)
+            context = repo.get_context(info.id)
+    else:
+        messages = load_active(repo.db, info.id)
+        context = repo.get_context(info.id)
+    chosen = _summarizer(
+        summarizer,
+        policy=policy,
+        repo=repo,
+        agent=agent,
+        provider=provider,
+        provider_name=provider_name,
+        prompt=prompt,
+        counter=counter,
+    )
+    try:
+        return plan_compaction(
+            messages,
+            context,
+            policy=policy,
+            summarizer=chosen,
+            request_tokens=lambda summary, history: request_tokens(
+                instructions, summary, history, counter
+            ),
+            now=now or utcnow(),
+            keep=keep,
+            fold_range=fold_range,
+            session_id=info.id,
+            auto=auto,
+        )
+    finally:
+        closer = getattr(chosen, "close", None)
+        if callable(closer):
+            closer()
+
+
+def apply(
+    target: Any,
+    plan: CompactionPlan,
+    *,
+    summary: str | None = None,
+    counter: TokenCounter | None = None,
+) -> CompactionResult:
+    """Apply a plan in one transaction, with its summary replaced by ``summary`` if given.
+
+    A plan that changes nothing returns ``changed=False`` with the reason. A session that
+    changed since the plan was made raises :class:`CompactionError` and is left as it is.
+    """
+    repo, memory = _repository(target)
+    if not plan.changed:
+        return CompactionResult(False, plan, None, plan.reason or "Nothing to compact.")
+    if plan.session_id is None:
+        raise CompactionError("The plan is not for a stored session.")
+    if summary is not None and summary != plan.summary:
+        plan = _edited(repo, plan, summary, counter)
+    if memory is not None:
+        with memory.lock:
+            compaction_id = apply_plan(repo.db, plan)
+    else:
+        compaction_id = apply_plan(repo.db, plan)
+    _refresh(memory)
+    return CompactionResult(
+        True,
+        plan,
+        compaction_id,
+        f"Folded {plan.folded_count} message{'s' if plan.folded_count != 1 else ''} into the "
+        f"summary; the request went from {plan.tokens_before} to {plan.tokens_after} tokens.",
+    )
+
+
+def _edited(
+    repo: Repository, plan: CompactionPlan, summary: str, counter: TokenCounter | None
+) -> CompactionPlan:
+    """``plan`` with the user's summary and the request's tokens counted for it."""
+    info = repo.get_session(plan.session_id)  # type: ignore[arg-type]
+    agent = repo.get_agent(info.agent_id)
+    counter = counter or get_counter(model=agent.model)
+    folded = set(plan.folded_ids)
+    remaining = [m for m in load_active(repo.db, info.id) if m.id not in folded]
+    edited = plan.with_summary(summary)
+    tokens = request_tokens(agent.instructions or None, edited.new_summary, remaining, counter)
+    return edited.with_summary(summary, tokens)
+
+
+def compact(target: Any, session: int | str, **options: Any) -> CompactionResult:
+    """Preview and apply in one call (``options`` as for :func:`preview`)."""
+    plan = preview(target, session, **options)
+    return apply(target, plan, counter=options.get("counter"))
+
+
+def undo(target: Any, session: int | str, compaction_id: int | None = None) -> CompactionRecord:
+    """Undo the session's last compaction still applied (or ``compaction_id``, which
+    must be that one): messages, summary, facts and tasks come back exactly. Repeated
+    calls walk back through earlier compactions.
+
+    Raises :class:`CompactionError` when there is none left or it was already undone.
+    """
+    repo, memory = _repository(target)
+    info = _session(repo, session)
+    if memory is not None:
+        with memory.lock:
+            record = _undo_in_store(repo.db, info.id, compaction_id)
+    else:
+        record = _undo_in_store(repo.db, info.id, compaction_id)
+    _refresh(memory)
+    return record
+
+
+def history(target: Any, session: int | str) -> list[CompactionRecord]:
+    """Every compaction of a session, oldest first (the timeline's markers)."""
+    repo, _ = _repository(target)
+    return list_compactions(repo.db, _session(repo, session).id)
+
+
+# -- auto-compaction -----------------------------------------------------------------------------
+
+
+def maybe_compact_before_send(
+    target: Any,
+    session_id: int | None = None,
+    *,
+    provider: Provider | None = None,
+    counter: TokenCounter | None = None,
+    now: datetime | None = None,
+) -> CompactionResult | None:
+    """Compact before a send when the session opted in and a trigger fires.
+
+    ``target`` is a store-backed ``Memory`` (its session is used) or a workspace,
+    repository or database with ``session_id``. Returns ``None`` when auto-compaction is
+    off for the session (or the memory is not stored); otherwise a result whose
+    ``changed`` says whether it compacted. The model summarizer uses the policy's
+    provider, else ``provider`` (the one about to be sent to). A failure is not raised:
+    the send may go on, so the result carries the reason and nothing changed.
+    """
+    repo, memory = _resolve(target)
+    if repo is None:
+        return None
+    sid = session_id if session_id is not None else getattr(memory, "session_id", None)
+    if sid is None:
+        raise CompactionError("maybe_compact_before_send needs the session's id.")
+    info = repo.get_session(sid)
+    agent = repo.get_agent(info.agent_id)
+    try:
+        policy = _policy(agent, info)
+    except CompactionError as exc:
+        # A broken policy must not stop the send; say why nothing was compacted.
+        log.warning("Auto-compaction of session %s is off: %s", sid, exc)
+        return CompactionResult(False, None, None, str(exc))
+    if not policy.auto:
+        return None
+    try:
+        plan = preview(
+            target,
+            sid,
+            provider=provider if not policy.provider else None,
+            policy=policy,
+            counter=counter,
+            now=now,
+            auto=True,
+        )
+        result = apply(target, plan, counter=counter)
+    except CompactionError as exc:
+        log.warning("Auto-compaction of session %s did not run: %s", sid, exc)
+        return CompactionResult(False, None, None, str(exc))
+    return result

@@ -1,0 +1,192 @@
+"""Provider configs in the ``provider_configs`` table: add, read, change, remove.
+
+The table has no column for a secret and this module keeps it that way: a config names
+where its key lives (an environment variable, a keyring entry), and :func:`check_config`
+refuses what looks like a key typed into one of those fields or into an extra header.
+Refusal sentences never repeat the offending value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from workbench.core.conversation import utcnow
+from workbench.core.provider import PROVIDER_KINDS, ProviderConfig
+from workbench.errors import NotFoundError, StorageError
+from workbench.store.db import Database
+from workbench.store.types import json_text, json_value, time_to_text
+
+_COLUMNS: tuple[str, ...] = (
+    "name",
+    "kind",
+    "base_url",
+    "model",
+    "api_key_env",
+    "api_key_keyring",
+    "context_window",
+    "max_output_tokens",
+    "temperature",
+    "timeouts",
+    "extra_headers",
+)
+_SELECT = "SELECT id, " + ", ".join(_COLUMNS) + " FROM provider_configs"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SECRET_HEADER = re.compile(r"authorization|api[-_]?key|token|secret|cookie|password", re.I)
+_KEY_LIKE = re.compile(r"(^|[^A-Za-z])(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
+_TIMEOUT_NAMES = {"connect", "read", "total"}
+
+
+def check_config(config: ProviderConfig) -> None:
+    """Raise :class:`StorageError` with a sentence when ``config`` cannot be stored."""
+    if not config.name or not config.name.strip():
+        raise StorageError("A provider needs a name.")
+    if config.kind not in PROVIDER_KINDS:
+        raise StorageError(
+            f"Provider kind {config.kind!r} is not one of {', '.join(PROVIDER_KINDS)}."
+        )
+    if not re.match(r"^https?://[^/\s]+", config.base_url or ""):
+        raise StorageError(
+            f"The base URL of provider {config.name!r} must start with http:// or https:// "
+            "and name a host."
+        )
+    if not config.model:
+        raise StorageError(f"Provider {config.name!r} needs a model name.")
+    if config.api_key_env is not None and not _ENV_NAME.match(config.api_key_env):
+        raise StorageError(
+            "The API key environment variable must be a variable's name (letters, digits "
+            "and _), not the key itself; the value was not stored."
+        )
+    if config.api_key_keyring is not None and (
+        not config.api_key_keyring.strip() or _KEY_LIKE.search(config.api_key_keyring)
+    ):
+        raise StorageError(
+            "The keyring entry must be the entry's name, not the key itself; "
+            "the value was not stored."
+        )
+    for header in config.extra_headers:
+        if _SECRET_HEADER.search(header):
+            raise StorageError(
+                f"The extra header {header!r} would carry a secret, and secrets are never "
+                "stored; keep the key in an environment variable or the OS keyring."
+            )
+    for value in config.extra_headers.values():
+        if _KEY_LIKE.search(value):
+            raise StorageError(
+                "An extra header's value looks like an API key, and secrets are never "
+                "stored; keep the key in an environment variable or the OS keyring."
+            )
+    unknown = set(config.timeouts) - _TIMEOUT_NAMES
+    if unknown:
+        raise StorageError(
+            f"Unknown timeout {sorted(unknown)[0]!r}: use connect, read or total (seconds)."
+        )
+    for label, size in (("context window", config.context_window),
+                        ("max output tokens", config.max_output_tokens)):
+        if size is not None and size <= 0:
+            raise StorageError(f"The {label} of provider {config.name!r} must be positive.")
+
+
+def _params(config: ProviderConfig) -> tuple[Any, ...]:
+    return (
+        config.name.strip(),
+        config.kind,
+        config.base_url.strip(),
+        config.model,
+        config.api_key_env or None,
+        config.api_key_keyring or None,
+        config.context_window,
+        config.max_output_tokens,
+        config.temperature,
+        json_text(dict(config.timeouts)) if config.timeouts else None,
+        json_text(dict(config.extra_headers)) if config.extra_headers else None,
+    )
+
+
+def _from_row(row: Sequence[Any]) -> ProviderConfig:
+    return ProviderConfig(
+        id=row[0],
+        name=row[1],
+        kind=row[2],
+        base_url=row[3],
+        model=row[4],
+        api_key_env=row[5],
+        api_key_keyring=row[6],
+        context_window=row[7],
+        max_output_tokens=row[8],
+        temperature=row[9],
+        timeouts=json_value(row[10]) or {},
+        extra_headers=json_value(row[11]) or {},
+    )
+
+
+class ProviderConfigs:
+    """The stored provider configs of one database."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def all(self) -> list[ProviderConfig]:
+        """Every config, by name."""
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(_SELECT + " ORDER BY name").all()
+        return [_from_row(r) for r in rows]
+
+    def get(self, name: str) -> ProviderConfig:
+        """The config called ``name``, or :class:`NotFoundError`."""
+        with self.db.read() as conn:
+            row = conn.exec_driver_sql(_SELECT + " WHERE name = ?", (name,)).first()
+        if row is None:
+            raise NotFoundError(f"There is no provider named {name!r}.")
+        return _from_row(row)
+
+    def add(self, config: ProviderConfig) -> ProviderConfig:
+        """Store a new config; a name already taken raises :class:`StorageError`."""
+        check_config(config)
+        now = time_to_text(utcnow())
+        with self.db.write() as conn:
+            taken = conn.exec_driver_sql(
+                "SELECT 1 FROM provider_configs WHERE name = ?", (config.name.strip(),)
+            ).first()
+            if taken:
+                raise StorageError(f"A provider named {config.name.strip()!r} already exists.")
+            conn.exec_driver_sql(
+                f"INSERT INTO provider_configs ({', '.join(_COLUMNS)}, created_at, updated_at) "
+                f"VALUES ({', '.join('?' for _ in _COLUMNS)}, ?, ?)",
+                (*_params(config), now, now),
+            )
+        return self.get(config.name.strip())
+
+    def update(self, name: str, **fields: Any) -> ProviderConfig:
+        """Change fields of the config called ``name`` (any of :class:`ProviderConfig`'s)."""
+        current = self.get(name)
+        unknown = set(fields) - set(_COLUMNS)
+        if unknown:
+            raise StorageError(f"Provider configs have no field {sorted(unknown)[0]!r}.")
+        values = current.to_json() | fields
+        changed = ProviderConfig(id=current.id, **values)
+        check_config(changed)
+        with self.db.write() as conn:
+            if changed.name.strip() != name:
+                taken = conn.exec_driver_sql(
+                    "SELECT 1 FROM provider_configs WHERE name = ?", (changed.name.strip(),)
+                ).first()
+                if taken:
+                    raise StorageError(
+                        f"A provider named {changed.name.strip()!r} already exists."
+                    )
+            conn.exec_driver_sql(
+                "UPDATE provider_configs SET "
+                + ", ".join(f"{c} = ?" for c in _COLUMNS)
+                + ", updated_at = ? WHERE id = ?",
+                (*_params(changed), time_to_text(utcnow()), current.id),
+            )
+        return self.get(changed.name.strip())
+
+    def remove(self, name: str) -> None:
+        """Delete the config called ``name``; a missing one raises :class:`NotFoundError`."""
+        with self.db.write() as conn:
+            cur = conn.exec_driver_sql("DELETE FROM provider_configs WHERE name = ?", (name,))
+            if not cur.rowcount:
+                raise NotFoundError(f"There is no provider named {name!r}.")
