@@ -7,16 +7,23 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Touched after a successful install; older than pyproject.toml means "install again".
 STAMP := $(VENV)/.installed-stamp
+# Touched after PyInstaller (the `package` extra) is installed too.
+PACKAGE_STAMP := $(VENV)/.package-stamp
+BUNDLE := dist/conversation-workbench
 PYTEST_ARGS ?=
+# Options for packaging/build.sh, e.g. PACKAGE_ARGS=--no-tarball.
+PACKAGE_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv syslibs run test lint bench clean
+.PHONY: help venv syslibs run test lint bench package screenshots clean
 
 help:
 	@echo "make run     start the workbench GUI"
 	@echo "make test    ruff, import contracts, then the test suite (offscreen Qt)"
 	@echo "make lint    ruff, import contracts and mypy"
 	@echo "make bench   run every bench/bench_*.py script"
+	@echo "make screenshots  write PNGs of the window's main states to docs/screenshots/"
+	@echo "make package build the desktop bundle in $(BUNDLE)/ and self-test it"
 	@echo "make venv    create .venv and install the project with its dev extra"
 	@echo "make clean   remove .venv and caches"
 
@@ -30,7 +37,7 @@ $(BIN)/pip:
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/pip
+$(STAMP): pyproject.toml setup.py | $(BIN)/pip
 	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev]'
 	@touch $@
 
@@ -58,6 +65,20 @@ bench: venv syslibs
 		echo "== $$script"; \
 		QT_QPA_PLATFORM=offscreen $(BIN)/python "$$script" || exit 1; \
 	done
+
+# Offscreen, over a temporary database: never the user's own sessions or settings.
+screenshots: venv syslibs
+	QT_QPA_PLATFORM=offscreen $(BIN)/python scripts/screenshots.py
+
+$(PACKAGE_STAMP): $(STAMP)
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev,package]'
+	@touch $@
+
+# The one-folder Linux bundle (PyInstaller, packaging/), then its own --version and --selftest.
+package: venv syslibs $(PACKAGE_STAMP)
+	PYTHON=$(BIN)/python bash packaging/build.sh $(PACKAGE_ARGS)
+	$(BUNDLE)/workbench --version
+	$(BUNDLE)/workbench --selftest
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache \

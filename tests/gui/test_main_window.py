@@ -1,112 +1,182 @@
-"""The main window shows the workspace's sessions and where they are stored."""
+"""The main window: its parts, status bar, menus, shortcuts, layout memory and start-up."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
-from workbench.core.conversation import Message
+from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace
 from workbench.gui.app import display_problem, run_gui
-from workbench.gui.main_window import MainWindow, SessionTableModel
+from workbench.gui.main_window import MainWindow
+from workbench.gui.models.sessions import SessionRole
+from workbench.gui.settings import settings_path
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Iterator[Workspace]:
-    ws = Workspace.open(tmp_path / "workbench.db")
-    yield ws
-    ws.close()
+def listed_titles(window: MainWindow) -> list[str]:
+    model = window.browser.model
+    return [model.index(row, 0).data(SessionRole).title for row in range(model.rowCount())]
 
 
-def _add_session(ws: Workspace, title: str, contents: list[str], tokens_each: int = 0) -> None:
-    session = ws.repo.create_session(title=title)
-    messages = [Message(role="user", content=c, token_count=tokens_each) for c in contents]
-    ws.repo.append_messages(session.id, messages)
-
-
-def _shown(window: MainWindow) -> dict[str, tuple[str, str]]:
-    """Title -> (messages, tokens) as the table displays them."""
-    model = window.session_view.model()
-    rows = {}
-    for row in range(model.rowCount()):
-        cells = [
-            model.index(row, column).data(Qt.ItemDataRole.DisplayRole)
-            for column in range(model.columnCount())
-        ]
-        rows[cells[SessionTableModel.TITLE]] = (
-            cells[SessionTableModel.MESSAGES],
-            cells[SessionTableModel.TOKENS],
-        )
-    return rows
-
-
-def test_lists_sessions_with_their_counts(
-    qtbot: QtBot, workspace: Workspace, tmp_path: Path
+def test_window_lists_sessions_and_opens_the_first_with_its_size(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
 ) -> None:
-    _add_session(workspace, "Trip planning", ["hi"], tokens_each=7)
-    _add_session(workspace, "Bug triage", ["first", "second", "third"], tokens_each=1200)
-
-    window = MainWindow(workspace)
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitExposed(window)
-
-    # Session totals of the cached per-message counts, with thousands grouped.
-    assert _shown(window) == {"Trip planning": ("1", "7"), "Bug triage": ("3", "3,600")}
-    model = window.session_view.model()
-    headers = [
-        model.headerData(column, Qt.Orientation.Horizontal) for column in range(model.columnCount())
-    ]
-    assert headers == ["Title", "Messages", "Tokens", "Updated"]
-    assert all(model.index(row, SessionTableModel.UPDATED).data() for row in range(2))
-
-    assert str(workspace.db_path) in window.database_label.text()
-    assert "2 sessions" in window.statusBar().currentMessage()
+    make_session(workspace, "Trip planning", [("user", "hi")])
+    make_session(workspace, "Bug triage", [("user", "first"), ("assistant", "second"),
+                                           ("user", "third")])
+    window = open_window(workspace)
+    assert set(listed_titles(window)) == {"Trip planning", "Bug triage"}
+    # The most recently updated session opens by itself.
+    qtbot.waitUntil(lambda: window.ctx.current_session_id != 0)
+    info = workspace.repo.get_session(window.ctx.current_session_id)
+    assert window.windowTitle().startswith(info.title)
+    assert f"{info.message_count} message" in window.session_label.text()
+    assert f"{info.token_count:,} tokens" in window.tokens_label.text()
+    assert workspace.db_path.name in window.database_label.text()
+    assert window.database_label.toolTip() == str(workspace.db_path)
 
     image = window.grab()
-    assert not image.isNull()
-    screenshot = tmp_path / "mainwindow.png"
-    assert image.save(str(screenshot))
-    assert screenshot.stat().st_size > 0
+    assert image.save(str(tmp_path / "window.png"))
+    assert (tmp_path / "window.png").stat().st_size > 0
 
 
-def test_reload_picks_up_new_sessions(qtbot: QtBot, workspace: Workspace) -> None:
-    window = MainWindow(workspace)
-    qtbot.addWidget(window)
-    assert window.session_view.model().rowCount() == 0
-    assert "0 sessions" in window.statusBar().currentMessage()
+def test_menus_hold_the_actions_of_the_issue(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    menus = {a.text().replace("&", ""): a.menu() for a in window.menuBar().actions()}
+    assert list(menus) == ["File", "Edit", "View", "Help"]
 
-    _add_session(workspace, "Later", ["hello"])
-    window.reload_action.trigger()
+    def texts(menu_name: str) -> list[str]:
+        return [a.text().replace("&", "") for a in menus[menu_name].actions() if a.text()]
 
-    assert list(_shown(window)) == ["Later"]
-    assert "1 session" in window.statusBar().currentMessage()
-
-
-def test_model_fetches_sessions_in_pages(qtbot: QtBot, workspace: Workspace) -> None:
-    for number in range(5):
-        _add_session(workspace, f"Session {number}", ["hi"])
-
-    model = SessionTableModel(workspace, page_size=2)
-    assert model.rowCount() == 2
-    assert model.canFetchMore(model.index(-1, -1))
-    while model.canFetchMore(model.index(-1, -1)):
-        model.fetchMore(model.index(-1, -1))
-    titles = {model.session_at(row).title for row in range(model.rowCount())}
-    assert titles == {f"Session {number}" for number in range(5)}
+    assert {"New Session", "Import File…", "Export Sessions…", "Open Database…",
+            "Quit"} <= set(texts("File"))
+    assert {"Find in Session…", "Find Everywhere…"} <= set(texts("Edit"))
+    assert any(t.startswith("Undo") for t in texts("Edit"))
+    assert {"Panels", "Theme"} <= set(texts("View"))
+    assert {"Keyboard Shortcuts", "About"} <= set(texts("Help"))
 
 
-def test_quit_closes_the_window(qtbot: QtBot, workspace: Workspace) -> None:
-    window = MainWindow(workspace)
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitExposed(window)
+def test_keyboard_shortcuts_of_the_issue_are_bound(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    bound = {s.toString() for a in window.findChildren(QAction) for s in a.shortcuts()}
+    for keys in ("Ctrl+N", "Ctrl+Z", "Ctrl+Shift+Z", "Ctrl+F", "Ctrl+Shift+F", "Ctrl+Return",
+                 "Esc", "Ctrl+I", "Ctrl+E", "Ctrl+O", "Ctrl+Q", "Del", "F2", "Ctrl+G",
+                 "Ctrl+C", "Ctrl+B"):
+        assert QKeySequence(keys).toString() in bound, keys
+    dialog = window.show_shortcuts()
+    rows = dict(dialog.rows())
+    assert rows["New Session"] == QKeySequence("Ctrl+N").toString(
+        QKeySequence.SequenceFormat.NativeText)
+    dialog.close()
+
+
+def test_find_shortcuts_focus_the_search_query(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    window.search_dock.hide()
+    window.find_action.trigger()
+    assert window.search_dock.isVisible()
+    assert window.search.scope_box.currentData() == "session"
+    window.find_all_action.trigger()
+    assert window.search.scope_box.currentData() == "all"
+
+
+def test_widgets_have_accessible_names(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    for widget in (window.browser.view, window.browser.filter_edit, window.timeline.view,
+                   window.search.query_edit, window.search.results, window.database_label,
+                   *window.timeline.chips.chips.values()):
+        assert widget.accessibleName(), widget
+    assert window.composer is not None
+    for widget in (window.composer.prompt, window.composer.provider_box,
+                   window.composer.gauge, window.composer.send_button):
+        assert widget.accessibleName(), widget
+
+
+def test_layout_and_theme_are_remembered_between_runs(
+    qtbot: QtBot, workspace: Workspace, isolated_home: Path,
+) -> None:
+    first = MainWindow(workspace)
+    qtbot.addWidget(first)
+    first.show()
+    qtbot.waitExposed(first)
+    first.search_dock.hide()
+    # Within the offscreen screen (800 wide), which a restored geometry must fit.
+    first.resize(760, 555)
+    size = (first.width(), first.height())
+    first.set_theme("dark")
+    first.close()
+    # The settings live under WORKBENCH_HOME, never in the user's real configuration.
+    assert settings_path() == isolated_home / "gui.ini"
+    assert settings_path().exists()
+
+    second = MainWindow(workspace)
+    qtbot.addWidget(second)
+    second.show()
+    qtbot.waitExposed(second)
+    assert (second.width(), second.height()) == size
+    assert not second.search_dock.isVisible()
+    assert second.theme_actions["dark"].isChecked()
+    assert QApplication.palette().color(QApplication.palette().ColorRole.Window).lightness() \
+        < 128
+    second.set_theme("light")
+    second.close()
+    assert QSettings(str(settings_path()), QSettings.Format.IniFormat).value(
+        "view/theme") == "light"
+
+
+def test_open_database_switches_the_window(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    make_session(workspace, "In the first", [("user", "hi")])
+    window = open_window(workspace)
+    other = Workspace.open(tmp_path / "other.db")
+    make_session(other, "In the second", [("user", "hello")])
+    other.close()
+    assert window.open_database(tmp_path / "other.db")
+    assert listed_titles(window) == ["In the second"]
+    assert "other.db" in window.database_label.text()
+    window.ctx.workspace.close()
+
+
+def test_quit_closes_the_window(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
     window.quit_action.trigger()
     assert not window.isVisible()
+
+
+def test_new_session_shortcut_creates_and_opens_one(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    window.activateWindow()
+    window.new_session_action.trigger()
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: listed_titles(window) == ["New session"])
+    assert window.ctx.current_session_id == workspace.list_sessions()[0].id
+    assert window.timeline.view.empty_text.startswith("This session has no messages")
+    window.timeline.view.setFocus()
+    qtbot.keyClick(window.timeline.view, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: listed_titles(window) == [])
+    assert window.ctx.current_session_id == 0
 
 
 @pytest.mark.parametrize(
@@ -138,3 +208,18 @@ def test_run_gui_without_a_display_explains_instead_of_aborting(
     assert run_gui(tmp_path / "never-created.db") == 2
     assert "no display" in capsys.readouterr().err
     assert not (tmp_path / "never-created.db").exists()
+
+
+def test_export_writes_the_selected_sessions(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    info = make_session(workspace, "Exported", [("user", "the question"),
+                                                ("assistant", "the answer")])
+    window = open_window(workspace)
+    target = tmp_path / "out.md"
+    window.export_sessions([info.id], "markdown", target)
+    window.ctx.workers.wait_idle()
+    text = target.read_text(encoding="utf-8")
+    assert "the question" in text and "the answer" in text
+    assert "Exported 1 session" in window.statusBar().currentMessage()

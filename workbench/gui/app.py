@@ -53,6 +53,21 @@ def display_problem(
     return NO_DISPLAY_MESSAGE
 
 
+# How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
+UI_SWITCH_INTERVAL = 0.001
+
+
+def prefer_responsiveness() -> None:
+    """Let the UI thread take the GIL back sooner from busy workers.
+
+    Workers that turn many rows into Python objects (a long session's shape, search
+    results) hold the GIL in slices of the switch interval; the UI thread waits up to one
+    slice each time it needs it, several times a frame. A shorter slice trades a little
+    worker throughput for scrolling without stalls.
+    """
+    sys.setswitchinterval(UI_SWITCH_INTERVAL)
+
+
 def run_gui(db_path: Path | None = None) -> int:
     """Open the workspace at ``db_path`` (None: the default location) in the main window.
 
@@ -64,6 +79,7 @@ def run_gui(db_path: Path | None = None) -> int:
         print(problem, file=sys.stderr)
         return 2
 
+    prefer_responsiveness()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName(APP_NAME)
     app.setOrganizationName("Conversation Workbench")
@@ -75,10 +91,27 @@ def run_gui(db_path: Path | None = None) -> int:
         QMessageBox.critical(None, APP_NAME, f"The workspace could not be opened.\n\n{exc}")
         return 1
 
+    window: MainWindow | None = None
     try:
         workspace.ensure_sample_session()
+        _set_icon(app)
         window = MainWindow(workspace)
         window.show()
         return app.exec()
     finally:
+        if window is not None:
+            # The window may have switched to another database (File → Open Database).
+            window.ctx.workspace.close()
         workspace.close()
+
+
+def _set_icon(app: QApplication) -> None:
+    from PySide6.QtGui import QIcon
+
+    from workbench.engine.resources import resource_path
+
+    try:
+        icon = resource_path("icons/io.github.conversation_workbench.Workbench.png")
+    except WorkbenchError:
+        return  # an installation without icons still runs
+    app.setWindowIcon(QIcon(str(icon)))

@@ -1,143 +1,555 @@
-"""The main window: for now a table of the workspace's sessions."""
+"""The main window: sessions on the left, the timeline and composer in the centre,
+tabbed panels on the right, and a status bar with the database and the session's size.
+
+Menus: File (new session, import, export, open database, quit), Edit (undo, redo, find,
+message and session actions), View (panels, theme, navigation), Help (shortcuts,
+about). The window's geometry, dock layout, splitter and theme are kept in the GUI
+settings file (:mod:`workbench.gui.settings`) and restored at the next start.
+
+Deleted sessions wait in the trash while the window is open (their delete can be
+undone); closing the window removes them for good.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QMainWindow, QTableView
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QDialog,
+    QDockWidget,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QSplitter,
+    QWidget,
+)
 
 from workbench.core.conversation import SessionInfo
-from workbench.engine.workspace import Workspace
+from workbench.engine.workspace import Workspace, export_format_names
+from workbench.errors import NotFoundError, WorkbenchError
+from workbench.gui.context import AppContext
+from workbench.gui.dialogs.import_progress import ImportProgressDialog
+from workbench.gui.dialogs.shortcuts import ShortcutsDialog
+from workbench.gui.panels.search import SearchPanel
+from workbench.gui.panels.session_browser import SessionBrowserPanel
+from workbench.gui.panels.timeline import TimelinePanel
+from workbench.gui.settings import gui_settings
+from workbench.gui.theme import THEMES, apply_theme
 
-_Index = QModelIndex | QPersistentModelIndex
-
-
-class SessionTableModel(QAbstractTableModel):
-    """Sessions as rows (title, messages, tokens, updated), fetched from the workspace in pages.
-
-    Only the pages the view has asked for are held, so a workspace with many thousands of
-    sessions opens as fast as one with ten.
-    """
-
-    COLUMNS = ("Title", "Messages", "Tokens", "Updated")
-    TITLE, MESSAGES, TOKENS, UPDATED = range(4)
-
-    def __init__(self, workspace: Workspace, page_size: int = 200, parent: Any = None) -> None:
-        super().__init__(parent)
-        self._workspace = workspace
-        self._page_size = page_size
-        self._rows: list[SessionInfo] = []
-        self._exhausted = False
-        self.reload()
-
-    def reload(self) -> None:
-        """Drop what is loaded and read the first page again."""
-        self.beginResetModel()
-        self._rows = self._fetch_page(0)
-        self.endResetModel()
-
-    def session_at(self, row: int) -> SessionInfo:
-        """The session shown in ``row``."""
-        return self._rows[row]
-
-    def _fetch_page(self, offset: int) -> list[SessionInfo]:
-        page = self._workspace.list_sessions(limit=self._page_size, offset=offset)
-        self._exhausted = len(page) < self._page_size
-        return page
-
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(self.COLUMNS)
-
-    def canFetchMore(self, parent: _Index) -> bool:
-        return not parent.isValid() and not self._exhausted
-
-    def fetchMore(self, parent: _Index) -> None:
-        if parent.isValid() or self._exhausted:
-            return
-        page = self._fetch_page(len(self._rows))
-        if not page:
-            return
-        first = len(self._rows)
-        self.beginInsertRows(QModelIndex(), first, first + len(page) - 1)
-        self._rows.extend(page)
-        self.endInsertRows()
-
-    def headerData(
-        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
-    ) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.COLUMNS[section]
-        return None
-
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        session = self._rows[index.row()]
-        column = index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            if column == self.TITLE:
-                return session.title
-            if column == self.MESSAGES:
-                return f"{session.message_count:,}"
-            if column == self.TOKENS:
-                return f"{session.token_count:,}"
-            if column == self.UPDATED:
-                return session.updated_at.astimezone().strftime("%Y-%m-%d %H:%M")
-        elif role == Qt.ItemDataRole.TextAlignmentRole and column in (self.MESSAGES, self.TOKENS):
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        elif role == Qt.ItemDataRole.ToolTipRole and column == self.TITLE:
-            return session.title
-        return None
+APP_TITLE = "Conversation Workbench"
+_EXPORT_FILTERS = {
+    "context-json": "Context file JSON (*.json)",
+    "openai-jsonl": "OpenAI messages JSONL (*.jsonl)",
+    "markdown": "Markdown transcript (*.md)",
+}
+_SETTINGS_VERSION = 1
 
 
 class MainWindow(QMainWindow):
     """The workbench's main window over one open workspace."""
 
-    def __init__(self, workspace: Workspace, parent: Any = None) -> None:
+    def __init__(self, workspace: Workspace, parent: QWidget | None = None, *,
+                 settings: QSettings | None = None) -> None:
         super().__init__(parent)
-        self._workspace = workspace
-        self.setWindowTitle("Conversation Workbench")
-        self.resize(960, 600)
+        self.setObjectName("MainWindow")
+        self.settings = settings if settings is not None else gui_settings()
+        self.ctx = AppContext(workspace, self)
+        self.setWindowTitle(APP_TITLE)
+        self.setDockOptions(QMainWindow.DockOption.AnimatedDocks
+                            | QMainWindow.DockOption.AllowTabbedDocks)
 
-        self.session_model = SessionTableModel(workspace, parent=self)
-        self.session_view = QTableView(self)
-        self.session_view.setModel(self.session_model)
-        self.session_view.setAccessibleName("Sessions")
-        self.session_view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.session_view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.session_view.setAlternatingRowColors(True)
-        self.session_view.verticalHeader().setVisible(False)
-        header = self.session_view.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(SessionTableModel.TITLE, QHeaderView.ResizeMode.Stretch)
-        self.setCentralWidget(self.session_view)
+        self.timeline = TimelinePanel(self.ctx, self)
+        self.composer = self._make_composer()
+        self.centre = QSplitter(Qt.Orientation.Vertical, self)
+        self.centre.setObjectName("CentreSplitter")
+        self.centre.setChildrenCollapsible(False)
+        self.centre.addWidget(self.timeline)
+        if self.composer is not None:
+            self.centre.addWidget(self.composer)
+            self.centre.setStretchFactor(0, 4)
+            self.centre.setStretchFactor(1, 1)
+        self.setCentralWidget(self.centre)
 
+        self.browser = SessionBrowserPanel(self.ctx, self)
+        self.sessions_dock = self._dock("Sessions", "SessionsDock", self.browser,
+                                        Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.search = SearchPanel(self.ctx, self)
+        self.search_dock = self._dock("Search", "SearchDock", self.search,
+                                      Qt.DockWidgetArea.RightDockWidgetArea)
+
+        self._build_status_bar()
         self._build_menus()
+        self._connect()
+        self._restore_layout()
+        self._opened_once = False
+        self._refresh_status_timer = QTimer(self)
+        self._refresh_status_timer.setSingleShot(True)
+        self._refresh_status_timer.setInterval(80)
+        self._refresh_status_timer.timeout.connect(self._refresh_session_status)
 
-        self.database_label = QLabel(f"Database: {workspace.db_path}")
+    # -- building ----------------------------------------------------------------------
+
+    def _make_composer(self) -> QWidget | None:
+        try:
+            from workbench.gui.panels.composer import ComposerPanel
+        except ImportError:  # the chat engine is not part of this installation
+            return None
+        return ComposerPanel(self.ctx, self)
+
+    def _dock(self, title: str, name: str, widget: QWidget,
+              area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        dock.setAccessibleName(f"{title} panel")
+        dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
+                         | QDockWidget.DockWidgetFeature.DockWidgetClosable
+                         | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def add_panel(self, title: str, name: str, widget: QWidget) -> QDockWidget:
+        """Add a panel tabbed with Search on the right (later parts add theirs here)."""
+        dock = self._dock(title, name, widget, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.tabifyDockWidget(self.search_dock, dock)
+        self.search_dock.raise_()
+        self.panels_menu.addAction(dock.toggleViewAction())
+        return dock
+
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.session_label = QLabel(self)
+        self.session_label.setAccessibleName("Open session size")
+        self.tokens_label = QLabel(self)
+        self.tokens_label.setAccessibleName("Session tokens against the model window")
+        self.busy_label = QLabel(self)
+        self.busy_label.setAccessibleName("Background work")
+        self.database_label = QLabel(self)
         self.database_label.setAccessibleName("Database file")
-        self.statusBar().addPermanentWidget(self.database_label)
-        self.session_model.modelReset.connect(self._show_session_count)
-        self._show_session_count()
+        bar.addPermanentWidget(self.busy_label)
+        bar.addPermanentWidget(self.session_label)
+        bar.addPermanentWidget(self.tokens_label)
+        bar.addPermanentWidget(self.database_label)
+        self._show_database()
+
+    def _action(self, text: str, slot: Any, shortcut: Any = None, tip: str = "") -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            if isinstance(shortcut, list):
+                action.setShortcuts([QKeySequence(s) for s in shortcut])
+            else:
+                action.setShortcut(QKeySequence(shortcut))
+        if tip:
+            action.setStatusTip(tip)
+        action.triggered.connect(slot)
+        return action
 
     def _build_menus(self) -> None:
-        file_menu = self.menuBar().addMenu("&File")
-        self.reload_action = QAction("&Reload", self)
-        self.reload_action.setShortcut(QKeySequence.StandardKey.Refresh)
-        self.reload_action.triggered.connect(self.session_model.reload)
-        file_menu.addAction(self.reload_action)
-        file_menu.addSeparator()
-        self.quit_action = QAction("&Quit", self)
-        self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        menu_bar = self.menuBar()
+        # File
+        file_menu = menu_bar.addMenu("&File")
+        self.new_session_action = self.browser.new_action
+        self.addAction(self.new_session_action)
+        file_menu.addAction(self.new_session_action)
+        self.import_action = self._action("&Import File…", self._import_file_interactively,
+                                          "Ctrl+I", "Import conversations from a file")
+        self.import_folder_action = self._action("Import F&older…",
+                                                 self._import_folder_interactively,
+                                                 "Ctrl+Shift+I",
+                                                 "Import every conversation file in a folder")
+        self.export_action = self._action("&Export Sessions…",
+                                          lambda: self.export_interactively(
+                                              self.browser.selected_ids()
+                                              or [self.ctx.current_session_id]),
+                                          "Ctrl+E", "Export the selected sessions")
+        self.open_database_action = self._action("&Open Database…",
+                                                 self._open_database_interactively,
+                                                 QKeySequence.StandardKey.Open,
+                                                 "Open or create another workbench database")
+        self.quit_action = self._action("&Quit", self.close, "Ctrl+Q")
         self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
-        self.quit_action.triggered.connect(self.close)
+        for action in (self.import_action, self.import_folder_action, self.export_action):
+            file_menu.addAction(action)
+        file_menu.addSeparator()
+        file_menu.addAction(self.open_database_action)
+        file_menu.addSeparator()
         file_menu.addAction(self.quit_action)
 
-    def _show_session_count(self) -> None:
-        total = self._workspace.count_sessions()
-        self.statusBar().showMessage(f"{total:,} session{'s' if total != 1 else ''}")
+        # Edit
+        edit_menu = menu_bar.addMenu("&Edit")
+        self.undo_action = self.ctx.undo_stack.createUndoAction(self, "&Undo")
+        self.undo_action.setShortcuts([QKeySequence(QKeySequence.StandardKey.Undo)])
+        self.redo_action = self.ctx.undo_stack.createRedoAction(self, "&Redo")
+        self.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
+        edit_menu.addAction(self.undo_action)
+        edit_menu.addAction(self.redo_action)
+        edit_menu.addSeparator()
+        self.find_action = self._action("&Find in Session…", lambda: self.find("session"),
+                                        QKeySequence.StandardKey.Find,
+                                        "Search the open session")
+        self.find_all_action = self._action("Find &Everywhere…", lambda: self.find("all"),
+                                            "Ctrl+Shift+F", "Search every session")
+        edit_menu.addAction(self.find_action)
+        edit_menu.addAction(self.find_all_action)
+        edit_menu.addSeparator()
+        if self.composer is not None:
+            c = self.composer
+            for action in (c.send_action, c.stop_action, c.regenerate_action):
+                edit_menu.addAction(action)
+            self.addAction(c.stop_action)
+            self.addAction(c.regenerate_action)
+            edit_menu.addSeparator()
+        message_menu = edit_menu.addMenu("&Message")
+        t = self.timeline
+        for action in (t.edit_action, t.insert_above_action, t.insert_below_action,
+                       t.important_action, t.copy_action, t.fork_action):
+            message_menu.addAction(action)
+        message_menu.addSeparator()
+        message_menu.addAction(t.delete_action)
+        session_menu = edit_menu.addMenu("&Session")
+        b = self.browser
+        for action in (b.rename_action, b.pin_action, b.tags_action, b.fork_action,
+                       b.archive_action):
+            session_menu.addAction(action)
+        session_menu.addSeparator()
+        session_menu.addAction(b.delete_action)
+        edit_menu.aboutToShow.connect(self._refresh_action_states)
+
+        # View
+        view_menu = menu_bar.addMenu("&View")
+        self.panels_menu = view_menu.addMenu("&Panels")
+        for dock in (self.sessions_dock, self.search_dock):
+            self.panels_menu.addAction(dock.toggleViewAction())
+        self.sessions_dock.toggleViewAction().setShortcut(QKeySequence("Ctrl+1"))
+        self.search_dock.toggleViewAction().setShortcut(QKeySequence("Ctrl+2"))
+        theme_menu = view_menu.addMenu("&Theme")
+        self.theme_group = QActionGroup(self)
+        self.theme_actions: dict[str, QAction] = {}
+        for theme in THEMES:
+            action = QAction(theme.title() if theme != "system" else "Follow the System", self)
+            action.setCheckable(True)
+            action.triggered.connect(lambda _c=False, theme=theme: self.set_theme(theme))
+            self.theme_group.addAction(action)
+            theme_menu.addAction(action)
+            self.theme_actions[theme] = action
+        view_menu.addSeparator()
+        self.focus_sessions_action = self._action("Go to &Sessions", self._focus_sessions,
+                                                  "Ctrl+L")
+        self.focus_timeline_action = self._action("Go to &Timeline",
+                                                  lambda: self.timeline.view.setFocus(),
+                                                  "Ctrl+0")
+        for action in (self.focus_sessions_action, self.focus_timeline_action,
+                       t.jump_action, t.start_action, t.end_action):
+            view_menu.addAction(action)
+            self.addAction(action)
+        self.browser.focus_filter_action.setShortcut(QKeySequence())
+
+        # Help
+        help_menu = menu_bar.addMenu("&Help")
+        self.shortcuts_action = self._action("&Keyboard Shortcuts", self.show_shortcuts,
+                                             ["F1", "Ctrl+/"])
+        self.about_action = self._action("&About", self._show_about)
+        self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
+        help_menu.addAction(self.shortcuts_action)
+        help_menu.addAction(self.about_action)
+        for action in (self.import_action, self.import_folder_action, self.export_action,
+                       self.open_database_action, self.quit_action, self.undo_action,
+                       self.redo_action, self.find_action, self.find_all_action,
+                       self.shortcuts_action):
+            self.addAction(action)
+
+    def _connect(self) -> None:
+        ctx = self.ctx
+        self.browser.session_activated.connect(self.open_session)
+        self.browser.export_requested.connect(self.export_interactively)
+        ctx.session_opened.connect(self.open_session)
+        ctx.error_reported.connect(self._show_error)
+        ctx.status_reported.connect(lambda text: self.statusBar().showMessage(text, 6000))
+        ctx.workers.busy_changed.connect(
+            lambda busy: self.busy_label.setText("Working…" if busy else ""))
+        ctx.session_updated.connect(self._session_updated)
+        for signal in (ctx.message_changed, ctx.message_inserted, ctx.message_removed,
+                       ctx.messages_appended):
+            signal.connect(lambda *_: self._refresh_status_timer.start())
+        ctx.undo_stack.indexChanged.connect(lambda _i: self._refresh_status_timer.start())
+        ctx.workspace_replaced.connect(self._show_database)
+        QGuiApplication.styleHints().colorSchemeChanged.connect(self._system_scheme_changed)
+        self.timeline.summary_changed.connect(self.session_label.setText)
+        if self.composer is not None:
+            self.composer.timeline = self.timeline
+            self.timeline.model.session_changed.connect(self.composer.session_changed)
+            self.composer.gauge_changed.connect(lambda _g: self._refresh_session_status())
+
+    # -- sessions ----------------------------------------------------------------------
+
+    def open_session(self, session_id: int, message_id: int | None = None) -> None:
+        """Show a session in the timeline (scrolled to ``message_id`` when given)."""
+        position = None
+        if message_id is not None:
+            try:
+                message = self.ctx.workspace.repo.get_message(message_id)
+                position = message.position if message.session_id == session_id else None
+            except NotFoundError:
+                message_id = None
+        if session_id in self.ctx.trash:
+            session_id = 0
+        if session_id == self.ctx.current_session_id and session_id and message_id is not None:
+            self.timeline.jump_to_message(message_id, position)
+        else:
+            self.timeline.open_session(session_id, message_id, position)
+        if session_id:
+            self.browser.select_session(session_id)
+        self._refresh_session_status()
+
+    def _session_updated(self, info: SessionInfo) -> None:
+        if info.id == self.ctx.current_session_id:
+            self.timeline.set_title(info.title)
+            self._refresh_session_status()
+
+    def _refresh_session_status(self) -> None:
+        session_id = self.ctx.current_session_id
+        info = None
+        if session_id:
+            try:
+                info = self.ctx.workspace.repo.get_session(session_id)
+            except NotFoundError:
+                info = None
+        if info is None:
+            self.setWindowTitle(APP_TITLE)
+            self.tokens_label.setText("")
+            return
+        self.setWindowTitle(f"{info.title} — {APP_TITLE}")
+        window = self.composer.context_window() if self.composer is not None else None
+        if window:
+            self.tokens_label.setText(f"{info.token_count:,} / {window:,} tokens")
+            self.tokens_label.setToolTip("Tokens of the session's active messages against the "
+                                         "selected model's context window")
+        else:
+            self.tokens_label.setText(f"{info.token_count:,} tokens")
+            self.tokens_label.setToolTip("Tokens of the session's active messages")
+
+    def _focus_sessions(self) -> None:
+        self.sessions_dock.show()
+        self.browser.focus_filter()
+
+    def _refresh_action_states(self) -> None:
+        self.timeline._update_actions()
+        self.browser._update_actions()
+
+    # -- find ----------------------------------------------------------------------------
+
+    def find(self, scope: str) -> None:
+        """Show the search panel with the cursor in its query (this session or all)."""
+        self.search_dock.show()
+        self.search_dock.raise_()
+        self.search.focus_query(scope)
+
+    # -- import, export, databases --------------------------------------------------------
+
+    def start_import(self, path: Path | str, *, format: str | None = None
+                     ) -> ImportProgressDialog:
+        """Import a file or folder with a progress dialog (returned, already running)."""
+        dialog = ImportProgressDialog(self.ctx, Path(path), format=format, parent=self)
+        dialog.import_finished.connect(self._import_finished)
+        dialog.setModal(True)
+        dialog.show()
+        dialog.start()
+        return dialog
+
+    def _import_finished(self, report: Any) -> None:
+        created = [info for info, new in report.sessions if new]
+        if created:
+            self.open_session(created[0].id)
+
+    def _last_folder(self) -> str:
+        return str(self.settings.value("paths/last_folder", str(Path.home())))
+
+    def _remember_folder(self, path: str) -> None:
+        self.settings.setValue("paths/last_folder", str(Path(path).parent))
+
+    def _import_file_interactively(self) -> None:
+        path, _filter = QFileDialog.getOpenFileName(
+            self, "Import conversations", self._last_folder(),
+            "Conversation files (*.json *.jsonl *.zip *.db);;All files (*)")
+        if path:
+            self._remember_folder(path)
+            self.start_import(path)
+
+    def _import_folder_interactively(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Import a folder of conversations",
+                                                self._last_folder())
+        if path:
+            self.settings.setValue("paths/last_folder", path)
+            self.start_import(path)
+
+    def export_sessions(self, session_ids: list[int], format: str, path: Path | str) -> None:
+        """Export sessions on a worker; the status bar says when it is written."""
+        ids = [sid for sid in session_ids if sid]
+        if not ids:
+            return
+        workspace = self.ctx.workspace
+
+        def done(infos: list[SessionInfo]) -> None:
+            noun = "session" if len(infos) == 1 else "sessions"
+            self.statusBar().showMessage(f"Exported {len(infos)} {noun} to {path}.", 8000)
+
+        self.ctx.workers.read(workspace.export_sessions, ids, format, Path(path),
+                              name="export", on_done=done)
+
+    def export_interactively(self, session_ids: list[int]) -> None:
+        ids = [sid for sid in session_ids if sid]
+        if not ids:
+            self.statusBar().showMessage("Select the sessions to export first.", 5000)
+            return
+        names = [n for n in export_format_names() if n in _EXPORT_FILTERS]
+        filters = ";;".join(_EXPORT_FILTERS[n] for n in names)
+        path, chosen = QFileDialog.getSaveFileName(self, "Export sessions", self._last_folder(),
+                                                   filters)
+        if not path:
+            return
+        self._remember_folder(path)
+        format = next((n for n in names if _EXPORT_FILTERS[n] == chosen), names[0])
+        suffix = _EXPORT_FILTERS[format].split("*")[1].rstrip(")")
+        if not Path(path).suffix:
+            path += suffix
+        self.export_sessions(ids, format, path)
+
+    def open_database(self, path: Path | str) -> bool:
+        """Switch the window to another database (created when missing)."""
+        try:
+            workspace = Workspace.open(path)
+        except WorkbenchError as exc:
+            self._show_error(str(exc))
+            return False
+        old = self.ctx.replace_workspace(workspace)
+        old.close()
+        self.open_session(0)
+        return True
+
+    def _open_database_interactively(self) -> None:
+        path, _filter = QFileDialog.getSaveFileName(
+            self, "Open or create a database", self._last_folder(),
+            "Workbench databases (*.db);;All files (*)",
+            options=QFileDialog.Option.DontConfirmOverwrite)
+        if path:
+            self._remember_folder(path)
+            self.open_database(path)
+
+    def _show_database(self) -> None:
+        path = self.ctx.workspace.db_path
+        self.database_label.setText(f"Database: {path.name}")
+        self.database_label.setToolTip(str(path))
+
+    # -- messages to people ----------------------------------------------------------------
+
+    def _show_error(self, text: str) -> None:
+        self.statusBar().showMessage(text, 15000)
+        if self.isVisible() and not QApplication.platformName() == "offscreen":
+            QMessageBox.warning(self, APP_TITLE, text)
+
+    def show_shortcuts(self) -> ShortcutsDialog:
+        actions = list(self.findChildren(QAction))
+        dialog = ShortcutsDialog(actions, self)
+        dialog.show()
+        return dialog
+
+    def _show_about(self) -> None:
+        from workbench import __version__
+
+        QMessageBox.about(
+            self, f"About {APP_TITLE}",
+            f"<h3>{APP_TITLE} {__version__}</h3>"
+            "<p>Browse, edit, compact and continue LLM conversations.</p>"
+            f"<p>Database: {self.ctx.workspace.db_path}</p>")
+
+    # -- theme and layout ----------------------------------------------------------------
+
+    def set_theme(self, theme: str) -> None:
+        """Use ``system``, ``light`` or ``dark`` (remembered)."""
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            apply_theme(app, theme)
+        self.settings.setValue("view/theme", theme)
+        if theme in self.theme_actions:
+            self.theme_actions[theme].setChecked(True)
+        self.timeline.delegate.clear_cache()
+        self.timeline.view.forget_heights()
+        counts = (self.timeline.model.session_index.role_counts()
+                  if self.timeline.model.session_index is not None else None)
+        self.timeline.chips.set_counts(counts)
+
+    def _system_scheme_changed(self, _scheme: Any) -> None:
+        if str(self.settings.value("view/theme", "system")) == "system":
+            self.set_theme("system")
+
+    def _restore_layout(self) -> None:
+        s = self.settings
+        theme = str(s.value("view/theme", "system"))
+        self.set_theme(theme if theme in THEMES else "system")
+        geometry = s.value("window/geometry")
+        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1280, 800)
+        state = s.value("window/state")
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            self.restoreState(state, _SETTINGS_VERSION)
+        else:
+            self.resizeDocks([self.sessions_dock, self.search_dock], [300, 320],
+                             Qt.Orientation.Horizontal)
+        splitter = s.value("window/centre")
+        if isinstance(splitter, QByteArray) and not splitter.isEmpty():
+            self.centre.restoreState(splitter)
+        elif self.composer is not None:
+            self.centre.setSizes([680, 120])
+
+    def save_layout(self) -> None:
+        s = self.settings
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/state", self.saveState(_SETTINGS_VERSION))
+        s.setValue("window/centre", self.centre.saveState())
+        s.sync()
+
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)
+        if not self._opened_once:
+            self._opened_once = True
+            QTimer.singleShot(0, self._open_first_session)
+
+    def _open_first_session(self) -> None:
+        if self.ctx.current_session_id:
+            return
+        last = self.settings.value("session/last")
+        try:
+            last_id = int(last) if last is not None else 0
+        except (TypeError, ValueError):
+            last_id = 0
+        if last_id:
+            try:
+                self.ctx.workspace.repo.get_session(last_id)
+            except NotFoundError:
+                last_id = 0
+        if not last_id and self.browser.model.rowCount():
+            last_id = self.browser.model.session_at(0).id
+        if last_id:
+            self.open_session(last_id)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        for dialog in self.findChildren(QDialog):
+            if dialog.isVisible():
+                dialog.close()  # a running import is cancelled and waited for below
+        self.save_layout()
+        if self.ctx.current_session_id:
+            self.settings.setValue("session/last", self.ctx.current_session_id)
+        if self.composer is not None:
+            self.composer.shut_down()
+        self.ctx.workers.shutdown()
+        # Deletes that can no longer be undone are carried out now.
+        self.ctx.trash.purge()
+        self.settings.sync()
+        super().closeEvent(event)

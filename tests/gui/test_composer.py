@@ -1,0 +1,201 @@
+"""The composer against the tests' protocol server on 127.0.0.1: stream, store, stop."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from workbench.core.conversation import SessionInfo
+from workbench.core.provider import ProviderConfig
+from workbench.engine.providers import ProviderSettings
+from workbench.engine.workspace import Workspace
+from workbench.gui.main_window import MainWindow
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
+
+from protocol_server import Fault, ProtocolServer  # noqa: E402
+
+REPLY = "Hello from the protocol server."
+
+
+@pytest.fixture
+def server() -> Iterator[ProtocolServer]:
+    srv = ProtocolServer().start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def chat_workspace(workspace: Workspace, server: ProtocolServer) -> Workspace:
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=server.url, model=server.model))
+    return workspace
+
+
+def stored(ws: Workspace, session_id: int) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in ws.repo.list_messages(session_id)]
+
+
+def test_new_session_then_prompt_streams_in_and_two_messages_are_stored(
+    qtbot: QtBot, chat_workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(chat_workspace)
+    composer = window.composer
+    assert composer is not None and composer.provider() == "local"
+    window.new_session_action.trigger()
+    window.ctx.workers.wait_idle()
+    session_id = window.ctx.current_session_id
+    assert session_id and stored(chat_workspace, session_id) == []
+
+    pieces: list[str] = []
+    composer.reply_grew.connect(pieces.append)
+    composer.prompt.setPlainText("Say hello, please.")
+    with qtbot.waitSignal(composer.turn_finished, timeout=15_000) as finished:
+        qtbot.keyClick(composer.prompt, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        assert composer.streaming
+        # The turn is on screen before anything is stored: prompt and growing reply.
+        assert [m.role for m in window.timeline.model.pending] == ["user", "assistant"]
+    response = finished.args[0]
+    assert response.text == REPLY
+
+    # The reply arrived piece by piece, each piece extending the last.
+    assert len(pieces) > 2 and pieces[-1] == REPLY
+    assert all(b.startswith(a) and len(b) > len(a) for a, b in zip(pieces, pieces[1:],
+                                                                  strict=False))
+    window.ctx.workers.wait_idle()
+    assert stored(chat_workspace, session_id) == [("user", "Say hello, please."),
+                                                 ("assistant", REPLY)]
+    model = window.timeline.model
+    assert model.pending == []
+    assert model.rowCount() == 2
+    assert [model.message_at(p).content for p in range(2)] == ["Say hello, please.", REPLY]
+    assert composer.prompt.toPlainText() == ""
+    sent = server.chat_requests()[-1].body
+    assert sent["messages"][-1] == {"role": "user", "content": "Say hello, please."}
+
+
+def test_stop_mid_stream_stores_nothing(
+    qtbot: QtBot, chat_workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(chat_workspace, "Chat", [("user", "Earlier"), ("assistant", "Reply")])
+    window = open_window(chat_workspace)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    server.script(Fault("stall", after=2))
+    pieces: list[str] = []
+    composer.reply_grew.connect(pieces.append)
+    assert composer.send("Tell me a long story.")
+    qtbot.waitUntil(lambda: pieces[-1:] == ["Hello from"], timeout=10_000)
+    assert server.stalling.wait(5)
+    with qtbot.waitSignal(composer.turn_failed, timeout=10_000) as failed:
+        qtbot.keyClick(composer.prompt, Qt.Key.Key_Escape)
+    assert "Stopped" in failed.args[0]
+    assert server.hung_up.wait(5), "the connection was not closed on stop"
+    window.ctx.workers.wait_idle()
+    assert stored(chat_workspace, info.id) == [("user", "Earlier"), ("assistant", "Reply")]
+    assert window.timeline.model.pending == []
+    assert window.timeline.model.rowCount() == 2
+    # The prompt is kept for another try, and a new turn can start.
+    assert composer.prompt.toPlainText() == "" or composer.send_button.isEnabled()
+    assert not composer.streaming and composer.send_button.isEnabled()
+
+
+def test_manual_memory_shows_the_reply_without_storing_it(
+    qtbot: QtBot, chat_workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(chat_workspace, "Chat", [("user", "Earlier")])
+    window = open_window(chat_workspace)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    composer.auto_box.setChecked(False)
+    with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
+        composer.send("Hello?")
+    window.ctx.workers.wait_idle()
+    assert stored(chat_workspace, info.id) == [("user", "Earlier")]
+    pending = window.timeline.model.pending
+    assert [m.content for m in pending] == ["Hello?", REPLY]
+    assert all("not saved" in m.metadata["note"] for m in pending)
+
+
+def test_provider_error_is_a_sentence_with_the_next_step(
+    qtbot: QtBot, chat_workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(chat_workspace, "Chat", [("user", "Earlier")])
+    window = open_window(chat_workspace)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    server.script(Fault("status", status=400, body={"error": {
+        "message": "This model's maximum context length is 4096 tokens. However, your "
+                   "messages resulted in 9000 tokens.",
+        "type": "invalid_request_error", "code": "context_length_exceeded"}}))
+    with qtbot.waitSignal(composer.turn_failed, timeout=15_000) as failed:
+        composer.send("A very long question")
+    text = failed.args[0]
+    assert "Compact the session" in text
+    assert composer.error_label.isVisible() or composer.error_label.text() == text
+    window.ctx.workers.wait_idle()
+    assert stored(chat_workspace, info.id) == [("user", "Earlier")]
+
+
+def test_regenerate_replaces_the_last_reply(
+    qtbot: QtBot, chat_workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(chat_workspace, "Chat", [("user", "Hi"), ("assistant", "Old reply")])
+    window = open_window(chat_workspace)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
+        composer.regenerate()
+    window.ctx.workers.wait_idle()
+    assert stored(chat_workspace, info.id) == [("user", "Hi"), ("assistant", REPLY)]
+
+
+def test_gauge_measures_the_request_against_the_window(
+    qtbot: QtBot, chat_workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(chat_workspace, "Chat", [("user", "Hi there"), ("assistant", "Hello")])
+    window = open_window(chat_workspace)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    with qtbot.waitSignal(composer.gauge_changed, timeout=15_000) as changed:
+        composer.refresh_gauge()
+    gauge = changed.args[0]
+    assert gauge.window == server.n_ctx
+    assert 0 < gauge.request_tokens < server.n_ctx
+    assert f"/ {server.n_ctx:,} tokens" in composer.gauge.format()
+    assert f"/ {server.n_ctx:,} tokens" in window.tokens_label.text()
+
+
+def test_sending_without_an_open_session_creates_one(
+    qtbot: QtBot, chat_workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(chat_workspace)
+    composer = window.composer
+    assert composer is not None
+    window.open_session(0)
+    with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
+        assert composer.send("Plan a picnic\nfor Saturday")
+    window.ctx.workers.wait_idle()
+    session_id = window.ctx.current_session_id
+    info = chat_workspace.repo.get_session(session_id)
+    assert info.title == "Plan a picnic"
+    assert stored(chat_workspace, session_id) == [("user", "Plan a picnic\nfor Saturday"),
+                                                 ("assistant", REPLY)]

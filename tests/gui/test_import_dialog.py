@@ -1,0 +1,108 @@
+"""File → Import: progress while the writer imports, and a cancel that keeps whole ones."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from pytestqt.qtbot import QtBot
+
+from workbench.engine.workspace import Workspace
+from workbench.gui.dialogs.import_progress import report_text
+from workbench.gui.main_window import MainWindow
+from workbench.gui.models.sessions import SessionRole
+
+MESSAGES_EACH = 6
+
+
+def write_context_files(folder: Path, count: int) -> Path:
+    """``count`` context-file sessions of MESSAGES_EACH messages each."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for number in range(count):
+        history = [
+            {"timestamp": f"2025-01-01T10:{i:02d}:00Z",
+             "role": "user" if i % 2 == 0 else "assistant",
+             "content": f"conversation {number}, message {i}"}
+            for i in range(MESSAGES_EACH)
+        ]
+        (folder / f"session-{number:03d}.json").write_text(json.dumps({
+            "session_id": f"conv-{number}", "title": f"Conversation {number}",
+            "recent_history": history,
+        }), encoding="utf-8")
+    return folder
+
+
+def test_import_a_folder_shows_progress_then_a_report(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    folder = write_context_files(tmp_path / "exports", 12)
+    window = open_window(workspace)
+    dialog = window.start_import(folder)
+    assert dialog.running and dialog.isVisible()
+    with qtbot.waitSignal(dialog.import_finished, timeout=20_000) as finished:
+        pass
+    report = finished.args[0]
+    assert len(report.sessions) == 12 and not report.cancelled
+    assert dialog.conversations_read == 12
+    assert "Imported 12 sessions." in dialog.label.text()
+    window.ctx.workers.wait_idle()
+    model = window.browser.model
+    qtbot.waitUntil(lambda: model.rowCount() == 12)
+    titles = {model.index(r, 0).data(SessionRole).title for r in range(model.rowCount())}
+    assert titles == {f"Conversation {n}" for n in range(12)}
+    # The first imported session is shown.
+    assert window.ctx.current_session_id in {info.id for info, _new in report.sessions}
+    dialog.reject()
+    assert not dialog.isVisible()
+
+
+def test_cancel_leaves_only_whole_conversations(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    folder = write_context_files(tmp_path / "many", 40)
+    window = open_window(workspace)
+    dialog = window.start_import(folder)
+    dialog.cancel()
+    assert dialog.cancel_requested
+    with qtbot.waitSignal(dialog.import_finished, timeout=20_000) as finished:
+        pass
+    report = finished.args[0]
+    assert report.cancelled
+    stored = workspace.list_sessions()
+    assert 1 <= len(stored) < 40
+    # Every conversation that was stored is whole; none is half there.
+    assert all(info.message_count == MESSAGES_EACH for info in stored)
+    assert len(stored) == len(report.sessions)
+    assert "cancelled" in dialog.label.text()
+
+
+def test_a_bad_file_is_reported_and_the_rest_imported(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    folder = write_context_files(tmp_path / "mixed", 3)
+    (folder / "broken.json").write_text('{"session_id": "x", "recent_history": [{"role": 5}]}',
+                                        encoding="utf-8")
+    window = open_window(workspace)
+    dialog = window.start_import(folder, format="context-json")
+    with qtbot.waitSignal(dialog.import_finished, timeout=20_000) as finished:
+        pass
+    report = finished.args[0]
+    assert len([s for s, new in report.sessions if new]) == 3
+    assert report.skipped
+    text = report_text(report)
+    assert "Imported 3 sessions." in text and "skipped" in text
+
+
+def test_a_file_that_cannot_be_read_fails_with_a_sentence(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    bogus = tmp_path / "notes.txt"
+    bogus.write_text("just some notes", encoding="utf-8")
+    window = open_window(workspace)
+    dialog = window.start_import(bogus)
+    with qtbot.waitSignal(dialog.import_failed, timeout=20_000):
+        pass
+    assert not dialog.running
+    assert dialog.label.text().endswith(".")
+    assert "notes.txt" in dialog.label.text()

@@ -1,0 +1,123 @@
+"""The search panel: filters, highlighted snippets, and opening a hit at its message."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pytestqt.qtbot import QtBot
+
+from workbench.core.conversation import SearchHit, SessionInfo
+from workbench.engine.workspace import Workspace
+from workbench.gui.main_window import MainWindow
+from workbench.gui.models.search_results import MARK_START, SnippetHtmlRole, snippet_html
+from workbench.gui.models.timeline import MessageRole
+
+
+def run_search(qtbot: QtBot, window: MainWindow, text: str) -> list[SearchHit]:
+    window.search.query_edit.setText(text)
+    with qtbot.waitSignal(window.search.search_finished, timeout=10_000):
+        window.search.search()
+    return window.search.hits()
+
+
+def test_hit_opens_its_session_scrolled_to_the_message(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    filler = [("user", f"small talk {i}") for i in range(60)]
+    target = make_session(workspace, "Target", [*filler, ("assistant", "the word is aubergine"),
+                                                *filler])
+    other = make_session(workspace, "Other", [("user", "nothing to see")])
+    window = open_window(workspace)
+    window.open_session(other.id)
+    hits = run_search(qtbot, window, "aubergine")
+    assert [(h.session_id, h.role) for h in hits if h.kind == "message"] == [
+        (target.id, "assistant")]
+    # The snippet marks the matched word, and the row shows the session's title.
+    index = window.search.model.index(0, 0)
+    assert MARK_START in hits[0].snippet
+    assert "<span" in index.data(SnippetHtmlRole)
+    assert "Target" in index.data()
+
+    window.search.results.activated.emit(index)
+    assert window.ctx.current_session_id == target.id
+    view = window.timeline.view
+    current = view.currentIndex().data(MessageRole)
+    assert current.content == "the word is aubergine"
+    assert view.currentIndex().row() in view.visible_rows()
+    assert not view.at_end
+
+
+def test_role_and_session_filters(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    first = make_session(workspace, "First", [("user", "kiwi question"), ("assistant", "kiwi")])
+    make_session(workspace, "Second", [("user", "kiwi again")])
+    window = open_window(workspace)
+    window.open_session(first.id)
+    assert len([h for h in run_search(qtbot, window, "kiwi") if h.kind == "message"]) == 3
+    panel = window.search
+    panel.role_box.setCurrentIndex(panel.role_box.findData("assistant"))
+    assert [h.role for h in run_search(qtbot, window, "kiwi") if h.kind == "message"] == [
+        "assistant"]
+    panel.role_box.setCurrentIndex(0)
+    window.find("session")
+    hits = run_search(qtbot, window, "kiwi")
+    assert {h.session_id for h in hits} == {first.id}
+    assert "result" in panel.status_label.text()
+
+
+def test_snippet_html_escapes_text_and_marks_matches() -> None:
+    html = snippet_html("a <b> \x02match\x03 here")
+    assert "&lt;b&gt;" in html
+    assert html.count("<span") == 1 and "match</span>" in html
+
+
+def test_hit_in_a_long_session_opens_at_the_message(
+    qtbot: QtBot, big_workspace: tuple[Workspace, int], open_window: Callable[..., MainWindow],
+) -> None:
+    ws, session_id = big_workspace
+    window = open_window(ws)
+    hits = run_search(qtbot, window, "zebra42000")
+    assert len(hits) == 1 and hits[0].session_id == session_id
+    window.search.open_hit(hits[0])
+    view = window.timeline.view
+    assert window.ctx.current_session_id == session_id
+    current = view.currentIndex().data(MessageRole)
+    assert current.id == hits[0].message_id
+    assert "zebra42000" in current.content
+    assert view.currentIndex().row() in view.visible_rows()
+    # The session's shape arrives later and rebuilds the rows: the message stays chosen.
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: window.timeline.model.index_ready, timeout=15_000)
+    assert view.currentIndex().data(MessageRole).id == hits[0].message_id
+    assert view.currentIndex().row() in view.visible_rows()
+
+
+def test_date_filter_keeps_messages_of_the_chosen_days(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    from datetime import UTC, datetime
+
+    from PySide6.QtCore import QDate
+
+    from workbench.core.conversation import Message
+
+    make_session(workspace, "Dated", [
+        Message(role="user", content="quince in march",
+                created_at=datetime(2024, 3, 10, 12, tzinfo=UTC)),
+        Message(role="user", content="quince in june",
+                created_at=datetime(2024, 6, 10, 12, tzinfo=UTC)),
+    ])
+    window = open_window(workspace)
+    panel = window.search
+    panel.from_box.setChecked(True)
+    panel.from_date.setDate(QDate(2024, 5, 1))
+    hits = [h for h in run_search(qtbot, window, "quince") if h.kind == "message"]
+    assert [h.snippet.replace(MARK_START, "").replace("\x03", "") for h in hits] == [
+        "quince in june"]
+    panel.to_box.setChecked(True)
+    panel.to_date.setDate(QDate(2024, 5, 31))
+    assert [h for h in run_search(qtbot, window, "quince") if h.kind == "message"] == []

@@ -1,0 +1,191 @@
+"""The session browser: lazy list, filter, and undoable session actions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, Qt
+from pytestqt.qtbot import QtBot
+
+from workbench.core.conversation import SessionInfo
+from workbench.engine.workspace import Workspace
+from workbench.gui.main_window import MainWindow
+from workbench.gui.models.sessions import SessionListModel, SessionRole
+
+
+def titles(window: MainWindow) -> list[str]:
+    model = window.browser.model
+    return [model.index(r, 0).data(SessionRole).title for r in range(model.rowCount())]
+
+
+def wait_list(qtbot: QtBot, window: MainWindow, expected: list[str]) -> None:
+    window.ctx.workers.wait_idle()
+    try:
+        qtbot.waitUntil(lambda: titles(window) == expected, timeout=5_000)
+    except Exception:
+        raise AssertionError(f"{titles(window)} != {expected}") from None
+
+
+def select(window: MainWindow, *names: str) -> None:
+    view = window.browser.view
+    selection = view.selectionModel()
+    selection.clearSelection()
+    for row in range(window.browser.model.rowCount()):
+        if window.browser.model.session_at(row).title in names:
+            selection.select(window.browser.model.index(row, 0),
+                             QItemSelectionModel.SelectionFlag.Select)
+            view.setCurrentIndex(window.browser.model.index(row, 0)) if len(names) == 1 \
+                else None
+
+
+def test_model_reads_sessions_a_page_at_a_time(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+) -> None:
+    for number in range(7):
+        make_session(workspace, f"Session {number}", [("user", "hi")])
+    model = SessionListModel(workspace, page_size=3)
+    assert model.rowCount() == 3
+    while model.canFetchMore(QModelIndex()):
+        model.fetchMore(QModelIndex())
+    assert {model.session_at(r).title for r in range(model.rowCount())} == {
+        f"Session {n}" for n in range(7)}
+    model.set_filter_text("session 5")
+    assert [model.session_at(r).title for r in range(model.rowCount())] == ["Session 5"]
+    assert model.total() == 1
+
+
+def test_filter_box_narrows_the_list(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    make_session(workspace, "Lisbon trip", [("user", "hi")])
+    make_session(workspace, "Bug triage", [("user", "hi")])
+    window = open_window(workspace)
+    qtbot.keyClicks(window.browser.filter_edit, "lisb")
+    qtbot.waitUntil(lambda: titles(window) == ["Lisbon trip"], timeout=3_000)
+    window.browser.filter_edit.clear()
+    qtbot.waitUntil(lambda: len(titles(window)) == 2, timeout=3_000)
+
+
+def test_rename_pin_and_tag_then_undo(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    older = make_session(workspace, "Older", [("user", "hi")])
+    make_session(workspace, "Newer", [("user", "hi")])
+    window = open_window(workspace)
+    browser = window.browser
+    wait_list(qtbot, window, ["Newer", "Older"])
+
+    browser.set_pinned([older.id], True)
+    # Pinned sessions come first.
+    wait_list(qtbot, window, ["Older", "Newer"])
+    browser.rename_session(older.id, "Older, renamed")
+    browser.set_tags(older.id, ["work", "urgent"])
+    wait_list(qtbot, window, ["Older, renamed", "Newer"])
+    info = workspace.repo.get_session(older.id)
+    assert (info.title, info.pinned, info.tags) == ("Older, renamed", True, ["work", "urgent"])
+
+    for _ in range(3):
+        window.undo_action.trigger()
+    window.ctx.workers.wait_idle()
+    # The store stamps every change with the time, so the undone session counts as the
+    # most recently updated: its values come back, its place in the list does not.
+    qtbot.waitUntil(lambda: sorted(titles(window)) == ["Newer", "Older"], timeout=5_000)
+    info = workspace.repo.get_session(older.id)
+    assert (info.title, info.pinned, info.tags) == ("Older", False, [])
+
+
+def test_rename_in_place(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Draft", [("user", "hi")])
+    window = open_window(workspace)
+    model = window.browser.model
+    assert model.setData(model.index(0, 0), "Final title", Qt.ItemDataRole.EditRole)
+    wait_list(qtbot, window, ["Final title"])
+    assert workspace.repo.get_session(info.id).title == "Final title"
+    assert window.ctx.undo_stack.undoText() == "Rename session"
+
+
+def test_archive_hides_and_the_archived_switch_shows(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    keep = make_session(workspace, "Keep", [("user", "hi")])
+    old = make_session(workspace, "Old", [("user", "hi")])
+    window = open_window(workspace)
+    window.browser.set_archived([old.id], True)
+    wait_list(qtbot, window, ["Keep"])
+    window.browser.archived_box.setChecked(True)
+    wait_list(qtbot, window, ["Old", "Keep"])
+    assert window.browser.model.session_at(0).archived
+    window.undo_action.trigger()
+    window.browser.archived_box.setChecked(False)
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: sorted(titles(window)) == ["Keep", "Old"], timeout=5_000)
+    assert not workspace.repo.get_session(old.id).archived
+    assert keep.id in {s.id for s in workspace.list_sessions()}
+
+
+def test_delete_several_then_undo_restores_them_exactly(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    first = make_session(workspace, "First", [("user", "a"), ("assistant", "b")])
+    second = make_session(workspace, "Second", [("user", "c")])
+    make_session(workspace, "Third", [("user", "d")])
+    before = {s.id: s for s in workspace.list_sessions()}
+    window = open_window(workspace)
+    window.open_session(first.id)
+    order = titles(window)
+    select(window, "First", "Second")
+    window.browser.view.setFocus()
+    qtbot.keyClick(window.browser.view, Qt.Key.Key_Delete)
+    wait_list(qtbot, window, ["Third"])
+    # The open session was among them: the timeline is empty now.
+    assert window.ctx.current_session_id == 0
+    # Nothing is deleted from the database while the delete can be undone.
+    assert workspace.repo.get_session(first.id).message_count == 2
+
+    window.undo_action.trigger()
+    wait_list(qtbot, window, order)
+    after = {s.id: s for s in workspace.list_sessions()}
+    # Same ids, same times, same order: the sessions are back exactly.
+    assert after == before
+
+    window.redo_action.trigger()
+    wait_list(qtbot, window, ["Third"])
+    window.close()
+    assert [s.title for s in workspace.list_sessions(include_archived=True)] == ["Third"]
+    assert second.id not in {s.id for s in workspace.list_sessions()}
+
+
+def test_fork_copies_the_session(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Original", [("user", "a"), ("assistant", "b")])
+    window = open_window(workspace)
+    window.browser.fork(info.id)
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: "Original (fork)" in titles(window))
+    forked = window.ctx.current_session_id
+    assert forked != info.id
+    assert [m.content for m in workspace.repo.list_messages(forked)] == ["a", "b"]
+    assert workspace.repo.get_session(forked).forked_from_session_id == info.id
+
+
+def test_search_hides_sessions_waiting_in_the_trash(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    gone = make_session(workspace, "Gone", [("user", "pineapple pizza")])
+    window = open_window(workspace)
+    window.browser.delete_sessions([gone.id])
+    window.ctx.workers.wait_idle()
+    window.search.query_edit.setText("pineapple")
+    with qtbot.waitSignal(window.search.search_finished, timeout=5_000):
+        window.search.search()
+    assert window.search.hits() == []

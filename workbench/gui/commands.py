@@ -1,0 +1,320 @@
+"""Undo commands: every edit of a message or a session, persisted off the UI thread.
+
+``redo`` and ``undo`` only queue work on the serialized database writer
+(:meth:`WorkerPool.write`); the views change when the store has answered, through the
+signals of :class:`AppContext`. Because the writer runs jobs one at a time in order, a
+command may be undone before its first ``redo`` has finished: the work functions keep
+what the inverse needs on the command *inside* the writer thread, so the undo job,
+queued later, always finds it.
+
+Ids stay valid across delete and restore (a restored message gets a new id) because
+every message id goes through the engine's :class:`~workbench.engine.editing.IdAliases`.
+Deleted sessions go to the trash and are removed from the database only when the
+window closes (see :class:`~workbench.engine.editing.SessionTrash`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from PySide6.QtGui import QUndoCommand
+
+from workbench.core.conversation import Message, SessionInfo
+from workbench.engine.editing import MessageChange, SessionChange
+from workbench.gui.context import AppContext
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+class _StoreCommand(QUndoCommand):
+    """A command whose two directions are jobs on the database writer."""
+
+    def __init__(self, ctx: AppContext, text: str) -> None:
+        super().__init__(text)
+        self.ctx = ctx
+
+    def _write(self, fn: Callable[[], Any], on_done: Callable[[Any], None]) -> None:
+        self.ctx.workers.write(fn, name=self.text().lower(), on_done=on_done,
+                               on_error=self._failed)
+
+    def _failed(self, error: BaseException) -> None:
+        self.ctx.report_error(error, doing=self.text().lower())
+        # What is shown may no longer match the store: read it again.
+        self.ctx.sessions_changed.emit()
+        if self.ctx.current_session_id:
+            self.ctx.session_reloaded.emit(self.ctx.current_session_id)
+
+
+# -- messages ---------------------------------------------------------------------------
+
+
+class EditMessageCommand(_StoreCommand):
+    """Change a message's role and text."""
+
+    def __init__(self, ctx: AppContext, message: Message, role: str, content: str) -> None:
+        super().__init__(ctx, "Edit message")
+        self._before = message.copy()
+        self._role = role
+        self._content = content
+
+    def redo(self) -> None:
+        ident = int(self._before.id or 0)
+        editing = self.ctx.editing
+
+        def run() -> MessageChange:
+            return editing.edit_message(ident, content=self._content, role=self._role)
+
+        self._write(run, lambda change: self.ctx.announce_message("changed", change.after))
+
+    def undo(self) -> None:
+        editing = self.ctx.editing
+        before = self._before
+        self._write(lambda: editing.restore_fields(before),
+                    lambda message: self.ctx.announce_message("changed", message))
+
+
+class InsertMessageCommand(_StoreCommand):
+    """Insert a new message of any role at a position."""
+
+    def __init__(self, ctx: AppContext, session_id: int, position: int, role: str,
+                 content: str) -> None:
+        super().__init__(ctx, f"Insert {role} message")
+        self._session_id = session_id
+        self._position = position
+        self._role = role
+        self._content = content
+        self._stored: Message | None = None
+        self.inserted_id: int | None = None
+
+    def redo(self) -> None:
+        editing = self.ctx.editing
+
+        def run() -> Message:
+            if self._stored is None:
+                message = editing.insert_message(self._session_id, self._position, self._role,
+                                                 self._content)
+                self.inserted_id = message.id
+            else:
+                message = editing.restore_message(self._stored)
+            self._stored = message
+            return message
+
+        self._write(run, lambda message: self.ctx.announce_message("inserted", message))
+
+    def undo(self) -> None:
+        editing = self.ctx.editing
+
+        def run() -> Message:
+            assert self._stored is not None and self._stored.id is not None
+            removed = editing.delete_message(int(self._stored.id))
+            self._stored = removed
+            return removed
+
+        self._write(run, lambda message: self.ctx.announce_message("removed", message))
+
+
+class DeleteMessagesCommand(_StoreCommand):
+    """Delete messages (the user's explicit purge); undo puts them back in place."""
+
+    def __init__(self, ctx: AppContext, message_ids: Sequence[int]) -> None:
+        super().__init__(ctx, f"Delete {_plural(len(message_ids), 'message')}")
+        self._ids = list(message_ids)
+        self._deleted: list[Message] = []
+
+    def redo(self) -> None:
+        editing = self.ctx.editing
+
+        def run() -> list[Message]:
+            current = sorted((editing.message(i) for i in self._ids),
+                             key=lambda m: int(m.position or 0), reverse=True)
+            # From the bottom up, so each position is still right when it is deleted.
+            self._deleted = [editing.delete_message(int(m.id or 0)) for m in current]
+            return list(self._deleted)
+
+        def done(deleted: list[Message]) -> None:
+            for message in deleted:
+                self.ctx.announce_message("removed", message)
+
+        self._write(run, done)
+
+    def undo(self) -> None:
+        editing = self.ctx.editing
+
+        def run() -> list[Message]:
+            return [editing.restore_message(m) for m in reversed(self._deleted)]
+
+        def done(restored: list[Message]) -> None:
+            for message in restored:
+                self.ctx.announce_message("inserted", message)
+
+        self._write(run, done)
+
+
+class SetImportantCommand(_StoreCommand):
+    """Mark or unmark messages as important."""
+
+    def __init__(self, ctx: AppContext, message_ids: Sequence[int], important: bool) -> None:
+        what = "Mark" if important else "Unmark"
+        super().__init__(ctx, f"{what} {_plural(len(message_ids), 'message')} important")
+        self._ids = list(message_ids)
+        self._important = important
+        self._before: dict[int, bool] = {}
+
+    def redo(self) -> None:
+        editing = self.ctx.editing
+
+        def run() -> list[Message]:
+            changes = [editing.set_important(i, self._important) for i in self._ids]
+            self._before = {i: c.before.important for i, c in zip(self._ids, changes,
+                                                                  strict=True)}
+            return [c.after for c in changes]
+
+        self._write(run, self._announce)
+
+    def undo(self) -> None:
+        editing = self.ctx.editing
+
+        def run() -> list[Message]:
+            return [editing.set_important(i, self._before.get(i, not self._important)).after
+                    for i in self._ids]
+
+        self._write(run, self._announce)
+
+    def _announce(self, messages: list[Message]) -> None:
+        for message in messages:
+            self.ctx.announce_message("changed", message)
+
+
+# -- sessions ---------------------------------------------------------------------------
+
+
+class _SessionListCommand(_StoreCommand):
+    def _changed(self, _result: Any = None) -> None:
+        self.ctx.sessions_changed.emit()
+
+
+class NewSessionCommand(_SessionListCommand):
+    """Create a session (undo hides it again; it is deleted when the window closes)."""
+
+    def __init__(self, ctx: AppContext, title: str = "New session",
+                 make: Callable[[], SessionInfo] | None = None, text: str = "New session"
+                 ) -> None:
+        super().__init__(ctx, text)
+        self._title = title
+        self._make = make
+        self.session_id: int | None = None
+
+    def redo(self) -> None:
+        ctx = self.ctx
+
+        def run() -> SessionInfo:
+            if self.session_id is None:
+                info = self._make() if self._make else ctx.editing.create_session(self._title)
+                self.session_id = info.id
+                return info
+            ctx.trash.take_back([self.session_id])
+            return ctx.workspace.repo.get_session(self.session_id)
+
+        def done(info: SessionInfo) -> None:
+            self._changed()
+            ctx.open_session(info.id)
+
+        self._write(run, done)
+
+    def undo(self) -> None:
+        ctx = self.ctx
+
+        def run() -> int:
+            assert self.session_id is not None
+            ctx.trash.put([self.session_id])
+            return self.session_id
+
+        def done(session_id: int) -> None:
+            ctx.session_hidden.emit(session_id)
+            self._changed()
+
+        self._write(run, done)
+
+
+class ForkSessionCommand(NewSessionCommand):
+    """A new session holding a session's messages up to one message."""
+
+    def __init__(self, ctx: AppContext, session_id: int, message_id: int,
+                 title: str | None = None) -> None:
+        def make() -> SessionInfo:
+            return ctx.editing.fork_session(session_id, message_id, title=title)
+
+        super().__init__(ctx, make=make, text="Fork session")
+
+
+class DeleteSessionsCommand(_SessionListCommand):
+    """Delete sessions: hidden at once, removed for good when the window closes."""
+
+    def __init__(self, ctx: AppContext, session_ids: Sequence[int]) -> None:
+        super().__init__(ctx, f"Delete {_plural(len(session_ids), 'session')}")
+        self._ids = list(session_ids)
+
+    def redo(self) -> None:
+        ctx = self.ctx
+
+        def done(_result: Any) -> None:
+            for sid in self._ids:
+                ctx.session_hidden.emit(sid)
+            self._changed()
+
+        self._write(lambda: ctx.trash.put(self._ids), done)
+
+    def undo(self) -> None:
+        ctx = self.ctx
+        self._write(lambda: ctx.trash.take_back(self._ids), self._changed)
+
+
+class SessionFieldCommand(_SessionListCommand):
+    """Rename, pin, archive or tag sessions; undo restores each one's previous value."""
+
+    def __init__(self, ctx: AppContext, session_ids: Sequence[int], field: str, value: Any,
+                 text: str) -> None:
+        super().__init__(ctx, text)
+        self._ids = list(session_ids)
+        self._field = field
+        self._value = value
+        self._before: dict[int, Any] = {}
+
+    def _apply(self, session_id: int, value: Any) -> SessionChange:
+        editing = self.ctx.editing
+        if callable(value):  # a value that depends on the session, e.g. "its tags plus one"
+            value = value(editing.repo.get_session(session_id))
+        if self._field == "title":
+            return editing.rename_session(session_id, value)
+        if self._field == "pinned":
+            return editing.set_pinned(session_id, value)
+        if self._field == "archived":
+            return editing.set_archived(session_id, value)
+        if self._field == "tags":
+            return editing.set_tags(session_id, value)
+        raise ValueError(f"unknown session field {self._field!r}")
+
+    def redo(self) -> None:
+        def run() -> list[SessionInfo]:
+            changes = [self._apply(sid, self._value) for sid in self._ids]
+            self._before = {
+                change.before.id: getattr(change.before, self._field) for change in changes
+            }
+            return [change.after for change in changes]
+
+        self._write(run, self._done)
+
+    def undo(self) -> None:
+        def run() -> list[SessionInfo]:
+            return [self._apply(sid, self._before[sid]).after for sid in self._ids
+                    if sid in self._before]
+
+        self._write(run, self._done)
+
+    def _done(self, infos: list[SessionInfo]) -> None:
+        for info in infos:
+            self.ctx.announce_session(info)
+        self._changed()

@@ -1,0 +1,87 @@
+"""What the panels of one window share: the workspace, workers, undo stack and news.
+
+Panels never talk to each other directly. They change things through undo commands
+(:mod:`workbench.gui.commands`) or engine calls on :attr:`AppContext.workers`, and learn
+about changes from the signals here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QUndoStack
+
+from workbench.core.conversation import Message, SessionInfo
+from workbench.engine.editing import Editing, SessionTrash
+from workbench.engine.workspace import Workspace
+from workbench.gui.errors import describe_error
+from workbench.gui.workers import WorkerPool
+
+
+class AppContext(QObject):
+    """The shared state of one main window."""
+
+    sessions_changed = Signal()  # the session list should be read again
+    session_updated = Signal(object)  # a SessionInfo whose row changed
+    session_opened = Signal(int, object)  # session id, message id to show (or None)
+    session_hidden = Signal(int)  # a session went to the trash
+    message_changed = Signal(object)  # a stored Message whose text, role or flag changed
+    message_inserted = Signal(object)  # a Message stored at its position
+    message_removed = Signal(object)  # a Message deleted from its position
+    messages_appended = Signal(object)  # a list of Messages stored at a session's end
+    session_reloaded = Signal(int)  # a session changed in many ways: read it again
+    error_reported = Signal(str)  # a sentence for the person at the keyboard
+    status_reported = Signal(str)  # a passing note for the status bar
+    workspace_replaced = Signal()  # another database was opened
+
+    def __init__(self, workspace: Workspace, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.workspace = workspace
+        self.workers = WorkerPool(self)
+        self.undo_stack = QUndoStack(self)
+        self.undo_stack.setUndoLimit(500)
+        self.editing = Editing(workspace.repo)
+        self.trash = SessionTrash(workspace.repo)
+        self.current_session_id = 0
+        self.workers.error_reported.connect(self._job_failed)
+
+    def _job_failed(self, name: str, error: BaseException) -> None:
+        self.report_error(error, doing=name)
+
+    def report_error(self, error: BaseException | str, *, doing: str = "") -> None:
+        """Tell the person what went wrong, as a sentence."""
+        text = error if isinstance(error, str) else describe_error(error, doing=doing)
+        self.error_reported.emit(text)
+
+    def replace_workspace(self, workspace: Workspace) -> Workspace:
+        """Switch to another database; returns the old workspace (the caller closes it).
+
+        Deletes waiting in the trash are carried out first, and the undo history is
+        cleared: it speaks of sessions of the old database.
+        """
+        self.workers.wait_idle()
+        self.trash.purge()
+        old = self.workspace
+        self.undo_stack.clear()
+        self.workspace = workspace
+        self.editing = Editing(workspace.repo)
+        self.trash = SessionTrash(workspace.repo)
+        self.current_session_id = 0
+        self.workspace_replaced.emit()
+        return old
+
+    def open_session(self, session_id: int, message_id: int | None = None) -> None:
+        """Ask the window to show a session (scrolled to ``message_id`` when given)."""
+        self.session_opened.emit(session_id, message_id)
+
+    def announce_session(self, info: SessionInfo) -> None:
+        self.session_updated.emit(info)
+
+    def announce_message(self, kind: str, message: Message) -> None:
+        signal: Any = {
+            "changed": self.message_changed,
+            "inserted": self.message_inserted,
+            "removed": self.message_removed,
+        }[kind]
+        signal.emit(message)

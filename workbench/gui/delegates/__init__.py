@@ -1,0 +1,1 @@
+"""Item painting: message bubbles and session rows."""

@@ -1,0 +1,492 @@
+"""Painting one timeline row: a message bubble, a folded-run marker or a streaming reply.
+
+A message shows a role badge and colour, the role (and name or tool call id), whether
+it is folded or evicted, its time, token count and an importance star (click to
+toggle), then its text rendered from Markdown (code in monospace on a tinted block).
+An assistant's tool calls follow as named code blocks with their arguments; a tool
+result shows its text as a code block. Long texts show their first lines with a
+"show all" link (click to expand), so one huge tool output never costs more than a
+screenful of layout.
+
+Rendered documents are cached by message, revision, width and theme, so a row is laid
+out once however often it is painted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QEvent,
+    QModelIndex,
+    QPersistentModelIndex,
+    QPointF,
+    QRect,
+    QRectF,
+    QSize,
+    Qt,
+    Signal,
+)
+from PySide6.QtGui import (
+    QAbstractTextDocumentLayout,
+    QColor,
+    QFont,
+    QFontMetrics,
+    QMouseEvent,
+    QPainter,
+    QPalette,
+    QTextBlockFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextFormat,
+    QTextOption,
+)
+from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
+
+from workbench.core.conversation import Message
+from workbench.gui.delegates.message_editor import MessageEditor
+from workbench.gui.models.timeline import KeyRole, KindRole, MessageRole, RunRole
+from workbench.gui.theme import ROLE_GLYPHS, ROLE_LABELS, is_dark, role_color
+
+_Index = QModelIndex | QPersistentModelIndex
+
+COLLAPSED_LINES = 24
+COLLAPSED_CHARS = 2_400
+EXPANDED_CHARS = 200_000
+DOC_CACHE = 300
+
+MARGIN_X = 8
+MARGIN_Y = 3
+PAD = 8
+BADGE = 24
+GAP = 8
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any run of backticks inside ``text``."""
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    return "`" * max(3, longest + 1)
+
+
+def _code_block(text: str, language: str = "") -> str:
+    fence = _fence(text)
+    return f"{fence}{language}\n{text}\n{fence}"
+
+
+def _shorten(text: str, expanded: bool) -> tuple[str, bool, int]:
+    """The part of ``text`` to show, whether it was cut, and its total line count."""
+    lines = text.count("\n") + 1
+    if expanded:
+        return (text[:EXPANDED_CHARS], len(text) > EXPANDED_CHARS, lines)
+    cut = text
+    if lines > COLLAPSED_LINES:
+        end = -1
+        for _ in range(COLLAPSED_LINES):
+            end = cut.find("\n", end + 1)
+        cut = cut[:end]
+    if len(cut) > COLLAPSED_CHARS:
+        cut = cut[:COLLAPSED_CHARS]
+    return cut, len(cut) < len(text), lines
+
+
+def _arguments_text(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return arguments
+    try:
+        return json.dumps(arguments, indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(arguments)
+
+
+def message_markdown(message: Message, expanded: bool = False) -> tuple[str, bool, int]:
+    """Markdown for a message's body: its text, then tool calls; and whether it was cut.
+
+    Tool results are code blocks (they are program output, not prose).
+    """
+    content = message.content or ""
+    body, truncated, lines = _shorten(content, expanded)
+    pieces: list[str] = []
+    if message.role == "tool":
+        if body:
+            pieces.append(_code_block(body))
+    elif body:
+        pieces.append(body)
+    for part in message.parts or []:
+        kind = str(part.get("type", "")) if isinstance(part, dict) else ""
+        if kind in ("reasoning", "thinking"):
+            text = str(part.get("text") or part.get("thinking") or "")
+            short, cut, _ = _shorten(text, expanded)
+            truncated = truncated or cut
+            if short:
+                pieces.insert(0, "> *Reasoning:* " + short.replace("\n", "\n> "))
+        elif kind.startswith("image") or kind == "input_image":
+            pieces.append("*[image]*")
+    for call in message.tool_calls or []:
+        function = call.get("function", call) if isinstance(call, dict) else {}
+        name = str(function.get("name") or call.get("name") or "tool")
+        arguments = _arguments_text(function.get("arguments", call.get("arguments", {})))
+        short, cut, _ = _shorten(arguments, expanded)
+        truncated = truncated or cut
+        call_id = call.get("id") if isinstance(call, dict) else None
+        label = f"**→ {name}**" + (f" `{call_id}`" if call_id else "")
+        pieces.append(label + "\n\n" + _code_block(short, "json"))
+    if not pieces:
+        pieces.append("*(empty)*")
+    return "\n\n".join(pieces), truncated, lines
+
+
+@dataclass
+class _Geometry:
+    bubble: QRect
+    badge: QRect
+    header: QRect
+    star: QRect
+    doc_origin: QPointF
+    more: QRect | None
+
+
+class MessageDelegate(QStyledItemDelegate):
+    """Paints timeline rows and edits messages in place (see the module docstring)."""
+
+    importance_toggled = Signal(object)  # the Message whose star was clicked
+    marker_toggled = Signal(int)  # the row of a folded-run marker that was clicked
+    expansion_changed = Signal(object)  # the model index whose "show all" was clicked
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._docs: OrderedDict[tuple[Any, ...], tuple[QTextDocument, bool]] = OrderedDict()
+        self._expanded: set[int] = set()
+
+    # -- documents ---------------------------------------------------------------------
+
+    def is_expanded(self, message: Message) -> bool:
+        return message.id is not None and int(message.id) in self._expanded
+
+    def set_expanded(self, message: Message, expanded: bool) -> None:
+        if message.id is None:
+            return
+        if expanded:
+            self._expanded.add(int(message.id))
+        else:
+            self._expanded.discard(int(message.id))
+
+    def clear_cache(self) -> None:
+        self._docs.clear()
+
+    def _document(self, index: _Index, message: Message, width: int,
+                  font: QFont, dark: bool) -> tuple[QTextDocument, bool]:
+        expanded = self.is_expanded(message)
+        key = (index.data(KeyRole), width, expanded, dark, font.key())
+        cached = self._docs.get(key)
+        if cached is not None:
+            self._docs.move_to_end(key)
+            return cached
+        text, truncated, _lines = message_markdown(message, expanded)
+        doc = QTextDocument()
+        doc.setDocumentMargin(0)
+        doc.setDefaultFont(font)
+        wrap = doc.defaultTextOption()
+        # Long code lines and unbroken tokens wrap rather than run past the bubble.
+        wrap.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        doc.setDefaultTextOption(wrap)
+        doc.setMarkdown(text)
+        self._style_code_blocks(doc, dark)
+        doc.setTextWidth(max(40, width))
+        entry = (doc, truncated)
+        self._docs[key] = entry
+        while len(self._docs) > DOC_CACHE:
+            self._docs.popitem(last=False)
+        return entry
+
+    @staticmethod
+    def _style_code_blocks(doc: QTextDocument, dark: bool) -> None:
+        background = QColor(255, 255, 255, 18) if dark else QColor(0, 0, 0, 13)
+        block = doc.begin()
+        cursor: QTextCursor | None = None
+        while block.isValid():
+            fmt = block.blockFormat()
+            if fmt.hasProperty(QTextFormat.Property.BlockCodeFence):
+                if cursor is None:
+                    cursor = QTextCursor(doc)
+                cursor.setPosition(block.position())
+                extra = QTextBlockFormat()
+                extra.setBackground(background)
+                extra.setLeftMargin(4)
+                extra.setNonBreakableLines(False)
+                cursor.mergeBlockFormat(extra)
+            block = block.next()
+
+    # -- geometry ----------------------------------------------------------------------
+
+    @staticmethod
+    def _header_height(fm: QFontMetrics) -> int:
+        return fm.height() + 4
+
+    def _geometry(self, rect: QRect, fm: QFontMetrics, doc_height: int,
+                  truncated: bool) -> _Geometry:
+        bubble = rect.adjusted(MARGIN_X, MARGIN_Y, -MARGIN_X, -MARGIN_Y)
+        badge = QRect(bubble.left() + PAD, bubble.top() + PAD, BADGE, BADGE)
+        left = badge.right() + GAP
+        header = QRect(left, bubble.top() + PAD - 2, bubble.right() - PAD - left,
+                       self._header_height(fm))
+        star_size = fm.height() + 2
+        star = QRect(header.right() - star_size, header.top(), star_size, header.height())
+        doc_origin = QPointF(left, header.bottom() + 4)
+        more = None
+        if truncated:
+            more = QRect(left, int(doc_origin.y()) + doc_height + 2,
+                         fm.horizontalAdvance("Show all ▾ 00000000 lines") + 8, fm.height() + 4)
+        return _Geometry(bubble, badge, header, star, doc_origin, more)
+
+    @staticmethod
+    def _text_width(width: int) -> int:
+        return width - 2 * MARGIN_X - 2 * PAD - BADGE - GAP
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
+        width = option.rect.width() if option.rect.width() > 0 else 600
+        fm = QFontMetrics(option.font)
+        kind = index.data(KindRole)
+        if kind == "marker":
+            return QSize(width, fm.height() + 14)
+        message = index.data(MessageRole)
+        if message is None:
+            return QSize(width, fm.height() * 2 + 2 * PAD)
+        doc, truncated = self._document(index, message, self._text_width(width), option.font,
+                                        is_dark(option.palette))
+        height = (MARGIN_Y * 2 + PAD + self._header_height(fm) + 4 + int(doc.size().height())
+                  + PAD)
+        if truncated:
+            height += fm.height() + 6
+        return QSize(width, max(height, BADGE + 2 * PAD + 2 * MARGIN_Y))
+
+    # -- painting ----------------------------------------------------------------------
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+        kind = index.data(KindRole)
+        painter.save()
+        try:
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+            if kind == "marker":
+                self._paint_marker(painter, option, index)
+            else:
+                self._paint_message(painter, option, index, pending=kind == "pending")
+        finally:
+            painter.restore()
+
+    def _paint_marker(self, painter: QPainter, option: QStyleOptionViewItem,
+                      index: _Index) -> None:
+        run = index.data(RunRole)
+        palette = option.palette
+        fm = QFontMetrics(option.font)
+        text = run.label() if run is not None else ""
+        arrow = "▾ " if run is not None and run.expanded else "▸ "
+        label = arrow + text
+        width = fm.horizontalAdvance(label) + 24
+        rect = option.rect
+        pill = QRect(rect.center().x() - width // 2, rect.top() + 4, width, rect.height() - 8)
+        colour = palette.color(QPalette.ColorRole.Mid)
+        if option.state & QStyle.StateFlag.State_Selected:
+            colour = palette.color(QPalette.ColorRole.Highlight)
+        painter.setPen(colour)
+        line_y = rect.center().y()
+        painter.drawLine(rect.left() + MARGIN_X * 2, line_y, pill.left() - 6, line_y)
+        painter.drawLine(pill.right() + 6, line_y, rect.right() - MARGIN_X * 2, line_y)
+        fill = QColor(colour)
+        fill.setAlpha(40)
+        painter.setBrush(fill)
+        painter.drawRoundedRect(QRectF(pill), pill.height() / 2, pill.height() / 2)
+        painter.setPen(palette.color(QPalette.ColorRole.Text))
+        painter.setFont(option.font)
+        painter.drawText(pill, Qt.AlignmentFlag.AlignCenter, label)
+
+    def _paint_message(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index,
+                       *, pending: bool) -> None:
+        message: Message | None = index.data(MessageRole)
+        palette = option.palette
+        fm = QFontMetrics(option.font)
+        dark = is_dark(palette)
+        if message is None:
+            painter.setPen(palette.color(QPalette.ColorRole.PlaceholderText))
+            painter.drawText(option.rect.adjusted(PAD * 2, 0, 0, 0),
+                             Qt.AlignmentFlag.AlignVCenter, "Loading…")
+            return
+        doc, truncated = self._document(index, message, self._text_width(option.rect.width()),
+                                        option.font, dark)
+        geo = self._geometry(option.rect, fm, int(doc.size().height()), truncated)
+        colour = role_color(message.role, dark)
+        greyed = message.state != "active"
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        if greyed:
+            painter.setOpacity(0.55)
+
+        tint = QColor(colour)
+        tint.setAlpha(34 if dark else 20)
+        if selected:
+            tint = QColor(palette.color(QPalette.ColorRole.Highlight))
+            tint.setAlpha(80 if dark else 55)
+        # Plain rectangles: an antialiased rounded fill of a tall bubble costs far more
+        # than the rest of the row, and only the exposed part is filled this way.
+        exposed = geo.bubble.intersected(painter.clipBoundingRect().toAlignedRect()) \
+            if painter.hasClipping() else geo.bubble
+        painter.fillRect(exposed, tint)
+        stripe = QRect(geo.bubble.left(), geo.bubble.top(), 3, geo.bubble.height())
+        painter.fillRect(stripe, colour)
+        if option.state & QStyle.StateFlag.State_HasFocus:
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.setPen(palette.color(QPalette.ColorRole.Highlight))
+            painter.drawRect(geo.bubble.adjusted(0, 0, -1, -1))
+
+        # Role badge: a filled circle with the role's letter.
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(colour)
+        painter.drawEllipse(geo.badge)
+        badge_font = QFont(option.font)
+        badge_font.setBold(True)
+        painter.setFont(badge_font)
+        painter.setPen(QColor("#101010") if dark else QColor("#ffffff"))
+        painter.drawText(geo.badge, Qt.AlignmentFlag.AlignCenter,
+                         ROLE_GLYPHS.get(message.role, "?"))
+
+        # Header: role and name on the left; time, tokens and star on the right.
+        header_font = QFont(option.font)
+        header_font.setBold(True)
+        painter.setFont(header_font)
+        painter.setPen(colour)
+        title = ROLE_LABELS.get(message.role, message.role)
+        painter.drawText(geo.header, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         title)
+        x = geo.header.left() + QFontMetrics(header_font).horizontalAdvance(title) + 8
+        painter.setFont(option.font)
+        muted = palette.color(QPalette.ColorRole.PlaceholderText)
+        painter.setPen(muted)
+        extras = []
+        if message.name:
+            extras.append(message.name)
+        if message.role == "tool" and message.tool_call_id:
+            extras.append(f"result of {message.tool_call_id}")
+        if greyed:
+            extras.append(message.state)
+        if pending:
+            extras.append(str(message.metadata.get("note", "receiving…")))
+        if extras:
+            painter.drawText(QRect(x, geo.header.top(), geo.header.width() // 2,
+                                   geo.header.height()),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             " · ".join(extras))
+        right = []
+        if message.created_at is not None:
+            right.append(message.created_at.astimezone().strftime("%Y-%m-%d %H:%M"))
+        if message.token_count is not None:
+            right.append(f"{message.token_count:,} tok")
+        right_rect = geo.header.adjusted(0, 0, -geo.star.width() - 4, 0)
+        painter.drawText(right_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                         "  ·  ".join(right))
+        if not pending:
+            hovered = bool(option.state & QStyle.StateFlag.State_MouseOver)
+            if message.important:
+                painter.setPen(QColor("#e0a800"))
+                painter.drawText(geo.star, Qt.AlignmentFlag.AlignCenter, "★")
+            elif hovered or selected:
+                painter.setPen(muted)
+                painter.drawText(geo.star, Qt.AlignmentFlag.AlignCenter, "☆")
+
+        # Body.
+        painter.save()
+        painter.translate(geo.doc_origin)
+        context = QAbstractTextDocumentLayout.PaintContext()
+        context.palette = QPalette(palette)
+        context.palette.setColor(QPalette.ColorRole.Text, palette.color(QPalette.ColorRole.Text))
+        clip = QRectF(option.rect).translated(-geo.doc_origin)
+        context.clip = clip
+        painter.setClipRect(clip)
+        doc.documentLayout().draw(painter, context)
+        painter.restore()
+
+        if geo.more is not None:
+            painter.setPen(palette.color(QPalette.ColorRole.Link))
+            painter.setFont(option.font)
+            expanded = self.is_expanded(message)
+            lines = (message.content or "").count("\n") + 1
+            label = "Show less ▴" if expanded else f"Show all ▾ {lines:,} lines"
+            painter.drawText(geo.more, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             label)
+
+    # -- clicks ------------------------------------------------------------------------
+
+    def editorEvent(self, event: QEvent, model: QAbstractItemModel,
+                    option: QStyleOptionViewItem, index: _Index) -> bool:
+        if event.type() != QEvent.Type.MouseButtonRelease:
+            return super().editorEvent(event, model, option, index)
+        assert isinstance(event, QMouseEvent)
+        if event.button() != Qt.MouseButton.LeftButton:
+            return False
+        kind = index.data(KindRole)
+        if kind == "marker":
+            self.marker_toggled.emit(index.row())
+            return True
+        if kind != "message":
+            return False
+        message = index.data(MessageRole)
+        if message is None:
+            return False
+        fm = QFontMetrics(option.font)
+        doc, truncated = self._document(index, message, self._text_width(option.rect.width()),
+                                        option.font, is_dark(option.palette))
+        geo = self._geometry(option.rect, fm, int(doc.size().height()), truncated)
+        point = event.position().toPoint()
+        if geo.star.contains(point):
+            self.importance_toggled.emit(message)
+            return True
+        if geo.more is not None and geo.more.contains(point):
+            self.set_expanded(message, not self.is_expanded(message))
+            self.expansion_changed.emit(QModelIndex(index))
+            self.sizeHintChanged.emit(QModelIndex(index))
+            return True
+        return False
+
+    # -- editing -----------------------------------------------------------------------
+
+    def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
+                     index: _Index) -> QWidget:
+        editor = MessageEditor(parent)
+        editor.committed.connect(lambda: self._finish(editor, commit=True))
+        editor.cancelled.connect(lambda: self._finish(editor, commit=False))
+        return editor
+
+    def _finish(self, editor: MessageEditor, *, commit: bool) -> None:
+        if commit:
+            self.commitData.emit(editor)
+        self.closeEditor.emit(editor, QStyledItemDelegate.EndEditHint.NoHint)
+
+    def setEditorData(self, editor: QWidget, index: _Index) -> None:
+        message = index.data(MessageRole)
+        if isinstance(editor, MessageEditor) and message is not None:
+            editor.set_message(message.role, message.content or "")
+            editor.focus_text()
+
+    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: _Index) -> None:
+        if isinstance(editor, MessageEditor):
+            model.setData(index, (editor.role(), editor.text()), Qt.ItemDataRole.EditRole)
+
+    def updateEditorGeometry(self, editor: QWidget, option: QStyleOptionViewItem,
+                             index: _Index) -> None:
+        editor.setGeometry(option.rect.adjusted(MARGIN_X, MARGIN_Y, -MARGIN_X, -MARGIN_Y))
+
+    def eventFilter(self, editor: Any, event: QEvent) -> bool:
+        # The base class commits on Return and on focus loss; a message editor is
+        # multi-line and commits only on Save or Ctrl+Enter.
+        if event.type() == QEvent.Type.KeyPress:
+            return False
+        if event.type() == QEvent.Type.FocusOut:
+            return False
+        return super().eventFilter(editor, event)

@@ -1,0 +1,110 @@
+"""The widget that edits one message: its role and its text."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.core.conversation import ROLES
+from workbench.gui.theme import ROLE_LABELS, monospace_font
+
+EDITOR_MIN_HEIGHT = 170
+EDITOR_MAX_HEIGHT = 420
+
+
+class MessageEditor(QFrame):
+    """Role selector, text box, Save and Cancel. Ctrl+Enter saves, Esc cancels."""
+
+    committed = Signal()
+    cancelled = Signal()
+
+    def __init__(self, parent: QWidget | None = None, *, buttons: bool = True) -> None:
+        super().__init__(parent)
+        self.setObjectName("MessageEditor")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setAutoFillBackground(True)
+        self.setAccessibleName("Message editor")
+
+        self.role_box = QComboBox(self)
+        for role in ROLES:
+            self.role_box.addItem(ROLE_LABELS[role], role)
+        self.role_box.setAccessibleName("Message role")
+        self.text_edit = QPlainTextEdit(self)
+        self.text_edit.setAccessibleName("Message text")
+        self.text_edit.setFont(monospace_font())
+        self.text_edit.setTabChangesFocus(True)
+
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Role:", self))
+        top.addWidget(self.role_box)
+        top.addStretch(1)
+        self.save_button = QPushButton("Save", self)
+        self.save_button.setToolTip("Save the message (Ctrl+Enter)")
+        self.save_button.setAccessibleName("Save message")
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.setToolTip("Discard the changes (Esc)")
+        self.cancel_button.setAccessibleName("Cancel editing")
+        if buttons:
+            top.addWidget(self.save_button)
+            top.addWidget(self.cancel_button)
+        else:
+            self.save_button.hide()
+            self.cancel_button.hide()
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setSpacing(4)
+        layout.addLayout(top)
+        layout.addWidget(self.text_edit, 1)
+
+        self.save_button.clicked.connect(self.committed)
+        self.cancel_button.clicked.connect(self.cancelled)
+        # Keys are caught before the text box sees them (it would take Ctrl+Enter as a
+        # line break), and without depending on the window being active.
+        self.text_edit.installEventFilter(self)
+        self.role_box.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent):
+            key = event.key()
+            if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and (
+                event.modifiers() & Qt.KeyboardModifier.ControlModifier
+            ):
+                self.committed.emit()
+                return True
+            if key == Qt.Key.Key_Escape:
+                self.cancelled.emit()
+                return True
+        return super().eventFilter(watched, event)
+
+    def set_message(self, role: str, text: str) -> None:
+        index = self.role_box.findData(role)
+        self.role_box.setCurrentIndex(max(0, index))
+        self.text_edit.setPlainText(text)
+        self.text_edit.moveCursor(self.text_edit.textCursor().MoveOperation.End)
+
+    def role(self) -> str:
+        return str(self.role_box.currentData())
+
+    def text(self) -> str:
+        return self.text_edit.toPlainText()
+
+    def preferred_height(self) -> int:
+        """Room for the text (within limits), so short messages get a short editor."""
+        lines = self.text_edit.document().blockCount() + 2
+        line_height = self.text_edit.fontMetrics().lineSpacing()
+        wanted = lines * line_height + 70
+        return max(EDITOR_MIN_HEIGHT, min(EDITOR_MAX_HEIGHT, wanted))
+
+    def focus_text(self) -> None:
+        self.text_edit.setFocus(Qt.FocusReason.OtherFocusReason)

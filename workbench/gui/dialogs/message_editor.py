@@ -1,0 +1,36 @@
+"""A dialog to write a new message of any role (inserting above or below another)."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QVBoxLayout, QWidget
+
+from workbench.gui.delegates.message_editor import MessageEditor
+
+
+class MessageEditorDialog(QDialog):
+    """Role and text of a message; OK (or Ctrl+Enter) accepts, Esc cancels."""
+
+    def __init__(self, parent: QWidget | None = None, *, role: str = "user", text: str = "",
+                 title: str = "Message") -> None:
+        super().__init__(parent)
+        self.setWindowTitle(title)
+        self.setAccessibleName(title)
+        self.editor = MessageEditor(self, buttons=False)
+        self.editor.set_message(role, text)
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        self.editor.committed.connect(self.accept)
+        self.editor.cancelled.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.editor, 1)
+        layout.addWidget(buttons)
+        self.resize(560, 320)
+        self.editor.focus_text()
+
+    def role(self) -> str:
+        return self.editor.role()
+
+    def text(self) -> str:
+        return self.editor.text()

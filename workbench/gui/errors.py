@@ -1,0 +1,57 @@
+"""Errors worded for people: what went wrong, and what to do next."""
+
+from __future__ import annotations
+
+from workbench.errors import (
+    AuthenticationError,
+    CancelledError,
+    ContextBudgetError,
+    ContextTooLongError,
+    ProviderTimeoutError,
+    RateLimitError,
+    ServerError,
+    StreamInterruptedError,
+    UnknownModelError,
+    UnreachableError,
+    WorkbenchError,
+)
+
+_NEXT_STEPS: list[tuple[type[BaseException], str]] = [
+    (AuthenticationError, "Check the provider's API key (the environment variable or keyring "
+                          "entry its settings name)."),
+    (UnknownModelError, "Pick a model the server serves in the model selector."),
+    (RateLimitError, "Wait a moment and send again."),
+    (ContextTooLongError, "Compact the session or shorten the prompt, then send again."),
+    (ContextBudgetError, "Compact the session or shorten the prompt, then send again."),
+    (UnreachableError, "Check that the server is running and its address in the provider "
+                       "settings."),
+    (ProviderTimeoutError, "The server may be busy: send again, or raise the provider's "
+                           "time limit."),
+    (ServerError, "The server failed; sending again may work."),
+    (StreamInterruptedError, "The reply was cut off; regenerate it to try again."),
+]
+
+
+def next_step(error: BaseException) -> str:
+    """What the person can do about ``error`` (empty when there is no useful advice)."""
+    for kind, advice in _NEXT_STEPS:
+        if isinstance(error, kind):
+            return advice
+    return ""
+
+
+def describe_error(error: BaseException, *, doing: str = "") -> str:
+    """A sentence for a dialog or the status bar.
+
+    Workbench errors already are sentences; anything else is an unexpected failure and
+    says so, naming what was being done.
+    """
+    if isinstance(error, CancelledError):
+        return "Stopped."
+    if isinstance(error, WorkbenchError):
+        text = str(error).strip() or type(error).__name__
+        advice = next_step(error)
+        return f"{text} {advice}".strip()
+    what = f" while trying to {doing}" if doing else ""
+    detail = str(error).strip() or type(error).__name__
+    return f"Something unexpected went wrong{what}: {detail}."

@@ -1,0 +1,1 @@
+"""Qt item models: sessions, the timeline, search results."""

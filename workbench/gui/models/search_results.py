@@ -1,0 +1,87 @@
+"""Search results as rows: one per hit, with the session's title and a marked snippet."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
+
+from workbench.core.conversation import SearchHit
+
+_Index = QModelIndex | QPersistentModelIndex
+
+# Markers the search puts around matched words; control characters never occur in text
+# people search, so a «» in a message is shown as it is.
+MARK_START = "\x02"
+MARK_END = "\x03"
+HitRole = Qt.ItemDataRole.UserRole + 1
+SnippetHtmlRole = Qt.ItemDataRole.UserRole + 2
+TitleRole = Qt.ItemDataRole.UserRole + 3
+
+
+def snippet_html(snippet: str, highlight: str = "#ffe58a", text: str = "#000000") -> str:
+    """The snippet as HTML with matched words on a highlight."""
+    escaped = html.escape(snippet.replace("\n", " "))
+    opening = f'<span style="background:{highlight}; color:{text}">'
+    return escaped.replace(MARK_START, opening).replace(MARK_END, "</span>")
+
+
+def plain_snippet(snippet: str) -> str:
+    return snippet.replace(MARK_START, "").replace(MARK_END, "")
+
+
+@dataclass
+class SearchOutcome:
+    """Hits of one search with the titles of their sessions."""
+
+    text: str
+    hits: list[SearchHit]
+    titles: dict[int, str]
+    seconds: float
+
+
+class SearchResultsModel(QAbstractListModel):
+    """The hits of the last search."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._hits: list[SearchHit] = []
+        self._titles: dict[int, str] = {}
+
+    def set_outcome(self, outcome: SearchOutcome | None) -> None:
+        self.beginResetModel()
+        self._hits = list(outcome.hits) if outcome else []
+        self._titles = dict(outcome.titles) if outcome else {}
+        self.endResetModel()
+
+    def hit_at(self, row: int) -> SearchHit:
+        return self._hits[row]
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+        return 0 if parent.isValid() else len(self._hits)
+
+    def title_of(self, hit: SearchHit) -> str:
+        if hit.kind == "session":
+            return hit.title or self._titles.get(hit.session_id or 0, "")
+        if hit.kind == "memory" and hit.session_id is None:
+            return "Memory"
+        return self._titles.get(hit.session_id or 0, f"Session {hit.session_id}")
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self._hits):
+            return None
+        hit = self._hits[index.row()]
+        if role == HitRole:
+            return hit
+        if role == TitleRole:
+            return self.title_of(hit)
+        if role == SnippetHtmlRole:
+            return snippet_html(hit.snippet)
+        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.AccessibleTextRole):
+            what = hit.role or hit.kind
+            return f"{self.title_of(hit)}, {what}: {plain_snippet(hit.snippet)}"
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return plain_snippet(hit.snippet)
+        return None

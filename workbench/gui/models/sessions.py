@@ -1,0 +1,182 @@
+"""The session browser's model: sessions read a page at a time, never all at once.
+
+Rows come from :meth:`Workspace.list_sessions` (pinned first, then most recently
+updated), :data:`PAGE` at a time as the view scrolls (``canFetchMore``/``fetchMore``).
+A filter text and the archived switch are passed to the store; sessions waiting in the
+trash are left out here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+
+from workbench.core.conversation import SessionInfo
+from workbench.engine.workspace import Workspace
+
+_Index = QModelIndex | QPersistentModelIndex
+
+PAGE = 100
+SessionRole = Qt.ItemDataRole.UserRole + 1
+
+
+def session_summary(info: SessionInfo) -> str:
+    """One line about a session: agent, counts and tags."""
+    parts = []
+    if info.agent_name:
+        parts.append(info.agent_name)
+    noun = "message" if info.message_count == 1 else "messages"
+    parts.append(f"{info.message_count:,} {noun}")
+    parts.append(f"{info.token_count:,} tokens")
+    if info.archived:
+        parts.append("archived")
+    line = " · ".join(parts)
+    if info.tags:
+        line += "  " + " ".join(f"#{tag}" for tag in info.tags)
+    return line
+
+
+class SessionListModel(QAbstractListModel):
+    """Sessions as rows, fetched in pages (see the module docstring)."""
+
+    rename_requested = Signal(int, str)  # session id, new title (from editing in place)
+
+    def __init__(self, workspace: Workspace, *, hidden: Any = None, page_size: int = PAGE,
+                 parent: Any = None) -> None:
+        super().__init__(parent)
+        self._workspace = workspace
+        self._hidden = hidden if hidden is not None else (lambda: frozenset())
+        self._page_size = page_size
+        self._rows: list[SessionInfo] = []
+        self._consumed = 0  # rows read from the store (hidden ones included)
+        self._exhausted = True
+        self._filter = ""
+        self._include_archived = False
+        self.reload()
+
+    # -- what is listed ----------------------------------------------------------------
+
+    def set_workspace(self, workspace: Workspace, hidden: Any = None) -> None:
+        self._workspace = workspace
+        if hidden is not None:
+            self._hidden = hidden
+        self.reload()
+
+    @property
+    def filter_text(self) -> str:
+        return self._filter
+
+    def set_filter_text(self, text: str) -> None:
+        text = text.strip()
+        if text != self._filter:
+            self._filter = text
+            self.reload()
+
+    @property
+    def include_archived(self) -> bool:
+        return self._include_archived
+
+    def set_include_archived(self, include: bool) -> None:
+        if include != self._include_archived:
+            self._include_archived = include
+            self.reload()
+
+    def reload(self) -> None:
+        """Read the list again, as many rows as were loaded (at least one page)."""
+        want = max(self._page_size, self._consumed)
+        self.beginResetModel()
+        self._rows, self._consumed = [], 0
+        self._exhausted = False
+        self._rows = self._read(want)
+        self.endResetModel()
+
+    def _read(self, count: int) -> list[SessionInfo]:
+        page = self._workspace.list_sessions(
+            include_archived=self._include_archived,
+            filter_text=self._filter or None,
+            limit=count,
+            offset=self._consumed,
+        )
+        self._consumed += len(page)
+        self._exhausted = len(page) < count
+        hidden = self._hidden()
+        return [info for info in page if info.id not in hidden]
+
+    def total(self) -> int:
+        """Sessions matching the filter (trashed ones not counted)."""
+        count = self._workspace.count_sessions(
+            include_archived=self._include_archived, filter_text=self._filter or None
+        )
+        return max(0, count - len(self._hidden()))
+
+    # -- rows --------------------------------------------------------------------------
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+        return 0 if parent.isValid() else len(self._rows)
+
+    def canFetchMore(self, parent: _Index) -> bool:
+        return not parent.isValid() and not self._exhausted
+
+    def fetchMore(self, parent: _Index) -> None:
+        if parent.isValid() or self._exhausted:
+            return
+        page = self._read(self._page_size)
+        if not page:
+            return
+        first = len(self._rows)
+        self.beginInsertRows(QModelIndex(), first, first + len(page) - 1)
+        self._rows.extend(page)
+        self.endInsertRows()
+
+    def session_at(self, row: int) -> SessionInfo:
+        return self._rows[row]
+
+    def row_of(self, session_id: int) -> int | None:
+        for row, info in enumerate(self._rows):
+            if info.id == session_id:
+                return row
+        return None
+
+    def update_session(self, info: SessionInfo) -> None:
+        """Show a session's new details in place (its order is fixed by the next reload)."""
+        row = self.row_of(info.id)
+        if row is not None:
+            self._rows[row] = info
+            index = self.index(row, 0)
+            self.dataChanged.emit(index, index)
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+            return None
+        info = self._rows[index.row()]
+        if role == SessionRole:
+            return info
+        if role == Qt.ItemDataRole.DisplayRole:
+            return info.title
+        if role == Qt.ItemDataRole.EditRole:
+            return info.title
+        if role == Qt.ItemDataRole.ToolTipRole:
+            updated = info.updated_at.astimezone().strftime("%Y-%m-%d %H:%M")
+            return f"{info.title}\n{session_summary(info)}\nUpdated {updated}"
+        if role == Qt.ItemDataRole.AccessibleTextRole:
+            pinned = "pinned, " if info.pinned else ""
+            return f"{info.title}, {pinned}{session_summary(info)}"
+        return None
+
+    def flags(self, index: _Index) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return (Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+                | Qt.ItemFlag.ItemIsEditable)
+
+    def setData(self, index: _Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
+        """A title typed in place: asked for through ``rename_requested`` (undoable)."""
+        if role != Qt.ItemDataRole.EditRole or not index.isValid():
+            return False
+        title = str(value).strip()
+        info = self._rows[index.row()]
+        if not title or title == info.title:
+            return False
+        self.rename_requested.emit(info.id, title)
+        return True

@@ -1,0 +1,1 @@
+"""The parts of the main window: session browser, timeline, search, composer."""

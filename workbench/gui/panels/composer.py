@@ -1,0 +1,474 @@
+"""The composer: write a prompt, send it to a model, watch the reply stream in.
+
+Ctrl+Enter sends, Esc stops. The provider and model selectors pick the client (the
+session's agent's provider by default); the memory switch chooses between automatic
+memory (the prompt and the reply are stored when the turn succeeds) and manual memory
+(nothing is stored; the reply stays on screen until the next turn). The gauge shows the
+tokens the next request would carry against the model's context window.
+
+While a turn runs, the prompt and the growing reply are shown after the session's last
+message as rows that are not stored yet; when the engine has stored the turn they are
+replaced by the stored messages. A stopped or failed turn stores nothing (the engine's
+rule), and a failure is told as a sentence with the next step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.core.conversation import Message, utcnow
+from workbench.core.provider import CancelToken, TextDelta
+from workbench.engine.chat import (
+    ContextGauge,
+    choose_provider,
+    context_gauge,
+    last_turn,
+    provider_model,
+    provider_names,
+    stream_turn,
+)
+from workbench.engine.model import Response, ToolFinished, ToolStarted
+from workbench.errors import CancelledError, WorkbenchError
+from workbench.gui.commands import DeleteMessagesCommand, NewSessionCommand
+from workbench.gui.context import AppContext
+from workbench.gui.errors import describe_error
+
+REPAINT_MS = 40
+GAUGE_DELAY_MS = 500
+
+
+class ComposerPanel(QWidget):
+    """Prompt, selectors, memory switch, gauge, Send / Stop / Regenerate."""
+
+    turn_started = Signal()
+    reply_grew = Signal(str)  # the reply's text so far, after each piece that arrived
+    turn_finished = Signal(object)  # the engine's Response
+    turn_failed = Signal(str)  # the sentence shown (also for a stop)
+    gauge_changed = Signal(object)  # ContextGauge
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.setObjectName("ComposerPanel")
+        self.timeline: Any = None  # the TimelinePanel whose model shows the pending turn
+        self._token: CancelToken | None = None
+        self._job: Any = None
+        self._reply: Message | None = None
+        self._gauge: ContextGauge | None = None
+        self._gauge_sequence = 0
+        self._windows: dict[tuple[str, str | None], int] = {}  # learned context windows
+
+        self.provider_box = QComboBox(self)
+        self.provider_box.setAccessibleName("Provider")
+        self.provider_box.setToolTip("Provider: the model server to send to")
+        self.model_box = QComboBox(self)
+        self.model_box.setEditable(True)
+        self.model_box.setAccessibleName("Model")
+        self.model_box.setToolTip("Model: the model to ask (type another name to override)")
+        self.auto_box = QCheckBox("Auto memory", self)
+        self.auto_box.setChecked(True)
+        self.auto_box.setAccessibleName("Automatic memory")
+        self.auto_box.setToolTip("On: the prompt and the reply are added to the session.\n"
+                                 "Off (manual): nothing is added.")
+        self.gauge = QProgressBar(self)
+        self.gauge.setAccessibleName("Context gauge")
+        self.gauge.setTextVisible(True)
+        self.gauge.setRange(0, 1)
+        self.gauge.setValue(0)
+        self.gauge.setFormat("context: …")
+        self.gauge.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+        self.prompt = QPlainTextEdit(self)
+        self.prompt.setAccessibleName("Prompt")
+        self.prompt.setPlaceholderText("Write a prompt… Ctrl+Enter sends, Esc stops.")
+        self.prompt.setTabChangesFocus(True)
+        self.prompt.installEventFilter(self)
+        self.send_button = QPushButton("Send", self)
+        self.send_button.setToolTip("Send the prompt (Ctrl+Enter)")
+        self.send_button.setAccessibleName("Send prompt")
+        self.stop_button = QPushButton("Stop", self)
+        self.stop_button.setToolTip("Stop the reply (Esc)")
+        self.stop_button.setAccessibleName("Stop reply")
+        self.regenerate_button = QPushButton("Regenerate", self)
+        self.regenerate_button.setToolTip("Ask again for the last reply (Ctrl+Shift+R)")
+        self.regenerate_button.setAccessibleName("Regenerate last reply")
+        self.error_label = QLabel(self)
+        self.error_label.setWordWrap(True)
+        self.error_label.setAccessibleName("Chat error")
+        self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error_label.setStyleSheet("color: #c62828;")
+        self.error_label.hide()
+
+        for box, length in ((self.provider_box, 6), (self.model_box, 8)):
+            box.setMinimumContentsLength(length)
+            box.setSizeAdjustPolicy(
+                QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.gauge.setMinimumWidth(80)
+        selectors = QHBoxLayout()
+        selectors.setContentsMargins(0, 0, 0, 0)
+        selectors.addWidget(self.provider_box)
+        selectors.addWidget(self.model_box)
+        selectors.addWidget(self.auto_box)
+        selectors.addWidget(self.gauge, 1)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.regenerate_button)
+        buttons.addStretch(1)
+        body = QHBoxLayout()
+        body.addWidget(self.prompt, 1)
+        body.addLayout(buttons)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 2, 4, 4)
+        layout.setSpacing(4)
+        layout.addLayout(selectors)
+        layout.addWidget(self.error_label)
+        layout.addLayout(body, 1)
+
+        self.send_action = QAction("&Send Prompt", self)
+        self.send_action.setShortcuts([QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter")])
+        self.send_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.send_action.triggered.connect(lambda: self.send())
+        self.addAction(self.send_action)
+        self.stop_action = QAction("S&top Reply", self)
+        self.stop_action.setShortcut(QKeySequence(Qt.Key.Key_Escape))
+        self.stop_action.triggered.connect(self.stop)
+        self.regenerate_action = QAction("&Regenerate Last Reply", self)
+        self.regenerate_action.setShortcut(QKeySequence("Ctrl+Shift+R"))
+        self.regenerate_action.triggered.connect(self.regenerate)
+
+        self._repaint_timer = QTimer(self)
+        self._repaint_timer.setSingleShot(True)
+        self._repaint_timer.setInterval(REPAINT_MS)
+        self._repaint_timer.timeout.connect(self._repaint_reply)
+        self._gauge_timer = QTimer(self)
+        self._gauge_timer.setSingleShot(True)
+        self._gauge_timer.setInterval(GAUGE_DELAY_MS)
+        self._gauge_timer.timeout.connect(self.refresh_gauge)
+
+        self.send_button.clicked.connect(lambda: self.send())
+        self.stop_button.clicked.connect(self.stop)
+        self.regenerate_button.clicked.connect(self.regenerate)
+        self.provider_box.currentIndexChanged.connect(self._provider_changed)
+        self.model_box.currentTextChanged.connect(lambda _t: self._gauge_timer.start())
+        self.auto_box.toggled.connect(lambda _c: self._gauge_timer.start())
+        self.prompt.textChanged.connect(self._gauge_timer.start)
+        for signal in (ctx.message_changed, ctx.message_inserted, ctx.message_removed,
+                       ctx.messages_appended):
+            signal.connect(lambda *_: self._gauge_timer.start())
+        ctx.workspace_replaced.connect(self.refresh_providers)
+        self.refresh_providers()
+        self._set_streaming(False)
+
+    # -- providers -----------------------------------------------------------------------
+
+    def refresh_providers(self) -> None:
+        """Read the configured providers again and pick the session's."""
+        self._windows.clear()
+        current = self.provider_box.currentData()
+        self.provider_box.blockSignals(True)
+        self.provider_box.clear()
+        try:
+            names = provider_names(self.ctx.workspace)
+        except WorkbenchError as exc:
+            names = []
+            self.ctx.report_error(exc, doing="read the providers")
+        for name in names:
+            self.provider_box.addItem(name, name)
+        if not names:
+            self.provider_box.addItem("(no provider)", None)
+        self.provider_box.setEnabled(bool(names))
+        chosen = current if current in names else choose_provider(
+            self.ctx.workspace, self.ctx.current_session_id or None)
+        if chosen in names:
+            self.provider_box.setCurrentIndex(names.index(chosen))
+        self.provider_box.blockSignals(False)
+        self._provider_changed()
+
+    def _provider_changed(self, *_args: Any) -> None:
+        name = self.provider_box.currentData()
+        self.model_box.blockSignals(True)
+        self.model_box.clear()
+        if name:
+            try:
+                self.model_box.addItem(provider_model(self.ctx.workspace, name))
+            except WorkbenchError:
+                pass
+        self.model_box.blockSignals(False)
+        self._gauge_timer.start()
+
+    def provider(self) -> str | None:
+        return self.provider_box.currentData()
+
+    def model_name(self) -> str | None:
+        return self.model_box.currentText().strip() or None
+
+    def session_changed(self, session_id: int) -> None:
+        """A session was opened: pick its agent's provider, measure its request."""
+        if self.streaming:
+            self.stop()
+        name = choose_provider(self.ctx.workspace, session_id or None)
+        if name is not None:
+            index = self.provider_box.findData(name)
+            if index >= 0 and index != self.provider_box.currentIndex():
+                self.provider_box.setCurrentIndex(index)
+        self.error_label.hide()
+        self._gauge_timer.start()
+
+    # -- keys ----------------------------------------------------------------------------
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.prompt and event.type() == QEvent.Type.KeyPress \
+                and isinstance(event, QKeyEvent):
+            if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and (
+                event.modifiers() & Qt.KeyboardModifier.ControlModifier
+            ):
+                self.send()
+                return True
+            if event.key() == Qt.Key.Key_Escape and self.streaming:
+                self.stop()
+                return True
+        return super().eventFilter(watched, event)
+
+    # -- a turn ----------------------------------------------------------------------------
+
+    @property
+    def streaming(self) -> bool:
+        return self._token is not None
+
+    def _set_streaming(self, streaming: bool) -> None:
+        self.send_button.setEnabled(not streaming)
+        self.send_action.setEnabled(not streaming)
+        self.regenerate_button.setEnabled(not streaming)
+        self.regenerate_action.setEnabled(not streaming)
+        self.stop_button.setEnabled(streaming)
+        self.stop_action.setEnabled(streaming)
+
+    def _fail(self, text: str) -> None:
+        self.error_label.setText(text)
+        self.error_label.show()
+        self.turn_failed.emit(text)
+
+    def send(self, prompt: str | None = None) -> bool:
+        """Send ``prompt`` (default: the prompt box) in the open session."""
+        if self.streaming:
+            return False
+        text = (prompt if prompt is not None else self.prompt.toPlainText()).strip()
+        if not text:
+            return False
+        provider = self.provider()
+        if not provider:
+            self._fail("No provider is configured. Add one with: workbench providers add NAME "
+                       "--kind openai --base-url URL --model MODEL")
+            return False
+        session_id = self.ctx.current_session_id
+        if not session_id:
+            self._send_in_new_session(text)
+            return True
+        self._start(session_id, text, provider)
+        return True
+
+    def _send_in_new_session(self, text: str) -> None:
+        title = text.splitlines()[0][:60] or "New session"
+        # An undoable new session (it opens when created); after it, on the same
+        # writer, a no-op whose completion sends the prompt there.
+        self.ctx.undo_stack.push(NewSessionCommand(self.ctx, title))
+        self.ctx.workers.write(lambda: None, name="create a session",
+                               on_done=lambda _r: self.send(text))
+
+    def _start(self, session_id: int, text: str, provider: str) -> None:
+        self.error_label.hide()
+        token = CancelToken()
+        self._token = token
+        self._set_streaming(True)
+        user = Message(role="user", content=text, session_id=session_id,
+                       created_at=utcnow(), metadata={"note": "sending…"})
+        reply = Message(role="assistant", content="", session_id=session_id,
+                        metadata={"note": "receiving…"})
+        self._reply = reply
+        if self.timeline is not None:
+            self.timeline.model.set_pending([user, reply])
+            self.timeline.view.scroll_to_end()
+        workspace, model, auto = self.ctx.workspace, self.model_name(), self.auto_box.isChecked()
+
+        def run(job: Any) -> Any:
+            return (yield from stream_turn(workspace, session_id, text, provider=provider,
+                                           model=model, auto=auto, cancel=token))
+
+        self._job = self.ctx.workers.stream(
+            run, name="send the prompt", on_item=self._event,
+            on_done=self._done, on_error=self._failed)
+        self.turn_started.emit()
+
+    def _event(self, event: Any) -> None:
+        reply = self._reply
+        if reply is None:
+            return
+        if isinstance(event, TextDelta):
+            reply.content += event.text
+            self.reply_grew.emit(reply.content)
+        elif isinstance(event, ToolStarted):
+            reply.metadata["note"] = f"running {event.name}…"
+        elif isinstance(event, ToolFinished):
+            reply.metadata["note"] = "receiving…"
+        else:
+            return
+        if not self._repaint_timer.isActive():
+            self._repaint_timer.start()
+
+    def _repaint_reply(self) -> None:
+        if self.timeline is not None:
+            self.timeline.model.pending_changed()
+
+    def _finish(self) -> None:
+        self._token = None
+        self._job = None
+        self._reply = None
+        self._repaint_timer.stop()
+        self._set_streaming(False)
+
+    def _done(self, response: Response | None) -> None:
+        reply = self._reply
+        self._finish()
+        model = self.timeline.model if self.timeline is not None else None
+        if response is None:  # stopped between two events
+            if model is not None:
+                model.set_pending(None)
+            self._fail("Stopped; nothing was added to the session.")
+            return
+        self.prompt.clear()
+        if response.appended:
+            if model is not None:
+                model.set_pending(None)
+            self.ctx.messages_appended.emit(list(response.messages))
+            self.ctx.sessions_changed.emit()
+        elif model is not None and reply is not None:
+            # Manual memory: nothing was stored; the turn stays on screen, marked so.
+            for message in model.pending:
+                message.metadata["note"] = "not saved (manual memory)"
+            reply.content = response.text
+            model.pending_changed()
+        usage = response.usage
+        if usage is not None:
+            self.ctx.status_reported.emit(
+                f"Reply: {usage.input_tokens:,} tokens in, {usage.output_tokens:,} out.")
+        self._gauge_timer.start()
+        self.turn_finished.emit(response)
+
+    def _failed(self, error: BaseException) -> None:
+        self._finish()
+        if self.timeline is not None:
+            self.timeline.model.set_pending(None)
+        if isinstance(error, CancelledError):
+            self._fail("Stopped; nothing was added to the session.")
+        else:
+            self._fail(describe_error(error, doing="send the prompt"))
+
+    def shut_down(self) -> None:
+        """The window closes: stop the turn and every pending timer."""
+        self._gauge_timer.stop()
+        self._repaint_timer.stop()
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop the turn under way (nothing is stored)."""
+        if self._token is not None:
+            self._token.cancel()
+        if self._job is not None:
+            self._job.cancel()
+
+    def regenerate(self) -> None:
+        """Ask again for the last reply: the last turn is removed (undoable) and resent."""
+        if self.streaming or not self.ctx.current_session_id:
+            return
+        session_id = self.ctx.current_session_id
+        user, after = last_turn(self.ctx.workspace, session_id)
+        if user is None:
+            self._fail("There is no prompt in this session to ask again.")
+            return
+        ids = [int(m.id) for m in [user, *after] if m.id is not None]
+        command = DeleteMessagesCommand(self.ctx, ids)
+        command.setText("Regenerate the last reply")
+        self.ctx.undo_stack.push(command)
+        prompt = user.content
+        # A no-op on the writer runs after the delete: then the prompt goes out again.
+        self.ctx.workers.write(lambda: None, name="regenerate",
+                               on_done=lambda _r: self.send(prompt))
+
+    # -- the gauge -------------------------------------------------------------------------
+
+    def context_window(self) -> int | None:
+        """The selected model's context window, when known."""
+        return self._gauge.window if self._gauge is not None else None
+
+    def refresh_gauge(self) -> None:
+        """Measure the next request (on a worker; the network may be asked the window)."""
+        session_id = self.ctx.current_session_id
+        provider = self.provider()
+        self._gauge_sequence += 1
+        sequence = self._gauge_sequence
+        if not session_id:
+            self._show_gauge(None)
+            return
+        workspace, model, prompt = self.ctx.workspace, self.model_name(), \
+            self.prompt.toPlainText()
+        key = (provider or "", model)
+        known = self._windows.get(key) if provider else None
+
+        def done(gauge: ContextGauge) -> None:
+            if provider and gauge.window:
+                self._windows[key] = gauge.window  # ask the server once per model
+            if sequence == self._gauge_sequence:
+                self._show_gauge(gauge)
+
+        def failed(error: BaseException) -> None:
+            if sequence == self._gauge_sequence:
+                self.gauge.setFormat("context: unknown")
+                self.gauge.setToolTip(describe_error(error, doing="measure the request"))
+
+        self.ctx.workers.network(context_gauge, workspace, session_id, provider=provider,
+                                 model=model, prompt=prompt, window=known,
+                                 name="measure the request", on_done=done, on_error=failed)
+
+    def _show_gauge(self, gauge: ContextGauge | None) -> None:
+        self._gauge = gauge
+        if gauge is None:
+            self.gauge.setRange(0, 1)
+            self.gauge.setValue(0)
+            self.gauge.setFormat("context: no session")
+            self.gauge.setToolTip("")
+        else:
+            approx = "≈ " if gauge.estimated else ""
+            if gauge.window:
+                self.gauge.setRange(0, max(gauge.window, 1))
+                self.gauge.setValue(min(gauge.request_tokens, gauge.window))
+                self.gauge.setFormat(f"{approx}{gauge.request_tokens:,} / {gauge.window:,} tokens")
+            else:
+                self.gauge.setRange(0, 1)
+                self.gauge.setValue(0)
+                self.gauge.setFormat(f"{approx}{gauge.request_tokens:,} tokens")
+            tip = "Tokens the next request would carry against the model's context window."
+            if gauge.estimated:
+                tip += " Estimated from the session's token count (a long session)."
+            if gauge.left_out:
+                tip += f" {gauge.left_out:,} older messages would be left out to fit."
+            self.gauge.setToolTip(tip)
+            full = gauge.fraction is not None and gauge.fraction > 0.9
+            self.gauge.setStyleSheet("QProgressBar::chunk { background: #c62828; }" if full
+                                     else "")
+        self.gauge_changed.emit(gauge)

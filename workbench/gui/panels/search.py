@@ -1,0 +1,284 @@
+"""The search panel: a query with role, session, date and state filters, and its hits.
+
+Searches run on a reader thread; a newer search makes the answer of an older one be
+ignored. Activating a hit opens its session scrolled to the message.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+from PySide6.QtCore import QDate, QModelIndex, QPersistentModelIndex, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QFontMetrics, QPainter, QPalette, QTextDocument
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QDateEdit,
+    QGridLayout,
+    QLabel,
+    QLineEdit,
+    QListView,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.core.conversation import ROLES, SearchHit
+from workbench.engine.workspace import SearchQuery, Workspace
+from workbench.gui.context import AppContext
+from workbench.gui.models.search_results import (
+    MARK_END,
+    MARK_START,
+    HitRole,
+    SearchOutcome,
+    SearchResultsModel,
+    SnippetHtmlRole,
+    TitleRole,
+)
+from workbench.gui.theme import ROLE_LABELS, is_dark, role_color
+
+_Index = QModelIndex | QPersistentModelIndex
+SEARCH_DELAY_MS = 250
+RESULT_LIMIT = 100
+
+
+def run_search(workspace: Workspace, query: SearchQuery) -> SearchOutcome:
+    """Search and look up the titles of the sessions hit (runs on a reader thread)."""
+    started = time.perf_counter()
+    hits = workspace.search(query)
+    titles: dict[int, str] = {}
+    for hit in hits:
+        if hit.session_id is not None and hit.session_id not in titles:
+            try:
+                titles[hit.session_id] = workspace.repo.get_session(hit.session_id).title
+            except Exception:  # a session deleted meanwhile: the hit keeps its id
+                titles[hit.session_id] = f"Session {hit.session_id}"
+    return SearchOutcome(query.text, hits, titles, time.perf_counter() - started)
+
+
+class SearchHitDelegate(QStyledItemDelegate):
+    """A hit: session title and role on one line, the snippet (matches marked) below."""
+
+    LINES = 3
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
+        fm = QFontMetrics(option.font)
+        return QSize(option.rect.width(), fm.lineSpacing() * self.LINES + 12)
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+        hit: SearchHit | None = index.data(HitRole)
+        if hit is None:
+            return
+        painter.save()
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        opt.text = ""
+        style = option.widget.style() if option.widget is not None else None
+        if style is not None:
+            style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, option.widget)
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        palette = option.palette
+        text_colour = palette.color(QPalette.ColorRole.HighlightedText if selected
+                                    else QPalette.ColorRole.Text)
+        fm = QFontMetrics(option.font)
+        rect = option.rect.adjusted(6, 4, -6, -4)
+        title_font = painter.font()
+        title_font.setBold(True)
+        painter.setFont(title_font)
+        painter.setPen(text_colour)
+        label = ROLE_LABELS.get(hit.role or "", hit.kind.title())
+        label_width = fm.horizontalAdvance(label) + 12
+        title_rect = rect.adjusted(0, 0, -label_width, 0)
+        title_rect.setHeight(fm.lineSpacing())
+        painter.drawText(title_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         QFontMetrics(title_font).elidedText(str(index.data(TitleRole)),
+                                                             Qt.TextElideMode.ElideRight,
+                                                             title_rect.width()))
+        painter.setFont(option.font)
+        painter.setPen(role_color(hit.role, is_dark(palette)) if hit.role else text_colour)
+        painter.drawText(rect.adjusted(0, 0, 0, -(rect.height() - fm.lineSpacing())),
+                         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, label)
+        doc = QTextDocument()
+        doc.setDocumentMargin(0)
+        doc.setDefaultFont(option.font)
+        doc.setDefaultStyleSheet(f"body {{ color: {text_colour.name()}; }}")
+        doc.setHtml(f"<body>{index.data(SnippetHtmlRole)}</body>")
+        doc.setTextWidth(rect.width())
+        painter.translate(rect.left(), rect.top() + fm.lineSpacing() + 2)
+        clip_height = fm.lineSpacing() * (self.LINES - 1)  # whole lines only
+        painter.setClipRect(0, 0, rect.width(), clip_height)
+        doc.drawContents(painter)
+        painter.restore()
+
+
+class SearchPanel(QWidget):
+    """Query, filters and results (see the module docstring)."""
+
+    hit_activated = Signal(object)  # the SearchHit to open
+    search_finished = Signal(object)  # the SearchOutcome shown
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.setObjectName("SearchPanel")
+        self.query_edit = QLineEdit(self)
+        self.query_edit.setPlaceholderText("Search words, \"a phrase\", prefix*")
+        self.query_edit.setClearButtonEnabled(True)
+        self.query_edit.setAccessibleName("Search text")
+        self.scope_box = QComboBox(self)
+        self.scope_box.addItem("All sessions", "all")
+        self.scope_box.addItem("This session", "session")
+        self.scope_box.setAccessibleName("Search scope")
+        self.role_box = QComboBox(self)
+        self.role_box.addItem("Any role", None)
+        for role in ROLES:
+            self.role_box.addItem(ROLE_LABELS[role], role)
+        self.role_box.setAccessibleName("Role filter")
+        self.from_box = QCheckBox("From", self)
+        self.from_box.setAccessibleName("Only messages from a date")
+        self.from_date = QDateEdit(self)
+        self.from_date.setCalendarPopup(True)
+        self.from_date.setDisplayFormat("yyyy-MM-dd")
+        self.from_date.setDate(QDate.currentDate().addMonths(-1))
+        self.from_date.setEnabled(False)
+        self.from_date.setAccessibleName("From date")
+        self.to_box = QCheckBox("To", self)
+        self.to_box.setAccessibleName("Only messages up to a date")
+        self.to_date = QDateEdit(self)
+        self.to_date.setCalendarPopup(True)
+        self.to_date.setDisplayFormat("yyyy-MM-dd")
+        self.to_date.setDate(QDate.currentDate())
+        self.to_date.setEnabled(False)
+        self.to_date.setAccessibleName("To date")
+        self.hidden_box = QCheckBox("Include folded and evicted", self)
+        self.hidden_box.setChecked(True)
+        self.hidden_box.setAccessibleName("Include folded and evicted messages")
+
+        self.model = SearchResultsModel(self)
+        self.results = QListView(self)
+        self.results.setModel(self.model)
+        self.results.setItemDelegate(SearchHitDelegate(self.results))
+        self.results.setUniformItemSizes(True)
+        self.results.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.results.setAccessibleName("Search results")
+        self.status_label = QLabel(self)
+        self.status_label.setAccessibleName("Search status")
+
+        filters = QGridLayout()
+        filters.setContentsMargins(0, 0, 0, 0)
+        filters.addWidget(self.scope_box, 0, 0)
+        filters.addWidget(self.role_box, 0, 1)
+        filters.addWidget(self.from_box, 1, 0)
+        filters.addWidget(self.from_date, 1, 1)
+        filters.addWidget(self.to_box, 2, 0)
+        filters.addWidget(self.to_date, 2, 1)
+        filters.addWidget(self.hidden_box, 3, 0, 1, 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(4)
+        layout.addWidget(self.query_edit)
+        layout.addLayout(filters)
+        layout.addWidget(self.results, 1)
+        layout.addWidget(self.status_label)
+
+        self._sequence = 0
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(SEARCH_DELAY_MS)
+        self._timer.timeout.connect(self.search)
+        self.query_edit.textChanged.connect(lambda _t: self._timer.start())
+        self.query_edit.returnPressed.connect(self.search)
+        for box in (self.scope_box, self.role_box):
+            box.currentIndexChanged.connect(lambda _i: self._timer.start())
+        for check, editor in ((self.from_box, self.from_date), (self.to_box, self.to_date)):
+            check.toggled.connect(editor.setEnabled)
+            check.toggled.connect(lambda _c: self._timer.start())
+            editor.dateChanged.connect(lambda _d: self._timer.start())
+        self.hidden_box.toggled.connect(lambda _c: self._timer.start())
+        self.results.activated.connect(self._activated)
+        self.results.clicked.connect(self._activated)
+
+    # -- searching ---------------------------------------------------------------------
+
+    def focus_query(self, scope: str = "all") -> None:
+        """Put the cursor in the query box, searching everything or the open session."""
+        index = self.scope_box.findData(scope)
+        if index >= 0:
+            self.scope_box.setCurrentIndex(index)
+        self.query_edit.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.query_edit.selectAll()
+
+    def build_query(self) -> SearchQuery | None:
+        text = self.query_edit.text().strip()
+        if not text:
+            return None
+        role = self.role_box.currentData()
+        session_id = None
+        if self.scope_box.currentData() == "session":
+            session_id = self.ctx.current_session_id or None
+        date_from = date_to = None
+        if self.from_box.isChecked():
+            date_from = _day_start(self.from_date.date())
+        if self.to_box.isChecked():
+            date_to = _day_start(self.to_date.date()) + timedelta(days=1)
+        states = None if self.hidden_box.isChecked() else ["active"]
+        return SearchQuery(
+            text=text, roles=[role] if role else None, session_id=session_id,
+            date_from=date_from, date_to=date_to, states=states, limit=RESULT_LIMIT,
+            highlight=(MARK_START, MARK_END),
+        )
+
+    def search(self) -> None:
+        """Run the query now (typing runs it after a short pause)."""
+        self._timer.stop()
+        query = self.build_query()
+        self._sequence += 1
+        if query is None:
+            self.model.set_outcome(None)
+            self.status_label.setText("")
+            return
+        sequence = self._sequence
+        self.status_label.setText("Searching…")
+
+        def done(outcome: SearchOutcome) -> None:
+            if sequence != self._sequence:
+                return  # a newer search is under way
+            hidden = self.ctx.trash.hidden()
+            outcome.hits = [h for h in outcome.hits if h.session_id not in hidden]
+            self.model.set_outcome(outcome)
+            count = len(outcome.hits)
+            more = "+" if count >= RESULT_LIMIT else ""
+            noun = "result" if count == 1 else "results"
+            self.status_label.setText(
+                f"{count}{more} {noun} in {outcome.seconds * 1000:.0f} ms")
+            self.search_finished.emit(outcome)
+
+        def failed(error: BaseException) -> None:
+            if sequence == self._sequence:
+                self.status_label.setText("The search failed.")
+                self.ctx.report_error(error, doing="search")
+
+        self.ctx.workers.read(run_search, self.ctx.workspace, query, name="search",
+                              on_done=done, on_error=failed)
+
+    def _activated(self, index: QModelIndex) -> None:
+        hit = index.data(HitRole)
+        if hit is not None:
+            self.open_hit(hit)
+
+    def open_hit(self, hit: SearchHit) -> None:
+        self.hit_activated.emit(hit)
+        if hit.session_id is not None:
+            self.ctx.open_session(hit.session_id, hit.message_id)
+
+    def hits(self) -> list[SearchHit]:
+        return [self.model.hit_at(row) for row in range(self.model.rowCount())]
+
+
+def _day_start(date: QDate) -> datetime:
+    local = datetime(date.year(), date.month(), date.day()).astimezone()
+    return local.astimezone(UTC)
