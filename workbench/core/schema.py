@@ -53,7 +53,8 @@ _NUMBER_KEYS = (
 _MAX_DEPTH = 64
 
 
-def _type_name(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON-schema type name of a Python value (its class name when none fits)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -87,7 +88,7 @@ def _check(schema: Any, where: str, depth: int) -> None:
         return
     if not isinstance(schema, Mapping):
         raise RequestError(
-            f"The {where} is not a JSON schema: expected an object, got {_type_name(schema)}."
+            f"The {where} is not a JSON schema: expected an object, got {json_type(schema)}."
         )
     kind = schema.get("type")
     if kind is not None:
@@ -170,7 +171,7 @@ def _resolve(ref: str, root: Any) -> Any:
 
 
 def _matches_type(value: Any, kind: str) -> bool:
-    actual = _type_name(value)
+    actual = json_type(value)
     if kind == "number":
         return actual in ("number", "integer")
     if kind == "integer" and actual == "number":
@@ -203,7 +204,7 @@ def _validate(
         kinds = kind if isinstance(kind, list) else [kind]
         if not any(_matches_type(value, k) for k in kinds):
             wanted = " or ".join(kinds)
-            errors.append(f"{path}: expected {wanted}, got {_type_name(value)} {_show(value)}")
+            errors.append(f"{path}: expected {wanted}, got {json_type(value)} {_show(value)}")
             return
     if "enum" in schema and value not in schema["enum"]:
         allowed = ", ".join(_show(v) for v in schema["enum"])

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 from workbench.core.provider import ToolSpec
-from workbench.core.schema import check_schema, validate
+from workbench.core.schema import check_schema, json_type, validate
 from workbench.errors import RequestError
 
 __all__ = ["Tool", "as_tool", "as_tools", "parameters_schema", "tool", "tool_result_text"]
@@ -158,15 +158,8 @@ def _hint_schema(hint: Any) -> dict[str, Any]:
 
 
 def _literal_type(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return None
+    kind = json_type(value)
+    return kind if kind in ("boolean", "integer", "number", "string") else None
 
 
 def _dataclass_schema(cls: type) -> dict[str, Any]:
