@@ -47,6 +47,8 @@ def test_a_failure_reaches_its_handler_or_the_pool_signal(qtbot: QtBot) -> None:
     pool.read(fail, on_error=errors.append)
     with qtbot.waitSignal(pool.error_reported, timeout=5_000) as reported:
         pool.read(fail, name="read the thing")
+    # Reads run on several threads: the first failure may come back after the second.
+    qtbot.waitUntil(lambda: len(errors) == 1, timeout=5_000)
     assert isinstance(errors[0], StorageError)
     assert reported.args[0] == "read the thing"
     assert describe_error(reported.args[1]) == "The database is read-only."
