@@ -75,7 +75,8 @@ $(PACKAGE_STAMP): $(STAMP)
 	@touch $@
 
 # The one-folder Linux bundle (PyInstaller, packaging/), then its own --version and --selftest.
-package: venv syslibs $(PACKAGE_STAMP)
+package: venv $(PACKAGE_STAMP)
+	@scripts/ensure-system-libs.sh package
 	PYTHON=$(BIN)/python bash packaging/build.sh $(PACKAGE_ARGS)
 	$(BUNDLE)/workbench --version
 	$(BUNDLE)/workbench --selftest

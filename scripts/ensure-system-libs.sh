@@ -4,6 +4,8 @@
 #   scripts/ensure-system-libs.sh venv   python3's venv/ensurepip (Debian splits it out)
 #   scripts/ensure-system-libs.sh test   libraries Qt needs on the offscreen platform
 #   scripts/ensure-system-libs.sh run    the above plus the xcb set when an X display is set
+#   scripts/ensure-system-libs.sh package  the above plus the xcb set always: the bundle
+#                                          carries the libraries its Qt plugins need
 #
 # As root, missing packages are installed with apt-get (one `apt-get update` first, only when
 # something is missing). Otherwise the script names what is missing and how to install it.
@@ -58,8 +60,11 @@ case "$mode" in
       wanted+=("${qt_xcb[@]}")
     fi
     ;;
+  package)
+    wanted=("${qt_offscreen[@]}" "${qt_xcb[@]}")
+    ;;
   *)
-    echo "usage: $0 venv|test|run" >&2
+    echo "usage: $0 venv|test|run|package" >&2
     exit 2
     ;;
 esac
