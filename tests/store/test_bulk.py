@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from workbench.core.conversation import (
     Conversation,
@@ -19,7 +21,10 @@ from workbench.core.conversation import (
 from workbench.errors import StorageError
 from workbench.store import Database, Repository
 from workbench.store import bulk as bulk_module
+from workbench.store.migrations import FTS_PAUSE_SETTING
+from workbench.store.rows import message_params
 from workbench.store.search import SearchQuery, search
+from workbench.store.types import time_to_text
 
 ConvFactory = Callable[..., Conversation]
 CountCheck = Callable[[int], None]
@@ -336,27 +341,46 @@ def test_a_source_id_twice_in_one_batch_stores_nothing(
     assert _snapshot(count_rows) == before
 
 
-def test_a_database_failure_while_the_trigger_is_away_rolls_everything_back(
+def test_a_database_failure_while_indexing_is_paused_rolls_everything_back(
     repo: Repository,
     conv: ConvFactory,
     count_rows: Callable[[str], int],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     before = _snapshot(count_rows)
-    monkeypatch.setattr(bulk_module, "MESSAGES_FTS_INSERT_TRIGGER", "CREATE TRIGGER broken")
-    with pytest.raises(Exception):  # noqa: B017 - whatever the driver raises
+
+    def broken_index(conn: Any, first_message: int) -> None:
+        conn.exec_driver_sql("INSERT INTO no_such_table VALUES (1)")
+
+    monkeypatch.setattr(bulk_module, "_index_messages", broken_index)
+    with pytest.raises(StorageError, match="no_such_table"):
         repo.import_many(_batch(conv, 4, words="dirigible"))
     monkeypatch.undo()
     assert _snapshot(count_rows) == before
-    # The dropped trigger came back with the rollback: new messages are indexed.
-    session = repo.create_session("after")
+    # The pause went with the rollback: new messages and titles are indexed again.
+    assert repo.get_setting(FTS_PAUSE_SETTING) is None
+    session = repo.create_session("dirigible notes")
     repo.append_message(session.id, Message(role="user", content="dirigible later"))
     hits = _message_hits(repo.db, "dirigible")
     assert [h.session_id for h in hits] == [session.id]
+    titles = search(repo.db, SearchQuery("dirigible", kinds=("session",)))
+    assert [h.session_id for h in titles] == [session.id]
     _fts_check(repo.db)
 
 
-def test_bulk_imported_messages_are_searchable_and_the_trigger_is_back(
+def test_a_pause_left_behind_is_lifted_by_the_next_import(
+    repo: Repository, conv: ConvFactory
+) -> None:
+    # Only a bug could commit the pause; the next bulk import must not keep it.
+    repo.set_setting(FTS_PAUSE_SETTING, True)
+    repo.import_many(_batch(conv, 2, words="ptarmigan"))
+    assert repo.get_setting(FTS_PAUSE_SETTING) is None
+    session = repo.create_session("after the pause")
+    repo.append_message(session.id, Message(role="user", content="ptarmigan again"))
+    assert session.id in {h.session_id for h in _message_hits(repo.db, "ptarmigan")}
+
+
+def test_bulk_imported_messages_are_searchable_and_the_triggers_work_after(
     repo: Repository, conv: ConvFactory
 ) -> None:
     outcomes = repo.import_many(_batch(conv, 20, words="albatross"))
@@ -415,3 +439,62 @@ def test_messages_carrying_ids_of_another_session_are_copied_not_moved(
     assert {m.id for m in copied}.isdisjoint({m.id for m in before})
     assert all(m.session_id == info.id for m in copied)
     assert repo.list_messages(source.id) == before
+
+
+# == prepared rows =============================================================================
+
+
+_times = st.datetimes(
+    min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31), timezones=st.sampled_from(
+        [None, UTC, timezone(timedelta(hours=5, minutes=30)), timezone(timedelta(hours=-8))]
+    )
+)
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(
+    messages=st.lists(
+        st.builds(
+            Message,
+            role=st.sampled_from(["system", "user", "assistant", "tool"]),
+            content=st.text(),
+            name=st.none() | st.text(min_size=1),
+            tool_calls=st.none() | st.lists(st.dictionaries(st.text(), _json_values), max_size=2),
+            tool_call_id=st.none() | st.text(min_size=1),
+            parts=st.none() | st.lists(st.dictionaries(st.text(), _json_values), max_size=2),
+            created_at=st.none() | _times,
+            token_count=st.none() | st.integers(min_value=0, max_value=10**6),
+            token_encoding=st.none() | st.sampled_from(["o200k_base", "other"]),
+            state=st.sampled_from(["active", "folded", "evicted"]),
+            important=st.booleans(),
+            metadata=st.dictionaries(
+                st.sampled_from(["important", "model", "x"]), _json_values, max_size=3
+            ),
+        ),
+        max_size=6,
+    ),
+    now=_times,
+)
+def test_prepared_rows_are_the_rows_message_params_gives(
+    messages: list[Message], now: datetime
+) -> None:
+    # The import's fast path must store exactly what the one-by-one path stores. (The
+    # session's times come from its messages unless given: they must be comparable.)
+    start, end = datetime(2020, 1, 1, tzinfo=UTC), datetime(2021, 1, 1, tzinfo=UTC)
+    conversation = Conversation(title="t", messages=messages, created_at=start, updated_at=end)
+    prepared = bulk_module.prepare(conversation, now)
+    for position, (row, message) in enumerate(zip(prepared.messages, messages, strict=True)):
+        expected = message_params(message, 7, position, now)
+        assert (*row, 7) == (*expected[1:], expected[0])
+    tokens = sum(m.token_count or 0 for m in messages if m.state == "active")
+    assert prepared.session[1:3] == (time_to_text(start), time_to_text(end))
+    assert prepared.session[-2:] == (len(messages), tokens)
+
+
+@given(value=_times)
+def test_prepared_times_are_the_stored_text(value: datetime) -> None:
+    assert bulk_module._time_text(value) == time_to_text(value)

@@ -10,7 +10,8 @@ import argparse
 import importlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -140,13 +141,27 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    progress = _progress_printer() if not args.json and sys.stderr.isatty() else None
+    show = not args.json and sys.stderr.isatty()
+    progress = _ProgressLine("Imported {done:,} conversation(s)…") if show else None
     with open_workspace(args) as ws:
+        # Stored and searchable first; the token counts follow in a pass of their own
+        # (the slow part of a large import), with its own progress line. Interrupting
+        # that pass keeps the counts made so far; the next import counts the rest.
         report = ws.import_path(
-            Path(args.path), format=args.format, replace=args.replace, progress=progress
+            Path(args.path),
+            format=args.format,
+            replace=args.replace,
+            progress=progress,
+            count_tokens=False,
         )
-    if progress is not None:
-        sys.stderr.write("\n")
+        if progress is not None:
+            progress.finish()
+        counting = _ProgressLine("Counted the tokens of {done:,} of {total:,} message(s)…")
+        for counted, total in ws.count_missing_tokens():
+            if show:
+                counting(counted, total)
+        if show:
+            counting.finish()
     if args.json:
         data = report.to_json()
         for s in data["sessions"]:
@@ -173,13 +188,34 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress_printer() -> Callable[[int, int | None], bool]:
-    def show(done: int, total: int | None) -> bool:
-        sys.stderr.write(f"\rImported {done} conversation(s)…")
-        sys.stderr.flush()
+class _ProgressLine:
+    """One line on stderr, rewritten at most every ``interval`` seconds; as a progress
+    callback it always returns True (never cancels)."""
+
+    def __init__(self, template: str, interval: float = 0.1) -> None:
+        self.template = template
+        self.interval = interval
+        self.last: tuple[int, int | None] | None = None
+        self._shown = 0.0
+
+    def __call__(self, done: int, total: int | None) -> bool:
+        self.last = (done, total)
+        now = time.monotonic()
+        if now - self._shown >= self.interval:
+            self._shown = now
+            self._write(done, total)
         return True
 
-    return show
+    def _write(self, done: int, total: int | None) -> None:
+        sys.stderr.write("\r" + self.template.format(done=done, total=total or done))
+        sys.stderr.flush()
+
+    def finish(self) -> None:
+        """Show the last figures and end the line (nothing if never called)."""
+        if self.last is not None:
+            self._write(*self.last)
+            sys.stderr.write("\n")
+            sys.stderr.flush()
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -1,28 +1,69 @@
-"""Importing parsed conversations into the store: token counts, transactions, progress.
+"""Importing parsed conversations into the store: transactions, progress, token counts.
 
 Conversations are stored in batches through the repository's fast path (one
-transaction per batch, full-text index filled in one pass). If a batch fails, its
-conversations are stored one by one so that only the bad one is reported and skipped:
-every conversation is stored whole or not at all.
+transaction per batch of whole conversations, full-text index filled in the same
+transaction). If a batch fails, its conversations are stored one by one so that only
+the bad one is reported and skipped: every conversation is stored whole or not at all.
+
+Reading runs on a thread of its own: while the caller's thread writes one batch (SQLite
+releases the interpreter lock while it inserts and indexes), the reader parses the file
+and prepares the next conversations' rows (:func:`workbench.store.bulk.prepare`).
+
+Token counts. Counting is the slowest part of a large import (tiktoken costs more than
+parsing and writing together), so callers that can do it later pass
+``count_tokens=False``: messages are then stored without a count (counts the file
+carries are kept) and :func:`count_missing_tokens` fills them afterwards, in short
+transactions of its own, adding each message's count to its session's cached total.
+That is what the CLI (``workbench import``: a second progress line after the import)
+and the GUI (background jobs after File → Import, then the session list is read again)
+do. Where the numbers come from until the pass reaches a message:
+
+* :meth:`Repository.token_total` / ``token_totals``: cached counts plus the missing
+  ones counted on demand (not stored), so they are right at any time;
+* the memory engine, preflight, compaction and request assembly count every message
+  they load that has no count (``fill_counts`` / ``assemble``), so they are right too;
+* ``SessionInfo.token_count`` (the cached per-session total shown in the session list,
+  the status bar, ``workbench sessions`` and the gauge of very long sessions) leaves
+  uncounted messages out until the pass has counted them.
+
+With ``count_tokens=True`` (the default) every message is counted before it is stored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+import queue
+import sys
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from workbench.core.conversation import Conversation, SkippedEntry
+from workbench.core.conversation import Conversation, SkippedEntry, utcnow
 from workbench.core.tokens import TokenCounter, fill_counts, get_counter
 from workbench.errors import WorkbenchError
+from workbench.store import bulk
 from workbench.store.repository import Repository
 
 if TYPE_CHECKING:
     from workbench.engine.workspace import ImportReport, ProgressCallback
 
-BATCH_CONVERSATIONS = 500
-BATCH_MESSAGES = 20_000
+# A batch (one transaction) grows up to these sizes while the reader is ahead of the
+# writer; when the writer has caught up, it writes what it has instead of waiting. Big
+# batches save the fixed costs of a transaction (commit, checkpoint, index segments).
+BATCH_CONVERSATIONS = 2000
+BATCH_MESSAGES = 50_000
+MIN_BATCH_MESSAGES = 1000
+# The reader hands conversations over in chunks of this many (fewer queue operations),
+# and runs at most QUEUE_CHUNKS chunks ahead of the writer.
+CHUNK_CONVERSATIONS = 50
+QUEUE_CHUNKS = 24
+# Messages counted per transaction by count_missing_tokens: small enough that a user's
+# change waits at most a fraction of a second for the pass.
+COUNT_CHUNK = 1000
+# The interpreter's switch interval while an import runs (see _FastSwitching).
+IMPORT_SWITCH_INTERVAL = 0.001
 
 
 def import_conversations(
@@ -32,20 +73,27 @@ def import_conversations(
     replace: bool = False,
     progress: ProgressCallback | None = None,
     counter: TokenCounter | None = None,
+    count_tokens: bool = True,
 ) -> ImportReport:
-    """Store every conversation of ``items``, counting tokens first.
+    """Store every conversation of ``items``.
 
     Entries the format skipped, and conversations the store refuses, land in
     ``skipped`` with their reason. ``progress`` is called after each conversation read
     with the number read so far; returning False stops the import there (the
-    conversations read until then are stored whole, nothing after them).
+    conversations read until then are stored whole, nothing after them). With
+    ``count_tokens`` false, messages without a token count are stored without one (see
+    the module docstring); else they are counted first (with ``counter``, by default
+    the default encoding's).
     """
     from workbench.engine.workspace import ImportReport
 
     report = ImportReport()
-    counter = counter or get_counter()
+    if count_tokens:
+        counter = counter or get_counter()
+    else:
+        counter = None
     agent_id = repo.default_agent().id
-    batch: list[Conversation] = []
+    batch: list[bulk.PreparedConversation] = []
     batch_messages = 0
 
     def flush() -> None:
@@ -55,27 +103,216 @@ def import_conversations(
         batch, batch_messages = [], 0
 
     read = 0
-    for item in items:
-        if isinstance(item, SkippedEntry):
-            report.skipped.append(item)
-            continue
-        fill_counts(item.messages, counter)
-        batch.append(item)
-        batch_messages += len(item.messages)
-        read += 1
-        if len(batch) >= BATCH_CONVERSATIONS or batch_messages >= BATCH_MESSAGES:
-            flush()
-        if progress is not None and progress(read, None) is False:
-            # Whole conversations only: what was read so far is stored, nothing after.
-            report.cancelled = True
-            break
-    flush()
+    with _FastSwitching(), _Reader(items, counter) as reader:
+        for item in reader:
+            if item is _WAITING:
+                # The reader is behind: write what is ready instead of waiting for more
+                # (unless it is very little: each transaction has a fixed cost).
+                if batch_messages >= MIN_BATCH_MESSAGES:
+                    flush()
+                continue
+            if isinstance(item, SkippedEntry):
+                report.skipped.append(item)
+                continue
+            read += 1
+            if isinstance(item, _Refused):
+                report.skipped.append(item.entry)
+            else:
+                batch.append(item)
+                batch_messages += len(item.messages)
+                if len(batch) >= BATCH_CONVERSATIONS or batch_messages >= BATCH_MESSAGES:
+                    flush()
+            if progress is not None and progress(read, None) is False:
+                # Whole conversations only: what was read so far is stored, nothing after.
+                report.cancelled = True
+                break
+        flush()
     return report
+
+
+def count_missing_tokens(
+    repo: Repository, *, counter: TokenCounter | None = None, chunk: int = COUNT_CHUNK
+) -> Iterator[tuple[int, int]]:
+    """Fill the token count of every message stored without one; yields ``(counted so
+    far, total to count)`` after each transaction of up to ``chunk`` messages.
+
+    Each transaction is whole (counts and session totals together), so stopping the
+    iteration anywhere leaves a consistent database; a later pass picks up the rest.
+    Messages appended meanwhile without a count are counted too.
+    """
+    counter = counter or get_counter()
+    total, first = repo.missing_token_counts()
+    if not total:
+        return
+    after = first - 1
+    done = 0
+    while True:
+        counted, after = repo.fill_token_counts(
+            counter.count_messages, counter.encoding_name, after_id=after, limit=chunk
+        )
+        if not counted:
+            return
+        done += counted
+        yield done, max(total, done)
+
+
+# -- the reader thread ---------------------------------------------------------------------
+
+
+class _FastSwitching:
+    """Lowers the interpreter's switch interval while any import runs.
+
+    After each SQLite step the writing thread needs the interpreter lock back, and while
+    the reader runs Python it waits up to the switch interval for it (5 ms by default):
+    a fifth of a second per batch, for nothing. The old interval comes back when the
+    last running import ends.
+    """
+
+    _lock = threading.Lock()
+    _active = 0
+    _saved = 0.0
+
+    def __enter__(self) -> None:
+        cls = type(self)
+        with cls._lock:
+            if cls._active == 0:
+                cls._saved = sys.getswitchinterval()
+                sys.setswitchinterval(min(cls._saved, IMPORT_SWITCH_INTERVAL))
+            cls._active += 1
+
+    def __exit__(self, *exc: object) -> None:
+        cls = type(self)
+        with cls._lock:
+            cls._active -= 1
+            if cls._active == 0:
+                sys.setswitchinterval(cls._saved)
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A conversation the store would refuse (found while preparing its rows)."""
+
+    entry: SkippedEntry
+
+
+@dataclass(frozen=True)
+class _Failure:
+    error: BaseException
+
+
+_END = object()
+_WAITING = object()  # yielded by _Reader when nothing is ready yet
+
+
+def _refusal(conv: Conversation, exc: Exception) -> _Refused:
+    label = conv.source_id or conv.title
+    return _Refused(SkippedEntry(entry=str(label), reason=str(exc)))
+
+
+class _Reader:
+    """Iterates ``items`` on a thread of its own, preparing each conversation's rows.
+
+    Yields, in the order of ``items``: :class:`SkippedEntry` (passed through),
+    :class:`bulk.PreparedConversation`, or :class:`_Refused`; and ``_WAITING`` whenever
+    it is about to wait for the reading thread. An error raised while
+    reading is raised again in the iterating thread. Leaving the ``with`` block stops
+    the thread (it may have read a few chunks ahead; those are dropped).
+    """
+
+    def __init__(
+        self, items: Iterable[Conversation | SkippedEntry], counter: TokenCounter | None
+    ) -> None:
+        self._items = items
+        self._counter = counter
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_CHUNKS)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="workbench-import-reader")
+
+    def __enter__(self) -> _Reader:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        while self._thread.is_alive():
+            # Unblock a reader waiting on a full queue, then wait for it to notice.
+            self._drain()
+            self._thread.join(0.05)
+        self._drain()
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                self._queue.get_nowait()
+        except queue.Empty:
+            pass
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            try:
+                chunk = self._queue.get_nowait()
+            except queue.Empty:
+                yield _WAITING
+                chunk = self._queue.get()
+            if chunk is _END:
+                return
+            if isinstance(chunk, _Failure):
+                raise chunk.error
+            yield from chunk
+
+    # -- on the reader thread ------------------------------------------------------------
+
+    def _put(self, value: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(value, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            chunk: list[Any] = []
+            for item in self._items:
+                if self._stop.is_set():
+                    return
+                chunk.append(item)
+                if len(chunk) >= CHUNK_CONVERSATIONS:
+                    if not self._put(self._prepare(chunk)):
+                        return
+                    chunk = []
+            if chunk and not self._put(self._prepare(chunk)):
+                return
+            self._put(_END)
+        except BaseException as exc:  # noqa: BLE001 - handed to the iterating thread
+            self._put(_Failure(exc))
+
+    def _prepare(self, chunk: list[Any]) -> list[Any]:
+        if self._counter is not None:
+            fill_counts(
+                [m for c in chunk if isinstance(c, Conversation) for m in c.messages],
+                self._counter,
+            )
+        now = utcnow()
+        prepared: list[Any] = []
+        for item in chunk:
+            if isinstance(item, Conversation):
+                try:
+                    prepared.append(bulk.prepare(item, now))
+                except WorkbenchError as exc:
+                    prepared.append(_refusal(item, exc))
+            else:
+                prepared.append(item)
+        return prepared
+
+
+# -- storing -------------------------------------------------------------------------------
 
 
 def _store_batch(
     repo: Repository,
-    batch: list[Conversation],
+    batch: list[bulk.PreparedConversation],
     agent_id: int,
     replace: bool,
     report: ImportReport,
@@ -87,7 +324,8 @@ def _store_batch(
     if outcomes is not None:
         report.sessions.extend((o.session, o.created) for o in outcomes)
         return
-    for conv in batch:
+    for prepared in batch:
+        conv = prepared.conversation
         try:
             outcome = repo.import_conversation(conv, agent_id=agent_id, replace=replace)
         except (WorkbenchError, SQLAlchemyError) as exc:

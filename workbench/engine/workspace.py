@@ -8,7 +8,7 @@ searching, and the first-run sample session.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,18 +131,30 @@ class Workspace:
         format: str | None = None,
         replace: bool = False,
         progress: ProgressCallback | None = None,
+        count_tokens: bool = True,
     ) -> ImportReport:
         """Import every conversation of a file or folder, each in its own transaction.
 
         Bad entries are reported in ``skipped`` and the rest still imported. A progress
         callback that returns False stops after the conversation in hand: only whole
-        conversations are ever stored.
+        conversations are ever stored. With ``count_tokens=False`` messages are stored
+        without token counts, for :meth:`count_missing_tokens` to fill afterwards (see
+        :mod:`workbench.engine.importing`).
         """
         from workbench.engine.importing import import_conversations
         from workbench.formats import read_conversations
 
         items = read_conversations(Path(path), format)
-        return import_conversations(self.repo, items, replace=replace, progress=progress)
+        return import_conversations(
+            self.repo, items, replace=replace, progress=progress, count_tokens=count_tokens
+        )
+
+    def count_missing_tokens(self) -> Iterator[tuple[int, int]]:
+        """Fill the token counts an import left out; yields ``(counted, total)`` after each
+        short transaction. Stopping early is safe: the next pass does the rest."""
+        from workbench.engine.importing import count_missing_tokens
+
+        return count_missing_tokens(self.repo)
 
     def import_conversation(self, conversation: Conversation) -> SessionInfo:
         """Store one already-parsed conversation (token counts filled in first)."""

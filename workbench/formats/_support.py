@@ -356,26 +356,29 @@ class MessageTree:
     ) -> None:
         self.order = list(order)
         known = set(self.order)
-        self.parent_of = {
+        self.parent_of = parents = {
             node: parent if parent in known and parent != node else None
             for node, parent in parent_of.items()
         }
         children: dict[str, list[str]] = {node: [] for node in self.order}
-        seen: dict[str, set[str]] = {node: set() for node in self.order}
+        # A node is only ever listed under its own parent (the one its link names), so one
+        # set of placed nodes tells whether it is already among that parent's children.
+        placed: set[str] = set()
         for node, listed in (children_of or {}).items():
             if node not in known:
                 continue
+            under = children[node]
             for child in listed:
                 # A child list that disagrees with the child's own parent link is ignored:
                 # the parent link is what a walk from the leaf follows.
-                if child in known and self.parent_of.get(child) == node and child not in seen[node]:
-                    children[node].append(child)
-                    seen[node].add(child)
+                if child not in placed and child in known and parents.get(child) == node:
+                    under.append(child)
+                    placed.add(child)
         for node in self.order:
-            parent = self.parent_of.get(node)
-            if parent is not None and node not in seen[parent]:
+            parent = parents.get(node)
+            if parent is not None and node not in placed:
                 children[parent].append(node)
-                seen[parent].add(node)
+                placed.add(node)
         self.children = children
 
     def path_to(self, node: str) -> list[str]:
@@ -439,10 +442,12 @@ def alternate_branches(
     """
     on_main = set(main_path)
     kept: list[Branch] = []
-    signatures = [_signature(main_messages)]
+    signatures: list[tuple[Hashable, ...]] = []
     for leaf in tree.leaves():
         if leaf in on_main:
             continue
+        if not signatures:  # only needed once there is another leaf (most trees have none)
+            signatures.append(_signature(main_messages))
         path = tree.path_to(leaf)
         messages = convert(path)
         signature = _signature(messages)
@@ -500,6 +505,12 @@ def tool_name(name: Any) -> str:
 def epoch_time(value: Any) -> datetime | None:
     """A time given as ISO text or as an epoch number in s, ms, µs or ns; ``None`` when
     absent or unreadable (a bad time never stops an import)."""
+    if type(value) is float and 0.0 <= value < 1e11:
+        # The usual case (ChatGPT's seconds with a fraction), without the checks below.
+        try:
+            return datetime.fromtimestamp(value, UTC)
+        except (ValueError, OverflowError, OSError):
+            return None
     try:
         if isinstance(value, float | int) and not isinstance(value, bool):
             number = float(value)

@@ -144,6 +144,8 @@ def _text_parts(content: dict[str, Any]) -> tuple[str, list[dict[str, Any]] | No
     if not isinstance(raw_parts, list):
         text = content.get("text")
         return (text if isinstance(text, str) else ""), None
+    if len(raw_parts) == 1 and type(raw_parts[0]) is str:
+        return raw_parts[0], None  # the usual case: one plain text part
     texts: list[str] = []
     parts: list[dict[str, Any]] = []
     plain = True
@@ -203,9 +205,8 @@ def _tool_output_text(kind: str, content: dict[str, Any]) -> str:
     return text
 
 
-def _message_metadata(raw: dict[str, Any], kind: str | None) -> dict[str, Any]:
+def _message_metadata(raw: dict[str, Any], raw_meta: Any, kind: str | None) -> dict[str, Any]:
     meta: dict[str, Any] = {}
-    raw_meta = raw.get("metadata")
     if isinstance(raw_meta, dict):
         model = raw_meta.get("model_slug")
         if isinstance(model, str) and model:
@@ -254,7 +255,7 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
 
     role = author.get("role")
     created = epoch_time(raw.get("create_time"))
-    meta = _message_metadata(raw, kind)
+    meta = _message_metadata(raw, raw_meta, kind)
     if role == _TOOL or kind in _TOOL_OUTPUT_TYPES:
         return _tool_message(author, kind, content, created, meta, state)
 
@@ -287,10 +288,11 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
         meta["original_role"] = role
         role = _ASSISTANT
     keeps_reasoning = role == _ASSISTANT and bool(state.reasoning)
-    if not text.strip() and not parts and not keeps_reasoning:
+    # (``not text or text.isspace()`` is ``not text.strip()`` without copying the text)
+    if (not text or text.isspace()) and not parts and not keeps_reasoning:
         return []
     message = Message(role=str(role), content=text, parts=parts, created_at=created, metadata=meta)
-    if role == _ASSISTANT:
+    if keeps_reasoning:
         _take_reasoning(message, state)
     return [message]
 

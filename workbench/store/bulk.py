@@ -2,34 +2,122 @@
 
 Row-by-row full-text triggers make a large import several times slower than the
 insert itself (the index is updated one document at a time). Here a batch of
-conversations is written in one transaction with the message insert trigger dropped;
-the index is then filled for the new id range in a single statement and the trigger
-put back before the commit, so a reader never sees rows missing from the index and a
-failed batch leaves nothing behind.
+conversations is written in one transaction with the index triggers paused (a row in
+``settings`` the insert triggers check, see
+:data:`~workbench.store.migrations.FTS_PAUSE_SETTING`); the new messages and session
+titles are then indexed with one statement each and the pause lifted before the commit,
+so a reader never sees rows missing from the index and a failed batch leaves nothing
+behind. No schema changes on the way, so no prepared statement has to be compiled again.
+
+The work is split in two so that an importer can overlap it: :func:`prepare` turns a
+conversation into ready-made row values (validation, JSON, times; pure Python, no
+database), and :func:`insert_batch` writes prepared conversations inside the caller's
+transaction (session ids are only known there). An importer can prepare the next
+conversations on one thread while another writes the previous batch: SQLite lets go of
+the interpreter lock while it inserts and indexes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import json.encoder
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from itertools import chain
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from workbench.core.conversation import ROLES, STATES, Conversation, utcnow
 from workbench.errors import StorageError
-from workbench.store.migrations import MESSAGES_FTS_INSERT_TRIGGER
-from workbench.store.rows import MESSAGE_INSERT, context_params, message_params
-from workbench.store.types import json_text, time_to_text
+from workbench.store.migrations import FTS_PAUSE_SETTING
+from workbench.store.rows import MESSAGE_COLUMNS, context_params
+from workbench.store.types import time_to_text
 
+# Each insert is (statement head, one row's VALUES tuple, bound values per row). Rows go
+# in hundreds to a statement: after each step SQLite hands back the interpreter lock,
+# and taking it again while the reading thread runs Python waits up to the switch
+# interval. One step per row made that wait cost far more than the insert.
 _SESSION_INSERT = (
     "INSERT INTO sessions (id, agent_id, title, created_at, updated_at, tags, pinned, archived,"
-    " overrides, source, source_id, message_count, token_count)"
-    " VALUES (?, ?, ?, ?, ?, ?, 0, 0, '{}', ?, ?, ?, ?)"
+    " overrides, source, source_id, message_count, token_count) VALUES ",
+    "(?, ?, ?, ?, ?, ?, 0, 0, '{}', ?, ?, ?, ?)",
+    10,
 )
 _CONTEXT_INSERT = (
     "INSERT INTO session_context (session_id, facts, summary, tasks, tool_stats, token_usage,"
-    " system_state, environment, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " system_state, environment, updated_at) VALUES ",
+    "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    9,
 )
+# The message columns with the session id LAST: a prepared row is completed with the
+# session id (known only inside the transaction) by appending it.
+assert MESSAGE_COLUMNS[0] == "session_id"
+_ROW_COLUMNS = (*MESSAGE_COLUMNS[1:], "session_id")
+_MESSAGE_INSERT = (
+    f"INSERT INTO messages ({', '.join(_ROW_COLUMNS)}) VALUES ",
+    f"({', '.join('?' for _ in _ROW_COLUMNS)})",
+    len(_ROW_COLUMNS),
+)
+ROW_GROUPS = (1000, 100, 10, 1)
+# FTS5's in-memory buffer of new terms: its default, and its size during a bulk insert.
+FTS_DEFAULT_HASH_SIZE = 1024 * 1024
+FTS_BULK_HASH_SIZE = 64 * 1024 * 1024
+_SET_FTS_HASH_SIZE = "INSERT INTO messages_fts (messages_fts, rank) VALUES ('hashsize', ?)"
+_SQLITE_LIMIT_VARIABLE_NUMBER = 9
+
+_JSON_OPTIONS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _json_encoder() -> Callable[[Any], str | None]:
+    """The text of ``types.json_text`` (compact, not ASCII-escaped; ``None`` stays None).
+
+    ``json.dumps`` with options builds a new encoder for every value; this builds the
+    C encoder once (per conversation, so each thread has its own circular-reference
+    bookkeeping) and runs it directly.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        encode = _JSON_OPTIONS.encode
+        return lambda value: None if value is None else encode(value)
+    chunks = make(
+        {}, _JSON_OPTIONS.default, json.encoder.encode_basestring, None, ":", ",",
+        False, False, True,
+    )
+    return lambda value: None if value is None else "".join(chunks(value, 0))
+
+
+def _time_text(value: datetime) -> str:
+    """``types.time_to_text`` with a fast path for aware UTC times (the usual case)."""
+    if value.tzinfo is UTC and value.year >= 1000:
+        # "YYYY-MM-DDTHH:MM:SS.ffffff+00:00" -> "...ffffffZ": the same fixed-width text.
+        return value.isoformat(timespec="microseconds")[:-6] + "Z"
+    return time_to_text(value)
+
+
+@dataclass(slots=True)
+class PreparedConversation:
+    """A conversation turned into row values, ready for :func:`insert_batch`."""
+
+    conversation: Conversation
+    # title, created_at, updated_at, tags, source, source_id, message_count, token_count
+    session: tuple[Any, ...]
+    # one tuple per message in ``_ROW_COLUMNS`` order, without the trailing session id
+    messages: list[tuple[Any, ...]]
+    # the session_context values after the session id
+    context: tuple[Any, ...]
+
+
+def session_row(
+    session_id: int, agent_id: int, agent_name: str, prepared: PreparedConversation
+) -> tuple[Any, ...]:
+    """The row ``rows.SESSION_SELECT`` reads for a session :func:`insert_batch` wrote."""
+    title, created, updated, tags, source, source_id, messages, tokens = prepared.session
+    return (
+        session_id, title, agent_id, created, updated, tags, 0, 0, None, None, "{}",
+        source, source_id, messages, tokens, agent_name,
+    )
 
 
 def validate(conversation: Conversation) -> None:
@@ -47,8 +135,74 @@ def validate(conversation: Conversation) -> None:
             )
 
 
+def prepare(conversation: Conversation, now: datetime | None = None) -> PreparedConversation:
+    """The row values of a whole conversation; raises :class:`StorageError` for one the
+    schema would refuse. Needs no database, so it can run on another thread.
+
+    The values are those :func:`workbench.store.rows.message_params` gives, computed
+    without its per-call overheads.
+    """
+    validate(conversation)
+    _json = _json_encoder()
+    now = now or utcnow()
+    now_text = _time_text(now)
+    rows: list[tuple[Any, ...]] = []
+    tokens = 0
+    times: list[datetime] = []
+    for position, m in enumerate(conversation.messages):
+        meta = m.metadata
+        important = m.important
+        if meta:
+            if "important" in meta:
+                meta = dict(meta)
+                important = bool(important or meta.pop("important", False))
+            meta_text = _json(meta) if meta else None
+        else:
+            meta_text = None
+        created = m.created_at
+        if created is not None:
+            times.append(created)
+        count = m.token_count
+        if count is not None and m.state == "active":
+            tokens += count
+        rows.append(
+            (
+                position,
+                m.role,
+                m.content or "",
+                _json(m.parts),
+                m.name,
+                _json(m.tool_calls),
+                m.tool_call_id,
+                now_text if created is None else _time_text(created),
+                count,
+                m.token_encoding if count is not None else None,
+                m.state,
+                1 if important else 0,
+                meta_text,
+                m.compaction_id,
+            )
+        )
+    created_at = conversation.created_at or (min(times) if times else now)
+    updated_at = conversation.updated_at or (max(times) if times else created_at)
+    session = (
+        conversation.title,
+        _time_text(created_at),
+        _time_text(updated_at),
+        _json(list(dict.fromkeys(conversation.tags))),
+        conversation.source,
+        conversation.source_id,
+        len(rows),
+        tokens,
+    )
+    context = (*context_params(conversation.context).values(), now_text)
+    return PreparedConversation(conversation, session, rows, context)
+
+
 def insert_batch(
-    conn: Connection, conversations: Sequence[Conversation], agent_id: int
+    conn: Connection,
+    conversations: Sequence[Conversation | PreparedConversation],
+    agent_id: int,
 ) -> list[int]:
     """Insert whole conversations inside the caller's write transaction.
 
@@ -57,55 +211,91 @@ def insert_batch(
     """
     if not conversations:
         return []
-    for conv in conversations:
-        validate(conv)
     now = utcnow()
-    now_text = time_to_text(now)
-    next_session = int(conn.exec_driver_sql("SELECT ifnull(max(id), 0) FROM sessions").scalar_one())
+    batch = [c if isinstance(c, PreparedConversation) else prepare(c, now) for c in conversations]
+    base = int(conn.exec_driver_sql("SELECT ifnull(max(id), 0) FROM sessions").scalar_one())
     first_message = int(
         conn.exec_driver_sql("SELECT ifnull(max(id), 0) FROM messages").scalar_one()
     ) + 1
     session_rows: list[tuple[Any, ...]] = []
     message_rows: list[tuple[Any, ...]] = []
     context_rows: list[tuple[Any, ...]] = []
-    ids: list[int] = []
-    for conv in conversations:
-        next_session += 1
-        ids.append(next_session)
-        times = [m.created_at for m in conv.messages if m.created_at is not None]
-        created = conv.created_at or (min(times) if times else now)
-        updated = conv.updated_at or (max(times) if times else created)
-        tokens = sum(m.token_count or 0 for m in conv.messages if m.state == "active")
-        session_rows.append(
-            (
-                next_session,
-                agent_id,
-                conv.title,
-                time_to_text(created),
-                time_to_text(updated),
-                json_text(list(dict.fromkeys(conv.tags))),
-                conv.source,
-                conv.source_id,
-                len(conv.messages),
-                tokens,
-            )
-        )
-        message_rows.extend(
-            message_params(m, next_session, pos, now) for pos, m in enumerate(conv.messages)
-        )
-        context_rows.append((next_session, *context_params(conv.context).values(), now_text))
-    conn.exec_driver_sql(_SESSION_INSERT, session_rows)
-    conn.exec_driver_sql("DROP TRIGGER messages_fts_insert")
+    ids = list(range(base + 1, base + 1 + len(batch)))
+    for session_id, prepared in zip(ids, batch, strict=True):
+        session_rows.append((session_id, agent_id, *prepared.session))
+        tail = (session_id,)
+        message_rows.extend([row + tail for row in prepared.messages])
+        context_rows.append((session_id, *prepared.context))
+    conn.exec_driver_sql(
+        "INSERT INTO settings (key, value) VALUES (?, 'true') ON CONFLICT (key) DO NOTHING",
+        (FTS_PAUSE_SETTING,),
+    )
+    _insert_rows(conn, _SESSION_INSERT, session_rows)
+    conn.exec_driver_sql(
+        "INSERT INTO sessions_fts (rowid, title) SELECT id, title FROM sessions WHERE id > ?",
+        (base,),
+    )
     if message_rows:
-        conn.exec_driver_sql(MESSAGE_INSERT, message_rows)
+        _insert_rows(conn, _MESSAGE_INSERT, message_rows)
         last = int(conn.exec_driver_sql("SELECT max(id) FROM messages").scalar_one())
         if last != first_message + len(message_rows) - 1:
             raise StorageError("Message ids were not assigned in sequence; the batch was undone.")
-        conn.exec_driver_sql(
-            "INSERT INTO messages_fts (rowid, content)"
-            " SELECT id, content FROM messages WHERE id >= ?",
-            (first_message,),
-        )
-    conn.exec_driver_sql(MESSAGES_FTS_INSERT_TRIGGER)
-    conn.exec_driver_sql(_CONTEXT_INSERT, context_rows)
+        _index_messages(conn, first_message)
+    conn.exec_driver_sql("DELETE FROM settings WHERE key = ?", (FTS_PAUSE_SETTING,))
+    _insert_rows(conn, _CONTEXT_INSERT, context_rows)
     return ids
+
+
+def _index_messages(conn: Connection, first_message: int) -> None:
+    """Add the messages from ``first_message`` on to the full-text index, in one statement.
+
+    FTS5 writes its pending terms out as a new index segment whenever they pass its hash
+    size (1 MB unless configured), and merges segments as they pile up; a batch's text
+    is several MB, so for this statement the hash size is raised and then put back (the
+    pending terms are written once, at the commit).
+    """
+    configured = conn.exec_driver_sql(
+        "SELECT v FROM messages_fts_config WHERE k = 'hashsize'"
+    ).scalar()
+    previous = int(configured) if configured is not None else FTS_DEFAULT_HASH_SIZE
+    raise_it = previous < FTS_BULK_HASH_SIZE
+    if raise_it:
+        conn.exec_driver_sql(_SET_FTS_HASH_SIZE, (FTS_BULK_HASH_SIZE,))
+    conn.exec_driver_sql(
+        "INSERT INTO messages_fts (rowid, content) SELECT id, content FROM messages WHERE id >= ?",
+        (first_message,),
+    )
+    if raise_it:
+        conn.exec_driver_sql(_SET_FTS_HASH_SIZE, (previous,))
+
+
+def _insert_rows(
+    conn: Connection, insert: tuple[str, str, int], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """Insert ``rows`` in order, many to a statement.
+
+    Statements hold :data:`ROW_GROUPS` rows (the largest the bound-value limit allows,
+    then smaller ones for the rest), so the same few statements are compiled once and
+    reused from the driver's cache: compiling a statement costs several times what
+    running it costs, per row.
+    """
+    head, values, width = insert
+    limit = conn.connection.dbapi_connection.getlimit(  # type: ignore[union-attr]
+        _SQLITE_LIMIT_VARIABLE_NUMBER
+    )
+    groups = [size for size in ROW_GROUPS if size * width <= limit] or [1]
+    start = 0
+    for size in groups:
+        count = (len(rows) - start) // size
+        if not count:
+            continue
+        params = [
+            tuple(chain.from_iterable(rows[at : at + size]))
+            for at in range(start, start + count * size, size)
+        ]
+        sql = head + ", ".join([values] * size)
+        if count == 1:
+            conn.exec_driver_sql(sql, params[0])
+        else:
+            conn.exec_driver_sql(sql, params)
+        start += count * size

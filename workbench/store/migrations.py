@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The message full-text triggers are named here because bulk imports drop the insert
-# trigger, fill the index in one pass, and put the trigger back (same transaction).
+# The insert trigger of the message index as 0001_initial created it. (Bulk imports of
+# that version dropped it, filled the index in one pass and put it back; since
+# 0002_pausable_index_triggers they pause it instead, see FTS_PAUSE_SETTING.)
 MESSAGES_FTS_INSERT_TRIGGER = """
 CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
     INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
@@ -225,6 +226,33 @@ _INITIAL = [
 ]
 
 
+# While a row with this key is in ``settings``, inserting into messages or sessions does
+# not index the new row: a bulk import adds the row inside its own transaction, inserts,
+# indexes all the new rows in one statement each, and deletes the row again before it
+# commits, so no other connection ever sees it. Pausing this way, instead of dropping
+# and re-creating the triggers, changes no schema, so prepared statements stay valid.
+FTS_PAUSE_SETTING = "fts_paused"
+
+_PAUSABLE_INDEX_TRIGGERS = [
+    "DROP TRIGGER messages_fts_insert",
+    """
+    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages
+    WHEN NOT EXISTS (SELECT 1 FROM settings WHERE key = 'fts_paused')
+    BEGIN
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END
+    """,
+    "DROP TRIGGER sessions_fts_insert",
+    """
+    CREATE TRIGGER sessions_fts_insert AFTER INSERT ON sessions
+    WHEN NOT EXISTS (SELECT 1 FROM settings WHERE key = 'fts_paused')
+    BEGIN
+        INSERT INTO sessions_fts(rowid, title) VALUES (new.id, new.title);
+    END
+    """,
+]
+
+
 @dataclass(frozen=True)
 class Migration:
     """A named, ordered schema change."""
@@ -233,4 +261,7 @@ class Migration:
     statements: tuple[str, ...]
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration("0001_initial", tuple(_INITIAL)),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("0001_initial", tuple(_INITIAL)),
+    Migration("0002_pausable_index_triggers", tuple(_PAUSABLE_INDEX_TRIGGERS)),
+)

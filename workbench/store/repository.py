@@ -9,7 +9,7 @@ messages) are kept current by every change, so listing sessions never aggregates
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -703,23 +703,28 @@ class Repository:
         return {role: int(counts.get(role, 0)) for role in ROLES}
 
     def token_total(self, session_id: int, *, states: Sequence[str] = ("active",)) -> int:
-        """Sum of cached token counts (messages not yet counted add nothing)."""
+        """Sum of the messages' token counts: the cached ones, and messages without a
+        count (an import leaves them for :meth:`fill_token_counts`) counted on demand
+        with the default encoding (not stored)."""
         with self.db.query() as conn:
-            return int(
-                conn.exec_driver_sql(
-                    "SELECT coalesce(sum(token_count), 0) FROM messages WHERE session_id = ?"
-                    f" AND state IN {_in_clause(states)}",
-                    (session_id, *states),
-                ).scalar_one()
-            )
+            row = conn.exec_driver_sql(
+                "SELECT coalesce(sum(token_count), 0), count(*) - count(token_count)"
+                f" FROM messages WHERE session_id = ? AND state IN {_in_clause(states)}",
+                (session_id, *states),
+            ).one()
+        total, missing = int(row[0]), int(row[1])
+        if missing:
+            total += sum(self._count_missing({session_id: missing}, states).values())
+        return total
 
     def token_totals(
         self, session_ids: Sequence[int] | None = None, *, states: Sequence[str] = ("active",)
     ) -> dict[int, int]:
-        """Token totals of many sessions (all when ``session_ids`` is None) in one pass."""
+        """Token totals of many sessions (all when ``session_ids`` is None) in one pass;
+        messages without a count are counted on demand, as in :meth:`token_total`."""
         sql = (
-            "SELECT session_id, coalesce(sum(token_count), 0) FROM messages"
-            f" WHERE state IN {_in_clause(states)}"
+            "SELECT session_id, coalesce(sum(token_count), 0), count(*) - count(token_count)"
+            f" FROM messages WHERE state IN {_in_clause(states)}"
         )
         params: list[Any] = list(states)
         if session_ids is not None:
@@ -729,29 +734,118 @@ class Repository:
             sql += f" AND session_id IN {_in_clause(ids)}"
             params += ids
         with self.db.query() as conn:
-            totals = {
-                int(r[0]): int(r[1])
-                for r in conn.exec_driver_sql(sql + " GROUP BY session_id", tuple(params))
-            }
+            rows = conn.exec_driver_sql(sql + " GROUP BY session_id", tuple(params)).all()
+        totals = {int(r[0]): int(r[1]) for r in rows}
+        missing = {int(r[0]): int(r[2]) for r in rows if r[2]}
+        if missing:
+            for sid, extra in self._count_missing(missing, states).items():
+                totals[sid] += extra
         if session_ids is not None:
             return {sid: totals.get(sid, 0) for sid in session_ids}
         return totals
 
+    def _count_missing(self, sessions: dict[int, int], states: Sequence[str]) -> dict[int, int]:
+        """Tokens of the messages without a cached count in ``sessions`` (by session)."""
+        from workbench.core.tokens import get_counter
+
+        counter = get_counter()
+        extra: dict[int, int] = {}
+        ids = list(sessions)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            with self.db.query() as conn:
+                rows = conn.exec_driver_sql(
+                    f"SELECT {MESSAGE_SELECT} FROM messages WHERE token_count IS NULL"
+                    f" AND state IN {_in_clause(states)} AND session_id IN {_in_clause(chunk)}",
+                    (*states, *chunk),
+                ).all()
+            messages = [message_from_row(r) for r in rows]
+            for m, tokens in zip(messages, counter.count_messages(messages), strict=True):
+                assert m.session_id is not None
+                extra[m.session_id] = extra.get(m.session_id, 0) + tokens
+        return extra
+
     def uncounted_messages(
-        self, encoding: str, *, session_id: int | None = None, limit: int = 5000
+        self,
+        encoding: str | None,
+        *,
+        session_id: int | None = None,
+        after_id: int = 0,
+        limit: int = 5000,
     ) -> list[Message]:
-        """Messages whose cached count is missing or from another encoding."""
-        sql = (
-            f"SELECT {MESSAGE_SELECT} FROM messages WHERE "
-            "(token_count IS NULL OR token_encoding IS NOT ?)"
-        )
-        params: list[Any] = [encoding]
+        """Messages whose cached count is missing or (given ``encoding``) from another
+        encoding, in id order from ``after_id`` on: pass the last id of one page as the
+        next page's ``after_id`` (keyset paging, so a pass over the table is linear)."""
+        sql = f"SELECT {MESSAGE_SELECT} FROM messages WHERE id > ? AND "
+        params: list[Any] = [after_id]
+        if encoding is None:
+            sql += "token_count IS NULL"
+        else:
+            sql += "(token_count IS NULL OR token_encoding IS NOT ?)"
+            params.append(encoding)
         if session_id is not None:
             sql += " AND session_id = ?"
             params.append(session_id)
         with self.db.read() as conn:
-            rows = conn.exec_driver_sql(sql + " LIMIT ?", (*params, limit)).all()
+            rows = conn.exec_driver_sql(sql + " ORDER BY id LIMIT ?", (*params, limit)).all()
         return [message_from_row(r) for r in rows]
+
+    def missing_token_counts(self) -> tuple[int, int]:
+        """How many messages have no cached token count, and the smallest id among them
+        (0 when none). Read from an index, without touching the messages' text."""
+        with self.db.query() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT count(*), min(id) FROM messages WHERE token_count IS NULL"
+            ).one()
+        return int(row[0]), int(row[1] or 0)
+
+    def fill_token_counts(
+        self,
+        count: Callable[[Sequence[Message]], Sequence[int]],
+        encoding: str,
+        *,
+        after_id: int = 0,
+        limit: int = 1000,
+    ) -> tuple[int, int]:
+        """Count up to ``limit`` messages without a cached count, in id order after
+        ``after_id``, and store the counts with the session totals: all in one write
+        transaction, so an edit can never slip between reading a text and storing its
+        count. ``count`` gives the token counts of messages (``encoding`` names it).
+
+        Returns ``(messages counted, last id counted)``; ``(0, after_id)`` when none
+        are left. Call again with the returned id to go on.
+        """
+        with self.db.write() as conn:
+            rows = conn.exec_driver_sql(
+                f"SELECT {MESSAGE_SELECT} FROM messages WHERE id > ? AND token_count IS NULL"
+                " ORDER BY id LIMIT ?",
+                (after_id, limit),
+            ).all()
+            if not rows:
+                return 0, after_id
+            messages = [message_from_row(r) for r in rows]
+            counts = list(count(messages))
+            if len(counts) != len(messages):
+                raise StorageError(
+                    f"The token counter gave {len(counts)} counts for {len(messages)} messages."
+                )
+            conn.exec_driver_sql(
+                "UPDATE messages SET token_count = ?, token_encoding = ? WHERE id = ?",
+                [(int(c), encoding, m.id) for m, c in zip(messages, counts, strict=True)],
+            )
+            # These messages added nothing to their session's total while uncounted.
+            added: dict[int, int] = {}
+            for m, c in zip(messages, counts, strict=True):
+                assert m.session_id is not None
+                if m.state == "active":
+                    added[m.session_id] = added.get(m.session_id, 0) + int(c)
+            conn.exec_driver_sql(
+                "UPDATE sessions SET token_count = token_count + ? WHERE id = ?",
+                [(tokens, sid) for sid, tokens in added.items()],
+            )
+        last = messages[-1].id
+        assert last is not None
+        return len(messages), last
 
     def set_token_counts(self, counts: Iterable[tuple[int, int, str]]) -> int:
         """Store ``(message_id, token_count, encoding)`` triples; session totals follow."""
@@ -878,7 +972,7 @@ class Repository:
 
     def import_many(
         self,
-        conversations: Sequence[Conversation],
+        conversations: Sequence[Conversation | bulk.PreparedConversation],
         *,
         agent_id: int | None = None,
         replace: bool = False,
@@ -887,41 +981,92 @@ class Repository:
         :mod:`workbench.store.bulk`). All or nothing: on an error nothing of the batch
         is stored, so a caller can retry conversations one by one to isolate a bad one.
         Already-stored source ids are skipped (or replaced one by one with ``replace``).
+        Conversations may come already prepared by :func:`workbench.store.bulk.prepare`.
         """
         if agent_id is None:
             agent_id = self.default_agent().id
-        fresh: list[Conversation] = []
+        convs = [
+            c.conversation if isinstance(c, bulk.PreparedConversation) else c
+            for c in conversations
+        ]
+        fresh: list[bulk.PreparedConversation] = []
         known: dict[int, int] = {}  # index in batch -> existing session id
+        now = utcnow()
         with self.db.write() as conn:
+            stored = self._stored_sources(conn, convs)
             seen: set[tuple[str | None, str]] = set()
-            for i, conv in enumerate(conversations):
-                if conv.source_id is None:
-                    fresh.append(conv)
-                    continue
-                key = (conv.source, conv.source_id)
-                row = conn.exec_driver_sql(
-                    "SELECT id FROM sessions WHERE source = ? AND source_id = ?", key
-                ).first()
-                if row is not None:
-                    known[i] = int(row[0])
-                elif key in seen:
-                    raise StorageError(
-                        f"Source id {conv.source_id!r} appears twice in one import batch."
-                    )
-                else:
+            for i, conv in enumerate(convs):
+                if conv.source_id is not None:
+                    key = (conv.source, conv.source_id)
+                    existing = stored.get(key)
+                    if existing is not None:
+                        known[i] = existing
+                        continue
+                    if key in seen:
+                        raise StorageError(
+                            f"Source id {conv.source_id!r} appears twice in one import batch."
+                        )
                     seen.add(key)
-                    fresh.append(conv)
-            new_ids = iter(bulk.insert_batch(conn, fresh, agent_id))
+                item = conversations[i]
+                fresh.append(item if isinstance(item, bulk.PreparedConversation)
+                             else bulk.prepare(item, now))
+            new_ids = bulk.insert_batch(conn, fresh, agent_id)
+            infos = self._sessions_by_id(conn, list(known.values()))
+            if new_ids:
+                agent_name = conn.exec_driver_sql(
+                    "SELECT name FROM agents WHERE id = ?", (agent_id,)
+                ).scalar_one()
+                # Made from the values just written, rather than read back row by row.
+                for session_id, prepared in zip(new_ids, fresh, strict=True):
+                    infos[session_id] = session_from_row(
+                        bulk.session_row(session_id, agent_id, str(agent_name), prepared)
+                    )
         outcomes: list[ImportOutcome] = []
-        for i, conv in enumerate(conversations):
+        next_new = iter(new_ids)
+        for i, conv in enumerate(convs):
             if i in known:
                 if replace:
                     outcomes.append(self.import_conversation(conv, replace=True))
                 else:
-                    outcomes.append(ImportOutcome(self.get_session(known[i]), False))
+                    outcomes.append(ImportOutcome(infos[known[i]], False))
             else:
-                outcomes.append(ImportOutcome(self.get_session(next(new_ids)), True))
+                outcomes.append(ImportOutcome(infos[next(next_new)], True))
         return outcomes
+
+    @staticmethod
+    def _stored_sources(
+        conn: Connection, conversations: Sequence[Conversation]
+    ) -> dict[tuple[str | None, str], int]:
+        """Session ids already stored under the conversations' (source, source id)."""
+        wanted: dict[str, list[str]] = {}
+        for conv in conversations:
+            # A NULL source never matches (``source = NULL`` is never true), as before.
+            if conv.source_id is not None and conv.source is not None:
+                wanted.setdefault(conv.source, []).append(conv.source_id)
+        found: dict[tuple[str | None, str], int] = {}
+        for source, source_ids in wanted.items():
+            # One row of JSON: every fetched row costs a trip through the interpreter
+            # lock, which a busy reading thread makes slow.
+            text = conn.exec_driver_sql(
+                "SELECT json_group_array(json_array(source_id, id)) FROM sessions"
+                " WHERE source = ? AND source_id IN (SELECT value FROM json_each(?))",
+                (source, json_text(source_ids)),
+            ).scalar_one()
+            found.update(((source, sid), int(rid)) for sid, rid in json_value(text))
+        return found
+
+    @staticmethod
+    def _sessions_by_id(conn: Connection, session_ids: Sequence[int]) -> dict[int, SessionInfo]:
+        """The sessions with these ids, read as one row of JSON (see _stored_sources)."""
+        if not session_ids:
+            return {}
+        text = conn.exec_driver_sql(
+            f"SELECT json_group_array(json_array({SESSION_SELECT})) FROM {SESSION_FROM}"
+            " WHERE s.id IN (SELECT value FROM json_each(?))",
+            (json_text(list(dict.fromkeys(session_ids))),),
+        ).scalar_one()
+        infos = [session_from_row(row) for row in json_value(text)]
+        return {info.id: info for info in infos}
 
     # == memory entries ================================================================
 

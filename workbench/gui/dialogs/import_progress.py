@@ -4,6 +4,7 @@ The engine calls the progress callback after each conversation it has read; the 
 reads the count on a timer (no signal per conversation) and the callback returns False
 once Cancel was pressed, so the import stops after the conversation in hand. Only whole
 conversations are ever stored, so a cancelled import leaves no half session behind.
+Token counts are filled after the import, in the background.
 """
 
 from __future__ import annotations
@@ -47,6 +48,31 @@ def report_text(report: ImportReport) -> str:
         if len(report.skipped) > SKIPPED_SHOWN:
             lines.append(f"  … and {len(report.skipped) - SKIPPED_SHOWN:,} more.")
     return "\n".join(lines)
+
+
+def count_tokens_in_background(ctx: AppContext) -> None:
+    """Fill the token counts an import left out (the import stores messages first, so
+    they can be read and searched at once; see ``workbench.engine.importing``).
+
+    One short job per transaction on a reader thread, each starting the next, so that
+    the window never waits long for the pass (closing, switching databases). The
+    session list is read again when the counts are complete.
+    """
+    workspace = ctx.workspace
+    steps = workspace.count_missing_tokens()
+
+    def step() -> tuple[int, int] | None:
+        return next(steps, None)
+
+    def stepped(result: tuple[int, int] | None) -> None:
+        if ctx.workspace is not workspace:
+            return  # another database was opened; the next import counts the rest
+        if result is None:
+            ctx.sessions_changed.emit()
+            return
+        ctx.workers.read(step, name="count tokens", on_done=stepped)
+
+    ctx.workers.read(step, name="count tokens", on_done=stepped)
 
 
 class ImportProgressDialog(QDialog):
@@ -101,7 +127,9 @@ class ImportProgressDialog(QDialog):
         self._timer.start()
         workspace, path, fmt = self.ctx.workspace, self.path, self.format
         self.ctx.workers.write(
-            lambda: workspace.import_path(path, format=fmt, progress=self._progress),
+            lambda: workspace.import_path(
+                path, format=fmt, progress=self._progress, count_tokens=False
+            ),
             name=f"import {path.name}", on_done=self._done, on_error=self._failed,
         )
 
@@ -142,6 +170,7 @@ class ImportProgressDialog(QDialog):
         self._finish()
         self.label.setText(report_text(report))
         self.ctx.sessions_changed.emit()
+        count_tokens_in_background(self.ctx)
         self.import_finished.emit(report)
 
     def _failed(self, error: BaseException) -> None:
