@@ -90,6 +90,100 @@ def build_workspace(path: Path) -> tuple[object, dict[str, int]]:
     return ws, ids
 
 
+_RENOVATION = [
+    ("user", "We want to redo the kitchen of our flat in Porto before the summer. The room is "
+             "3.2 by 4.1 metres, the window faces the courtyard, and the budget is 18,000 EUR "
+             "including the appliances. Where do we start?"),
+    ("assistant", "Start with the fixed points: the water inlet and drain under the window, "
+                  "the gas pipe on the left wall and the load-bearing wall you must not "
+                  "open. Measure them, then draw two layouts (an L along the window and a "
+                  "galley) and price both before you choose cabinets."),
+    ("user", "The drain is 40 cm left of the window centre. The gas pipe could be capped: we "
+             "would rather cook on induction. Does that change the electrical side?"),
+    ("assistant", "Yes: induction needs its own 32 A circuit (a 7.4 kW hob), so the panel "
+                  "must have room for a new breaker and the cable run from the board to "
+                  "the hob must be 6 mm². Ask the electrician to check the supply contract "
+                  "too: 6.9 kVA is tight with an oven and a dishwasher on at once."),
+    ("user", "Noted. For the worktop we like oak, but my partner worries about water near "
+             "the sink. Alternatives in the same warm tone?"),
+    ("assistant", "Three options: oiled oak with a composite insert around the sink, a "
+                  "laminate with a real-wood veneer look (cheapest, 60 to 90 EUR a metre), "
+                  "or a compact quartz in a sand colour (about 350 EUR a metre, no "
+                  "maintenance). Oiled oak needs re-oiling twice a year near the sink."),
+]
+
+
+def _renovation_messages(count: int) -> list:
+    from workbench.core.conversation import Message
+
+    t0 = datetime(2025, 3, 10, 19, 0, tzinfo=UTC)
+    out = []
+    for i in range(count):
+        role, text = _RENOVATION[i % len(_RENOVATION)]
+        round_ = i // len(_RENOVATION)
+        if round_:
+            text = f"(Week {round_ + 1}) " + text
+        out.append(Message(role=role, content=text, created_at=t0 + timedelta(hours=5 * i)))
+    return out
+
+
+def compaction_preview(window: object, ws: object, shot: object) -> None:
+    """Step 11 of :func:`main`: the Compaction panel with a preview showing."""
+    from PySide6.QtCore import Qt
+
+    from workbench.core.conversation import Conversation, Task
+    from workbench.core.provider import ProviderConfig
+    from workbench.core.tokens import fill_counts
+    from workbench.engine import compaction
+    from workbench.engine.providers import ProviderSettings
+
+    messages = _renovation_messages(72)
+    fill_counts(messages)
+    session_id = ws.import_conversation(Conversation(  # type: ignore[attr-defined]
+        title="Kitchen renovation", messages=messages, tags=["home"])).id
+    important = ws.repo.list_messages(session_id)[45]  # type: ignore[attr-defined]
+    ws.repo.set_important(important.id, True)  # type: ignore[attr-defined]
+    # An earlier compaction: the timeline shows its marker, the history lists it.
+    compaction.compact(ws, session_id, keep=56)
+    # Facts said twice and a task finished long ago: the preview cleans them up.
+    context = ws.repo.get_context(session_id)  # type: ignore[attr-defined]
+    context.facts = ["The kitchen is 3.2 by 4.1 metres.", "Budget: 18,000 EUR.",
+                     "the kitchen is 3.2 by 4.1 metres", "They cook on induction."]
+    old = datetime(2025, 3, 12, tzinfo=UTC)
+    context.tasks = [Task("t1", "Measure the drain and the gas pipe", "completed",
+                          created_at=old, updated_at=old),
+                     Task("t2", "Get two quotes for the electrics", "running")]
+    ws.repo.set_context(session_id, context)  # type: ignore[attr-defined]
+
+    settings = ProviderSettings(ws.db)  # type: ignore[attr-defined]
+    names = [c.name for c in settings.list()]
+    if names:
+        settings.update(names[0], context_window=8192)
+    else:
+        settings.add(ProviderConfig(name="llama.cpp (local)", kind="openai",
+                                    base_url="http://127.0.0.1:8080/v1", model="local-model",
+                                    context_window=8192))
+    w = window
+    w.open_session(session_id)  # type: ignore[attr-defined]
+    if w.composer is not None:  # type: ignore[attr-defined]
+        w.composer.prompt.clear()  # type: ignore[attr-defined]
+        w.composer.refresh_providers()  # type: ignore[attr-defined]
+        w.composer.refresh_gauge()  # type: ignore[attr-defined]
+    w.compaction_dock.show()  # type: ignore[attr-defined]
+    w.compaction_dock.raise_()  # type: ignore[attr-defined]
+    w.resizeDocks([w.compaction_dock], [480], Qt.Orientation.Horizontal)  # type: ignore[attr-defined]
+    pump(0.3)
+    w.ctx.workers.wait_idle(20)  # type: ignore[attr-defined]
+    panel = w.compaction_panel  # type: ignore[attr-defined]
+    panel.keep_count_spin.setValue(24)
+    panel.preview()
+    pump(0.3)
+    w.ctx.workers.wait_idle(20)  # type: ignore[attr-defined]
+    pump(0.2)
+    panel.scroll.ensureWidgetVisible(panel.apply_button, 0, 8)
+    shot("compaction-preview")  # type: ignore[operator]
+
+
 def pump(seconds: float = 0.2) -> None:
     from PySide6.QtWidgets import QApplication
 
@@ -206,6 +300,60 @@ def main(argv: list[str] | None = None) -> int:
     window.ctx.workers.wait_idle(20)
     shot("import-dialog", dialog)
     dialog.reject()
+
+    # 9. The Context panel on the sample session: facts, summary, tasks, usage, memory.
+    from PySide6.QtCore import Qt
+
+    from workbench.engine.session_context import add_memory_entry
+
+    for text, scope in (("The traveller is vegetarian; suggest vegetarian places.", "agent"),
+                        ("Prefers window seats on trains.", "agent"),
+                        ("Arrives in Lisbon on Friday 17 April by the night train.",
+                         "session")):
+        add_memory_entry(ws, ids["sample"], text, scope=scope)
+    window.open_session(ids["sample"])
+    window.context_dock.show()
+    window.context_dock.raise_()
+    window.resizeDocks([window.context_dock], [430], Qt.Orientation.Horizontal)
+    pump(0.3)
+    window.context_panel.facts_list.setCurrentRow(1)
+    shot("context-panel")
+    window.context_panel.scroll.verticalScrollBar().setValue(
+        window.context_panel.scroll.verticalScrollBar().maximum())
+    shot("context-panel-memory")
+    window.context_panel.scroll.verticalScrollBar().setValue(0)
+
+    # 10. The request inspector: a local model with a small window, a prompt being typed.
+    if window.request_inspector is not None and window.composer is not None:
+        from workbench.core.provider import ProviderConfig
+        from workbench.engine.providers import ProviderSettings
+
+        ProviderSettings(ws.db).add(ProviderConfig(  # type: ignore[attr-defined]
+            name="llama.cpp (local)", kind="openai", base_url="http://127.0.0.1:8080/v1",
+            model="local-model", context_window=480, max_output_tokens=96))
+        from workbench.engine.session_context import update_context
+
+        update_context(ws, ids["folded"], summary=(
+            "The plan moves the store to keyset paging in three steps; steps 1 and 2 "
+            "are done, step 3 (the benchmark) is open."))
+        agent = ws.repo.default_agent()  # type: ignore[attr-defined]
+        ws.repo.update_agent(agent.id, instructions=(  # type: ignore[attr-defined]
+            "You are a careful engineering assistant. Answer briefly."))
+        window.composer.refresh_providers()
+        window.open_session(ids["folded"])
+        window.request_dock.show()
+        window.request_dock.raise_()
+        window.resizeDocks([window.request_dock], [470], Qt.Orientation.Horizontal)
+        window.composer.prompt.setPlainText("Which steps of the migration are still open?")
+        pump(0.6)
+        window.ctx.workers.wait_idle(20)
+        pump(0.2)
+        shot("request-inspector")
+
+    # 11. The Compaction panel: a preview of a long session (the folded range tinted in
+    #     the timeline, the summary, the token bar against the window) under an earlier
+    #     compaction shown in the history and as a marker in the timeline.
+    compaction_preview(window, ws, shot)
 
     window.close()
     ws.close()  # type: ignore[attr-defined]

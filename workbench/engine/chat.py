@@ -11,14 +11,17 @@ What the desktop composer (and any other front end) needs around
 * :func:`context_gauge`: the tokens the next request would carry against the model's
   context window (from preflight; estimated from the session's cached count for very
   long sessions, whose preflight would read every message);
-* :func:`last_turn`: the last user message and what followed it, for "regenerate".
+* :func:`last_turn`: the last user message and what followed it, for "regenerate";
+* :func:`preflight_turn`: the exact request the next :func:`stream_turn` would send with
+  the same provider and model (for the request inspector), and :func:`left_out_previews`
+  to show the messages it leaves out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.core.conversation import Message
 from workbench.core.provider import CancelToken
@@ -29,12 +32,18 @@ from workbench.engine.providers import ProviderSettings, build_provider
 from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError
 
+if TYPE_CHECKING:
+    from workbench.core.assembly import LeftOut
+    from workbench.engine.preflight import Preflight
+
 __all__ = [
     "GAUGE_PREFLIGHT_LIMIT",
     "ContextGauge",
     "choose_provider",
     "context_gauge",
     "last_turn",
+    "left_out_previews",
+    "preflight_turn",
     "provider_names",
     "stream_turn",
 ]
@@ -174,3 +183,64 @@ def last_turn(ws: Workspace, session_id: int) -> tuple[Message | None, list[Mess
         before = int(page[0].position or 0)
         if before == 0:
             return None, list(reversed(after))
+
+
+def preflight_turn(
+    ws: Workspace,
+    session_id: int,
+    prompt: str,
+    *,
+    provider: str | None,
+    model: str | None = None,
+    window: int | None = None,
+) -> Preflight:
+    """The request :func:`stream_turn` would send first for ``prompt``, without sending.
+
+    The client is built exactly as :func:`stream_turn` builds it (same provider, same
+    model override), so the payload is the one that would go out; the HTTP description
+    has its secrets redacted. ``window`` (a context window learned earlier) spares
+    asking the server again. Without ``provider`` the agent's configuration, else an
+    offline stand-in, is assumed (see
+    :func:`~workbench.engine.preflight.preflight_session`).
+    """
+    from workbench.engine.preflight import preflight_session
+
+    client = _provider(ws, provider, model) if provider else None
+    try:
+        return preflight_session(ws, session_id, prompt, provider=client,
+                                 context_window=window)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def left_out_previews(
+    ws: Workspace, session_id: int, left_out: Sequence[LeftOut], *, limit: int = 500,
+    width: int = 160,
+) -> dict[int, tuple[str, str]]:
+    """``{position: (role, first words)}`` of the first ``limit`` left-out messages.
+
+    Budget cuts leave out a run of consecutive messages, so this reads a few pages.
+    """
+    wanted = sorted({int(item.position) for item in left_out[:limit]
+                     if item.position is not None})
+    found: dict[int, tuple[str, str]] = {}
+    index = 0
+    while index < len(wanted):
+        start = wanted[index]
+        page = ws.repo.page_messages(session_id, after_position=start - 1,
+                                     limit=min(200, len(wanted) - index))
+        if not page:
+            break
+        for message in page:
+            position = int(message.position or 0)
+            text = " ".join((message.content or "").split())
+            if not text and message.tool_calls:
+                names = [str((c.get("function") or {}).get("name") or "?")
+                         for c in message.tool_calls]
+                text = "calls " + ", ".join(names)
+            found[position] = (message.role, text[:width])
+        last = int(page[-1].position or 0)
+        while index < len(wanted) and wanted[index] <= last:
+            index += 1
+    return {p: found[p] for p in wanted if p in found}

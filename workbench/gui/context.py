@@ -31,6 +31,7 @@ class AppContext(QObject):
     message_removed = Signal(object)  # a Message deleted from its position
     messages_appended = Signal(object)  # a list of Messages stored at a session's end
     session_reloaded = Signal(int)  # a session changed in many ways: read it again
+    context_changed = Signal(int)  # a session's context (facts, summary, tasks) was written
     error_reported = Signal(str)  # a sentence for the person at the keyboard
     status_reported = Signal(str)  # a passing note for the status bar
     workspace_replaced = Signal()  # another database was opened

@@ -84,6 +84,8 @@ class MainWindow(QMainWindow):
 
         self._build_status_bar()
         self._build_menus()
+        self._add_compaction_panel()
+        self._add_context_panels()
         self._connect()
         self._restore_layout()
         self._opened_once = False
@@ -120,6 +122,56 @@ class MainWindow(QMainWindow):
         self.search_dock.raise_()
         self.panels_menu.addAction(dock.toggleViewAction())
         return dock
+
+    def _add_context_panels(self) -> None:
+        """The Context panel and, when the composer is there, the request inspector."""
+        from workbench.gui.panels.context_panel import ContextPanel
+
+        self.context_panel = ContextPanel(self.ctx, self)
+        self.context_dock = self.add_panel("Context", "ContextDock", self.context_panel)
+        self.timeline.model.session_changed.connect(self.context_panel.session_changed)
+        self.request_inspector: Any = None
+        if self.composer is not None:
+            from workbench.gui.panels.request_inspector import RequestInspectorPanel
+
+            self.request_inspector = RequestInspectorPanel(self.ctx, self.composer, self)
+            self.request_dock = self.add_panel("Request", "RequestDock",
+                                               self.request_inspector)
+            self.timeline.model.session_changed.connect(
+                self.request_inspector.session_changed)
+
+    def _add_compaction_panel(self) -> None:
+        """The Compaction panel, and its actions in Edit (Preview, Undo Last Compaction)."""
+        from workbench.gui.panels.compaction import CompactionPanel
+
+        def known_window() -> int | None:
+            return self.composer.context_window() if self.composer is not None else None
+
+        self.compaction_panel = CompactionPanel(self.ctx, self.timeline, self,
+                                                window_source=known_window)
+        self.compaction_dock = self.add_panel("Compaction", "CompactionDock",
+                                              self.compaction_panel)
+        self.timeline.model.session_changed.connect(self.compaction_panel.session_changed)
+        panel = self.compaction_panel
+        if self.composer is not None:
+            self.composer.gauge_changed.connect(panel.window_changed)
+        self.preview_compaction_action = self._action(
+            "Preview &Compaction", self.preview_compaction, "Ctrl+Shift+K",
+            "Plan a compaction of the open session and show it in the Compaction panel")
+        self.undo_compaction_action = panel.undo_compaction_action
+        edit_menu = next((a.menu() for a in self.menuBar().actions() if a.text() == "&Edit"),
+                         None)
+        if edit_menu is not None:
+            edit_menu.addSeparator()
+            edit_menu.addAction(self.preview_compaction_action)
+            edit_menu.addAction(self.undo_compaction_action)
+        self.addAction(self.preview_compaction_action)
+
+    def preview_compaction(self) -> None:
+        """Show the Compaction panel and preview a compaction of the open session."""
+        self.compaction_dock.show()
+        self.compaction_dock.raise_()
+        self.compaction_panel.preview()
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()

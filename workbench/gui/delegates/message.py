@@ -8,6 +8,11 @@ result shows its text as a code block. Long texts show their first lines with a
 "show all" link (click to expand), so one huge tool output never costs more than a
 screenful of layout.
 
+A marker row stands for a run of folded or evicted messages; when a compaction folded
+them it names the compaction, and expanded it shows the summary that compaction wrote
+(its first lines) above the greyed messages. A message a compaction preview would fold
+is tinted amber with a "will fold" note until the preview is applied or dropped.
+
 Rendered documents are cached by message, revision, width and theme, so a row is laid
 out once however often it is painted.
 """
@@ -49,7 +54,15 @@ from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem,
 
 from workbench.core.conversation import Message
 from workbench.gui.delegates.message_editor import MessageEditor
-from workbench.gui.models.timeline import KeyRole, KindRole, MessageRole, RunRole
+from workbench.gui.models.timeline import (
+    CompactionsRole,
+    KeyRole,
+    KindRole,
+    MessageRole,
+    RunRole,
+    SummaryRole,
+    WillFoldRole,
+)
 from workbench.gui.theme import ROLE_GLYPHS, ROLE_LABELS, is_dark, role_color
 
 _Index = QModelIndex | QPersistentModelIndex
@@ -58,6 +71,10 @@ COLLAPSED_LINES = 24
 COLLAPSED_CHARS = 2_400
 EXPANDED_CHARS = 200_000
 DOC_CACHE = 300
+MARKER_SUMMARY_LINES = 12
+MARKER_SUMMARY_CHARS = 1_500
+WILL_FOLD_LIGHT = QColor("#e69500")
+WILL_FOLD_DARK = QColor("#ffb74d")
 
 MARGIN_X = 8
 MARGIN_Y = 3
@@ -106,6 +123,27 @@ def _arguments_text(arguments: Any) -> str:
         return json.dumps(arguments, indent=2, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(arguments)
+
+
+def marker_summary_text(summary: str) -> str:
+    """The first lines of a folded run's summary, as an expanded marker shows them."""
+    text = summary.strip()
+    if not text:
+        return ""
+    lines = text.splitlines()
+    cut = "\n".join(lines[:MARKER_SUMMARY_LINES])
+    if len(cut) > MARKER_SUMMARY_CHARS:
+        cut = cut[:MARKER_SUMMARY_CHARS].rstrip()
+    if len(cut) < len(text):
+        more = len(lines) - MARKER_SUMMARY_LINES
+        tail = f"{more:,} more lines" if more > 0 else "more"
+        cut += f"\n… ({tail}: the whole summary is in the Context panel)"
+    return cut
+
+
+def will_fold_color(dark: bool) -> QColor:
+    """The tint of messages a compaction preview would fold."""
+    return QColor(WILL_FOLD_DARK if dark else WILL_FOLD_LIGHT)
 
 
 def message_markdown(message: Message, expanded: bool = False) -> tuple[str, bool, int]:
@@ -208,6 +246,46 @@ class MessageDelegate(QStyledItemDelegate):
             self._docs.popitem(last=False)
         return entry
 
+    def _summary_document(self, index: _Index, width: int, font: QFont
+                          ) -> QTextDocument | None:
+        """The summary block of an expanded folded marker (None when there is none)."""
+        run = index.data(RunRole)
+        if run is None or not run.expanded or run.state != "folded":
+            return None
+        text = marker_summary_text(str(index.data(SummaryRole) or ""))
+        if not text:
+            return None
+        key = ("marker-summary", index.data(KeyRole), width, font.key(), text)
+        cached = self._docs.get(key)
+        if cached is not None:
+            self._docs.move_to_end(key)
+            return cached[0]
+        doc = QTextDocument()
+        doc.setDocumentMargin(0)
+        doc.setDefaultFont(font)
+        wrap = doc.defaultTextOption()
+        wrap.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        doc.setDefaultTextOption(wrap)
+        doc.setPlainText(text)
+        doc.setTextWidth(max(40, width))
+        self._docs[key] = (doc, False)
+        while len(self._docs) > DOC_CACHE:
+            self._docs.popitem(last=False)
+        return doc
+
+    @staticmethod
+    def _summary_heading(index: _Index) -> str:
+        records = index.data(CompactionsRole) or []
+        if not records:
+            return "The session's summary"
+        names = ", ".join(f"#{r.id}" for r in records)
+        noun = "compaction" if len(records) == 1 else "compactions"
+        return f"Summary written by {noun} {names}"
+
+    @staticmethod
+    def _marker_summary_width(width: int) -> int:
+        return width - 4 * MARGIN_X - 2 * PAD - 6
+
     @staticmethod
     def _style_code_blocks(doc: QTextDocument, dark: bool) -> None:
         background = QColor(255, 255, 255, 18) if dark else QColor(0, 0, 0, 13)
@@ -257,7 +335,12 @@ class MessageDelegate(QStyledItemDelegate):
         fm = QFontMetrics(option.font)
         kind = index.data(KindRole)
         if kind == "marker":
-            return QSize(width, fm.height() + 14)
+            lines = str(index.data(Qt.ItemDataRole.DisplayRole) or "").count("\n") + 1
+            height = lines * fm.height() + 14
+            doc = self._summary_document(index, self._marker_summary_width(width), option.font)
+            if doc is not None:
+                height += int(doc.size().height()) + 2 * PAD + fm.height() + 6
+            return QSize(width, height)
         message = index.data(MessageRole)
         if message is None:
             return QSize(width, fm.height() * 2 + 2 * PAD)
@@ -288,26 +371,58 @@ class MessageDelegate(QStyledItemDelegate):
         run = index.data(RunRole)
         palette = option.palette
         fm = QFontMetrics(option.font)
-        text = run.label() if run is not None else ""
+        text = str(index.data(Qt.ItemDataRole.DisplayRole) or "")
         arrow = "▾ " if run is not None and run.expanded else "▸ "
-        label = arrow + text
-        width = fm.horizontalAdvance(label) + 24
+        lines = (arrow + text).split("\n")
         rect = option.rect
-        pill = QRect(rect.center().x() - width // 2, rect.top() + 4, width, rect.height() - 8)
+        width = min(max(fm.horizontalAdvance(line) for line in lines) + 24,
+                    rect.width() - 4 * MARGIN_X)
+        lines = [fm.elidedText(line, Qt.TextElideMode.ElideRight, width - 16) for line in lines]
+        pill = QRect(rect.center().x() - width // 2, rect.top() + 4, width,
+                     len(lines) * fm.height() + 6)
         colour = palette.color(QPalette.ColorRole.Mid)
         if option.state & QStyle.StateFlag.State_Selected:
             colour = palette.color(QPalette.ColorRole.Highlight)
         painter.setPen(colour)
-        line_y = rect.center().y()
+        line_y = pill.center().y()
         painter.drawLine(rect.left() + MARGIN_X * 2, line_y, pill.left() - 6, line_y)
         painter.drawLine(pill.right() + 6, line_y, rect.right() - MARGIN_X * 2, line_y)
         fill = QColor(colour)
         fill.setAlpha(40)
         painter.setBrush(fill)
-        painter.drawRoundedRect(QRectF(pill), pill.height() / 2, pill.height() / 2)
+        radius = min(pill.height() / 2, fm.height() / 2 + 3)
+        painter.drawRoundedRect(QRectF(pill), radius, radius)
         painter.setPen(palette.color(QPalette.ColorRole.Text))
         painter.setFont(option.font)
-        painter.drawText(pill, Qt.AlignmentFlag.AlignCenter, label)
+        painter.drawText(pill, Qt.AlignmentFlag.AlignCenter, "\n".join(lines))
+        doc = self._summary_document(index, self._marker_summary_width(rect.width()),
+                                     option.font)
+        if doc is None:
+            return
+        # The summary the folded messages became, in a box under the pill.
+        box = QRect(rect.left() + MARGIN_X * 2, pill.bottom() + 6,
+                    rect.width() - MARGIN_X * 4,
+                    int(doc.size().height()) + 2 * PAD + fm.height())
+        fill = QColor(palette.color(QPalette.ColorRole.Mid))
+        fill.setAlpha(28)
+        painter.setBrush(fill)
+        painter.setPen(palette.color(QPalette.ColorRole.Mid))
+        painter.drawRoundedRect(QRectF(box).adjusted(0.5, 0.5, -0.5, -0.5), 6, 6)
+        heading = QFont(option.font)
+        heading.setBold(True)
+        painter.setFont(heading)
+        painter.setPen(palette.color(QPalette.ColorRole.PlaceholderText))
+        painter.drawText(QRect(box.left() + PAD, box.top() + PAD // 2, box.width() - 2 * PAD,
+                               fm.height() + 2),
+                         Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         self._summary_heading(index))
+        painter.save()
+        origin = QPointF(box.left() + PAD + 3, box.top() + PAD // 2 + fm.height() + 4)
+        painter.translate(origin)
+        context = QAbstractTextDocumentLayout.PaintContext()
+        context.palette = QPalette(palette)
+        doc.documentLayout().draw(painter, context)
+        painter.restore()
 
     def _paint_message(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index,
                        *, pending: bool) -> None:
@@ -325,6 +440,7 @@ class MessageDelegate(QStyledItemDelegate):
         geo = self._geometry(option.rect, fm, int(doc.size().height()), truncated)
         colour = role_color(message.role, dark)
         greyed = message.state != "active"
+        will_fold = bool(index.data(WillFoldRole)) and not pending
         selected = bool(option.state & QStyle.StateFlag.State_Selected)
         if greyed:
             painter.setOpacity(0.55)
@@ -341,6 +457,13 @@ class MessageDelegate(QStyledItemDelegate):
         painter.fillRect(exposed, tint)
         stripe = QRect(geo.bubble.left(), geo.bubble.top(), 3, geo.bubble.height())
         painter.fillRect(stripe, colour)
+        if will_fold:
+            amber = will_fold_color(dark)
+            wash = QColor(amber)
+            wash.setAlpha(52 if dark else 40)
+            painter.fillRect(exposed, wash)
+            painter.fillRect(QRect(geo.bubble.left(), geo.bubble.top(), 6, geo.bubble.height()),
+                             amber)
         if option.state & QStyle.StateFlag.State_HasFocus:
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.setPen(palette.color(QPalette.ColorRole.Highlight))
@@ -376,6 +499,8 @@ class MessageDelegate(QStyledItemDelegate):
             extras.append(f"result of {message.tool_call_id}")
         if greyed:
             extras.append(message.state)
+        if will_fold:
+            extras.append("will fold")
         if pending:
             extras.append(str(message.metadata.get("note", "receiving…")))
         if extras:

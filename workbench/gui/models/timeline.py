@@ -17,6 +17,12 @@ A session of 100,000 messages is never held whole. The model keeps
 
 Folded and evicted messages that follow each other collapse behind one **marker row**
 ("23 messages folded into the summary"); expanding the marker shows them (greyed) after it.
+A marker over messages a compaction folded names it (its id, time and the tokens it
+saved, from the engine's compaction history) and, expanded, shows the summary it wrote.
+
+A compaction preview marks the messages it would fold (:meth:`TimelineModel.set_fold_preview`,
+read through :data:`WillFoldRole`) so the delegate can tint them until it is applied or
+dropped.
 
 Until the shape has arrived (a long session), rows are every position in order and
 role chips wait; sessions up to :data:`SYNC_INDEX_LIMIT` messages read their shape at
@@ -46,7 +52,9 @@ from PySide6.QtCore import (
     Signal,
 )
 
+from workbench.core.compaction import CompactionRecord
 from workbench.core.conversation import ROLES, Message
+from workbench.engine import compaction
 from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError
 
@@ -71,6 +79,9 @@ PositionRole = Qt.ItemDataRole.UserRole + 3  # position in the session (a marker
 RunRole = Qt.ItemDataRole.UserRole + 4  # the FoldRun of a marker row
 KeyRole = Qt.ItemDataRole.UserRole + 5  # a hashable that changes when the row's look does
 StateRole = Qt.ItemDataRole.UserRole + 6  # "active", "folded", "evicted"
+WillFoldRole = Qt.ItemDataRole.UserRole + 7  # True for a message the shown preview would fold
+CompactionsRole = Qt.ItemDataRole.UserRole + 8  # a marker's CompactionRecords (may be empty)
+SummaryRole = Qt.ItemDataRole.UserRole + 9  # a folded marker's summary text (or "")
 
 
 class SessionIndex:
@@ -151,6 +162,21 @@ class FoldRun:
         return f"{self.shown:,} {noun} {what}: {action}"
 
 
+def compaction_label(run: FoldRun, records: Sequence[CompactionRecord]) -> str:
+    """A marker's text when compactions folded its messages, on two lines: which ones,
+    when and the tokens saved; then how many messages folded."""
+    if not records:
+        return run.label()
+    ids = ", ".join(f"#{r.id}" for r in records)
+    noun = "Compaction" if len(records) == 1 else "Compactions"
+    when = records[-1].created_at.astimezone().strftime("%Y-%m-%d %H:%M")
+    saved = sum(r.tokens_saved for r in records)
+    messages = "message" if run.shown == 1 else "messages"
+    action = "hide" if run.expanded else "show the summary"
+    return (f"{noun} {ids} · {when} · {saved:,} tokens saved\n"
+            f"{run.shown:,} {messages} folded into the summary: {action}")
+
+
 @dataclass
 class Rows:
     """What the rows are: each value a position (>= 0) or a marker (-1 - run number)."""
@@ -227,6 +253,9 @@ class TimelineModel(QAbstractListModel):
         self._pending: list[Message] = []  # a turn being streamed, not (yet) stored
         self._revisions: dict[int, int] = {}  # message id -> edits seen (part of KeyRole)
         self._summary: str | None = None  # the session's long-term summary, read on demand
+        self._fold_preview: frozenset[int] = frozenset()  # ids a shown preview would fold
+        self._compactions: list[CompactionRecord] | None = None  # applied ones, on demand
+        self._run_records: dict[int, list[CompactionRecord]] | None = None  # by run key
 
     # -- session -----------------------------------------------------------------------
 
@@ -266,6 +295,8 @@ class TimelineModel(QAbstractListModel):
         self._expanded.clear()
         self._revisions.clear()
         self._summary = None
+        self._fold_preview = frozenset()
+        self._forget_compactions()
         self._index = None
         if session_id and message_count is None:
             message_count = self._workspace.repo.get_session(session_id).message_count
@@ -314,6 +345,8 @@ class TimelineModel(QAbstractListModel):
         self._generation += 1
         self._pages.clear()
         self._revisions.clear()
+        self._summary = None
+        self._forget_compactions()
         if info.message_count <= SYNC_INDEX_LIMIT or self._workers is None:
             self._install_index(SessionIndex.load(self._workspace, self._session_id))
         else:
@@ -370,9 +403,103 @@ class TimelineModel(QAbstractListModel):
 
     def _rebuild(self) -> None:
         self.beginResetModel()
+        self._run_records = None
         if self._index is not None:
             self._rows = build_rows(self._index, self._allowed, self._expanded)
         self.endResetModel()
+
+    # -- compactions -------------------------------------------------------------------
+
+    def _forget_compactions(self) -> None:
+        self._compactions = None
+        self._run_records = None
+
+    def compactions(self) -> list[CompactionRecord]:
+        """The session's applied compactions, oldest first (read once, on demand)."""
+        if self._compactions is None:
+            if not self._session_id:
+                return []
+            try:
+                records = compaction.history(self._workspace, self._session_id)
+            except NotFoundError:
+                records = []
+            self._compactions = [r for r in records if not r.undone]
+        return self._compactions
+
+    def compactions_of_run(self, run: FoldRun) -> list[CompactionRecord]:
+        """The applied compactions whose folded messages lie in ``run``."""
+        if run.state != "folded" or self._index is None:
+            return []
+        if self._run_records is None:
+            by_run: dict[int, list[CompactionRecord]] = {}
+            runs = sorted(self._rows.runs, key=lambda r: r.start)
+            starts = [r.start for r in runs]
+            for record in self.compactions():
+                first_ids = [r.get("first_id") for r in record.details.get("ranges") or []]
+                seen: set[int] = set()
+                for first_id in first_ids:
+                    if first_id is None:
+                        continue
+                    position = self._index.position_of(int(first_id))
+                    if position is None:
+                        continue
+                    k = bisect_right(starts, position) - 1
+                    if k >= 0 and position < runs[k].end and runs[k].key not in seen:
+                        seen.add(runs[k].key)
+                        by_run.setdefault(runs[k].key, []).append(record)
+            self._run_records = by_run
+        return self._run_records.get(run.key, [])
+
+    def _run_summary(self, run: FoldRun, records: Sequence[CompactionRecord]) -> str:
+        if run.state != "folded":
+            return ""
+        if records:
+            return "\n\n".join(r.summary.strip() for r in records if r.summary.strip())
+        return self.summary()
+
+    def _run_tooltip(self, run: FoldRun, records: Sequence[CompactionRecord]) -> str | None:
+        if run.state != "folded":
+            return None
+        if not records:
+            summary = self.summary()
+            return f"Summary:\n{summary[:800]}" if summary else None
+        lines = []
+        for r in records:
+            when = r.created_at.astimezone().strftime("%Y-%m-%d %H:%M")
+            lines.append(f"Compaction #{r.id} on {when}: {r.folded_count:,} messages folded "
+                         f"({r.policy}, {r.summarizer} summary); the request went from "
+                         f"{r.tokens_before:,} to {r.tokens_after:,} tokens.")
+        summary = self._run_summary(run, records)
+        if summary:
+            lines.append("")
+            lines.append("Summary:")
+            lines.append(summary[:800] + ("…" if len(summary) > 800 else ""))
+        return "\n".join(lines)
+
+    # -- a compaction preview ---------------------------------------------------------------
+
+    @property
+    def fold_preview(self) -> frozenset[int]:
+        """Ids of the messages the shown compaction preview would fold."""
+        return self._fold_preview
+
+    def set_fold_preview(self, message_ids: Sequence[int] | frozenset[int] | None) -> None:
+        """Mark the messages a preview would fold (``None`` or empty: clear the marks)."""
+        ids = frozenset(int(i) for i in message_ids or ())
+        if ids == self._fold_preview:
+            return
+        self._fold_preview = ids
+        rows = self.rowCount()
+        if rows:
+            self.dataChanged.emit(self.index(0, 0), self.index(rows - 1, 0), [WillFoldRole])
+
+    def _will_fold(self, position: int) -> bool:
+        if not self._fold_preview:
+            return False
+        if self._index is not None:
+            return int(self._index.ids[position]) in self._fold_preview
+        message = self.message_at(position)
+        return message is not None and int(message.id or 0) in self._fold_preview
 
     # -- rows --------------------------------------------------------------------------
 
@@ -517,20 +644,29 @@ class TimelineModel(QAbstractListModel):
                 return run
             if role == PositionRole:
                 return run.start
-            if role == KeyRole:
-                return ("marker", run.key, run.shown, run.expanded)
-            if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.AccessibleTextRole):
-                return run.label()
             if role == StateRole:
                 return run.state
-            if role == Qt.ItemDataRole.ToolTipRole and run.state == "folded":
-                summary = self.summary()
-                return f"Summary:\n{summary[:800]}" if summary else None
+            if role == WillFoldRole:
+                return False
+            records = self.compactions_of_run(run)
+            if role == KeyRole:
+                return ("marker", run.key, run.shown, run.expanded,
+                        tuple(r.id for r in records))
+            if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.AccessibleTextRole):
+                return compaction_label(run, records)
+            if role == CompactionsRole:
+                return list(records)
+            if role == SummaryRole:
+                return self._run_summary(run, records)
+            if role == Qt.ItemDataRole.ToolTipRole:
+                return self._run_tooltip(run, records)
             return None
         if role == KindRole:
             return "message"
         if role == PositionRole:
             return value
+        if role == WillFoldRole:
+            return self._will_fold(value)
         if role == StateRole and self._index is not None:
             return self._index.state_at(value)
         message = self.message_at(value)

@@ -1,0 +1,401 @@
+"""The Compaction panel over a real temporary database: preview (the folded range tinted
+in the timeline, the counts, the token bar), Apply with an edited summary, Undo through
+the button and through Ctrl+Z, the timeline's compaction marker, "nothing to compact",
+the per-session policy, and a model summary that is cancelled against the tests'
+protocol server."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from workbench.core.compaction import CompactionPolicy
+from workbench.core.conversation import SessionInfo
+from workbench.core.provider import ProviderConfig
+from workbench.core.tokens import get_counter
+from workbench.engine import compaction
+from workbench.engine.providers import ProviderSettings
+from workbench.engine.workspace import Workspace
+from workbench.gui.main_window import MainWindow
+from workbench.gui.models.timeline import (
+    CompactionsRole,
+    KindRole,
+    StateRole,
+    SummaryRole,
+    TimelineModel,
+    WillFoldRole,
+)
+from workbench.gui.panels.compaction import CompactionPanel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
+
+from protocol_server import Fault, ProtocolServer  # noqa: E402
+
+TIMEOUT = 15_000
+EDITED = "The user and the assistant planned the kitchen: induction hob, oak worktop."
+
+
+def _long_session(ws: Workspace, make_session: Callable[..., SessionInfo], count: int = 60,
+                  title: str = "Kitchen") -> SessionInfo:
+    messages = [(("user", "assistant")[i % 2],
+                 f"Message {i}: " + "notes on the cabinets, the worktop and the hob " * 6)
+                for i in range(count)]
+    return make_session(ws, title, messages)
+
+
+def _open(window: MainWindow, qtbot: QtBot, session_id: int) -> CompactionPanel:
+    panel = window.compaction_panel
+    window.compaction_dock.show()
+    window.compaction_dock.raise_()
+    with qtbot.waitSignal(panel.policy_loaded, timeout=TIMEOUT):
+        window.open_session(session_id)
+    qtbot.waitUntil(lambda: panel.session_id == session_id and window.ctx.workers.idle,
+                    timeout=TIMEOUT)
+    return panel
+
+
+def _preview(qtbot: QtBot, panel: CompactionPanel, keep: int | None = None) -> None:
+    if keep is not None:
+        panel.keep_count_spin.setValue(keep)
+    with qtbot.waitSignal(panel.preview_shown, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.preview_button, Qt.MouseButton.LeftButton)
+
+
+def _tinted_ids(model: TimelineModel) -> list[int]:
+    ids = []
+    for row in range(model.rowCount()):
+        index = model.index(row, 0)
+        if index.data(WillFoldRole):
+            ids.append(int(model.message_at(model.position_at(row)).id))
+    return ids
+
+
+def _states(model: TimelineModel) -> list[str]:
+    return [model.index(r, 0).data(StateRole) for r in range(model.rowCount())]
+
+
+def _applied(ws: Workspace, session_id: int) -> list[compaction.CompactionRecord]:
+    return [r for r in compaction.history(ws, session_id) if not r.undone]
+
+
+def test_preview_tints_the_folded_range_and_draws_the_tokens_of_the_plan(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = _long_session(workspace, make_session)
+    other = _long_session(workspace, make_session, 5, "Other")
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    model = window.timeline.model
+    assert _tinted_ids(model) == []
+
+    _preview(qtbot, panel, keep=20)
+    plan = panel.plan
+    assert plan is not None and plan.changed
+    # The same dry run through the engine: the panel shows the engine's plan.
+    expected = compaction.preview(workspace, info.id, keep=20)
+    assert plan.folded_ids == expected.folded_ids
+    ids = [m.id for m in workspace.repo.list_messages(info.id)]
+    assert plan.folded_ids == ids[:40]
+
+    # The folded range is tinted in the timeline, and only it.
+    assert _tinted_ids(model) == ids[:40]
+    assert model.fold_preview == frozenset(ids[:40])
+    # The panel's counts and range.
+    assert "Folds 40 messages" in panel.result_label.text().replace("<b>", "").replace(
+        "</b>", "")
+    assert "keeps 20 messages" in panel.result_label.text()
+    assert panel.ranges_label.text() == (
+        f"Folded: messages 1–40 (ids {ids[0]}–{ids[39]}, 40 messages).")
+    assert panel.kept_label.text() == "Kept: 20 recent."
+    # The token bar holds the plan's numbers, equal to the engine's.
+    assert (panel.token_bar.before, panel.token_bar.after) == (
+        expected.tokens_before, expected.tokens_after)
+    assert expected.tokens_after < expected.tokens_before
+    assert f"{expected.tokens_before:,}" in panel.token_bar.accessibleDescription()
+    assert panel.summary_edit.toPlainText() == expected.summary
+    assert panel.apply_button.isEnabled()
+
+    # The timeline scrolled to the first message that would fold.
+    first_row = model.row_for_message(ids[0])
+    assert first_row is not None and first_row in window.timeline.view.visible_rows()
+
+    # Another session: the preview and the tint go.
+    window.open_session(other.id)
+    qtbot.waitUntil(lambda: panel.session_id == other.id, timeout=TIMEOUT)
+    assert panel.plan is None and model.fold_preview == frozenset()
+    assert not panel.apply_button.isEnabled()
+    assert (panel.token_bar.before, panel.token_bar.after) == (None, None)
+    # Nothing was written by the preview.
+    assert compaction.history(workspace, info.id) == []
+
+
+def test_edited_summary_is_applied_and_the_marker_names_the_compaction(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = _long_session(workspace, make_session)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    model = window.timeline.model
+    _preview(qtbot, panel, keep=20)
+    folded = list(panel.plan.folded_ids)
+
+    panel.summary_edit.setFocus()
+    panel.summary_edit.selectAll()
+    qtbot.keyClicks(panel.summary_edit, EDITED)
+    assert panel.summary_edit.toPlainText() == EDITED
+    assert panel.summary_note.text().startswith("Edited")
+    with qtbot.waitSignal(panel.history_loaded, timeout=TIMEOUT,
+                          check_params_cb=lambda records: len(records) == 1):
+        qtbot.mouseClick(panel.apply_button, Qt.MouseButton.LeftButton)
+
+    # The edited text is what the engine stored, as the compaction's summary and as the
+    # session's long-term summary.
+    records = _applied(workspace, info.id)
+    assert len(records) == 1 and records[0].summary == EDITED
+    assert records[0].folded_ids == folded
+    assert workspace.repo.get_context(info.id).summary == EDITED
+    # The tokens after were counted for the edited text.
+    agent = workspace.repo.get_agent(info.agent_id)
+    active = [m for m in workspace.repo.list_messages(info.id) if m.state == "active"]
+    assert records[0].tokens_after == compaction.request_tokens(
+        agent.instructions or None, EDITED, active, get_counter(model=agent.model))
+
+    # The timeline: one marker for the 40 folded messages, then the 20 kept; no tint.
+    qtbot.waitUntil(lambda: model.rowCount() == 21, timeout=TIMEOUT)
+    assert model.index(0, 0).data(KindRole) == "marker"
+    assert model.fold_preview == frozenset()
+    label = model.index(0, 0).data(Qt.ItemDataRole.DisplayRole)
+    assert label.startswith(f"Compaction #{records[0].id} · ")
+    assert f"{records[0].tokens_saved:,} tokens saved" in label
+    assert "40 messages folded into the summary" in label
+    assert [r.id for r in model.index(0, 0).data(CompactionsRole)] == [records[0].id]
+    assert EDITED in model.index(0, 0).data(Qt.ItemDataRole.ToolTipRole)
+    # Expanded, the marker shows the summary above the folded messages.
+    model.toggle_run(0)
+    assert model.index(0, 0).data(SummaryRole) == EDITED
+    assert model.rowCount() == 61
+    assert window.timeline.view.row_height(0) > window.timeline.view.row_height(1) // 4
+
+    # The history lists it.
+    rows = panel.history_rows()
+    assert len(rows) == 1
+    assert rows[0]["#"] == str(records[0].id)
+    assert rows[0]["Folded"] == "40"
+    assert rows[0]["Tokens saved"] == f"{records[0].tokens_saved:,}"
+    assert rows[0]["Policy"] == "keep 20" and rows[0]["State"] == "applied"
+    assert panel.undo_button.isEnabled()
+
+
+def test_undo_last_compaction_restores_the_timeline(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = _long_session(workspace, make_session)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    model = window.timeline.model
+    before_rows = model.rowCount()
+    assert before_rows == 60
+    # A compaction made elsewhere (the command line, auto-compaction): the button
+    # undoes it too.
+    compaction.compact(workspace, info.id, keep=10)
+    window.ctx.session_reloaded.emit(info.id)
+    qtbot.waitUntil(lambda: model.rowCount() == 11 and panel.undo_button.isEnabled(),
+                    timeout=TIMEOUT)
+
+    with qtbot.waitSignal(panel.history_loaded, timeout=TIMEOUT,
+                          check_params_cb=lambda records: all(r.undone for r in records)):
+        qtbot.mouseClick(panel.undo_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: model.rowCount() == before_rows, timeout=TIMEOUT)
+    assert _states(model) == ["active"] * before_rows
+    assert all(m.state == "active" for m in workspace.repo.list_messages(info.id))
+    assert workspace.repo.get_context(info.id).summary == ""
+    assert panel.history_rows()[0]["State"].startswith("undone")
+    assert not panel.undo_button.isEnabled()
+
+    # Ctrl+Z takes the undo back: the same compaction applies again.
+    window.undo_action.trigger()
+    qtbot.waitUntil(lambda: model.rowCount() == 11, timeout=TIMEOUT)
+    assert len(_applied(workspace, info.id)) == 1
+
+
+def test_ctrl_z_undoes_an_apply_and_redo_applies_it_again(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = _long_session(workspace, make_session)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    model = window.timeline.model
+    _preview(qtbot, panel, keep=20)
+    panel.summary_edit.setPlainText(EDITED)
+    panel.apply()
+    qtbot.waitUntil(lambda: model.rowCount() == 21, timeout=TIMEOUT)
+
+    window.timeline.view.setFocus()
+    qtbot.keyClick(window.timeline.view, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: model.rowCount() == 60, timeout=TIMEOUT)
+    assert _states(model) == ["active"] * 60
+    assert workspace.repo.get_context(info.id).summary == ""
+    assert _applied(workspace, info.id) == []
+
+    window.redo_action.trigger()
+    qtbot.waitUntil(lambda: model.rowCount() == 21, timeout=TIMEOUT)
+    assert workspace.repo.get_context(info.id).summary == EDITED
+    # The button now undoes the redone apply through the undo stack.
+    qtbot.waitUntil(lambda: panel.undo_button.isEnabled(), timeout=TIMEOUT)
+    qtbot.mouseClick(panel.undo_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: model.rowCount() == 60, timeout=TIMEOUT)
+    assert window.ctx.undo_stack.canRedo()
+
+
+def test_a_small_session_says_there_is_nothing_to_compact(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = _long_session(workspace, make_session, 4)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    assert panel.keep_count_spin.value() == 30  # the policy's keep count
+    _preview(qtbot, panel)
+    text = panel.result_label.text()
+    assert text.startswith("Nothing to compact: ")
+    assert "4 active messages" in text and text.endswith(".")
+    assert not panel.apply_button.isEnabled()
+    assert not panel.summary_edit.isVisible()
+    assert _tinted_ids(window.timeline.model) == []
+    assert panel.token_bar.before == panel.token_bar.after is not None
+
+    # As the triggers decide: within the policy, also nothing, said as a sentence.
+    panel.mode_combo.setCurrentIndex(panel.mode_combo.findData("policy"))
+    _preview(qtbot, panel)
+    assert panel.result_label.text().startswith("Nothing to compact: ")
+    assert "within the policy" in panel.result_label.text()
+
+
+def test_policy_fields_persist_for_the_session(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url="http://127.0.0.1:9/v1", model="small"))
+    info = _long_session(workspace, make_session, 6)
+    other = _long_session(workspace, make_session, 6, "Other")
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    assert not panel.provider_combo.isEnabled()  # extractive: no provider to choose
+
+    panel.max_messages_spin.setValue(40)
+    panel.keep_spin.setValue(12)
+    panel.tokens_trigger_check.setChecked(False)
+    panel.auto_check.setChecked(True)
+    panel.summarizer_combo.setCurrentIndex(panel.summarizer_combo.findData("model"))
+    assert panel.provider_combo.isEnabled() and panel.prompt_edit.isEnabled()
+    panel.provider_combo.setCurrentIndex(panel.provider_combo.findData("local"))
+    qtbot.keyClicks(panel.model_edit, "tiny-summarizer")
+    panel.prompt_edit.setPlainText("Summarize tersely.")
+    with qtbot.waitSignal(panel.policy_saved, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.save_button, Qt.MouseButton.LeftButton)
+
+    expected = CompactionPolicy(max_messages=40, keep_messages=12, max_tokens=None,
+                                summarizer="model", provider="local", model="tiny-summarizer",
+                                prompt="Summarize tersely.", auto=True)
+    assert compaction.policy_for(workspace, info.id) == expected
+    assert compaction.policy_for(workspace, other.id) == CompactionPolicy()
+    assert "overrides" in panel.policy_status.text()
+
+    # Away and back: the fields are read from the store again.
+    _open(window, qtbot, other.id)
+    assert panel.keep_spin.value() == 30 and panel.tokens_trigger_check.isChecked()
+    _open(window, qtbot, info.id)
+    assert panel.max_messages_spin.value() == 40
+    assert panel.keep_spin.value() == 12
+    assert not panel.tokens_trigger_check.isChecked()
+    assert panel.auto_check.isChecked()
+    assert panel.summarizer_combo.currentData() == "model"
+    assert panel.provider_combo.currentData() == "local"
+    assert panel.model_edit.text() == "tiny-summarizer"
+    assert panel.prompt_edit.toPlainText() == "Summarize tersely."
+
+    # A keep count above the trigger is refused with a sentence; nothing is written.
+    panel.keep_spin.setValue(45)
+    qtbot.mouseClick(panel.save_button, Qt.MouseButton.LeftButton)
+    window.ctx.workers.wait_idle()
+    assert "'keep_messages' must not exceed 'max_messages'" in panel.policy_status.text()
+    assert compaction.policy_for(workspace, info.id) == expected
+
+    # Use Agent Defaults drops the overrides.
+    with qtbot.waitSignal(panel.policy_saved, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.reset_button, Qt.MouseButton.LeftButton)
+    assert compaction.policy_for(workspace, info.id) == CompactionPolicy()
+    assert workspace.repo.get_session(info.id).overrides.get("compaction") is None
+    assert panel.keep_spin.value() == 30
+
+
+@pytest.fixture
+def server() -> Iterator[ProtocolServer]:
+    srv = ProtocolServer().start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_model_summary_shows_progress_and_cancel_stops_it(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=server.url, model=server.model))
+    info = _long_session(workspace, make_session, 30)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    panel.summarizer_combo.setCurrentIndex(panel.summarizer_combo.findData("model"))
+    panel.keep_count_spin.setValue(10)
+
+    server.script(Fault("stall_headers"))
+    qtbot.mouseClick(panel.preview_button, Qt.MouseButton.LeftButton)
+    assert server.stalling.wait(10), "the summary request did not reach the server"
+    assert panel.busy and not panel.busy_row.isHidden()
+    assert panel.cancel_button.isEnabled() and not panel.preview_button.isEnabled()
+    qtbot.mouseClick(panel.cancel_button, Qt.MouseButton.LeftButton)
+    assert server.hung_up.wait(10), "cancel did not close the model's connection"
+    assert not panel.busy and panel.busy_row.isHidden()
+    assert panel.result_label.text() == "Preview cancelled; nothing was changed."
+    assert panel.plan is None and window.timeline.model.fold_preview == frozenset()
+    window.ctx.workers.wait_idle()
+    assert panel.plan is None  # the cancelled job's late answer is ignored
+    assert compaction.history(workspace, info.id) == []
+
+    # Without the fault the model's reply is the summary to apply.
+    _preview(qtbot, panel)
+    assert panel.plan is not None and panel.plan.summarizer == "model"
+    assert panel.summary_edit.toPlainText() == "Hello from the protocol server."
+    sent = server.chat_requests()[-1].body
+    assert "Messages leaving the conversation" in sent["messages"][-1]["content"]
+    assert len(_tinted_ids(window.timeline.model)) == 20
+
+
+def test_preview_compaction_has_a_shortcut_in_the_help(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = _long_session(workspace, make_session, 40)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    window.search_dock.raise_()
+    with qtbot.waitSignal(panel.preview_shown, timeout=TIMEOUT):
+        qtbot.keyClick(window.timeline.view, Qt.Key.Key_K,
+                       Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert panel.isVisible()
+    assert panel.plan is not None and panel.plan.folded_count == 10  # keeps the policy's 30
+    dialog = window.show_shortcuts()
+    assert any(name == "Preview Compaction" for name, _keys in dialog.rows())
+    dialog.close()

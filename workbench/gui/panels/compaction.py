@@ -1,0 +1,940 @@
+"""The Compaction panel: the open session's policy, a preview, Apply, Undo and the history.
+
+* **Policy** (per-session overrides of the agent's): the message-count trigger and how
+  many messages it keeps, the token trigger, auto-compaction before a send, the
+  summarizer and, for the model summarizer, its provider, model and prompt. Saved
+  through :func:`~workbench.engine.compaction_view.save_policy`.
+* **Preview** runs the engine's dry run in a worker (a reader, or a network thread for
+  the model summarizer, which can be cancelled): what folds (counts and ranges, tinted
+  in the timeline), what stays and why, the summary (editable), the request's tokens
+  before and after as a picture against the model's window, facts de-duplicated and
+  tasks pruned.
+* **Apply** pushes an undo command (Ctrl+Z undoes the compaction); **Undo last
+  compaction** undoes the session's newest compaction whoever made it.
+* **Past compactions**: when, policy, summarizer, messages folded, tokens saved.
+
+A newer preview, another session or a change to the session's messages makes an older
+preview's answer be ignored; the timeline's tint is cleared whenever the preview goes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QFrame,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.core.compaction import (
+    EXTRACTIVE,
+    MODEL,
+    CompactionError,
+    CompactionPlan,
+    CompactionPolicy,
+    CompactionRecord,
+)
+from workbench.core.conversation import Message
+from workbench.core.provider import CancelToken
+from workbench.engine import compaction
+from workbench.engine.compaction_view import (
+    PolicyView,
+    clear_policy,
+    preview_plan,
+    read_policy,
+    save_policy,
+)
+from workbench.errors import NotFoundError
+from workbench.gui.context import AppContext
+from workbench.gui.errors import describe_error
+from workbench.gui.panels.compaction_commands import (
+    ApplyCompactionCommand,
+    CompactionAliases,
+    UndoCompactionCommand,
+)
+from workbench.gui.panels.token_bar import TokenBarWidget
+from workbench.gui.workers import Job
+
+MODE_KEEP = "keep"
+MODE_POLICY = "policy"
+MODE_RANGE = "range"
+_MAX_TOKENS_LIMIT = 100_000_000
+_HISTORY_COLUMNS = ("#", "When", "Policy", "Summarizer", "Folded", "Tokens saved", "State")
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def describe_ranges(plan: CompactionPlan) -> str:
+    """The folded runs as message numbers (from 1, as the timeline counts) and ids."""
+    parts = []
+    for r in plan.ranges:
+        if r.first_position is None or r.last_position is None:
+            continue
+        first, last = r.first_position + 1, r.last_position + 1
+        where = f"message {first}" if first == last else f"messages {first}–{last}"
+        ids = f"id {r.first_id}" if r.first_id == r.last_id else f"ids {r.first_id}–{r.last_id}"
+        parts.append(f"{where} ({ids}, {_plural(r.count, 'message')})")
+    return "; ".join(parts)
+
+
+def kept_reasons(plan: CompactionPlan) -> dict[str, int]:
+    """How many messages stay for each reason, most common first."""
+    return dict(Counter(k.reason for k in plan.kept).most_common())
+
+
+class CompactionPanel(QWidget):
+    """Policy, preview, apply and undo of compactions for the open session."""
+
+    policy_loaded = Signal(object)  # a PolicyView, when the fields were filled
+    policy_saved = Signal(object)  # a PolicyView, after Save or Use Agent Defaults
+    preview_shown = Signal(object)  # the CompactionPlan now shown
+    preview_cleared = Signal()
+    history_loaded = Signal(list)  # the session's CompactionRecords, oldest first
+
+    def __init__(self, ctx: AppContext, timeline: Any = None, parent: QWidget | None = None,
+                 *, window_source: Callable[[], int | None] | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.timeline = timeline  # a TimelinePanel (tint, scroll), or None
+        self.window_source = window_source  # the composer's known window, when there is one
+        self.setObjectName("CompactionPanel")
+        self.setAccessibleName("Compaction panel")
+        self.aliases = CompactionAliases()
+        self.session_id = 0
+        self.policy_view: PolicyView | None = None
+        self.plan: CompactionPlan | None = None
+        self.history: list[CompactionRecord] = []
+        self._filling = False
+        self._dirty = False
+        self._generation = 0  # bumped by each preview, cancel and session change
+        self._policy_generation = 0
+        self._history_generation = 0
+        self._job: Job | None = None
+        self._cancel: CancelToken | None = None
+        self._applying = 0
+
+        self._build()
+        self.undo_compaction_action = QAction("U&ndo Last Compaction", self)
+        self.undo_compaction_action.setStatusTip(
+            "Bring back the messages the session's last compaction folded")
+        self.undo_compaction_action.triggered.connect(self.undo_last)
+
+        ctx.session_reloaded.connect(self._session_reloaded)
+        ctx.workspace_replaced.connect(lambda: self.session_changed(0))
+        for signal in (ctx.message_changed, ctx.message_inserted, ctx.message_removed):
+            signal.connect(self._message_touched)
+        ctx.messages_appended.connect(self._messages_appended)
+        ctx.undo_stack.indexChanged.connect(lambda _i: self._update_buttons())
+        self.session_changed(ctx.current_session_id)
+
+    # -- building ----------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.title_label = QLabel("No session is open.", self)
+        self.title_label.setAccessibleName("Session being compacted")
+        self.title_label.setWordWrap(True)
+
+        content = QWidget(self)
+        column = QVBoxLayout(content)
+        column.setContentsMargins(6, 6, 6, 6)
+        column.setSpacing(8)
+        column.addWidget(self.title_label)
+        column.addWidget(self._build_policy(content))
+        column.addWidget(self._build_preview(content))
+        column.addWidget(self._build_history(content))
+        column.addStretch(1)
+
+        self.scroll = QScrollArea(self)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setWidget(content)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.scroll)
+
+    def _build_policy(self, parent: QWidget) -> QGroupBox:
+        box = QGroupBox("Policy for this session", parent)
+        form = QFormLayout(box)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+
+        self.messages_trigger_check = QCheckBox("above", box)
+        self.messages_trigger_check.setAccessibleName("Message-count trigger on")
+        self.max_messages_spin = QSpinBox(box)
+        self.max_messages_spin.setRange(1, 10_000_000)
+        self.max_messages_spin.setSuffix(" messages")
+        self.max_messages_spin.setAccessibleName("Compact above this many active messages")
+        row = QHBoxLayout()
+        row.addWidget(self.messages_trigger_check)
+        row.addWidget(self.max_messages_spin, 1)
+        form.addRow("Message trigger", row)
+
+        self.keep_spin = QSpinBox(box)
+        self.keep_spin.setRange(0, 10_000_000)
+        self.keep_spin.setSuffix(" newest")
+        self.keep_spin.setAccessibleName("Messages the trigger keeps")
+        self.keep_spin.setToolTip("When the message trigger fires, fold the oldest until this "
+                                  "many active messages remain")
+        form.addRow("Keep", self.keep_spin)
+
+        self.tokens_trigger_check = QCheckBox("above", box)
+        self.tokens_trigger_check.setAccessibleName("Token trigger on")
+        self.max_tokens_spin = QSpinBox(box)
+        self.max_tokens_spin.setRange(1, _MAX_TOKENS_LIMIT)
+        self.max_tokens_spin.setSingleStep(1000)
+        self.max_tokens_spin.setSuffix(" tokens")
+        self.max_tokens_spin.setGroupSeparatorShown(True)
+        self.max_tokens_spin.setAccessibleName("Compact when the request has more tokens than")
+        self.max_tokens_spin.setToolTip("A request over this many tokens folds the oldest half")
+        row = QHBoxLayout()
+        row.addWidget(self.tokens_trigger_check)
+        row.addWidget(self.max_tokens_spin, 1)
+        form.addRow("Token trigger", row)
+
+        self.auto_check = QCheckBox("Compact automatically before a send", box)
+        self.auto_check.setAccessibleName("Auto-compaction for this session")
+        self.auto_check.setToolTip("When a trigger fires, compact before the next request")
+        form.addRow("", self.auto_check)
+
+        self.summarizer_combo = QComboBox(box)
+        self.summarizer_combo.setAccessibleName("Summarizer")
+        self.summarizer_combo.addItem("Extractive (no model)", EXTRACTIVE)
+        self.summarizer_combo.addItem("Model", MODEL)
+        form.addRow("Summarizer", self.summarizer_combo)
+
+        self.provider_combo = QComboBox(box)
+        self.provider_combo.setAccessibleName("Summarizer provider")
+        form.addRow("Provider", self.provider_combo)
+        self.model_edit = QLineEdit(box)
+        self.model_edit.setAccessibleName("Summarizer model")
+        self.model_edit.setPlaceholderText("the provider's model")
+        form.addRow("Model", self.model_edit)
+        self.prompt_edit = QPlainTextEdit(box)
+        self.prompt_edit.setAccessibleName("Summarizer prompt")
+        self.prompt_edit.setTabChangesFocus(True)
+        self.prompt_edit.setFixedHeight(self.fontMetrics().height() * 5 + 12)
+        form.addRow("Prompt", self.prompt_edit)
+
+        self.save_button = QPushButton("&Save for This Session", box)
+        self.save_button.setAccessibleName("Save the policy for this session")
+        self.save_button.clicked.connect(self.save_policy)
+        self.reset_button = QPushButton("Use Agent &Defaults", box)
+        self.reset_button.setAccessibleName("Drop this session's policy overrides")
+        self.reset_button.clicked.connect(self.reset_policy)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.save_button)
+        buttons.addWidget(self.reset_button)
+        buttons.addStretch(1)
+        form.addRow(buttons)
+        self.policy_status = QLabel("", box)
+        self.policy_status.setWordWrap(True)
+        self.policy_status.setTextFormat(Qt.TextFormat.RichText)
+        self.policy_status.setAccessibleName("Policy status")
+        form.addRow(self.policy_status)
+
+        for check in (self.messages_trigger_check, self.tokens_trigger_check, self.auto_check):
+            check.toggled.connect(self._field_edited)
+        for spin in (self.max_messages_spin, self.keep_spin, self.max_tokens_spin):
+            spin.valueChanged.connect(self._field_edited)
+        self.summarizer_combo.currentIndexChanged.connect(self._field_edited)
+        self.provider_combo.currentIndexChanged.connect(self._field_edited)
+        self.model_edit.textEdited.connect(self._field_edited)
+        self.prompt_edit.textChanged.connect(self._field_edited)
+        return box
+
+    def _build_preview(self, parent: QWidget) -> QGroupBox:
+        box = QGroupBox("Preview", parent)
+        layout = QVBoxLayout(box)
+
+        self.mode_combo = QComboBox(box)
+        self.mode_combo.setAccessibleName("What to fold")
+        self.mode_combo.addItem("All but the newest", MODE_KEEP)
+        self.mode_combo.addItem("As the policy's triggers decide", MODE_POLICY)
+        self.mode_combo.addItem("Messages numbered", MODE_RANGE)
+        self.keep_count_spin = QSpinBox(box)
+        self.keep_count_spin.setRange(0, 10_000_000)
+        self.keep_count_spin.setAccessibleName("Newest messages to keep")
+        self.range_from_spin = QSpinBox(box)
+        self.range_from_spin.setRange(1, 10_000_000)
+        self.range_from_spin.setAccessibleName("First message to fold")
+        self.range_to_spin = QSpinBox(box)
+        self.range_to_spin.setRange(1, 10_000_000)
+        self.range_to_spin.setAccessibleName("Last message to fold")
+        self.range_to_label = QLabel("to", box)
+        row = QHBoxLayout()
+        row.addWidget(self.mode_combo, 1)
+        row.addWidget(self.keep_count_spin)
+        row.addWidget(self.range_from_spin)
+        row.addWidget(self.range_to_label)
+        row.addWidget(self.range_to_spin)
+        layout.addLayout(row)
+        self.mode_combo.currentIndexChanged.connect(self._mode_changed)
+
+        self.preview_button = QPushButton("&Preview", box)
+        self.preview_button.setAccessibleName("Preview the compaction")
+        self.preview_button.setToolTip("Plan the compaction without changing anything "
+                                       "(Ctrl+Shift+K)")
+        self.preview_button.clicked.connect(self.preview)
+        self.show_button = QPushButton("S&how in Timeline", box)
+        self.show_button.setAccessibleName("Scroll the timeline to the first message to fold")
+        self.show_button.clicked.connect(self.show_first_folded)
+        row = QHBoxLayout()
+        row.addWidget(self.preview_button)
+        row.addWidget(self.show_button)
+        row.addStretch(1)
+        layout.addLayout(row)
+
+        self.busy_bar = QProgressBar(box)
+        self.busy_bar.setRange(0, 0)
+        self.busy_bar.setTextVisible(False)
+        self.busy_bar.setMaximumHeight(self.fontMetrics().height())
+        self.busy_bar.setAccessibleName("Compaction in progress")
+        self.busy_label = QLabel("", box)
+        self.cancel_button = QPushButton("&Cancel", box)
+        self.cancel_button.setAccessibleName("Cancel the preview")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.busy_row = QWidget(box)
+        busy = QHBoxLayout(self.busy_row)
+        busy.setContentsMargins(0, 0, 0, 0)
+        busy.addWidget(self.busy_label)
+        busy.addWidget(self.busy_bar, 1)
+        busy.addWidget(self.cancel_button)
+        self.busy_row.hide()
+        layout.addWidget(self.busy_row)
+
+        self.result_label = QLabel("Preview to see what would fold.", box)
+        self.result_label.setWordWrap(True)
+        self.result_label.setTextFormat(Qt.TextFormat.RichText)
+        self.result_label.setAccessibleName("Preview result")
+        self.result_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.result_label)
+        self.ranges_label = QLabel("", box)
+        self.ranges_label.setWordWrap(True)
+        self.ranges_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.ranges_label.setAccessibleName("Folded ranges")
+        layout.addWidget(self.ranges_label)
+        self.kept_label = QLabel("", box)
+        self.kept_label.setWordWrap(True)
+        self.kept_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.kept_label.setAccessibleName("Kept messages and why")
+        layout.addWidget(self.kept_label)
+
+        self.token_bar = TokenBarWidget(box)
+        layout.addWidget(self.token_bar)
+
+        self.summary_heading = QLabel("&Summary (edit before applying)", box)
+        self.summary_edit = QPlainTextEdit(box)
+        self.summary_edit.setAccessibleName("Summary to apply")
+        self.summary_edit.setPlaceholderText("The summary the folded messages become.")
+        self.summary_edit.setMinimumHeight(self.fontMetrics().height() * 7)
+        self.summary_edit.setTabChangesFocus(True)
+        self.summary_heading.setBuddy(self.summary_edit)
+        self.summary_edit.textChanged.connect(self._summary_edited)
+        self.summary_note = QLabel("", box)
+        self.summary_note.setWordWrap(True)
+        layout.addWidget(self.summary_heading)
+        layout.addWidget(self.summary_edit)
+        layout.addWidget(self.summary_note)
+
+        self.context_label = QLabel("", box)
+        self.context_label.setWordWrap(True)
+        self.context_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.context_label.setAccessibleName("Facts and tasks the compaction changes")
+        layout.addWidget(self.context_label)
+
+        self.apply_button = QPushButton("&Apply", box)
+        self.apply_button.setAccessibleName("Apply the compaction")
+        self.apply_button.setToolTip("Fold the messages into the summary (Ctrl+Z undoes it)")
+        self.apply_button.clicked.connect(self.apply)
+        self.discard_button = QPushButton("&Discard Preview", box)
+        self.discard_button.setAccessibleName("Discard the preview")
+        self.discard_button.clicked.connect(lambda: self.clear_preview("Preview discarded."))
+        row = QHBoxLayout()
+        row.addWidget(self.apply_button)
+        row.addWidget(self.discard_button)
+        row.addStretch(1)
+        layout.addLayout(row)
+        self._mode_changed()
+        return box
+
+    def _build_history(self, parent: QWidget) -> QGroupBox:
+        box = QGroupBox("Past compactions", parent)
+        layout = QVBoxLayout(box)
+        self.history_table = QTableWidget(0, len(_HISTORY_COLUMNS), box)
+        self.history_table.setAccessibleName("Past compactions")
+        self.history_table.setHorizontalHeaderLabels(list(_HISTORY_COLUMNS))
+        self.history_table.verticalHeader().setVisible(False)
+        self.history_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.history_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.history_table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.history_table.setWordWrap(False)
+        header = self.history_table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        self.history_table.setMinimumHeight(self.fontMetrics().height() * 7)
+        self.history_table.cellDoubleClicked.connect(self._history_activated)
+        self.history_table.setToolTip("Double-click a compaction to show its messages in the "
+                                      "timeline")
+        layout.addWidget(self.history_table)
+        self.history_empty = QLabel("No compaction yet.", box)
+        layout.addWidget(self.history_empty)
+        self.undo_button = QPushButton("&Undo Last Compaction", box)
+        self.undo_button.setAccessibleName("Undo the last compaction")
+        self.undo_button.clicked.connect(self.undo_last)
+        row = QHBoxLayout()
+        row.addWidget(self.undo_button)
+        row.addStretch(1)
+        layout.addLayout(row)
+        return box
+
+    # -- the open session ------------------------------------------------------------------
+
+    def session_changed(self, session_id: int) -> None:
+        """Show ``session_id`` (0: none): its policy and history; any preview goes."""
+        self._cancel_job()
+        self.clear_preview("Preview to see what would fold.")
+        self.session_id = session_id
+        self.policy_view = None
+        self.history = []
+        self._dirty = False
+        self._show_history([])
+        self.policy_status.setText("")
+        if not session_id:
+            self.title_label.setText("No session is open.")
+            self._update_buttons()
+            return
+        try:
+            title = self.ctx.workspace.repo.get_session(session_id).title
+        except NotFoundError:  # the session went away under us: nothing to show
+            title = ""
+        self.title_label.setText(f"<b>{_escape(title)}</b>" if title else "")
+        self.load_policy()
+        self.load_history()
+        self._update_buttons()
+
+    def _session_reloaded(self, session_id: int) -> None:
+        if session_id != self.session_id or not session_id:
+            return
+        self.load_history()
+
+    def _message_touched(self, message: Message) -> None:
+        if message.session_id == self.session_id:
+            self._preview_outdated()
+
+    def _messages_appended(self, messages: Any) -> None:
+        if any(getattr(m, "session_id", None) == self.session_id for m in messages or ()):
+            self._preview_outdated()
+
+    def _preview_outdated(self) -> None:
+        if self.plan is not None or self._job is not None:
+            self._cancel_job()
+            self.clear_preview("The session changed since the preview; preview again.")
+
+    # -- policy --------------------------------------------------------------------------
+
+    def load_policy(self) -> None:
+        """Read the session's policy into the fields (on a reader thread)."""
+        session_id = self.session_id
+        if not session_id:
+            return
+        self._policy_generation += 1
+        generation = self._policy_generation
+
+        def done(view: PolicyView) -> None:
+            if generation == self._policy_generation and session_id == self.session_id:
+                self._fill_policy(view)
+
+        def failed(error: BaseException) -> None:
+            if generation == self._policy_generation:
+                self.policy_status.setText(describe_error(error, doing="read the policy"))
+
+        self.ctx.workers.read(read_policy, self.ctx.workspace, session_id,
+                              name="read the compaction policy", on_done=done, on_error=failed)
+
+    def _fill_policy(self, view: PolicyView) -> None:
+        self.policy_view = view
+        policy = view.policy
+        self._filling = True
+        try:
+            self.messages_trigger_check.setChecked(policy.max_messages is not None)
+            self.max_messages_spin.setValue(policy.max_messages or view.agent_policy.max_messages
+                                            or 50)
+            self.keep_spin.setValue(policy.keep_messages)
+            self.tokens_trigger_check.setChecked(policy.max_tokens is not None)
+            self.max_tokens_spin.setValue(min(_MAX_TOKENS_LIMIT, policy.max_tokens
+                                              or view.agent_policy.max_tokens or 100_000))
+            self.auto_check.setChecked(policy.auto)
+            self.summarizer_combo.setCurrentIndex(
+                max(0, self.summarizer_combo.findData(policy.summarizer)))
+            self.provider_combo.clear()
+            agent = view.agent_provider
+            self.provider_combo.addItem(
+                f"The agent's ({agent})" if agent else "The agent's or the only one", None)
+            for name in view.providers:
+                self.provider_combo.addItem(name, name)
+            if policy.provider and self.provider_combo.findData(policy.provider) < 0:
+                self.provider_combo.addItem(f"{policy.provider} (not configured)",
+                                            policy.provider)
+            self.provider_combo.setCurrentIndex(
+                max(0, self.provider_combo.findData(policy.provider))
+                if policy.provider else 0)
+            self.model_edit.setText(policy.model or "")
+            self.prompt_edit.setPlainText(policy.prompt or view.default_prompt)
+            self.keep_count_spin.setValue(policy.keep_messages)
+        finally:
+            self._filling = False
+        self._dirty = False
+        overridden = sorted(view.overrides)
+        self.policy_status.setText(
+            "This session overrides: " + ", ".join(overridden) + "." if overridden
+            else "The agent's policy applies to this session.")
+        self._sync_policy_enabled()
+        self._update_buttons()
+        self.policy_loaded.emit(view)
+
+    def _field_edited(self, *_args: Any) -> None:
+        self._sync_policy_enabled()
+        if self._filling:
+            return
+        self._dirty = True
+        self.policy_status.setText("Changed: Save keeps it for this session; Preview uses it "
+                                   "as it is.")
+        self._update_buttons()
+
+    def _sync_policy_enabled(self) -> None:
+        self.max_messages_spin.setEnabled(self.messages_trigger_check.isChecked())
+        self.max_tokens_spin.setEnabled(self.tokens_trigger_check.isChecked())
+        model = self.summarizer_combo.currentData() == MODEL
+        for widget in (self.provider_combo, self.model_edit, self.prompt_edit):
+            widget.setEnabled(model)
+
+    def settings(self) -> dict[str, Any]:
+        """The policy fields as the engine's settings (what Save stores, Preview uses)."""
+        prompt = self.prompt_edit.toPlainText().strip()
+        default = self.policy_view.default_prompt if self.policy_view else compaction.DEFAULT_PROMPT
+        return {
+            "max_messages": (self.max_messages_spin.value()
+                             if self.messages_trigger_check.isChecked() else None),
+            "keep_messages": self.keep_spin.value(),
+            "max_tokens": (self.max_tokens_spin.value()
+                           if self.tokens_trigger_check.isChecked() else None),
+            "auto": self.auto_check.isChecked(),
+            "summarizer": self.summarizer_combo.currentData() or EXTRACTIVE,
+            "provider": self.provider_combo.currentData() or None,
+            "model": self.model_edit.text().strip() or None,
+            "prompt": prompt if prompt and prompt != default.strip() else None,
+        }
+
+    def save_policy(self) -> None:
+        """Store the fields as this session's policy (a writer job)."""
+        session_id = self.session_id
+        if not session_id:
+            return
+        settings = self.settings()
+        try:
+            CompactionPolicy.from_dict(settings)
+        except CompactionError as exc:  # the same check the engine makes, said at once
+            self._policy_failed(exc)
+            return
+        self._write_policy(save_policy, session_id, settings, "save the compaction policy")
+
+    def reset_policy(self) -> None:
+        """Drop this session's overrides: the agent's policy applies again."""
+        if self.session_id:
+            self._write_policy(clear_policy, self.session_id, None,
+                               "reset the compaction policy")
+
+    def _write_policy(self, fn: Callable[..., PolicyView], session_id: int,
+                      settings: Mapping[str, Any] | None, doing: str) -> None:
+        args: tuple[Any, ...] = (self.ctx.workspace, session_id)
+        if settings is not None:
+            args += (settings,)
+        self._policy_generation += 1
+        generation = self._policy_generation
+
+        def done(view: PolicyView) -> None:
+            if session_id == self.session_id and generation == self._policy_generation:
+                self._fill_policy(view)
+                self.policy_status.setText("Saved for this session. " + self.policy_status.text()
+                                           if view.overrides else
+                                           "The agent's policy applies to this session.")
+            self.policy_saved.emit(view)
+
+        self.ctx.workers.write(fn, *args, name=doing, on_done=done,
+                               on_error=self._policy_failed)
+
+    def _policy_failed(self, error: BaseException) -> None:
+        text = describe_error(error, doing="save the compaction policy")
+        self.policy_status.setText(f"<span style='color:#c0392b'>{_escape(text)}</span>")
+
+    # -- preview -------------------------------------------------------------------------
+
+    def _mode_changed(self, *_args: Any) -> None:
+        mode = self.mode_combo.currentData()
+        self.keep_count_spin.setVisible(mode == MODE_KEEP)
+        for widget in (self.range_from_spin, self.range_to_label, self.range_to_spin):
+            widget.setVisible(mode == MODE_RANGE)
+        if mode == MODE_RANGE and self.timeline is not None:
+            self._range_from_selection()
+
+    def _range_from_selection(self) -> None:
+        """Start the range at the timeline's selected messages, when there are some."""
+        messages = [m for m in self.timeline.selected_messages() if m.position is not None]
+        if messages:
+            positions = [int(m.position) for m in messages]
+            self.range_from_spin.setValue(min(positions) + 1)
+            self.range_to_spin.setValue(max(positions) + 1)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a preview or an apply is running."""
+        return self._job is not None or self._applying > 0
+
+    def preview(self) -> Job | None:
+        """Plan a compaction of the open session with the fields as they are (a worker)."""
+        session_id = self.session_id
+        if not session_id:
+            self.result_label.setText("Open a session to compact it.")
+            return None
+        self._cancel_job()
+        self.clear_preview("")
+        settings = self.settings()
+        mode = self.mode_combo.currentData()
+        keep = self.keep_count_spin.value() if mode == MODE_KEEP else None
+        fold_range = None
+        if mode == MODE_RANGE:
+            fold_range = (self.range_from_spin.value() - 1, self.range_to_spin.value() - 1)
+        cancel = CancelToken()
+        self._generation += 1
+        generation = self._generation
+        model = settings["summarizer"] == MODEL
+        submit = self.ctx.workers.network if model else self.ctx.workers.read
+        self._cancel = cancel
+        self._show_busy("Writing the summary with the model…" if model else "Planning…",
+                        cancellable=True)
+
+        def done(plan: CompactionPlan) -> None:
+            if generation != self._generation:
+                return
+            self._job, self._cancel = None, None
+            self._hide_busy()
+            self.show_plan(plan)
+
+        def failed(error: BaseException) -> None:
+            if generation != self._generation:
+                return
+            self._job, self._cancel = None, None
+            self._hide_busy()
+            self.result_label.setText(
+                _escape(describe_error(error, doing="preview the compaction")))
+            self._update_buttons()
+
+        self._job = submit(partial(preview_plan, self.ctx.workspace, session_id, settings,
+                                   keep=keep, fold_range=fold_range, cancel=cancel),
+                           name="preview the compaction", on_done=done, on_error=failed)
+        self._update_buttons()
+        return self._job
+
+    def cancel(self) -> None:
+        """Stop a running preview (a model's call is hung up on); nothing was changed."""
+        if self._job is None:
+            return
+        self._cancel_job()
+        self.result_label.setText("Preview cancelled; nothing was changed.")
+        self.ctx.status_reported.emit("Compaction preview cancelled.")
+        self._update_buttons()
+
+    def _cancel_job(self) -> None:
+        self._generation += 1
+        if self._cancel is not None:
+            self._cancel.cancel()
+        if self._job is not None:
+            self._job.cancel()
+        self._job, self._cancel = None, None
+        self._hide_busy()
+
+    def _show_busy(self, text: str, *, cancellable: bool) -> None:
+        self.busy_label.setText(text)
+        self.cancel_button.setVisible(cancellable)
+        self.busy_row.show()
+
+    def _hide_busy(self) -> None:
+        if self._applying == 0:
+            self.busy_row.hide()
+
+    def _window(self) -> int | None:
+        if self.window_source is not None:
+            known = self.window_source()
+            if known:
+                return known
+        return self.policy_view.window if self.policy_view is not None else None
+
+    def window_changed(self, *_args: Any) -> None:
+        """The model's window became known or changed: redraw the bar against it."""
+        if self.plan is not None:
+            self.token_bar.set_values(self.plan.tokens_before, self.plan.tokens_after,
+                                      self._window())
+
+    def show_plan(self, plan: CompactionPlan) -> None:
+        """Show a plan: counts, ranges, reasons, tokens, summary, and tint the timeline."""
+        self.plan = plan
+        self.token_bar.set_values(plan.tokens_before, plan.tokens_after, self._window())
+        if not plan.changed:
+            self.result_label.setText(_escape(plan.reason or "Nothing to compact."))
+            self.ranges_label.setText("")
+            self.kept_label.setText("")
+            self.context_label.setText("")
+            self._set_summary("")
+            self._tint(None)
+            self._update_buttons()
+            self.preview_shown.emit(plan)
+            return
+        kept = len(plan.kept)
+        self.result_label.setText(
+            f"Folds <b>{_plural(plan.folded_count, 'message')}</b> into the summary and keeps "
+            f"{_plural(kept, 'message')} ({_escape(plan.policy)}, {plan.summarizer} summary).")
+        self.ranges_label.setText("Folded: " + describe_ranges(plan) + ".")
+        reasons = kept_reasons(plan)
+        self.kept_label.setText(
+            "Kept: " + ", ".join(f"{count:,} {reason}" for reason, count in reasons.items())
+            + "." if reasons else "Kept: none.")
+        self.context_label.setText(_context_changes(plan))
+        self._set_summary(plan.summary)
+        self._tint(plan.folded_ids)
+        self.show_first_folded()
+        self._update_buttons()
+        self.preview_shown.emit(plan)
+
+    def _set_summary(self, text: str) -> None:
+        self.summary_edit.blockSignals(True)
+        self.summary_edit.setPlainText(text)
+        self.summary_edit.blockSignals(False)
+        self.summary_note.setText("")
+
+    def _summary_edited(self) -> None:
+        if self.plan is not None and self.plan.changed:
+            edited = self.summary_edit.toPlainText() != self.plan.summary
+            self.summary_note.setText("Edited: the tokens after are counted again for your "
+                                      "text when it is applied." if edited else "")
+
+    def _tint(self, ids: Any) -> None:
+        if self.timeline is not None:
+            self.timeline.model.set_fold_preview(ids)
+
+    def show_first_folded(self) -> bool:
+        """Scroll the timeline to the first message the preview folds."""
+        if self.timeline is None or self.plan is None or not self.plan.folded_ids:
+            return False
+        first = int(self.plan.ranges[0].first_id or 0) if self.plan.ranges else 0
+        first = first or int(self.plan.folded_ids[0])
+        model, view = self.timeline.model, self.timeline.view
+        row = model.row_for_message(first)
+        if row is None:  # hidden by a role filter: the timeline shows its role again
+            return bool(self.timeline.jump_to_message(first))
+        # Scrolled to, not made the timeline's jump target: once applied, the folded run
+        # should collapse behind its marker rather than stay open at that message.
+        # The row above stays in sight: what the folded range follows (often a marker).
+        view.scrollTo(model.index(max(0, row - 1), 0),
+                      QAbstractItemView.ScrollHint.PositionAtTop)
+        return True
+
+    def clear_preview(self, note: str = "") -> None:
+        """Drop the shown preview and the timeline's tint."""
+        had = self.plan is not None
+        self.plan = None
+        self.token_bar.clear()
+        self.result_label.setText(note)
+        for label in (self.ranges_label, self.kept_label, self.context_label):
+            label.setText("")
+        self._set_summary("")
+        self._tint(None)
+        self._update_buttons()
+        if had:
+            self.preview_cleared.emit()
+
+    # -- apply and undo ------------------------------------------------------------------
+
+    def apply(self) -> ApplyCompactionCommand | None:
+        """Apply the shown plan with the summary as edited (an undoable command)."""
+        plan = self.plan
+        if plan is None or not plan.changed or self._job is not None:
+            return None
+        first = [True]
+
+        def changed() -> None:
+            if first[0]:  # the first apply: the busy row and the sentence are for it
+                first[0] = False
+                self._applying -= 1
+                if self._applying == 0:
+                    self.busy_row.hide()
+                if command.applied and session_id == self.session_id:
+                    self.result_label.setText(
+                        f"Applied: {_plural(plan.folded_count, 'message')} folded. Ctrl+Z or "
+                        "Undo Last Compaction brings them back.")
+                elif session_id == self.session_id:
+                    self.result_label.setText("Nothing was applied; preview again.")
+            self._command_done()
+
+        session_id = self.session_id
+        command = ApplyCompactionCommand(self.ctx, plan, self.summary_edit.toPlainText(),
+                                         self.aliases, on_changed=changed)
+        self.clear_preview(f"Applying: folding {_plural(plan.folded_count, 'message')}…")
+        self._applying += 1
+        self._show_busy("Applying…", cancellable=False)
+        self.ctx.undo_stack.push(command)
+        return command
+
+    def _command_done(self) -> None:
+        self.load_history()
+        self._update_buttons()
+
+    def undo_last(self) -> None:
+        """Undo the session's newest compaction still applied."""
+        session_id = self.session_id
+        if not session_id:
+            return
+        applied = [r for r in self.history if not r.undone]
+        if not applied:
+            self.ctx.status_reported.emit("This session has no compaction to undo.")
+            return
+        latest = applied[-1]
+        stack = self.ctx.undo_stack
+        top = stack.command(stack.index() - 1) if stack.index() > 0 else None
+        self._cancel_job()
+        self.clear_preview("")
+        if (isinstance(top, ApplyCompactionCommand) and top.session_id == session_id
+                and top.current_id() == latest.id):
+            stack.undo()  # the apply this panel made: Redo can bring it back
+        else:
+            stack.push(UndoCompactionCommand(self.ctx, session_id, self.aliases,
+                                             on_changed=self._command_done))
+
+    # -- history ---------------------------------------------------------------------------
+
+    def load_history(self) -> None:
+        """Read the session's compactions (on a reader thread)."""
+        session_id = self.session_id
+        if not session_id:
+            return
+        self._history_generation += 1
+        generation = self._history_generation
+
+        def done(records: list[CompactionRecord]) -> None:
+            if generation == self._history_generation and session_id == self.session_id:
+                self.history = records
+                self._show_history(records)
+                self._update_buttons()
+                self.history_loaded.emit(records)
+
+        self.ctx.workers.read(compaction.history, self.ctx.workspace, session_id,
+                              name="read the compaction history", on_done=done,
+                              on_error=lambda _e: None)
+
+    def _show_history(self, records: list[CompactionRecord]) -> None:
+        table = self.history_table
+        table.setRowCount(len(records))
+        for row, record in enumerate(reversed(records)):  # newest first
+            when = record.created_at.astimezone().strftime("%Y-%m-%d %H:%M")
+            state = ("undone " + record.undone_at.astimezone().strftime("%m-%d %H:%M")
+                     if record.undone_at is not None else "applied")
+            values = (str(record.id), when, record.policy, record.summarizer,
+                      f"{record.folded_count:,}", f"{record.tokens_saved:,}", state)
+            for column, value in enumerate(values):
+                item = QTableWidgetItem(value)
+                item.setData(Qt.ItemDataRole.UserRole, record.id)
+                if column in (0, 4, 5):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight
+                                          | Qt.AlignmentFlag.AlignVCenter)
+                if record.undone:
+                    item.setForeground(self.palette().placeholderText())
+                item.setToolTip(f"Summary:\n{record.summary[:600]}" if record.summary else "")
+                table.setItem(row, column, item)
+        self.history_empty.setVisible(not records)
+        table.setVisible(bool(records))
+
+    def history_rows(self) -> list[dict[str, str]]:
+        """The history table as shown (newest first), by column name."""
+        out = []
+        for row in range(self.history_table.rowCount()):
+            out.append({name: self.history_table.item(row, column).text()
+                        for column, name in enumerate(_HISTORY_COLUMNS)})
+        return out
+
+    def _history_activated(self, row: int, _column: int) -> None:
+        item = self.history_table.item(row, 0)
+        if item is None or self.timeline is None:
+            return
+        ident = item.data(Qt.ItemDataRole.UserRole)
+        record = next((r for r in self.history if r.id == ident), None)
+        if record is not None and record.folded_ids:
+            self.timeline.jump_to_message(record.folded_ids[0])
+
+    # -- state -------------------------------------------------------------------------
+
+    def _update_buttons(self) -> None:
+        has_session = bool(self.session_id)
+        running = self._job is not None
+        for widget in (self.preview_button, self.mode_combo, self.keep_count_spin,
+                       self.range_from_spin, self.range_to_spin):
+            widget.setEnabled(has_session and not running)
+        can_apply = (self.plan is not None and self.plan.changed and not running
+                     and self._applying == 0)
+        self.apply_button.setEnabled(can_apply)
+        self.discard_button.setEnabled(self.plan is not None)
+        self.show_button.setEnabled(self.plan is not None and self.plan.changed)
+        self.summary_edit.setReadOnly(not can_apply)
+        for widget in (self.summary_heading, self.summary_edit, self.summary_note):
+            widget.setVisible(self.plan is not None and self.plan.changed)
+        has_applied = any(not r.undone for r in self.history)
+        self.undo_button.setEnabled(has_session and has_applied and self._applying == 0)
+        self.undo_compaction_action.setEnabled(has_session and has_applied)
+        self.save_button.setEnabled(has_session and self.policy_view is not None)
+        self.reset_button.setEnabled(has_session and bool(self.policy_view
+                                                          and self.policy_view.overrides))
+
+
+def _context_changes(plan: CompactionPlan) -> str:
+    parts = []
+    if plan.facts_removed:
+        shown = "; ".join(f"“{f}”" for f in plan.facts_removed[:3])
+        more = f" and {len(plan.facts_removed) - 3} more" if len(plan.facts_removed) > 3 else ""
+        parts.append(f"Facts: {_plural(len(plan.facts_removed), 'repeat')} removed "
+                     f"({shown}{more}).")
+    else:
+        parts.append("Facts: no repeats.")
+    if plan.tasks_pruned:
+        shown = "; ".join(f"“{t.description}”" for t in plan.tasks_pruned[:3])
+        more = f" and {len(plan.tasks_pruned) - 3} more" if len(plan.tasks_pruned) > 3 else ""
+        parts.append(f"Tasks: {_plural(len(plan.tasks_pruned), 'completed task')} pruned "
+                     f"({shown}{more}).")
+    else:
+        parts.append("Tasks: none pruned.")
+    return " ".join(parts)
+
+
+def _escape(text: str) -> str:
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))

@@ -1,0 +1,194 @@
+"""Undo commands for a session's context and its agent's memory entries.
+
+Like :mod:`workbench.gui.commands`, ``redo`` and ``undo`` only queue work on the one
+database writer; what the inverse needs is recorded inside the writer thread, so an undo
+queued right after its redo always finds it. When a write lands,
+:attr:`AppContext.context_changed` tells the panels (and the request inspector, whose
+request carries the summary and the recalled entries) to read the context again.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtGui import QUndoCommand
+
+from workbench.core.conversation import MemoryEntry
+from workbench.engine.session_context import (
+    ContextChange,
+    add_memory_entry,
+    dedupe_session_facts,
+    delete_memory_entry,
+    restore_memory_entry,
+    update_context,
+)
+from workbench.gui.context import AppContext
+
+
+class _ContextCommand(QUndoCommand):
+    """A command on one session's context whose directions are jobs on the writer."""
+
+    def __init__(self, ctx: AppContext, session_id: int, text: str) -> None:
+        super().__init__(text)
+        self.ctx = ctx
+        self.session_id = session_id
+
+    def _write(self, fn: Callable[[], Any]) -> None:
+        self.ctx.workers.write(fn, name=self.text().lower(), on_done=self._written,
+                               on_error=self._failed)
+
+    def _written(self, _result: Any) -> None:
+        self.ctx.context_changed.emit(self.session_id)
+
+    def _failed(self, error: BaseException) -> None:
+        self.ctx.report_error(error, doing=self.text().lower())
+        # What is shown may no longer match the store: read it again.
+        self.ctx.context_changed.emit(self.session_id)
+
+
+class EditContextCommand(_ContextCommand):
+    """Replace fields of a session's context (facts, summary, tasks…); undo puts the
+    values they had just before back."""
+
+    def __init__(self, ctx: AppContext, session_id: int, text: str, **fields: Any) -> None:
+        super().__init__(ctx, session_id, text)
+        self._after = copy.deepcopy(fields)
+        self._before: dict[str, Any] | None = None
+
+    def redo(self) -> None:
+        workspace, session_id = self.ctx.workspace, self.session_id
+
+        def run() -> ContextChange:
+            change = update_context(workspace, session_id, **copy.deepcopy(self._after))
+            if self._before is None:
+                self._before = {name: copy.deepcopy(getattr(change.before, name))
+                                for name in self._after}
+            return change
+
+        self._write(run)
+
+    def undo(self) -> None:
+        workspace, session_id = self.ctx.workspace, self.session_id
+
+        def run() -> ContextChange | None:
+            if self._before is None:  # the change itself failed: nothing to put back
+                return None
+            return update_context(workspace, session_id, **copy.deepcopy(self._before))
+
+        self._write(run)
+
+
+class DedupeFactsCommand(_ContextCommand):
+    """Drop repeated facts (the engine's rule); undo brings the list back as it was."""
+
+    def __init__(self, ctx: AppContext, session_id: int) -> None:
+        super().__init__(ctx, session_id, "Remove repeated facts")
+        self._before: list[str] | None = None
+        self._after: list[str] | None = None
+        self.removed: list[str] = []
+
+    def redo(self) -> None:
+        workspace, session_id = self.ctx.workspace, self.session_id
+
+        def run() -> ContextChange:
+            if self._after is None:
+                change = dedupe_session_facts(workspace, session_id)
+                self._before = list(change.before.facts)
+                self._after = list(change.after.facts)
+                self.removed = list(change.removed)
+                return change
+            return update_context(workspace, session_id, facts=list(self._after))
+
+        self._write(run)
+
+    def _written(self, result: Any) -> None:
+        super()._written(result)
+        if isinstance(result, ContextChange) and result.removed:
+            count = len(result.removed)
+            noun = "fact" if count == 1 else "facts"
+            self.ctx.status_reported.emit(f"Removed {count} repeated {noun}.")
+
+    def undo(self) -> None:
+        workspace, session_id = self.ctx.workspace, self.session_id
+
+        def run() -> ContextChange | None:
+            if self._before is None:
+                return None
+            return update_context(workspace, session_id, facts=list(self._before))
+
+        self._write(run)
+
+
+class AddMemoryEntryCommand(_ContextCommand):
+    """Add a long-term memory entry for the session's agent; undo deletes it again
+    (unless the same entry was already stored, which the add then left alone)."""
+
+    def __init__(self, ctx: AppContext, session_id: int, content: str, *, scope: str,
+                 namespace: str | None) -> None:
+        super().__init__(ctx, session_id, "Add memory entry")
+        self._content = content
+        self._scope = scope
+        self._namespace = namespace
+        self._entry: MemoryEntry | None = None
+        self._created = False
+        self._removed = False
+
+    def redo(self) -> None:
+        workspace, session_id = self.ctx.workspace, self.session_id
+
+        def run() -> MemoryEntry:
+            if self._entry is None:
+                self._entry, self._created = add_memory_entry(
+                    workspace, session_id, self._content, scope=self._scope,
+                    namespace=self._namespace)
+            elif self._removed:
+                self._entry = restore_memory_entry(workspace, self._entry)
+                self._removed = False
+            return self._entry
+
+        self._write(run)
+
+    def undo(self) -> None:
+        workspace = self.ctx.workspace
+
+        def run() -> MemoryEntry | None:
+            if self._entry is None or not self._created or self._removed:
+                return None
+            delete_memory_entry(workspace, int(self._entry.id))
+            self._removed = True
+            return self._entry
+
+        self._write(run)
+
+
+class DeleteMemoryEntryCommand(_ContextCommand):
+    """Delete a memory entry; undo stores it again (with a new id)."""
+
+    def __init__(self, ctx: AppContext, session_id: int, entry: MemoryEntry) -> None:
+        super().__init__(ctx, session_id, "Delete memory entry")
+        self._entry = entry
+        self._deleted = False
+
+    def redo(self) -> None:
+        workspace = self.ctx.workspace
+
+        def run() -> MemoryEntry:
+            self._entry = delete_memory_entry(workspace, int(self._entry.id))
+            self._deleted = True
+            return self._entry
+
+        self._write(run)
+
+    def undo(self) -> None:
+        workspace = self.ctx.workspace
+
+        def run() -> MemoryEntry | None:
+            if not self._deleted:
+                return None
+            self._entry = restore_memory_entry(workspace, self._entry)
+            self._deleted = False
+            return self._entry
+
+        self._write(run)

@@ -1,0 +1,721 @@
+"""The Context panel: what the agent remembers about the open session beyond its messages.
+
+Facts (add, edit in place, delete, remove repeats), the long-term summary (edited, then
+saved), tasks (description, status, progress), tool statistics, token usage (the local
+count of the active messages beside what the provider billed), and the agent's long-term
+memory entries that recall can use here (add, delete).
+
+Everything is read on a reader thread (:func:`~workbench.engine.session_context.
+read_session_context`) and every change is an undo command
+(:mod:`workbench.gui.panels.context_commands`) written by the one database writer; the
+panel reads the context again when a write lands, when a turn adds messages, and when
+another session is opened. A newer read makes the answer of an older one be ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QRectF,
+    QSize,
+    Qt,
+    QTimer,
+    Signal,
+)
+from PySide6.QtGui import QFont, QKeySequence, QPainter, QShortcut
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFormLayout,
+    QFrame,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.core.compaction import dedupe_facts
+from workbench.core.conversation import MemoryEntry, Task, TaskStatus, utcnow
+from workbench.engine.session_context import ContextOverview, new_task, read_session_context
+from workbench.gui.context import AppContext
+from workbench.gui.panels.context_commands import (
+    AddMemoryEntryCommand,
+    DedupeFactsCommand,
+    DeleteMemoryEntryCommand,
+    EditContextCommand,
+)
+
+_Index = QModelIndex | QPersistentModelIndex
+RELOAD_DELAY_MS = 150
+TaskRole = Qt.ItemDataRole.UserRole + 1
+EntryRole = Qt.ItemDataRole.UserRole + 2
+STATUSES = [s.value for s in TaskStatus]
+
+
+class TaskStatusDelegate(QStyledItemDelegate):
+    """Edits a task's status with a combo box (committed as soon as one is picked)."""
+
+    def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
+                     index: _Index) -> QWidget:
+        box = QComboBox(parent)
+        box.setAccessibleName("Task status")
+        box.addItems(STATUSES)
+        box.activated.connect(lambda _i, box=box: self._picked(box))
+        return box
+
+    def _picked(self, box: QComboBox) -> None:
+        self.commitData.emit(box)
+        self.closeEditor.emit(box, QStyledItemDelegate.EndEditHint.NoHint)
+
+    def setEditorData(self, editor: QWidget, index: _Index) -> None:
+        assert isinstance(editor, QComboBox)
+        status = str(index.data(Qt.ItemDataRole.EditRole) or "")
+        if editor.findText(status) < 0:
+            editor.addItem(status)
+        editor.setCurrentText(status)
+
+    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: _Index) -> None:
+        assert isinstance(editor, QComboBox)
+        model.setData(index, editor.currentText(), Qt.ItemDataRole.EditRole)
+
+
+class TaskProgressDelegate(QStyledItemDelegate):
+    """Paints a task's progress as a bar and edits it as a percentage."""
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+        value = index.data(Qt.ItemDataRole.EditRole)
+        super().paint(painter, option, index)  # background and selection
+        if value is None or value == "":
+            return
+        fraction = max(0, min(100, int(value))) / 100
+        palette = option.palette
+        fm = option.fontMetrics
+        height = min(option.rect.height() - 6, fm.height() + 4)
+        rect = QRectF(option.rect.left() + 4.5,
+                      option.rect.center().y() - height / 2 + 0.5,
+                      option.rect.width() - 9.0, height)
+        painter.save()
+        painter.fillRect(rect, palette.base())
+        done = QRectF(rect.left(), rect.top(), rect.width() * fraction, rect.height())
+        painter.fillRect(done, palette.highlight())
+        painter.setPen(palette.mid().color())
+        painter.drawRect(rect)
+        text = f"{int(value)} %"
+        painter.setPen(palette.text().color())
+        painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
+        if fraction > 0:
+            # The part of the text over the filled bar in the highlight's text colour.
+            painter.setClipRect(done)
+            painter.setPen(palette.highlightedText().color())
+            painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
+        painter.restore()
+
+    def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
+                     index: _Index) -> QWidget:
+        spin = QSpinBox(parent)
+        spin.setAccessibleName("Task progress")
+        spin.setRange(-1, 100)
+        spin.setSpecialValueText("none")
+        spin.setSuffix(" %")
+        return spin
+
+    def setEditorData(self, editor: QWidget, index: _Index) -> None:
+        assert isinstance(editor, QSpinBox)
+        value = index.data(Qt.ItemDataRole.EditRole)
+        editor.setValue(-1 if value is None or value == "" else int(value))
+
+    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: _Index) -> None:
+        assert isinstance(editor, QSpinBox)
+        editor.interpretText()
+        value = editor.value()
+        model.setData(index, None if value < 0 else value, Qt.ItemDataRole.EditRole)
+
+
+def _section(title: str, name: str) -> tuple[QGroupBox, QVBoxLayout]:
+    box = QGroupBox(title)
+    box.setAccessibleName(name)
+    layout = QVBoxLayout(box)
+    layout.setContentsMargins(6, 6, 6, 6)
+    layout.setSpacing(4)
+    return box, layout
+
+
+def _button(text: str, name: str, tip: str) -> QPushButton:
+    button = QPushButton(text)
+    button.setAccessibleName(name)
+    button.setToolTip(tip)
+    return button
+
+
+class ContextPanel(QWidget):
+    """Facts, summary, tasks, tool stats, token usage and memory entries of a session."""
+
+    context_loaded = Signal(object)  # the ContextOverview now shown (None: no session)
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.setObjectName("ContextPanel")
+        self.overview: ContextOverview | None = None
+        self._session_id = 0
+        self._sequence = 0
+        self._loaded_summary = ""
+        self._filling = False
+        self._stale_while_editing = False
+
+        self.title_label = QLabel("No session is open.")
+        self.title_label.setWordWrap(True)
+        self.title_label.setAccessibleName("Context of")
+        font = QFont(self.title_label.font())
+        font.setBold(True)
+        self.title_label.setFont(font)
+
+        self._build_facts()
+        self._build_summary()
+        self._build_tasks()
+        self._build_usage()
+        self._build_memory()
+
+        body = QWidget()
+        column = QVBoxLayout(body)
+        column.setContentsMargins(4, 4, 4, 4)
+        column.setSpacing(6)
+        column.addWidget(self.title_label)
+        for box in (self.facts_box, self.summary_box, self.tasks_box, self.usage_box,
+                    self.memory_box):
+            column.addWidget(box)
+        column.addStretch(1)
+        self.scroll = QScrollArea(self)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setWidget(body)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.scroll)
+
+        self._reload_timer = QTimer(self)
+        self._reload_timer.setSingleShot(True)
+        self._reload_timer.setInterval(RELOAD_DELAY_MS)
+        self._reload_timer.timeout.connect(self.reload)
+        ctx.context_changed.connect(self._session_touched)
+        ctx.session_reloaded.connect(self._session_touched)
+        ctx.session_updated.connect(lambda info: self._session_touched(info.id))  # renamed
+        ctx.messages_appended.connect(lambda messages: self._messages_touched(messages))
+        for signal in (ctx.message_changed, ctx.message_inserted, ctx.message_removed):
+            signal.connect(lambda message: self._messages_touched([message]))
+        ctx.workspace_replaced.connect(lambda: self.session_changed(0))
+        self._show(None)
+
+    # -- building ---------------------------------------------------------------------
+
+    def _build_facts(self) -> None:
+        self.facts_box, layout = _section("Facts", "Facts")
+        self.facts_list = QListWidget()
+        self.facts_list.setAccessibleName("Facts")
+        self.facts_list.setToolTip("Double-click or press F2 to edit a fact; Del deletes.")
+        self.facts_list.setWordWrap(True)
+        self.facts_list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.facts_list.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
+                                        | QAbstractItemView.EditTrigger.EditKeyPressed)
+        self.facts_list.setMinimumHeight(80)
+        self.facts_list.setMaximumHeight(130)
+        self.facts_list.itemChanged.connect(self._fact_edited)
+        self.facts_list.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
+        self.fact_edit = QLineEdit()
+        self.fact_edit.setAccessibleName("New fact")
+        self.fact_edit.setPlaceholderText("Add a fact…")
+        self.fact_edit.returnPressed.connect(self.add_fact)
+        self.add_fact_button = _button("Add", "Add fact", "Add the fact typed on the left")
+        self.add_fact_button.clicked.connect(self.add_fact)
+        self.delete_fact_button = _button("Delete", "Delete facts",
+                                          "Delete the selected facts (Del)")
+        self.delete_fact_button.clicked.connect(self.delete_selected_facts)
+        self.dedupe_button = _button("Remove Repeats", "Remove repeated facts",
+                                     "Remove facts that repeat an earlier one (case, spacing "
+                                     "and final punctuation aside)")
+        self.dedupe_button.clicked.connect(self.dedupe_facts)
+        delete_key = QShortcut(QKeySequence(QKeySequence.StandardKey.Delete), self.facts_list)
+        delete_key.setContext(Qt.ShortcutContext.WidgetShortcut)
+        delete_key.activated.connect(self.delete_selected_facts)
+        add_row = QHBoxLayout()
+        add_row.addWidget(self.fact_edit, 1)
+        add_row.addWidget(self.add_fact_button)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.delete_fact_button)
+        buttons.addWidget(self.dedupe_button)
+        buttons.addStretch(1)
+        layout.addWidget(self.facts_list)
+        layout.addLayout(add_row)
+        layout.addLayout(buttons)
+
+    def _build_summary(self) -> None:
+        self.summary_box, layout = _section("Long-term summary", "Long-term summary")
+        self.summary_edit = QPlainTextEdit()
+        self.summary_edit.setAccessibleName("Long-term summary")
+        self.summary_edit.setPlaceholderText("No summary yet. What is written here goes into "
+                                             "every request, before the history.")
+        self.summary_edit.setTabChangesFocus(True)
+        self.summary_edit.setMinimumHeight(70)
+        self.summary_edit.setMaximumHeight(120)
+        self.summary_edit.textChanged.connect(self._summary_edited)
+        self.save_summary_button = _button("Save", "Save summary", "Store the edited summary")
+        self.save_summary_button.clicked.connect(self.save_summary)
+        self.revert_summary_button = _button("Revert", "Revert summary",
+                                             "Throw the edit away and show the stored summary")
+        self.revert_summary_button.clicked.connect(self.revert_summary)
+        save_key = QShortcut(QKeySequence("Ctrl+Return"), self.summary_edit)
+        save_key.setContext(Qt.ShortcutContext.WidgetShortcut)
+        save_key.activated.connect(self.save_summary)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(self.revert_summary_button)
+        buttons.addWidget(self.save_summary_button)
+        layout.addWidget(self.summary_edit)
+        layout.addLayout(buttons)
+
+    def _build_tasks(self) -> None:
+        self.tasks_box, layout = _section("Tasks", "Tasks")
+        table = QTableWidget(0, 3)
+        table.setAccessibleName("Tasks")
+        table.setHorizontalHeaderLabels(["Task", "Status", "Progress"])
+        table.verticalHeader().hide()
+        header = table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Fixed)
+        header.resizeSection(2, 80)
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
+                              | QAbstractItemView.EditTrigger.EditKeyPressed
+                              | QAbstractItemView.EditTrigger.SelectedClicked)
+        table.setItemDelegateForColumn(1, TaskStatusDelegate(table))
+        table.setItemDelegateForColumn(2, TaskProgressDelegate(table))
+        table.setMinimumHeight(80)
+        table.setMaximumHeight(130)
+        table.itemChanged.connect(self._task_edited)
+        table.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
+        self.tasks_table = table
+        self.task_edit = QLineEdit()
+        self.task_edit.setAccessibleName("New task")
+        self.task_edit.setPlaceholderText("Add a task…")
+        self.task_edit.returnPressed.connect(self.add_task)
+        self.add_task_button = _button("Add", "Add task", "Add the task typed on the left")
+        self.add_task_button.clicked.connect(self.add_task)
+        self.delete_task_button = _button("Delete", "Delete tasks", "Delete the selected tasks")
+        self.delete_task_button.clicked.connect(self.delete_selected_tasks)
+        row = QHBoxLayout()
+        row.addWidget(self.task_edit, 1)
+        row.addWidget(self.add_task_button)
+        row.addWidget(self.delete_task_button)
+        layout.addWidget(table)
+        layout.addLayout(row)
+
+    def _build_usage(self) -> None:
+        self.usage_box = QGroupBox("Usage")
+        self.usage_box.setAccessibleName("Usage")
+        form = QFormLayout(self.usage_box)
+        form.setContentsMargins(6, 6, 6, 6)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        self.local_tokens_label = QLabel()
+        self.local_tokens_label.setAccessibleName("Local token count")
+        self.local_tokens_label.setToolTip("The session's active messages, counted here with "
+                                           "the tokenizer (cached per message)")
+        self.billed_label = QLabel()
+        self.billed_label.setAccessibleName("Provider-billed tokens")
+        self.billed_label.setToolTip("Input and output tokens the providers reported for "
+                                     "this session's calls, summed")
+        self.tools_label = QLabel()
+        self.tools_label.setAccessibleName("Tool calls")
+        self.tools_label.setWordWrap(True)
+        for label in (self.local_tokens_label, self.billed_label, self.tools_label):
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        form.addRow("Local count:", self.local_tokens_label)
+        form.addRow("Provider billed:", self.billed_label)
+        form.addRow("Tool calls:", self.tools_label)
+
+    def _build_memory(self) -> None:
+        self.memory_box, layout = _section("Memory entries", "Memory entries")
+        self.memory_note = QLabel()
+        self.memory_note.setWordWrap(True)
+        self.memory_note.setAccessibleName("Memory entries note")
+        table = QTableWidget(0, 3)
+        table.setAccessibleName("Memory entries")
+        table.setHorizontalHeaderLabels(["Entry", "Scope", "Namespace"])
+        table.verticalHeader().hide()
+        header = table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        table.setWordWrap(False)
+        table.setMinimumHeight(80)
+        table.setMaximumHeight(170)
+        self.memory_table = table
+        self.memory_edit = QLineEdit()
+        self.memory_edit.setAccessibleName("New memory entry")
+        self.memory_edit.setPlaceholderText("Remember…")
+        self.memory_edit.returnPressed.connect(self.add_memory_entry)
+        self.memory_scope_box = QComboBox()
+        self.memory_scope_box.setAccessibleName("Memory entry scope")
+        self.memory_scope_box.addItem("agent", "agent")
+        self.memory_scope_box.addItem("session", "session")
+        self.memory_scope_box.setToolTip("agent: recalled in every session of the agent; "
+                                         "session: only in this one")
+        self.memory_namespace_edit = QLineEdit()
+        self.memory_namespace_edit.setAccessibleName("Memory entry namespace")
+        self.memory_namespace_edit.setToolTip("The namespace to store the entry in (empty: "
+                                              "the one this session recalls from)")
+        self.memory_namespace_edit.setMaximumWidth(110)
+        self.add_memory_button = _button("Add", "Add memory entry", "Store the entry")
+        self.add_memory_button.clicked.connect(self.add_memory_entry)
+        self.delete_memory_button = _button("Delete", "Delete memory entries",
+                                            "Delete the selected entries")
+        self.delete_memory_button.clicked.connect(self.delete_selected_entries)
+        row = QHBoxLayout()
+        row.addWidget(self.memory_edit, 1)
+        row.addWidget(self.memory_scope_box)
+        row.addWidget(self.memory_namespace_edit)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(self.add_memory_button)
+        buttons.addWidget(self.delete_memory_button)
+        layout.addWidget(self.memory_note)
+        layout.addWidget(table)
+        layout.addLayout(row)
+        layout.addLayout(buttons)
+
+    def sizeHint(self) -> QSize:
+        return QSize(340, 600)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def session_changed(self, session_id: int) -> None:
+        """Another session is open (0: none): show its context."""
+        if session_id != self._session_id:
+            if self.overview is not None and self.summary_dirty:
+                self.save_summary()  # an unsaved summary edit is kept, not dropped
+            self._session_id = session_id
+            self._loaded_summary = ""
+            self.overview = None
+            self._show(None)
+        self.reload()
+
+    def _session_touched(self, session_id: int) -> None:
+        if session_id and session_id == self._session_id:
+            self._reload_timer.start()
+
+    def _messages_touched(self, messages: Any) -> None:
+        if any(getattr(m, "session_id", None) == self._session_id for m in messages or ()):
+            self._reload_timer.start()
+
+    def reload(self) -> None:
+        """Read the open session's context again (on a reader thread)."""
+        self._reload_timer.stop()
+        self._sequence += 1
+        sequence, session_id = self._sequence, self._session_id
+        if not session_id:
+            self._show(None)
+            return
+
+        def done(overview: ContextOverview) -> None:
+            if sequence == self._sequence and session_id == self._session_id:
+                self._show(overview)
+
+        def failed(error: BaseException) -> None:
+            if sequence == self._sequence:
+                self.ctx.report_error(error, doing="read the session's context")
+
+        self.ctx.workers.read(read_session_context, self.ctx.workspace, session_id,
+                              name="read the session's context", on_done=done,
+                              on_error=failed)
+
+    def _editing(self) -> bool:
+        return (self.facts_list.state() == QAbstractItemView.State.EditingState
+                or self.tasks_table.state() == QAbstractItemView.State.EditingState)
+
+    def _editor_closed(self) -> None:
+        if self._stale_while_editing:
+            self._stale_while_editing = False
+            QTimer.singleShot(0, self.reload)
+
+    def _show(self, overview: ContextOverview | None) -> None:
+        if overview is not None and self._editing():
+            # Never pull an open editor from under the person typing: read again later.
+            self._stale_while_editing = True
+            return
+        self.overview = overview
+        enabled = overview is not None
+        for box in (self.facts_box, self.summary_box, self.tasks_box, self.usage_box,
+                    self.memory_box):
+            box.setEnabled(enabled)
+        if overview is None:
+            self.title_label.setText("No session is open.")
+            self._fill_facts([])
+            self._fill_summary("", force=True)
+            self._fill_tasks([])
+            self.local_tokens_label.setText("—")
+            self.billed_label.setText("—")
+            self.tools_label.setText("—")
+            self._fill_entries([])
+            self.memory_note.setText("")
+            self.context_loaded.emit(None)
+            return
+        self.title_label.setText(f"{overview.title} · agent {overview.agent_name}")
+        context = overview.context
+        self._fill_facts(context.facts)
+        self._fill_summary(context.summary)
+        self._fill_tasks(context.tasks)
+        noun = "message" if overview.active_messages == 1 else "messages"
+        self.local_tokens_label.setText(
+            f"{overview.local_tokens:,} tokens in {overview.active_messages:,} active {noun}")
+        usage = context.token_usage
+        self.billed_label.setText(f"{usage.input_tokens:,} in · {usage.output_tokens:,} out · "
+                                  f"{usage.total:,} total")
+        stats = context.tool_stats
+        text = f"{stats.total_calls:,} ({stats.failures:,} failed)"
+        if stats.by_tool:
+            text += "\n" + "\n".join(f"{name}: {count:,}" for name, count
+                                     in sorted(stats.by_tool.items(), key=lambda kv: -kv[1]))
+        self.tools_label.setText(text)
+        self._fill_entries(overview.entries)
+        self.memory_note.setText(f"What agent {overview.agent_name} can recall here "
+                                 f"(recall reads namespace “{overview.namespace}”).")
+        self.memory_namespace_edit.setPlaceholderText(overview.namespace)
+        self.context_loaded.emit(overview)
+
+    def _fill_facts(self, facts: list[str]) -> None:
+        if [self.facts_list.item(i).text() for i in range(self.facts_list.count())] == facts:
+            return
+        self._filling = True
+        try:
+            self.facts_list.clear()
+            for fact in facts:
+                item = QListWidgetItem(fact)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+                self.facts_list.addItem(item)
+        finally:
+            self._filling = False
+
+    def _fill_summary(self, summary: str, *, force: bool = False) -> None:
+        # An edit not saved yet stays on screen when the stored summary changes meanwhile.
+        dirty = self.summary_edit.toPlainText() != self._loaded_summary
+        self._loaded_summary = summary
+        if force or not dirty or self.summary_edit.toPlainText() == summary:
+            self._filling = True
+            try:
+                if self.summary_edit.toPlainText() != summary:
+                    self.summary_edit.setPlainText(summary)
+            finally:
+                self._filling = False
+        self._summary_edited()
+
+    def _fill_tasks(self, tasks: list[Task]) -> None:
+        table = self.tasks_table
+        self._filling = True
+        try:
+            table.setRowCount(len(tasks))
+            for row, task in enumerate(tasks):
+                item = QTableWidgetItem(task.description)
+                item.setData(TaskRole, task)
+                item.setToolTip(f"{task.description}\nid: {task.id}")
+                table.setItem(row, 0, item)
+                status = QTableWidgetItem(task.status)
+                table.setItem(row, 1, status)
+                progress = QTableWidgetItem()
+                progress.setData(Qt.ItemDataRole.EditRole,
+                                 None if task.progress is None else round(task.progress * 100))
+                table.setItem(row, 2, progress)
+        finally:
+            self._filling = False
+
+    def _fill_entries(self, entries: list[MemoryEntry]) -> None:
+        table = self.memory_table
+        table.setRowCount(len(entries))
+        for row, entry in enumerate(entries):
+            content = QTableWidgetItem(" ".join(entry.content.split()))
+            content.setData(EntryRole, entry)
+            when = entry.created_at.strftime("%Y-%m-%d %H:%M") if entry.created_at else "?"
+            content.setToolTip(f"{entry.content}\n\nstored {when} UTC")
+            table.setItem(row, 0, content)
+            scope = "session" if entry.scope == "session" else "agent"
+            table.setItem(row, 1, QTableWidgetItem(scope))
+            table.setItem(row, 2, QTableWidgetItem(entry.namespace))
+
+    # -- facts ----------------------------------------------------------------------------
+
+    def facts(self) -> list[str]:
+        """The facts as shown."""
+        return [self.facts_list.item(i).text() for i in range(self.facts_list.count())]
+
+    def _stored_facts(self) -> list[str]:
+        return list(self.overview.context.facts) if self.overview is not None else []
+
+    def _push_facts(self, facts: list[str], text: str) -> None:
+        if self.overview is None or facts == self._stored_facts():
+            return
+        self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id, text,
+                                                    facts=facts))
+
+    def add_fact(self) -> None:
+        text = " ".join(self.fact_edit.text().split())
+        if not text or self.overview is None:
+            return
+        self.fact_edit.clear()
+        self._push_facts([*self._stored_facts(), text], "Add fact")
+
+    def _fact_edited(self, item: QListWidgetItem) -> None:
+        if self._filling or self.overview is None:
+            return
+        facts = self._stored_facts()
+        row = self.facts_list.row(item)
+        if not 0 <= row < len(facts):
+            return
+        text = " ".join(item.text().split())
+        if text == facts[row]:
+            return
+        if text:
+            facts[row] = text
+            self._push_facts(facts, "Edit fact")
+        else:  # emptied: the fact goes
+            del facts[row]
+            self._push_facts(facts, "Delete fact")
+
+    def delete_selected_facts(self) -> None:
+        rows = sorted({self.facts_list.row(i) for i in self.facts_list.selectedItems()})
+        if not rows or self.overview is None:
+            return
+        facts = [f for i, f in enumerate(self._stored_facts()) if i not in rows]
+        self._push_facts(facts, "Delete fact" if len(rows) == 1 else "Delete facts")
+
+    def dedupe_facts(self) -> None:
+        if self.overview is None:
+            return
+        _kept, removed = dedupe_facts(self._stored_facts())
+        if not removed:
+            self.ctx.status_reported.emit("No fact repeats another.")
+            return
+        self.ctx.undo_stack.push(DedupeFactsCommand(self.ctx, self._session_id))
+
+    # -- summary --------------------------------------------------------------------------
+
+    @property
+    def summary_dirty(self) -> bool:
+        return self.summary_edit.toPlainText() != self._loaded_summary
+
+    def _summary_edited(self) -> None:
+        dirty = self.overview is not None and self.summary_dirty
+        self.save_summary_button.setEnabled(dirty)
+        self.revert_summary_button.setEnabled(dirty)
+        self.summary_box.setTitle("Long-term summary (edited)" if dirty
+                                  else "Long-term summary")
+
+    def save_summary(self) -> None:
+        if self.overview is None or not self.summary_dirty:
+            return
+        text = self.summary_edit.toPlainText()
+        self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id,
+                                                    "Edit long-term summary", summary=text))
+
+    def revert_summary(self) -> None:
+        self._filling = True
+        try:
+            self.summary_edit.setPlainText(self._loaded_summary)
+        finally:
+            self._filling = False
+        self._summary_edited()
+
+    # -- tasks ----------------------------------------------------------------------------
+
+    def _stored_tasks(self) -> list[Task]:
+        return [replace(t) for t in self.overview.context.tasks] if self.overview else []
+
+    def _task_edited(self, item: QTableWidgetItem) -> None:
+        if self._filling or self.overview is None:
+            return
+        row = item.row()
+        tasks = self._stored_tasks()
+        if not 0 <= row < len(tasks):
+            return
+        task = tasks[row]
+        table = self.tasks_table
+        description = " ".join((table.item(row, 0).text() if table.item(row, 0) else "").split())
+        status = table.item(row, 1).text() if table.item(row, 1) else task.status
+        value = table.item(row, 2).data(Qt.ItemDataRole.EditRole) if table.item(row, 2) \
+            else None
+        progress = None if value is None or value == "" else max(0, min(100, int(value))) / 100
+        changed = replace(task, description=description or task.description, status=status,
+                          progress=progress)
+        if changed == task:
+            return
+        tasks[row] = replace(changed, updated_at=utcnow())
+        self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id, "Edit task",
+                                                    tasks=tasks))
+
+    def add_task(self) -> None:
+        text = " ".join(self.task_edit.text().split())
+        if not text or self.overview is None:
+            return
+        self.task_edit.clear()
+        tasks = self._stored_tasks()
+        tasks.append(new_task(text, existing=tasks))
+        self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id, "Add task",
+                                                    tasks=tasks))
+
+    def delete_selected_tasks(self) -> None:
+        rows = {index.row() for index in self.tasks_table.selectionModel().selectedRows()}
+        if not rows or self.overview is None:
+            return
+        tasks = [t for i, t in enumerate(self._stored_tasks()) if i not in rows]
+        self.ctx.undo_stack.push(EditContextCommand(
+            self.ctx, self._session_id, "Delete task" if len(rows) == 1 else "Delete tasks",
+            tasks=tasks))
+
+    # -- memory entries -------------------------------------------------------------------
+
+    def entries(self) -> list[MemoryEntry]:
+        """The memory entries as shown."""
+        return [self.memory_table.item(r, 0).data(EntryRole)
+                for r in range(self.memory_table.rowCount())]
+
+    def add_memory_entry(self) -> None:
+        text = self.memory_edit.text().strip()
+        if not text or self.overview is None:
+            return
+        self.memory_edit.clear()
+        self.ctx.undo_stack.push(AddMemoryEntryCommand(
+            self.ctx, self._session_id, text, scope=str(self.memory_scope_box.currentData()),
+            namespace=self.memory_namespace_edit.text().strip() or None))
+
+    def delete_selected_entries(self) -> None:
+        if self.overview is None:
+            return
+        rows = sorted({index.row() for index in self.memory_table.selectionModel().selectedRows()})
+        entries = [self.memory_table.item(r, 0).data(EntryRole) for r in rows]
+        if not entries:
+            return
+        stack = self.ctx.undo_stack
+        if len(entries) > 1:
+            stack.beginMacro(f"Delete {len(entries)} memory entries")
+        for entry in entries:
+            stack.push(DeleteMemoryEntryCommand(self.ctx, self._session_id, entry))
+        if len(entries) > 1:
+            stack.endMacro()
