@@ -13,6 +13,8 @@ heading, long texts shortened. The model summarizer lives in the engine
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from workbench.core.tokens import TokenCounter
 
 __all__ = [
     "APPEND",
+    "CountedText",
     "EXTRACTIVE",
     "MIN_LINE_CHARS",
     "MODEL",
@@ -32,6 +35,7 @@ __all__ = [
     "ExtractiveSummarizer",
     "Summarizer",
     "SummaryDraft",
+    "clear_count_cache",
     "combine_summary",
     "count_long_text",
     "message_line",
@@ -121,13 +125,69 @@ def count_long_text(
         return sum(pool.map(counter.count_text, pieces))
 
 
+class _CountCache:
+    """The token counts of the last few summary blocks, by text (thread-safe).
+
+    Previewing the same session again (another keep count, after an edit) writes mostly
+    the same blocks: the folded messages always start at the oldest, so only the blocks
+    after a change differ. Keyed by the whole text, a hit is always the right count.
+    """
+
+    def __init__(self, size: int = 64):
+        self._size = size
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> int | None:
+        with self._lock:
+            tokens = self._counts.get(text)
+            if tokens is not None:
+                self._counts.move_to_end(text)
+            return tokens
+
+    def put(self, text: str, tokens: int) -> None:
+        with self._lock:
+            self._counts[text] = tokens
+            self._counts.move_to_end(text)
+            while len(self._counts) > self._size:
+                self._counts.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+_block_counts = _CountCache()
+
+
+def clear_count_cache() -> None:
+    """Forget the remembered block counts (benchmarks time a first preview with it)."""
+    _block_counts.clear()
+
+
+@dataclass(frozen=True)
+class CountedText:
+    """A text and its token count (``TokenCounter.count_text``)."""
+
+    text: str
+    tokens: int
+
+
 @dataclass(frozen=True)
 class SummaryDraft:
     """A summarizer's text and whether it is appended to the long-term summary or
-    replaces it."""
+    replaces it.
+
+    ``counted_tail``, when a summarizer counted it on the way, is the end of ``text``
+    from the start of a line that begins with ``-`` (right after a line break), with its
+    token count: a request that ends with that text can count only what comes before it
+    and add the known figure, exactly (see :func:`count_long_text` for why the counts
+    add up at such a line break).
+    """
 
     text: str
     mode: str = APPEND
+    counted_tail: CountedText | None = None
 
 
 class Summarizer(Protocol):
@@ -148,9 +208,22 @@ class ExtractiveSummarizer:
 
     name = EXTRACTIVE
 
-    def __init__(self, line_chars: int = 160, summary_chars: int | None = None):
+    #: Lines per block counted in the background (see ``counter`` below).
+    COUNT_BLOCK_LINES = 1500
+
+    def __init__(
+        self,
+        line_chars: int = 160,
+        summary_chars: int | None = None,
+        *,
+        counter: TokenCounter | None = None,
+    ):
+        """With a ``counter``, a long summary's lines are token-counted on a second
+        thread while the later lines are still being written (tiktoken lets go of the
+        interpreter lock), and the draft carries the count as its ``counted_tail``."""
         self.line_chars = line_chars
         self.summary_chars = summary_chars
+        self.counter = counter
 
     def line_limit(self, count: int) -> int:
         """The characters each of ``count`` lines may keep."""
@@ -160,9 +233,45 @@ class ExtractiveSummarizer:
         return max(min(MIN_LINE_CHARS, self.line_chars), min(self.line_chars, share))
 
     def summarize(self, folded: Sequence[Message], previous: str) -> SummaryDraft:
+        counter = self.counter
+        block = self.COUNT_BLOCK_LINES
         limit = self.line_limit(len(folded))
+        if counter is None or counter.estimated or len(folded) < 2 * block:
+            return SummaryDraft("\n".join([SUMMARY_HEADING, *self._lines(folded, limit)]))
+        lines: list[str] = []
+        tokens = 0
+        with ThreadPoolExecutor(1, thread_name_prefix="summary-count") as pool:
+            pending = []
+            for start in range(0, len(folded), block):
+                chunk = self._lines(folded[start : start + block], limit)
+                lines.extend(chunk)
+                # Every line starts with "- ", so each piece but the last ends right
+                # before a line break followed by "-": the pieces' counts add up exactly.
+                piece = "\n".join(chunk) + ("\n" if start + block < len(folded) else "")
+                known = _block_counts.get(piece)
+                if known is not None:
+                    tokens += known
+                else:
+                    pending.append((piece, pool.submit(counter.count_text, piece)))
+            # All written: what the worker has not started yet is counted here meanwhile.
+            for piece, future in reversed(pending):
+                if future.cancel():
+                    count = counter.count_text(piece)
+                    tokens += count
+                    _block_counts.put(piece, count)
+            for piece, future in pending:
+                if not future.cancelled():
+                    count = future.result()
+                    tokens += count
+                    _block_counts.put(piece, count)
+        tail = "\n".join(lines)
+        text = SUMMARY_HEADING + "\n" + tail
+        return SummaryDraft(text, APPEND, CountedText(tail, tokens))
+
+    @staticmethod
+    def _lines(folded: Sequence[Message], limit: int) -> list[str]:
         span = limit * 2 + 8
-        lines = [SUMMARY_HEADING]
+        lines: list[str] = []
         append = lines.append
         # message_line inlined for plain text, which is nearly every message: folding
         # ten thousand messages spends its time here.
@@ -183,7 +292,7 @@ class ExtractiveSummarizer:
             elif not flat:
                 flat = "(empty)"
             append(f"- {msg.role}: {flat}")
-        return SummaryDraft("\n".join(lines), APPEND)
+        return lines
 
 
 def _last_block(text: str) -> str:

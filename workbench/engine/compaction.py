@@ -54,7 +54,9 @@ from workbench.core.compaction import (
     shorten,
 )
 from workbench.core.conversation import Agent, Message, SessionInfo, utcnow
+from workbench.core.gcpause import collector_paused
 from workbench.core.provider import ChatRequest, Provider
+from workbench.core.summarizers import CountedText
 from workbench.core.tokens import TokenCounter, get_counter
 from workbench.errors import ProviderError, WorkbenchError
 from workbench.store.compactions import apply_plan, list_compactions, load_active
@@ -159,6 +161,8 @@ def request_tokens(
     summary: str | None,
     history: Sequence[Message],
     counter: TokenCounter,
+    *,
+    counted_tail: CountedText | None = None,
 ) -> int:
     """Tokens of the request a session would send now: the instructions, the summary and
     the active history, unfitted (no budget), without a new prompt.
@@ -166,15 +170,42 @@ def request_tokens(
     Request assembly counts the system message and the history, so the figure is the one
     preflight shows for those parts. The summary message is counted here, the way
     assembly builds it, because a summary of thousands of lines is worth counting on
-    several threads (:func:`count_long_text`, exact).
+    several threads (:func:`count_long_text`, exact). When the summary ends with a
+    summarizer's ``counted_tail`` (its new lines, counted while they were written), only
+    the text before it is counted.
     """
     parts = RequestParts(instructions=instructions, history=history)
     total = assemble(parts, counter=counter).tokens.total
     text = (summary or "").strip()
     if text:
         total += counter.count_message(Message(role="system"))
-        total += count_long_text(counter, ASSEMBLED_SUMMARY_HEADING + "\n" + text)
+        full = ASSEMBLED_SUMMARY_HEADING + "\n" + text
+        tail = counted_tail.text if counted_tail is not None else ""
+        if (
+            tail.startswith("-")
+            and len(tail) < len(full)
+            and full.endswith(tail)
+            and full[-len(tail) - 1] == "\n"
+        ):
+            assert counted_tail is not None
+            total += count_long_text(counter, full[: -len(tail)]) + counted_tail.tokens
+        else:
+            total += count_long_text(counter, full)
     return total
+
+
+class _TailRecorder:
+    """Passes a summarizer through, keeping the counted tail of its last draft."""
+
+    def __init__(self, inner: Summarizer):
+        self.inner = inner
+        self.name = inner.name
+        self.counted_tail: CountedText | None = None
+
+    def summarize(self, folded: Sequence[Message], previous: str) -> SummaryDraft:
+        draft = self.inner.summarize(folded, previous)
+        self.counted_tail = draft.counted_tail
+        return draft
 
 
 # -- the model summarizer ------------------------------------------------------------------------
@@ -369,7 +400,7 @@ def _summarizer(
             f"There is no summarizer {name!r}; choose one of {', '.join(SUMMARIZERS)}."
         )
     if name == EXTRACTIVE:
-        return ExtractiveSummarizer(policy.line_chars, policy.summary_chars)
+        return ExtractiveSummarizer(policy.line_chars, policy.summary_chars, counter=counter)
     options: dict[str, Any] = {"prompt": prompt or policy.prompt, "counter": counter}
     if provider is not None and not provider_name:
         given = provider
@@ -434,42 +465,45 @@ def preview(
     policy = policy or _policy(agent, info)
     counter = counter or get_counter(model=agent.model)
     instructions = agent.instructions or None
-    if memory is not None:
-        with memory.lock:
+    with collector_paused():  # ten thousand short-lived messages: see core.gcpause
+        if memory is not None:
+            with memory.lock:
+                messages = load_active(repo.db, info.id)
+                context = repo.get_context(info.id)
+        else:
             messages = load_active(repo.db, info.id)
             context = repo.get_context(info.id)
-    else:
-        messages = load_active(repo.db, info.id)
-        context = repo.get_context(info.id)
-    chosen = _summarizer(
-        summarizer,
-        policy=policy,
-        repo=repo,
-        agent=agent,
-        provider=provider,
-        provider_name=provider_name,
-        prompt=prompt,
-        counter=counter,
-    )
-    try:
-        return plan_compaction(
-            messages,
-            context,
+        chosen = _summarizer(
+            summarizer,
             policy=policy,
-            summarizer=chosen,
-            request_tokens=lambda summary, history: request_tokens(
-                instructions, summary, history, counter
-            ),
-            now=now or utcnow(),
-            keep=keep,
-            fold_range=fold_range,
-            session_id=info.id,
-            auto=auto,
+            repo=repo,
+            agent=agent,
+            provider=provider,
+            provider_name=provider_name,
+            prompt=prompt,
+            counter=counter,
         )
-    finally:
-        closer = getattr(chosen, "close", None)
-        if callable(closer):
-            closer()
+        recorder = _TailRecorder(chosen)
+        try:
+            return plan_compaction(
+                messages,
+                context,
+                policy=policy,
+                summarizer=recorder,
+                request_tokens=lambda summary, history: request_tokens(
+                    instructions, summary, history, counter,
+                    counted_tail=recorder.counted_tail,
+                ),
+                now=now or utcnow(),
+                keep=keep,
+                fold_range=fold_range,
+                session_id=info.id,
+                auto=auto,
+            )
+        finally:
+            closer = getattr(chosen, "close", None)
+            if callable(closer):
+                closer()
 
 
 def apply(

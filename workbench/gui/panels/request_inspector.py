@@ -17,13 +17,9 @@ again). While the panel is hidden nothing runs; it catches up when shown.
 
 from __future__ import annotations
 
-import gc
 import json
 import re
-import threading
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +61,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.assembly import Budget, LeftOut, TokenBreakdown
+from workbench.core.gcpause import collector_paused
 from workbench.engine.chat import GAUGE_PREFLIGHT_LIMIT, left_out_previews, preflight_turn
 from workbench.engine.workspace import Workspace
 from workbench.gui.context import AppContext
@@ -375,43 +372,13 @@ class InspectedRequest:
     reasons: list[tuple[str, int]]  # why messages were left out, most frequent first
 
 
-_gc_lock = threading.Lock()
-_gc_pausers = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a preflight runs.
-
-    Preflight reads every message of the session (100,000 objects for a long one); they
-    are freed by reference counting when it is done, but the collector's full passes
-    over them while they live would hold the interpreter for 100-250 ms at a time and
-    freeze the UI thread (and double the preflight's time). Nested and concurrent uses
-    are counted; the collector runs again when the last one ends.
-    """
-    global _gc_pausers, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pausers == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pausers += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pausers -= 1
-            if _gc_pausers == 0 and _gc_was_enabled:
-                gc.enable()
-
-
 def inspect_request(ws: Workspace, session_id: int, prompt: str, *, provider: str | None,
                     model: str | None, window: int | None) -> InspectedRequest:
     """Preflight the composer's next send and prepare what the panel shows (worker).
 
     Only what the panel shows is kept: not the session's messages the preflight read.
     """
-    with _collector_paused():
+    with collector_paused():
         result = preflight_turn(ws, session_id, prompt, provider=provider, model=model,
                                 window=window)
         left_out = result.left_out

@@ -1,0 +1,91 @@
+"""The extractive summarizer's token count of its own lines, made while it writes them."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from workbench.core.conversation import Message
+from workbench.core.summarizers import (
+    SUMMARY_HEADING,
+    CountedText,
+    ExtractiveSummarizer,
+    clear_count_cache,
+)
+from workbench.core.tokens import ESTIMATE_ENCODING, get_counter
+from workbench.engine.compaction import request_tokens
+
+WORDS = "Porto refund … 🎉 naïve - -- `code` 42 x=1; tab\tend line\nbreak ok. (empty) é".split(" ")
+
+
+def _messages(count: int, seed: int) -> list[Message]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 90)))
+        role = rng.choice(["user", "assistant", "tool"])
+        name = "lookup" if role == "tool" and i % 3 == 0 else None
+        calls = (
+            [{"id": f"c{i}", "function": {"name": "search", "arguments": "{}"}}]
+            if role == "assistant" and i % 7 == 0
+            else None
+        )
+        out.append(Message(role, text, id=i + 1, position=i, name=name, tool_calls=calls))
+    return out
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_the_counted_tail_is_the_exact_count_of_the_lines(encoding: str) -> None:
+    counter = get_counter(encoding)
+    folded = _messages(4 * ExtractiveSummarizer.COUNT_BLOCK_LINES + 17, seed=3)
+    clear_count_cache()
+    draft = ExtractiveSummarizer(counter=counter).summarize(folded, "")
+    plain = ExtractiveSummarizer().summarize(folded, "")
+    assert draft.text == plain.text  # counting changes nothing in the text
+    assert draft.counted_tail is not None
+    assert draft.text == SUMMARY_HEADING + "\n" + draft.counted_tail.text
+    assert draft.counted_tail.tokens == counter.count_text(draft.counted_tail.text)
+    # A second summary of the same messages takes the remembered block counts: same figure.
+    again = ExtractiveSummarizer(counter=counter).summarize(folded, "")
+    assert again.counted_tail == draft.counted_tail
+    # One more message: only the last block differs, and the count is still exact.
+    longer = ExtractiveSummarizer(counter=counter).summarize(
+        folded + _messages(1, seed=9), ""
+    )
+    assert longer.counted_tail is not None
+    assert longer.counted_tail.tokens == counter.count_text(longer.counted_tail.text)
+
+
+def test_short_folds_and_the_estimate_carry_no_count() -> None:
+    counter = get_counter()
+    few = _messages(20, seed=1)
+    assert ExtractiveSummarizer(counter=counter).summarize(few, "").counted_tail is None
+    estimate = get_counter(ESTIMATE_ENCODING)
+    assert estimate.estimated
+    many = _messages(4 * ExtractiveSummarizer.COUNT_BLOCK_LINES, seed=2)
+    assert ExtractiveSummarizer(counter=estimate).summarize(many, "").counted_tail is None
+
+
+@pytest.mark.parametrize("previous", ["", "Earlier: the user lives in Porto.",
+                                      SUMMARY_HEADING + "\n- user: hello"])
+def test_request_tokens_with_the_counted_tail_equal_counting_everything(previous: str) -> None:
+    counter = get_counter()
+    folded = _messages(3 * ExtractiveSummarizer.COUNT_BLOCK_LINES, seed=5)
+    history = _messages(12, seed=6)
+    draft = ExtractiveSummarizer(counter=counter).summarize(folded, previous)
+    from workbench.core.summarizers import combine_summary
+
+    summary = combine_summary(previous, draft.text, draft.mode)
+    exact = request_tokens("Be brief.", summary, history, counter)
+    assert request_tokens(
+        "Be brief.", summary, history, counter, counted_tail=draft.counted_tail
+    ) == exact
+    # A summary the person edited no longer ends with the counted lines: counted whole.
+    edited = summary + " (checked)"
+    assert request_tokens(
+        "Be brief.", edited, history, counter, counted_tail=draft.counted_tail
+    ) == request_tokens("Be brief.", edited, history, counter)
+    # A wrong figure for a tail that does not end the summary is never used.
+    bogus = CountedText("- user: not in the summary", 10**6)
+    assert request_tokens("Be brief.", summary, history, counter, counted_tail=bogus) == exact
