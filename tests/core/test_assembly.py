@@ -386,3 +386,27 @@ def test_assembly_properties(
     if cap < 400:
         bigger = assemble(parts, counter=counter, budget=Budget(cap=cap + 50))
         assert len(bigger.history) >= len(built.history)
+
+
+def test_a_compaction_summary_is_headed_once_and_a_plain_one_gets_a_heading() -> None:
+    from workbench.core.summarizers import SUMMARY_HEADING as EXTRACTIVE
+    from workbench.core.summarizers import ExtractiveSummarizer
+
+    folded = [Message("user", "We fly to Porto on Friday."), Message("assistant", "Noted.")]
+    extractive = ExtractiveSummarizer().summarize(folded, "").text
+    counter = get_counter()
+    for summary, heading in ((extractive, EXTRACTIVE), ("The user lives in Porto.", None)):
+        request = assemble(
+            RequestParts(instructions="Be brief.", summary=summary,
+                         history=[Message("user", "hi")]),
+            counter=counter,
+        )
+        carried = [m.content for m in request.messages if summary.strip() in m.content]
+        assert len(carried) == 1
+        text = carried[0]
+        first_line = text.splitlines()[0]
+        if heading is not None:
+            assert first_line == heading and text.count(heading) == 1
+            assert "Summary of the earlier conversation:" not in text
+        else:
+            assert first_line == "Summary of the earlier conversation:"

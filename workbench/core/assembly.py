@@ -39,6 +39,7 @@ from typing import Any
 
 from workbench.core.conversation import ROLES, Message
 from workbench.core.provider import ToolSpec
+from workbench.core.summarizers import SUMMARY_HEADING as EXTRACTIVE_HEADING
 from workbench.core.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from workbench.errors import ContextBudgetError, RequestError
 
@@ -49,6 +50,7 @@ __all__ = [
     "REASON_ORPHAN_RESULT",
     "REASON_UNANSWERED_CALL",
     "SUMMARY_HEADING",
+    "summary_message_text",
     "AssembledRequest",
     "Budget",
     "LeftOut",
@@ -65,6 +67,14 @@ MEMORY_HEADING = "Relevant memories from earlier conversations:"
 CONTEXT_HEADING = "Context for this conversation:"
 STRUCTURED_HEADING = "Structured context:"
 SUMMARY_HEADING = "Summary of the earlier conversation:"
+
+
+def summary_message_text(summary: str) -> str:
+    """The text of the system message that carries a session's long-term summary."""
+    text = summary.strip()
+    if text.startswith(EXTRACTIVE_HEADING):
+        return text  # headed already: a second heading would say it twice
+    return SUMMARY_HEADING + "\n" + text
 
 REASON_BUDGET = "did not fit the token budget"
 REASON_ORPHAN_RESULT = "tool result without its call"
@@ -418,7 +428,7 @@ def assemble(
         head.append(context)
     if parts.summary and parts.summary.strip():
         summary = _with_part(
-            Message(role="system", content=SUMMARY_HEADING + "\n" + parts.summary.strip()),
+            Message(role="system", content=summary_message_text(parts.summary)),
             "summary",
         )
         tokens.summary = cost(summary)

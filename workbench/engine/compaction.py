@@ -34,8 +34,7 @@ from dataclasses import replace as dc_replace
 from datetime import datetime
 from typing import Any
 
-from workbench.core.assembly import SUMMARY_HEADING as ASSEMBLED_SUMMARY_HEADING
-from workbench.core.assembly import RequestParts, assemble
+from workbench.core.assembly import RequestParts, assemble, summary_message_text
 from workbench.core.compaction import (
     EXTRACTIVE,
     MODEL,
@@ -179,7 +178,7 @@ def request_tokens(
     text = (summary or "").strip()
     if text:
         total += counter.count_message(Message(role="system"))
-        full = ASSEMBLED_SUMMARY_HEADING + "\n" + text
+        full = summary_message_text(text)
         tail = counted_tail.text if counted_tail is not None else ""
         if (
             tail.startswith("-")
