@@ -184,6 +184,35 @@ def compaction_preview(window: object, ws: object, shot: object) -> None:
     shot("compaction-preview")  # type: ignore[operator]
 
 
+def settings_dialogs(window: object, ws: object, shot: object) -> None:
+    """Step 12 of :func:`main`: Settings → Providers and Settings → Agents."""
+    from workbench.core.provider import ProviderConfig
+    from workbench.engine.providers import ProviderSettings
+
+    settings = ProviderSettings(ws.db)  # type: ignore[attr-defined]
+    if "OpenAI" not in [c.name for c in settings.list()]:
+        settings.add(ProviderConfig(name="OpenAI", kind="openai",
+                                    base_url="https://api.openai.com/v1", model="gpt-4o-mini",
+                                    api_key_env="OPENAI_API_KEY", max_output_tokens=1024))
+    repo = ws.repo  # type: ignore[attr-defined]
+    agent = repo.default_agent()
+    policy = dict(agent.memory_policy)
+    policy.update(max_messages=40, capture="conversation", max_entries=5)
+    repo.update_agent(agent.id, provider="llama.cpp (local)", memory_policy=policy,
+                      tools=["search_conversations", "recall_memory", "current_time"])
+    dialog = window.show_providers()  # type: ignore[attr-defined]
+    dialog.select("OpenAI")
+    dialog.set_window_note("The server did not say (or could not be reached); "
+                           "gpt-4o-mini is known to have 128,000 tokens.")
+    pump(0.3)
+    shot("providers-dialog", dialog)  # type: ignore[operator]
+    dialog.reject()
+    dialog = window.show_agents()  # type: ignore[attr-defined]
+    pump(0.3)
+    shot("agents-dialog", dialog)  # type: ignore[operator]
+    dialog.reject()
+
+
 def pump(seconds: float = 0.2) -> None:
     from PySide6.QtWidgets import QApplication
 
@@ -354,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     #     the timeline, the summary, the token bar against the window) under an earlier
     #     compaction shown in the history and as a marker in the timeline.
     compaction_preview(window, ws, shot)
+
+    # 12. The Settings dialogs: providers (key kept outside) and agents (policy, tools).
+    settings_dialogs(window, ws, shot)
 
     window.close()
     ws.close()  # type: ignore[attr-defined]

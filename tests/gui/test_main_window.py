@@ -52,7 +52,7 @@ def test_menus_hold_the_actions_of_the_issue(
 ) -> None:
     window = open_window(workspace)
     menus = {a.text().replace("&", ""): a.menu() for a in window.menuBar().actions()}
-    assert list(menus) == ["File", "Edit", "View", "Help"]
+    assert list(menus) == ["File", "Edit", "View", "Settings", "Help"]
 
     def texts(menu_name: str) -> list[str]:
         return [a.text().replace("&", "") for a in menus[menu_name].actions() if a.text()]
@@ -63,6 +63,7 @@ def test_menus_hold_the_actions_of_the_issue(
     assert any(t.startswith("Undo") for t in texts("Edit"))
     assert {"Panels", "Theme"} <= set(texts("View"))
     assert {"Keyboard Shortcuts", "About"} <= set(texts("Help"))
+    assert texts("Settings") == ["Providers…", "Agents…"]
 
 
 def test_keyboard_shortcuts_of_the_issue_are_bound(

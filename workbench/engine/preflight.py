@@ -251,9 +251,13 @@ def preflight_session(
             f"{why}; assumed an OpenAI-compatible provider for model {provider.model!r} "
             f"with a context window of {DEFAULT_CONTEXT_WINDOW} tokens"
         )
+    # The agent's built-in tools go out with every turn, so they belong in the preview.
+    from workbench.engine.builtin_tools import tools_for_agent
+
     model = Model(
         provider,
         instructions=agent.instructions or None,
+        tools=tools_for_agent(agent, ws.repo, session_id=info.id, policy=memory.policy()),
         memory=memory,
         context_window=context_window,
     )

@@ -4,13 +4,18 @@
 changes and removes configs (in the store, without secrets), builds a
 :class:`~workbench.core.provider.Provider` from one (finding its key in the keyring or the
 environment) and tests a connection, answering with a sentence either way.
+
+For settings forms there is also :func:`keyring_state` (can an OS keyring hold keys
+here?), :func:`save_key_in_keyring` (the one way a typed key is kept: in the keyring,
+never in the database) and :func:`detect_context_window` (ask the server for a config's
+window before it is saved).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,10 +25,16 @@ from workbench.errors import AuthenticationError, NotFoundError, ProviderError, 
 from workbench.providers.anthropic import Anthropic
 from workbench.providers.base import HttpProvider
 from workbench.providers.http import RetryNotice, Timeouts
-from workbench.providers.keys import KeyLookup, describe_key_reference, resolve_api_key
+from workbench.providers.keys import (
+    KeyLookup,
+    describe_key_reference,
+    keyring_status,
+    resolve_api_key,
+    store_in_keyring,
+)
 from workbench.providers.openai import OpenAICompatible
 from workbench.store.db import Database
-from workbench.store.provider_configs import ProviderConfigs
+from workbench.store.provider_configs import ProviderConfigs, check_config
 
 _KINDS: dict[str, type[HttpProvider]] = {"openai": OpenAICompatible, "anthropic": Anthropic}
 
@@ -141,6 +152,81 @@ def test_connection(
 test_connection.__test__ = False  # type: ignore[attr-defined]
 
 
+def keyring_state() -> tuple[bool, str]:
+    """Whether an OS keyring can hold API keys here, and a phrase naming it or saying
+    why not (e.g. "no OS keyring backend is available on this system")."""
+    return keyring_status()
+
+
+def save_key_in_keyring(entry: str, key: str) -> None:
+    """Keep ``key`` in the OS keyring under ``entry`` (the config stores only ``entry``).
+
+    Raises :class:`WorkbenchError` with a sentence when there is no keyring backend, the
+    entry or key is empty, or the keyring refuses; the sentence never holds the key.
+    """
+    entry = entry.strip()
+    if not entry:
+        raise WorkbenchError("Name the keyring entry the key is to be saved under.")
+    if not key.strip():
+        raise WorkbenchError("There is no key to save: type the API key first.")
+    usable, why = keyring_status()
+    if not usable:
+        raise WorkbenchError(
+            f"The key cannot be saved in the OS keyring: {why}. Put the key in an "
+            "environment variable and name that variable instead."
+        )
+    try:
+        store_in_keyring(entry, key.strip())
+    except Exception as exc:  # the backend's own errors; their text may be unhelpful
+        raise WorkbenchError(
+            f"The OS keyring did not take the key for entry {entry!r} "
+            f"({type(exc).__name__}); put the key in an environment variable instead."
+        ) from None
+
+
+@dataclass(frozen=True)
+class WindowDetection:
+    """A context window found for a config: tokens (or None), where from, a sentence.
+
+    ``source`` is ``server`` (the server said), ``known model`` (the published size of
+    the model's name) or ``unknown``.
+    """
+
+    window: int | None
+    source: str
+    sentence: str
+
+
+def detect_context_window(
+    config: ProviderConfig, *, environ: Mapping[str, str] | None = None
+) -> WindowDetection:
+    """Ask the server of ``config`` (saved or not) for its context window, else look the
+    model up in the known-model table. The user's own value is not consulted: this is
+    how a form offers a better one. A key that cannot be found is not needed to ask
+    (llama.cpp's ``/props`` is open); the question then goes without it.
+    """
+    probe = replace(config, context_window=None)
+    check_config(probe)
+    try:
+        provider = build_provider(probe, environ=environ)
+    except AuthenticationError:
+        provider = build_provider(replace(probe, api_key_env=None, api_key_keyring=None),
+                                  environ=environ)
+    try:
+        window, source = provider.context_window_info()
+    finally:
+        provider.close()
+    if window and source == "server":
+        sentence = f"The server says the context window is {window:,} tokens."
+    elif window:
+        sentence = (f"The server did not say (or could not be reached); {config.model} is "
+                    f"known to have {window:,} tokens.")
+    else:
+        sentence = (f"Neither the server nor the known-model table gives the window of "
+                    f"{config.model}; set it yourself.")
+    return WindowDetection(window, source if window else "unknown", sentence)
+
+
 class ProviderSettings:
     """The provider configs of one database, and the clients built from them."""
 
@@ -172,6 +258,11 @@ class ProviderSettings:
     def test(self, name: str) -> ConnectionReport:
         """Test the connection of the config called ``name``."""
         return test_connection(self.get(name), environ=self.environ)
+
+    def detect_window(self, config: ProviderConfig) -> WindowDetection:
+        """The context window of ``config`` (stored or not): see
+        :func:`detect_context_window`."""
+        return detect_context_window(config, environ=self.environ)
 
     def choose(self, name: str | None = None, agent_provider: str | None = None) -> str:
         """The provider to use: the one named, else the agent's, else the only one."""

@@ -35,6 +35,7 @@ class AppContext(QObject):
     error_reported = Signal(str)  # a sentence for the person at the keyboard
     status_reported = Signal(str)  # a passing note for the status bar
     workspace_replaced = Signal()  # another database was opened
+    providers_changed = Signal()  # provider configs or agents were saved: re-read them
 
     def __init__(self, workspace: Workspace, parent: QObject | None = None) -> None:
         super().__init__(parent)

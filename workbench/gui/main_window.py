@@ -2,9 +2,10 @@
 tabbed panels on the right, and a status bar with the database and the session's size.
 
 Menus: File (new session, import, export, open database, quit), Edit (undo, redo, find,
-message and session actions), View (panels, theme, navigation), Help (shortcuts,
-about). The window's geometry, dock layout, splitter and theme are kept in the GUI
-settings file (:mod:`workbench.gui.settings`) and restored at the next start.
+message and session actions), View (panels, theme, navigation), Settings (providers,
+agents), Help (shortcuts, about). The window's geometry, dock layout, splitter and
+theme are kept in the GUI settings file (:mod:`workbench.gui.settings`) and restored
+at the next start.
 
 Deleted sessions wait in the trash while the window is open (their delete can be
 undone); closing the window removes them for good.
@@ -301,6 +302,16 @@ class MainWindow(QMainWindow):
             self.addAction(action)
         self.browser.focus_filter_action.setShortcut(QKeySequence())
 
+        # Settings
+        settings_menu = menu_bar.addMenu("&Settings")
+        self.providers_action = self._action("&Providers…", self.show_providers,
+                                             tip="Add, change and test model servers")
+        self.agents_action = self._action("&Agents…", self.show_agents,
+                                          tip="Agents' instructions, models, memory and tools")
+        for action in (self.providers_action, self.agents_action):
+            action.setMenuRole(QAction.MenuRole.NoRole)
+            settings_menu.addAction(action)
+
         # Help
         help_menu = menu_bar.addMenu("&Help")
         self.shortcuts_action = self._action("&Keyboard Shortcuts", self.show_shortcuts,
@@ -336,6 +347,7 @@ class MainWindow(QMainWindow):
             self.composer.timeline = self.timeline
             self.timeline.model.session_changed.connect(self.composer.session_changed)
             self.composer.gauge_changed.connect(lambda _g: self._refresh_session_status())
+            ctx.providers_changed.connect(self.composer.refresh_providers)
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -508,6 +520,30 @@ class MainWindow(QMainWindow):
         actions = list(self.findChildren(QAction))
         dialog = ShortcutsDialog(actions, self)
         dialog.show()
+        return dialog
+
+    def show_providers(self) -> QDialog:
+        """Settings → Providers (one dialog, raised again when already open)."""
+        from workbench.gui.dialogs.providers import ProvidersDialog
+
+        return self._settings_dialog("_providers_dialog", ProvidersDialog)
+
+    def show_agents(self) -> QDialog:
+        """Settings → Agents (one dialog, raised again when already open)."""
+        from workbench.gui.dialogs.agents import AgentsDialog
+
+        return self._settings_dialog("_agents_dialog", AgentsDialog)
+
+    def _settings_dialog(self, attribute: str, cls: Any) -> QDialog:
+        dialog = getattr(self, attribute, None)
+        if dialog is None:
+            dialog = cls(self.ctx, self)
+            setattr(self, attribute, dialog)
+        elif not dialog.isVisible():
+            dialog.reload()  # another database may be open, or the CLI changed things
+        dialog.show()
+        dialog.raise_()
+        dialog.activateWindow()
         return dialog
 
     def _show_about(self) -> None:

@@ -168,8 +168,9 @@ class ComposerPanel(QWidget):
         self.model_box.currentTextChanged.connect(lambda _t: self._gauge_timer.start())
         self.auto_box.toggled.connect(lambda _c: self._gauge_timer.start())
         self.prompt.textChanged.connect(self._gauge_timer.start)
+        # A compaction, an undo or a context edit changes the request as much as an edit.
         for signal in (ctx.message_changed, ctx.message_inserted, ctx.message_removed,
-                       ctx.messages_appended):
+                       ctx.messages_appended, ctx.session_reloaded, ctx.context_changed):
             signal.connect(lambda *_: self._gauge_timer.start())
         ctx.workspace_replaced.connect(self.refresh_providers)
         self.refresh_providers()

@@ -1,0 +1,140 @@
+"""Settings → Agents: instructions, provider and model, memory policy and built-in tools,
+edited in the dialog and read back through the engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pytestqt.qtbot import QtBot
+
+from workbench.core.conversation import Agent
+from workbench.core.policy import MemoryPolicy
+from workbench.core.provider import ProviderConfig
+from workbench.engine.builtin_tools import tools_for_agent
+from workbench.engine.providers import ProviderSettings
+from workbench.engine.workspace import Workspace
+from workbench.gui.dialogs.agents import AgentsDialog
+from workbench.gui.main_window import MainWindow
+
+
+def _add_providers(ws: Workspace) -> None:
+    settings = ProviderSettings(ws.db)
+    settings.add(ProviderConfig(name="local", kind="openai", base_url="http://127.0.0.1:9/v1",
+                                model="local-model"))
+    settings.add(ProviderConfig(name="claude", kind="anthropic",
+                                base_url="https://api.anthropic.com", model="claude-sonnet-4"))
+
+
+def _open(window: MainWindow, qtbot: QtBot) -> AgentsDialog:
+    window.agents_action.trigger()
+    dialog = window._agents_dialog
+    assert isinstance(dialog, AgentsDialog)
+    qtbot.waitExposed(dialog)
+    window.ctx.workers.wait_idle()
+    return dialog
+
+
+def _save(qtbot: QtBot, dialog: AgentsDialog) -> Agent:
+    with qtbot.waitSignal(dialog.agent_saved, timeout=10_000) as saved:
+        dialog.save_button.click()
+    return saved.args[0]
+
+
+def test_editing_an_agent_persists_every_field(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    _add_providers(workspace)
+    default = workspace.repo.default_agent()
+    # A compaction section the form does not show must survive the save.
+    workspace.repo.update_agent(default.id, memory_policy={"compaction": {"keep": 12}},
+                                tools=["my_own_tool"])
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    assert dialog.names() == [default.name]
+    assert [dialog.provider_box.itemText(i) for i in range(dialog.provider_box.count())] == [
+        "(none)", "claude", "local"]
+
+    dialog.instructions_edit.clear()
+    qtbot.keyClicks(dialog.instructions_edit, "You are a travel agent. Answer in one line.")
+    dialog.provider_box.setCurrentIndex(dialog.provider_box.findData("claude"))
+    assert "claude-sonnet-4" in dialog.model_edit.placeholderText()
+    qtbot.keyClicks(dialog.model_edit, "claude-opus-4")
+    dialog.mode_box.setCurrentIndex(dialog.mode_box.findData("manual"))
+    dialog.window_spin.setValue(40)
+    dialog.capture_box.setCurrentIndex(dialog.capture_box.findData("conversation"))
+    dialog.inject_box.setCurrentIndex(dialog.inject_box.findData("context"))
+    dialog.max_entries_spin.setValue(8)
+    dialog.scope_box.setCurrentIndex(dialog.scope_box.findData("session"))
+    dialog.namespace_edit.clear()
+    qtbot.keyClicks(dialog.namespace_edit, "travel")
+    dialog.tool_boxes["current_time"].click()
+    dialog.tool_boxes["remember_fact"].click()
+    saved = _save(qtbot, dialog)
+    window.ctx.workers.wait_idle()
+
+    agent = workspace.repo.get_agent(default.id)
+    assert agent == saved
+    assert agent.instructions == "You are a travel agent. Answer in one line."
+    assert (agent.provider, agent.model) == ("claude", "claude-opus-4")
+    policy = MemoryPolicy.from_dict(agent.memory_policy)
+    assert (policy.mode, policy.max_messages, policy.capture, policy.inject,
+            policy.max_entries, policy.scope, policy.namespace) == (
+        "manual", 40, "conversation", "context", 8, "session", "travel")
+    assert agent.memory_policy["compaction"] == {"keep": 12}
+    assert agent.tools == ["my_own_tool", "remember_fact", "current_time"]
+    # The engine gives the agent exactly the built-in tools ticked.
+    assert [t.name for t in tools_for_agent(agent, workspace.repo, session_id=1)] == [
+        "remember_fact", "current_time"]
+    assert "Saved agent" in dialog.status_label.text()
+
+    # Reopening shows what was stored; unticking a tool and clearing the window persists.
+    dialog.reject()
+    dialog = _open(window, qtbot)
+    assert dialog.instructions_edit.toPlainText() == agent.instructions
+    assert dialog.provider_box.currentData() == "claude"
+    assert dialog.window_spin.value() == 40 and dialog.namespace_edit.text() == "travel"
+    assert [n for n, box in dialog.tool_boxes.items() if box.isChecked()] == [
+        "remember_fact", "current_time"]
+    dialog.tool_boxes["current_time"].click()
+    dialog.window_spin.setValue(0)
+    dialog.provider_box.setCurrentIndex(dialog.provider_box.findData(None))
+    dialog.model_edit.clear()
+    _save(qtbot, dialog)
+    agent = workspace.repo.get_agent(default.id)
+    assert agent.tools == ["my_own_tool", "remember_fact"]
+    assert (agent.provider, agent.model) == (None, None)
+    assert MemoryPolicy.from_dict(agent.memory_policy).max_messages is None
+
+
+def test_a_new_agent_is_created_and_a_nameless_one_refused(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    _add_providers(workspace)
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    before = {a.name for a in workspace.repo.list_agents()}
+    dialog.add_button.click()
+    assert dialog.name_edit.text() == "" and not any(
+        box.isChecked() for box in dialog.tool_boxes.values())
+    dialog.save_button.click()
+    assert dialog.status_label.text() == "An agent needs a name."
+
+    qtbot.keyClicks(dialog.name_edit, "Researcher")
+    qtbot.keyClicks(dialog.instructions_edit, "Cite your sources.")
+    dialog.provider_box.setCurrentIndex(dialog.provider_box.findData("local"))
+    dialog.tool_boxes["search_conversations"].click()
+    created = _save(qtbot, dialog)
+    assert {a.name for a in workspace.repo.list_agents()} == before | {"Researcher"}
+    stored = workspace.repo.get_agent(created.id)
+    assert (stored.instructions, stored.provider, stored.model, stored.tools) == (
+        "Cite your sources.", "local", None, ["search_conversations"])
+    assert MemoryPolicy.from_dict(stored.memory_policy) == MemoryPolicy()
+    assert "Researcher" in dialog.names()
+    assert dialog.list.currentItem().text() == "Researcher"
+
+    # A second agent with a taken name is refused in words; nothing changes.
+    dialog.add_button.click()
+    qtbot.keyClicks(dialog.name_edit, "Researcher")
+    dialog.save_button.click()
+    qtbot.waitUntil(lambda: "already exists" in dialog.status_label.text(), timeout=10_000)
+    assert [a.name for a in workspace.repo.list_agents()].count("Researcher") == 1

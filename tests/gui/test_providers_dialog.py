@@ -1,0 +1,298 @@
+"""Settings → Providers: add a provider (its key goes to the keyring, never the database),
+test its connection against the protocol server and a dead port, detect its window,
+remove it."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import keyring
+import pytest
+from keyring.backend import KeyringBackend
+from keyring.backends import fail
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractSpinBox,
+    QComboBox,
+    QLineEdit,
+    QListWidget,
+    QMessageBox,
+    QPlainTextEdit,
+    QWidget,
+)
+from pytestqt.qtbot import QtBot
+
+from workbench.core.provider import ProviderConfig
+from workbench.engine.providers import ProviderSettings
+from workbench.engine.workspace import Workspace
+from workbench.gui.dialogs.providers import KEY_ENV, KEY_KEYRING, ProvidersDialog
+from workbench.gui.main_window import MainWindow
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
+
+from protocol_server import ProtocolServer, free_port  # noqa: E402
+
+SECRET = "sk-test-GUI-SENTINEL-93c1f0aa55e2"
+
+
+class MemoryKeyring(KeyringBackend):
+    """A real keyring backend keeping passwords in a dict (no OS service needed)."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passwords: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.passwords.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.passwords[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.passwords.pop((service, username), None)
+
+
+def _use_keyring(backend: KeyringBackend) -> Iterator[KeyringBackend]:
+    previous = keyring.get_keyring()
+    keyring.set_keyring(backend)
+    try:
+        yield backend
+    finally:
+        keyring.set_keyring(previous)
+
+
+@pytest.fixture
+def memory_keyring() -> Iterator[MemoryKeyring]:
+    yield from _use_keyring(MemoryKeyring())  # type: ignore[misc]
+
+
+@pytest.fixture
+def no_keyring() -> Iterator[KeyringBackend]:
+    yield from _use_keyring(fail.Keyring())
+
+
+@pytest.fixture
+def server() -> Iterator[ProtocolServer]:
+    srv = ProtocolServer().start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def _open(window: MainWindow, qtbot: QtBot) -> ProvidersDialog:
+    window.providers_action.trigger()
+    dialog = window._providers_dialog
+    assert isinstance(dialog, ProvidersDialog)
+    qtbot.waitExposed(dialog)
+    return dialog
+
+
+def _fill(qtbot: QtBot, dialog: ProvidersDialog, name: str, url: str, model: str) -> None:
+    dialog.add_button.click()
+    assert dialog.name_edit.text() == ""
+    qtbot.keyClicks(dialog.name_edit, name)
+    dialog.kind_box.setCurrentIndex(dialog.kind_box.findData("openai"))
+    qtbot.keyClicks(dialog.base_url_edit, url)
+    qtbot.keyClicks(dialog.model_edit, model)
+
+
+def _save(qtbot: QtBot, dialog: ProvidersDialog) -> ProviderConfig:
+    with qtbot.waitSignal(dialog.provider_saved, timeout=10_000) as saved:
+        dialog.save_button.click()
+    return saved.args[0]
+
+
+def test_a_provider_added_in_the_dialog_is_stored_without_its_key(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    memory_keyring: MemoryKeyring, open_window: Callable[..., MainWindow],
+) -> None:
+    server.api_key = SECRET  # the server refuses requests without it
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    assert dialog.keyring_usable
+    _fill(qtbot, dialog, "local", server.url, server.model)
+    dialog.key_source_box.setCurrentIndex(dialog.key_source_box.findData(KEY_KEYRING))
+    assert dialog.key_edit.isVisibleTo(dialog) and dialog.key_edit.isEnabled()
+    assert not dialog.key_env_edit.isVisibleTo(dialog)
+    qtbot.keyClicks(dialog.keyring_entry_edit, "local-server")
+    qtbot.keyClicks(dialog.key_edit, SECRET)
+    dialog.max_output_spin.setValue(512)
+    stored = _save(qtbot, dialog)
+    window.ctx.workers.wait_idle()
+
+    assert dialog.key_edit.text() == ""  # the typed key does not linger in the form
+    assert dialog.names() == ["local"]
+    assert "Saved provider 'local'" in dialog.status_label.text()
+    again = ProviderSettings(workspace.db).get("local")
+    assert stored.to_json() == again.to_json()
+    assert (again.api_key_keyring, again.api_key_env, again.max_output_tokens) == (
+        "local-server", None, 512)
+    assert SECRET not in repr(again.to_json())
+    # The key is in the keyring, and in no byte of the database files.
+    assert SECRET in memory_keyring.passwords.values()
+    for suffix in ("", "-wal", "-shm"):
+        file = Path(str(workspace.db_path) + suffix)
+        if file.exists():
+            assert SECRET.encode() not in file.read_bytes()
+    # The composer's provider selector caught up.
+    assert window.composer is not None
+    assert window.composer.provider_box.findData("local") >= 0
+
+    # And the key works: the connection test finds it in the keyring.
+    with qtbot.waitSignal(dialog.connection_tested, timeout=15_000) as tested:
+        dialog.test_button.click()
+    assert tested.args[0].ok
+    assert server.requests[-1].headers["authorization"] == f"Bearer {SECRET}"
+
+
+def test_test_connection_reports_success_in_words(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=server.url, model=server.model))
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    assert dialog.names() == ["local"] and dialog.name_edit.text() == "local"
+    assert not dialog.dirty()
+    with qtbot.waitSignal(dialog.connection_tested, timeout=15_000) as tested:
+        dialog.test_button.click()
+        assert not dialog.test_button.isEnabled()  # the test runs on a worker
+    report = tested.args[0]
+    assert report.ok
+    text = dialog.status_label.text()
+    assert text.startswith("Connected to 'local'")
+    assert f"{server.model} answered" in text and "4096 tokens" in text
+    assert dialog.test_button.isEnabled()
+    assert any(r.path == "/v1/chat/completions" for r in server.requests)
+
+
+def test_test_connection_to_a_dead_port_names_the_problem(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    port = free_port()  # bound, then closed: nothing listens there
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    _fill(qtbot, dialog, "gone", f"http://127.0.0.1:{port}/v1", "some-model")
+    assert dialog.dirty()
+    # Testing an unsaved form saves it first, then tests the stored config.
+    with qtbot.waitSignal(dialog.connection_tested, timeout=30_000) as tested:
+        dialog.test_button.click()
+    report = tested.args[0]
+    assert not report.ok
+    text = dialog.status_label.text()
+    assert text.startswith(f"Cannot use 'gone' (127.0.0.1:{port})")
+    assert "connect" in text.lower() or "reach" in text.lower()
+    assert ProviderSettings(workspace.db).get("gone").base_url.endswith(f":{port}/v1")
+
+
+def test_detect_fills_the_context_window_from_the_server(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    _fill(qtbot, dialog, "local", server.url, server.model)
+    assert dialog.window_spin.value() == 0
+    with qtbot.waitSignal(dialog.window_detected, timeout=15_000):
+        dialog.detect_button.click()
+    assert dialog.window_spin.value() == server.n_ctx
+    assert "The server says" in dialog.window_label.text()
+    stored = _save(qtbot, dialog)
+    assert stored.context_window == server.n_ctx
+
+
+def test_without_a_keyring_the_form_says_so_and_offers_a_variable(
+    qtbot: QtBot, workspace: Workspace, no_keyring: KeyringBackend,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    _fill(qtbot, dialog, "hosted", "https://api.example.com/v1", "gpt-4o")
+    dialog.key_source_box.setCurrentIndex(dialog.key_source_box.findData(KEY_KEYRING))
+    assert not dialog.key_edit.isEnabled()
+    note = dialog.keyring_note.text()
+    assert "no OS keyring" in note and "environment variable" in note
+    assert dialog.use_env_button.isVisibleTo(dialog)
+    dialog.use_env_button.click()
+    assert dialog.key_source_box.currentData() == KEY_ENV
+    assert dialog.key_env_edit.isVisibleTo(dialog)
+    assert dialog.focusWidget() is dialog.key_env_edit
+    qtbot.keyClicks(dialog.key_env_edit, "EXAMPLE_API_KEY")
+    stored = _save(qtbot, dialog)
+    assert (stored.api_key_env, stored.api_key_keyring) == ("EXAMPLE_API_KEY", None)
+
+
+def test_a_refused_config_is_told_and_nothing_is_stored(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    _fill(qtbot, dialog, "bad", "localhost:8080", "m")
+    dialog.save_button.click()
+    qtbot.waitUntil(lambda: "base URL" in dialog.status_label.text(), timeout=10_000)
+    assert ProviderSettings(workspace.db).list() == []
+
+
+def test_remove_asks_first_and_then_removes(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = ProviderSettings(workspace.db)
+    for name in ("first", "second"):
+        settings.add(ProviderConfig(name=name, kind="openai", base_url=server.url,
+                                    model=server.model))
+    window = open_window(workspace)
+    assert window.composer is not None
+    dialog = _open(window, qtbot)
+    assert dialog.select("second")
+    asked: list[str] = []
+    answer = [QMessageBox.StandardButton.No]
+
+    def question(_parent: object, _title: str, text: str, *_args: object) -> object:
+        asked.append(text)
+        return answer[0]
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    dialog.remove_button.click()
+    window.ctx.workers.wait_idle()
+    assert len(asked) == 1 and "'second'" in asked[0]
+    assert [c.name for c in settings.list()] == ["first", "second"]
+
+    answer[0] = QMessageBox.StandardButton.Yes
+    with qtbot.waitSignal(dialog.provider_removed, timeout=10_000) as removed:
+        dialog.remove_button.click()
+    assert removed.args == ["second"]
+    assert [c.name for c in settings.list()] == ["first"]
+    assert dialog.names() == ["first"]
+    assert "Removed provider 'second'" in dialog.status_label.text()
+    assert window.composer.provider_box.findData("second") < 0
+
+
+def inputs_without_names(dialog: QWidget) -> list[str]:
+    """Input widgets of ``dialog`` that a screen reader could not name."""
+    kinds = (QAbstractButton, QAbstractSpinBox, QComboBox, QLineEdit, QListWidget,
+             QPlainTextEdit)
+    missing = []
+    for widget in dialog.findChildren(QWidget):
+        if not isinstance(widget, kinds) or isinstance(widget.parent(), QAbstractSpinBox
+                                                       | QComboBox):
+            continue  # a spin box's or combo box's own editor is named through its owner
+        if not widget.accessibleName() and not (
+                isinstance(widget, QAbstractButton) and widget.text()):
+            missing.append(f"{type(widget).__name__} {widget.objectName()!r}")
+    return missing
+
+
+def test_every_input_has_an_accessible_name(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    assert inputs_without_names(_open(window, qtbot)) == []
+    window.agents_action.trigger()
+    assert inputs_without_names(window._agents_dialog) == []

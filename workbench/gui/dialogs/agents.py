@@ -1,0 +1,350 @@
+"""Settings → Agents: each agent's instructions, provider and model, memory policy and
+built-in tools.
+
+The agents are listed on the left; the form on the right edits one. The memory policy
+fields are those of SPEC §3 (:class:`~workbench.core.policy.MemoryPolicy`): automatic
+or manual memory, the sliding window, how turns are captured into long-term memory,
+where recalled entries go, how many are recalled, and the scope and namespace of the
+entries. Settings the form does not show (the compaction policy, token budgets) are
+kept as they are. The tools are the engine's built-in ones
+(:mod:`workbench.engine.builtin_tools`); other tool names an agent lists are kept too.
+
+Saving runs on the database writer; afterwards :attr:`AppContext.providers_changed`
+and :attr:`AppContext.sessions_changed` let the composer and the session list catch up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.core.conversation import Agent
+from workbench.core.policy import CAPTURES, INJECTS, MODES, SCOPES, MemoryPolicy
+from workbench.engine.builtin_tools import BUILTIN_TOOLS
+from workbench.engine.providers import ProviderSettings
+from workbench.errors import WorkbenchError
+from workbench.gui.context import AppContext
+from workbench.gui.errors import describe_error
+
+_MODE_LABELS = {"auto": "Automatic: store each turn", "manual": "Manual: store nothing"}
+_CAPTURE_LABELS = {"manual": "Only what is remembered on purpose",
+                   "conversation": "Every turn, as one entry", "off": "Nothing"}
+_INJECT_LABELS = {"instructions": "Into the instructions", "context": "As a context message"}
+_SCOPE_LABELS = {"agent": "The agent's (all its sessions)", "session": "Each session's own"}
+_GOOD = "color: #2e7d32;"
+_BAD = "color: #c62828;"
+
+
+def _choices(parent: QWidget, name: str, values: tuple[str, ...],
+             labels: dict[str, str]) -> QComboBox:
+    box = QComboBox(parent)
+    box.setAccessibleName(name)
+    for value in values:
+        box.addItem(labels.get(value, value), value)
+    return box
+
+
+class AgentsDialog(QDialog):
+    """Add and edit agents (see the module docstring)."""
+
+    agent_saved = Signal(object)  # the stored Agent
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.setObjectName("AgentsDialog")
+        self.setWindowTitle("Agents")
+        self.setAccessibleName("Agents")
+        self._stored: Agent | None = None  # the agent in the form (None: a new one)
+        self._provider_models: dict[str, str] = {}  # provider name -> its model
+
+        self.list = QListWidget(self)
+        self.list.setAccessibleName("Agents")
+        self.list.setMinimumWidth(170)
+        self.add_button = QPushButton("&Add", self)
+        self.add_button.setAccessibleName("Add an agent")
+
+        self.name_edit = QLineEdit(self)
+        self.name_edit.setAccessibleName("Agent name")
+        self.instructions_edit = QPlainTextEdit(self)
+        self.instructions_edit.setAccessibleName("Instructions")
+        self.instructions_edit.setPlaceholderText("The system prompt: who the agent is and "
+                                                  "how it should answer.")
+        self.instructions_edit.setTabChangesFocus(True)
+        self.provider_box = QComboBox(self)
+        self.provider_box.setAccessibleName("Provider")
+        self.model_edit = QLineEdit(self)
+        self.model_edit.setAccessibleName("Model")
+
+        self.mode_box = _choices(self, "Memory mode", MODES, _MODE_LABELS)
+        self.window_spin = QSpinBox(self)
+        self.window_spin.setAccessibleName("Window size in messages")
+        self.window_spin.setRange(0, 1_000_000)
+        self.window_spin.setSpecialValueText("No window")
+        self.window_spin.setSuffix(" messages")
+        self.window_spin.setToolTip("Keep only this many recent messages in the model's view; "
+                                    "older ones are evicted (never deleted).")
+        self.capture_box = _choices(self, "Memory capture", CAPTURES, _CAPTURE_LABELS)
+        self.inject_box = _choices(self, "Where recalled memory goes", INJECTS, _INJECT_LABELS)
+        self.max_entries_spin = QSpinBox(self)
+        self.max_entries_spin.setAccessibleName("Entries recalled per turn")
+        self.max_entries_spin.setRange(0, 100)
+        self.max_entries_spin.setSpecialValueText("None (no recall)")
+        self.scope_box = _choices(self, "Memory scope", SCOPES, _SCOPE_LABELS)
+        self.namespace_edit = QLineEdit(self)
+        self.namespace_edit.setAccessibleName("Memory namespace")
+        self.namespace_edit.setPlaceholderText("default")
+
+        self.tool_boxes: dict[str, QCheckBox] = {}
+        for name, label in BUILTIN_TOOLS.items():
+            box = QCheckBox(label, self)
+            box.setAccessibleName(f"Tool: {label}")
+            box.setToolTip(f"Let the model call {name}")
+            self.tool_boxes[name] = box
+
+        self.save_button = QPushButton("&Save", self)
+        self.save_button.setAccessibleName("Save the agent")
+        self.save_button.setDefault(True)
+        self.status_label = QLabel(self)
+        self.status_label.setWordWrap(True)
+        self.status_label.setAccessibleName("Agent status")
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
+        self.buttons.rejected.connect(self.reject)
+
+        self._lay_out()
+        self.list.currentItemChanged.connect(self._selection_changed)
+        self.add_button.clicked.connect(self.new_agent)
+        self.save_button.clicked.connect(self.save)
+        self.provider_box.currentIndexChanged.connect(self._provider_changed)
+        self.reload()
+        self.resize(780, 620)
+
+    def _lay_out(self) -> None:
+        left = QVBoxLayout()
+        left.addWidget(self.list, 1)
+        left.addWidget(self.add_button)
+
+        form = QFormLayout()
+        form.addRow("&Name:", self.name_edit)
+        form.addRow("&Instructions:", self.instructions_edit)
+        form.addRow("&Provider:", self.provider_box)
+        form.addRow("&Model:", self.model_edit)
+
+        memory = QGroupBox("Memory", self)
+        memory_form = QFormLayout(memory)
+        memory_form.addRow("Mo&de:", self.mode_box)
+        memory_form.addRow("&Window:", self.window_spin)
+        memory_form.addRow("&Capture:", self.capture_box)
+        memory_form.addRow("Recalled &entries go:", self.inject_box)
+        memory_form.addRow("Recall &at most:", self.max_entries_spin)
+        memory_form.addRow("Sc&ope:", self.scope_box)
+        memory_form.addRow("Names&pace:", self.namespace_edit)
+
+        tools = QGroupBox("Built-in tools", self)
+        tools_layout = QVBoxLayout(tools)
+        for box in self.tool_boxes.values():
+            tools_layout.addWidget(box)
+
+        groups = QHBoxLayout()
+        groups.addWidget(memory, 3)
+        groups.addWidget(tools, 2, Qt.AlignmentFlag.AlignTop)
+        actions = QHBoxLayout()
+        actions.addWidget(self.save_button)
+        actions.addWidget(self.status_label, 1)
+        right = QVBoxLayout()
+        right.addLayout(form)
+        right.addLayout(groups)
+        right.addLayout(actions)
+
+        body = QHBoxLayout()
+        body.addLayout(left, 2)
+        body.addLayout(right, 5)
+        layout = QVBoxLayout(self)
+        layout.addLayout(body, 1)
+        layout.addWidget(self.buttons)
+        chain: list[QWidget] = [
+            self.list, self.add_button, self.name_edit, self.instructions_edit,
+            self.provider_box, self.model_edit, self.mode_box, self.window_spin,
+            self.capture_box, self.inject_box, self.max_entries_spin, self.scope_box,
+            self.namespace_edit, *self.tool_boxes.values(), self.save_button, self.buttons]
+        for first, second in zip(chain, chain[1:], strict=False):
+            QWidget.setTabOrder(first, second)
+
+    # -- the list ----------------------------------------------------------------------
+
+    def reload(self, select: int | None = None) -> None:
+        """Read agents and providers again and show agent ``select`` (else the first)."""
+        repo = self.ctx.workspace.repo
+        try:
+            agents = repo.list_agents()
+            providers = ProviderSettings(self.ctx.workspace.db).list()
+        except WorkbenchError as exc:
+            agents, providers = [], []
+            self._say(describe_error(exc), ok=False)
+        if not agents:
+            # A fresh database: the default agent is made on first use (a write).
+            self.ctx.workers.write(repo.default_agent, name="create the default agent",
+                                   on_done=lambda agent: self.reload(agent.id))
+        self.provider_box.blockSignals(True)
+        self.provider_box.clear()
+        self.provider_box.addItem("(none)", None)
+        self._provider_models = {c.name: c.model for c in providers}
+        for config in providers:
+            self.provider_box.addItem(config.name, config.name)
+        self.provider_box.blockSignals(False)
+        self.list.blockSignals(True)
+        self.list.clear()
+        chosen: QListWidgetItem | None = None
+        for agent in agents:
+            item = QListWidgetItem(agent.name, self.list)
+            item.setData(Qt.ItemDataRole.UserRole, agent)
+            if agent.id == select:
+                chosen = item
+        self.list.blockSignals(False)
+        if chosen is None and self.list.count():
+            chosen = self.list.item(0)
+        if chosen is not None:
+            self.list.setCurrentItem(chosen)
+            self._load(chosen.data(Qt.ItemDataRole.UserRole))
+        else:
+            self._load(None)
+
+    def names(self) -> list[str]:
+        return [self.list.item(i).text() for i in range(self.list.count())]
+
+    def select(self, name: str) -> bool:
+        """Show the agent called ``name`` in the form."""
+        for i in range(self.list.count()):
+            if self.list.item(i).text() == name:
+                self.list.setCurrentRow(i)
+                return True
+        return False
+
+    def _selection_changed(self, current: QListWidgetItem | None, _previous: Any) -> None:
+        if current is not None:
+            self._load(current.data(Qt.ItemDataRole.UserRole))
+
+    def new_agent(self) -> None:
+        """Clear the form for an agent that is not stored yet."""
+        self.list.blockSignals(True)
+        self.list.setCurrentRow(-1)
+        self.list.clearSelection()
+        self.list.blockSignals(False)
+        self._load(None)
+        self.name_edit.setFocus()
+
+    # -- the form ----------------------------------------------------------------------
+
+    def _load(self, agent: Agent | None) -> None:
+        self._stored = agent
+        shown = agent or Agent(id=0, name="")
+        self.name_edit.setText(shown.name)
+        self.instructions_edit.setPlainText(shown.instructions)
+        index = self.provider_box.findData(shown.provider) if shown.provider else 0
+        if index < 0:  # a provider that was removed: keep the name visible
+            self.provider_box.addItem(f"{shown.provider} (missing)", shown.provider)
+            index = self.provider_box.count() - 1
+        self.provider_box.setCurrentIndex(index)
+        self.model_edit.setText(shown.model or "")
+        self._provider_changed()
+        try:
+            policy = MemoryPolicy.from_dict(shown.memory_policy)
+        except WorkbenchError as exc:
+            policy = MemoryPolicy()
+            self._say(f"The stored memory policy cannot be read ({exc}); the form shows "
+                      "the defaults.", ok=False)
+        for box, value in ((self.mode_box, policy.mode), (self.capture_box, policy.capture),
+                           (self.inject_box, policy.inject), (self.scope_box, policy.scope)):
+            box.setCurrentIndex(max(0, box.findData(value)))
+        self.window_spin.setValue(policy.max_messages or 0)
+        self.max_entries_spin.setValue(policy.max_entries)
+        self.namespace_edit.setText(policy.namespace)
+        for name, box in self.tool_boxes.items():
+            box.setChecked(name in shown.tools)
+
+    def _provider_changed(self, *_args: Any) -> None:
+        name = self.provider_box.currentData()
+        model = self._provider_models.get(name) if name else None
+        self.model_edit.setPlaceholderText(
+            f"the provider's model ({model})" if model else "the provider's model")
+
+    def form_fields(self) -> dict[str, Any]:
+        """The agent's fields as the form has them (the policy merged into the stored
+        one, so settings the form does not show are kept)."""
+        stored = self._stored
+        policy = dict(stored.memory_policy) if stored else {}
+        policy.update(
+            mode=self.mode_box.currentData(),
+            max_messages=self.window_spin.value() or None,
+            capture=self.capture_box.currentData(),
+            inject=self.inject_box.currentData(),
+            max_entries=self.max_entries_spin.value(),
+            scope=self.scope_box.currentData(),
+            namespace=self.namespace_edit.text().strip() or "default",
+        )
+        others = [t for t in (stored.tools if stored else []) if t not in BUILTIN_TOOLS]
+        enabled = [name for name, box in self.tool_boxes.items() if box.isChecked()]
+        return {
+            "name": self.name_edit.text().strip(),
+            "instructions": self.instructions_edit.toPlainText(),
+            "provider": self.provider_box.currentData(),
+            "model": self.model_edit.text().strip() or None,
+            "memory_policy": policy,
+            "tools": others + enabled,
+        }
+
+    def _say(self, text: str, *, ok: bool | None = None) -> None:
+        self.status_label.setText(text)
+        self.status_label.setStyleSheet("" if ok is None else _GOOD if ok else _BAD)
+
+    def save(self) -> bool:
+        """Store the form (on the writer); False when the form itself is not valid."""
+        fields = self.form_fields()
+        if not fields["name"]:
+            self._say("An agent needs a name.", ok=False)
+            return False
+        try:
+            MemoryPolicy.from_dict(fields["memory_policy"])
+        except WorkbenchError as exc:
+            self._say(str(exc), ok=False)
+            return False
+        repo, stored = self.ctx.workspace.repo, self._stored
+
+        def run() -> Agent:
+            if stored is None:
+                name = fields.pop("name")
+                return repo.create_agent(name, **fields)
+            return repo.update_agent(stored.id, **fields)
+
+        def done(agent: Agent) -> None:
+            self.reload(agent.id)
+            self._say(f"Saved agent {agent.name!r}.", ok=True)
+            self.agent_saved.emit(agent)
+            self.ctx.providers_changed.emit()
+            self.ctx.sessions_changed.emit()
+
+        def failed(error: BaseException) -> None:
+            self._say(describe_error(error, doing="save the agent"), ok=False)
+
+        self._say("Saving…")
+        self.ctx.workers.write(run, name="save the agent", on_done=done, on_error=failed)
+        return True

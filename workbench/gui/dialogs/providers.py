@@ -1,0 +1,473 @@
+"""Settings → Providers: the model servers the workbench talks to.
+
+The stored provider configs are listed on the left; the form on the right edits one:
+name, kind, base URL, model, where its API key lives, context window and max output
+tokens. The database never holds a key: the form names an environment variable or an
+OS keyring entry. With the keyring chosen, a key typed into the form is put *into* the
+keyring on Save and the field is cleared; where no keyring backend exists the form says
+so and offers an environment variable instead.
+
+"Detect" asks the server for its context window, "Test connection" sends a one-token
+request; both run on network workers and answer with a sentence. Saving and removing
+run on the database writer; afterwards :attr:`AppContext.providers_changed` tells the
+composer to read the providers again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.core.provider import PROVIDER_KINDS, ProviderConfig
+from workbench.engine.providers import (
+    ConnectionReport,
+    ProviderSettings,
+    WindowDetection,
+    keyring_state,
+    save_key_in_keyring,
+)
+from workbench.errors import WorkbenchError
+from workbench.gui.context import AppContext
+from workbench.gui.errors import describe_error
+
+KEY_NONE, KEY_ENV, KEY_KEYRING = "none", "env", "keyring"
+_KEY_SOURCES = ((KEY_NONE, "No key (a local server)"),
+                (KEY_ENV, "Environment variable"),
+                (KEY_KEYRING, "OS keyring entry"))
+_KIND_LABELS = {"openai": "OpenAI-compatible", "anthropic": "Anthropic"}
+_GOOD = "color: #2e7d32;"
+_BAD = "color: #c62828;"
+MAX_TOKENS = 100_000_000
+
+
+def _token_spin(parent: QWidget, name: str) -> QSpinBox:
+    spin = QSpinBox(parent)
+    spin.setRange(0, MAX_TOKENS)
+    spin.setSingleStep(1024)
+    spin.setSpecialValueText("Not set")
+    spin.setSuffix(" tokens")
+    spin.setGroupSeparatorShown(True)
+    spin.setAccessibleName(name)
+    return spin
+
+
+class ProvidersDialog(QDialog):
+    """Add, change, remove and test provider configs (see the module docstring)."""
+
+    provider_saved = Signal(object)  # the stored ProviderConfig
+    provider_removed = Signal(str)  # its name
+    connection_tested = Signal(object)  # the ConnectionReport
+    window_detected = Signal(object)  # the WindowDetection
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.setObjectName("ProvidersDialog")
+        self.setWindowTitle("Providers")
+        self.setAccessibleName("Providers")
+        self._stored: ProviderConfig | None = None  # the config in the form (None: new)
+        self.keyring_usable, self.keyring_why = keyring_state()
+
+        self.list = QListWidget(self)
+        self.list.setAccessibleName("Stored providers")
+        self.list.setMinimumWidth(170)
+        self.add_button = QPushButton("&Add", self)
+        self.add_button.setAccessibleName("Add a provider")
+        self.remove_button = QPushButton("&Remove…", self)
+        self.remove_button.setAccessibleName("Remove the selected provider")
+
+        self.name_edit = QLineEdit(self)
+        self.name_edit.setAccessibleName("Provider name")
+        self.name_edit.setPlaceholderText("e.g. llama.cpp (local)")
+        self.kind_box = QComboBox(self)
+        self.kind_box.setAccessibleName("Provider kind")
+        for kind in PROVIDER_KINDS:
+            self.kind_box.addItem(_KIND_LABELS.get(kind, kind), kind)
+        self.base_url_edit = QLineEdit(self)
+        self.base_url_edit.setAccessibleName("Base URL")
+        self.base_url_edit.setPlaceholderText("http://127.0.0.1:8080/v1")
+        self.model_edit = QLineEdit(self)
+        self.model_edit.setAccessibleName("Model")
+        self.model_edit.setPlaceholderText("the model's name on the server")
+        self.key_source_box = QComboBox(self)
+        self.key_source_box.setAccessibleName("API key source")
+        for value, label in _KEY_SOURCES:
+            self.key_source_box.addItem(label, value)
+        self.key_env_edit = QLineEdit(self)
+        self.key_env_edit.setAccessibleName("Environment variable name")
+        self.key_env_edit.setPlaceholderText("e.g. OPENAI_API_KEY")
+        self.keyring_entry_edit = QLineEdit(self)
+        self.keyring_entry_edit.setAccessibleName("Keyring entry name")
+        self.keyring_entry_edit.setPlaceholderText("default: the provider's name")
+        self.key_edit = QLineEdit(self)
+        self.key_edit.setAccessibleName("API key to save in the keyring")
+        self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key_edit.setPlaceholderText("type a key to put it in the keyring on Save")
+        self.keyring_note = QLabel(self)
+        self.keyring_note.setWordWrap(True)
+        self.keyring_note.setAccessibleName("Keyring availability")
+        self.use_env_button = QPushButton("Use an &Environment Variable", self)
+        self.use_env_button.setAccessibleName("Use an environment variable instead")
+        self.window_spin = _token_spin(self, "Context window")
+        self.detect_button = QPushButton("&Detect", self)
+        self.detect_button.setAccessibleName("Detect the context window")
+        self.detect_button.setToolTip("Ask the server for its context window")
+        self.window_label = QLabel(self)
+        self.window_label.setWordWrap(True)
+        self.window_label.setAccessibleName("Context window detection")
+        self.max_output_spin = _token_spin(self, "Max output tokens")
+
+        self.save_button = QPushButton("&Save", self)
+        self.save_button.setAccessibleName("Save the provider")
+        self.save_button.setDefault(True)
+        self.test_button = QPushButton("&Test Connection", self)
+        self.test_button.setAccessibleName("Test the connection")
+        self.status_label = QLabel(self)
+        self.status_label.setWordWrap(True)
+        self.status_label.setAccessibleName("Provider status")
+        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
+        self.buttons.rejected.connect(self.reject)
+
+        self._lay_out()
+        self._connect()
+        self.reload()
+        self.resize(760, 520)
+
+    # -- building ----------------------------------------------------------------------
+
+    def _lay_out(self) -> None:
+        left = QVBoxLayout()
+        left.addWidget(self.list, 1)
+        row = QHBoxLayout()
+        row.addWidget(self.add_button)
+        row.addWidget(self.remove_button)
+        left.addLayout(row)
+
+        self.form = QFormLayout()
+        self.form.addRow("&Name:", self.name_edit)
+        self.form.addRow("&Kind:", self.kind_box)
+        self.form.addRow("Base &URL:", self.base_url_edit)
+        self.form.addRow("&Model:", self.model_edit)
+        self.form.addRow("API &key:", self.key_source_box)
+        self.form.addRow("&Variable:", self.key_env_edit)
+        self.form.addRow("Keyring &entry:", self.keyring_entry_edit)
+        self.form.addRow("Key to sa&ve:", self.key_edit)
+        note = QVBoxLayout()
+        note.addWidget(self.keyring_note)
+        note.addWidget(self.use_env_button, 0, Qt.AlignmentFlag.AlignLeft)
+        self.keyring_note_box = QWidget(self)
+        self.keyring_note_box.setLayout(note)
+        note.setContentsMargins(0, 0, 0, 0)
+        self.form.addRow("", self.keyring_note_box)
+        window_row = QHBoxLayout()
+        window_row.addWidget(self.window_spin, 1)
+        window_row.addWidget(self.detect_button)
+        window_label = QLabel("Context &window:", self)
+        window_label.setBuddy(self.window_spin)  # a row of two widgets has no buddy itself
+        self.form.addRow(window_label, window_row)
+        self.form.addRow("", self.window_label)
+        self.form.addRow("Max &output:", self.max_output_spin)
+        actions = QHBoxLayout()
+        actions.addWidget(self.save_button)
+        actions.addWidget(self.test_button)
+        actions.addStretch(1)
+        right = QVBoxLayout()
+        right.addLayout(self.form)
+        right.addLayout(actions)
+        right.addWidget(self.status_label)
+        right.addStretch(1)
+
+        body = QHBoxLayout()
+        body.addLayout(left, 2)
+        body.addLayout(right, 5)
+        layout = QVBoxLayout(self)
+        layout.addLayout(body, 1)
+        layout.addWidget(self.buttons)
+        chain = [self.list, self.add_button, self.remove_button, self.name_edit,
+                 self.kind_box, self.base_url_edit, self.model_edit, self.key_source_box,
+                 self.key_env_edit, self.keyring_entry_edit, self.key_edit,
+                 self.use_env_button, self.window_spin, self.detect_button,
+                 self.max_output_spin, self.save_button, self.test_button, self.buttons]
+        for first, second in zip(chain, chain[1:], strict=False):
+            QWidget.setTabOrder(first, second)
+
+    def _connect(self) -> None:
+        self.list.currentItemChanged.connect(self._selection_changed)
+        self.add_button.clicked.connect(self.new_provider)
+        self.remove_button.clicked.connect(self.remove)
+        self.key_source_box.currentIndexChanged.connect(self._show_key_fields)
+        self.use_env_button.clicked.connect(self._use_environment_variable)
+        self.detect_button.clicked.connect(self.detect_window)
+        self.save_button.clicked.connect(lambda: self.save())
+        self.test_button.clicked.connect(self.test_connection)
+
+    def _settings(self) -> ProviderSettings:
+        return ProviderSettings(self.ctx.workspace.db)
+
+    # -- the list ----------------------------------------------------------------------
+
+    def reload(self, select: str | None = None) -> None:
+        """Read the stored configs again and show ``select`` (else the first, else a new
+        form)."""
+        try:
+            configs = self._settings().list()
+        except WorkbenchError as exc:
+            configs = []
+            self._say(describe_error(exc), ok=False)
+        self.list.blockSignals(True)
+        self.list.clear()
+        chosen: QListWidgetItem | None = None
+        for config in configs:
+            item = QListWidgetItem(config.name, self.list)
+            item.setData(Qt.ItemDataRole.UserRole, config)
+            item.setToolTip(f"{_KIND_LABELS.get(config.kind, config.kind)} · {config.model}"
+                            f" · {config.base_url}")
+            if config.name == select:
+                chosen = item
+        self.list.blockSignals(False)
+        if chosen is None and self.list.count():
+            chosen = self.list.item(0)
+        if chosen is not None:
+            self.list.setCurrentItem(chosen)
+            self._load(chosen.data(Qt.ItemDataRole.UserRole))
+        else:
+            self.new_provider()
+        self.remove_button.setEnabled(self._stored is not None)
+
+    def names(self) -> list[str]:
+        """The names the list shows, in order."""
+        return [self.list.item(i).text() for i in range(self.list.count())]
+
+    def select(self, name: str) -> bool:
+        """Show the stored config called ``name`` in the form."""
+        for i in range(self.list.count()):
+            if self.list.item(i).text() == name:
+                self.list.setCurrentRow(i)
+                return True
+        return False
+
+    def _selection_changed(self, current: QListWidgetItem | None, _previous: Any) -> None:
+        if current is not None:
+            self._load(current.data(Qt.ItemDataRole.UserRole))
+
+    def new_provider(self) -> None:
+        """Clear the form for a provider that is not stored yet."""
+        self.list.blockSignals(True)
+        self.list.setCurrentRow(-1)
+        self.list.clearSelection()
+        self.list.blockSignals(False)
+        self._load(None)
+        self.name_edit.setFocus()
+
+    # -- the form ----------------------------------------------------------------------
+
+    def _load(self, config: ProviderConfig | None) -> None:
+        self._stored = config
+        shown = config or ProviderConfig(name="", kind="openai", base_url="", model="")
+        self.name_edit.setText(shown.name)
+        self.kind_box.setCurrentIndex(max(0, self.kind_box.findData(shown.kind)))
+        self.base_url_edit.setText(shown.base_url)
+        self.model_edit.setText(shown.model)
+        source = (KEY_KEYRING if shown.api_key_keyring else KEY_ENV if shown.api_key_env
+                  else KEY_NONE)
+        self.key_source_box.setCurrentIndex(self.key_source_box.findData(source))
+        self.key_env_edit.setText(shown.api_key_env or "")
+        self.keyring_entry_edit.setText(shown.api_key_keyring or "")
+        self.key_edit.clear()
+        self.window_spin.setValue(shown.context_window or 0)
+        self.max_output_spin.setValue(shown.max_output_tokens or 0)
+        self.set_window_note("")
+        self.remove_button.setEnabled(config is not None)
+        self._show_key_fields()
+
+    def _show_key_fields(self, *_args: Any) -> None:
+        source = self.key_source_box.currentData()
+        self.form.setRowVisible(self.key_env_edit, source == KEY_ENV)
+        for widget in (self.keyring_entry_edit, self.key_edit, self.keyring_note_box):
+            self.form.setRowVisible(widget, source == KEY_KEYRING)
+        self.key_edit.setEnabled(self.keyring_usable)
+        self.use_env_button.setVisible(not self.keyring_usable)
+        if self.keyring_usable:
+            self.keyring_note.setText(
+                f"A key typed here is saved in {self.keyring_why} under the entry's name, "
+                "never in the workbench's database.")
+        else:
+            self.keyring_note.setText(
+                f"A key cannot be saved here: {self.keyring_why}. Put the key in an "
+                "environment variable and name that variable instead.")
+
+    def set_window_note(self, text: str) -> None:
+        """Show a sentence about the context window under its field (empty: hide it)."""
+        self.window_label.setText(text)
+        self.form.setRowVisible(self.window_label, bool(text))
+
+    def _use_environment_variable(self) -> None:
+        self.key_source_box.setCurrentIndex(self.key_source_box.findData(KEY_ENV))
+        self.key_env_edit.setFocus()
+
+    def form_config(self) -> ProviderConfig:
+        """The config the form describes (not checked; storing it checks it)."""
+        base = self._stored
+        source = self.key_source_box.currentData()
+        name = self.name_edit.text().strip()
+        return ProviderConfig(
+            name=name,
+            kind=str(self.kind_box.currentData()),
+            base_url=self.base_url_edit.text().strip(),
+            model=self.model_edit.text().strip(),
+            api_key_env=(self.key_env_edit.text().strip() or None) if source == KEY_ENV
+            else None,
+            api_key_keyring=(self.keyring_entry_edit.text().strip() or name or None)
+            if source == KEY_KEYRING else None,
+            context_window=self.window_spin.value() or None,
+            max_output_tokens=self.max_output_spin.value() or None,
+            temperature=base.temperature if base else None,
+            timeouts=dict(base.timeouts) if base else {},
+            extra_headers=dict(base.extra_headers) if base else {},
+        )
+
+    def dirty(self) -> bool:
+        """Whether the form differs from the stored config (a new one always does)."""
+        if self._stored is None or self.key_edit.text():
+            return True
+        return self.form_config().to_json() != self._stored.to_json()
+
+    def _say(self, text: str, *, ok: bool | None = None) -> None:
+        self.status_label.setText(text)
+        self.status_label.setStyleSheet("" if ok is None else _GOOD if ok else _BAD)
+
+    # -- saving and removing -------------------------------------------------------------
+
+    def save(self, then: Callable[[ProviderConfig], None] | None = None) -> bool:
+        """Store the form (on the writer); a typed key goes into the keyring first.
+
+        ``then`` runs with the stored config once it is saved. Returns False when there
+        was nothing to start (a keyring key without a keyring).
+        """
+        config = self.form_config()
+        key = self.key_edit.text() if self.key_source_box.currentData() == KEY_KEYRING else ""
+        if key and not self.keyring_usable:
+            self._say(f"The key cannot be saved: {self.keyring_why}. Use an environment "
+                      "variable instead.", ok=False)
+            return False
+        settings, original = self._settings(), self._stored
+
+        def run() -> ProviderConfig:
+            if key and config.api_key_keyring:
+                save_key_in_keyring(config.api_key_keyring, key)
+            if original is None:
+                return settings.add(config)
+            return settings.update(original.name, **config.to_json())
+
+        def done(stored: ProviderConfig) -> None:
+            self.key_edit.clear()
+            self.reload(select=stored.name)
+            self._say(f"Saved provider {stored.name!r}.", ok=True)
+            self.provider_saved.emit(stored)
+            self.ctx.providers_changed.emit()
+            if then is not None:
+                then(stored)
+
+        self._say("Saving…")
+        self.ctx.workers.write(run, name="save the provider", on_done=done,
+                               on_error=self._failed("save the provider"))
+        return True
+
+    def _failed(self, doing: str) -> Callable[[BaseException], None]:
+        def show(error: BaseException) -> None:
+            self.test_button.setEnabled(True)
+            self.detect_button.setEnabled(True)
+            self._say(describe_error(error, doing=doing), ok=False)
+        return show
+
+    def remove(self) -> None:
+        """Remove the selected config after asking."""
+        if self._stored is None:
+            return
+        name = self._stored.name
+        if not self.confirm_remove(name):
+            return
+        settings = self._settings()
+
+        def done(_result: Any) -> None:
+            self.reload()
+            self._say(f"Removed provider {name!r}.", ok=True)
+            self.provider_removed.emit(name)
+            self.ctx.providers_changed.emit()
+
+        self.ctx.workers.write(settings.remove, name, name="remove the provider",
+                               on_done=done, on_error=self._failed("remove the provider"))
+
+    def confirm_remove(self, name: str) -> bool:
+        """Ask whether to remove ``name`` (its keyring entry, if any, is left alone)."""
+        answer = QMessageBox.question(
+            self, "Remove provider",
+            f"Remove the provider {name!r}? Agents that use it will need another one. "
+            "A key kept in the OS keyring stays there.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
+    # -- asking the server ---------------------------------------------------------------
+
+    def test_connection(self) -> None:
+        """Save the form if it changed, then send a one-token request (on a worker)."""
+        self.test_button.setEnabled(False)
+        if self.dirty():
+            if not self.save(then=lambda stored: self._start_test(stored.name)):
+                self.test_button.setEnabled(True)
+        elif self._stored is not None:
+            self._start_test(self._stored.name)
+
+    def _start_test(self, name: str) -> None:
+        self.test_button.setEnabled(False)
+        self._say(f"Testing the connection to {name!r}…")
+        self.ctx.workers.network(self._settings().test, name, name="test the connection",
+                                 on_done=self._tested,
+                                 on_error=self._failed("test the connection"))
+
+    def _tested(self, report: ConnectionReport) -> None:
+        self.test_button.setEnabled(True)
+        text = report.sentence
+        if report.notices:
+            text += "\n" + "\n".join(report.notices)
+        self._say(text, ok=report.ok)
+        self.connection_tested.emit(report)
+
+    def detect_window(self) -> None:
+        """Ask the server of the form's config for its context window (on a worker)."""
+        self.detect_button.setEnabled(False)
+        self.set_window_note("Asking the server…")
+        self.ctx.workers.network(self._settings().detect_window, self.form_config(),
+                                 name="detect the context window", on_done=self._detected,
+                                 on_error=self._detect_failed)
+
+    def _detected(self, found: WindowDetection) -> None:
+        self.detect_button.setEnabled(True)
+        if found.window:
+            self.window_spin.setValue(found.window)
+        self.set_window_note(found.sentence)
+        self.window_detected.emit(found)
+
+    def _detect_failed(self, error: BaseException) -> None:
+        self.detect_button.setEnabled(True)
+        self.set_window_note(describe_error(error, doing="detect the context window"))
