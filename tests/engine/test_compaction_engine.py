@@ -488,10 +488,15 @@ def test_model_execute_compacts_an_opted_in_session_before_sending(
     memory = Memory.open(workspace.db, sid)
     provider = ScriptedProvider(["fine"])
 
-    Model(provider).with_memory(memory, auto=True).execute("and now?")
+    response = Model(provider).with_memory(memory, auto=True).execute("and now?")
 
     (record,) = compaction.history(workspace, sid)
     assert record.details["auto"] is True
+    assert response.compaction_id == record.id  # the GUI reloads the session on it
+    # The next send stays within the policy: no compaction to report.
+    assert Model(ScriptedProvider(["ok"])).with_memory(memory, auto=True).execute(
+        "more?"
+    ).compaction_id is None
     sent = provider.requests[0].messages
     # The folded history left the request; the summary and the recent turns went.
     assert len([m for m in sent if m.role != "system"]) == 5

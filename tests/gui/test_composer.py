@@ -199,3 +199,25 @@ def test_sending_without_an_open_session_creates_one(
     assert info.title == "Plan a picnic"
     assert stored(chat_workspace, session_id) == [("user", "Plan a picnic\nfor Saturday"),
                                                  ("assistant", REPLY)]
+
+
+def test_an_auto_compaction_before_the_send_reloads_the_timeline_with_its_marker(
+    qtbot: QtBot, chat_workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    turns = [(role, f"{role} message {i}") for i in range(6) for role in ("user", "assistant")]
+    info = make_session(chat_workspace, "Long chat", turns)
+    chat_workspace.repo.set_overrides(info.id, {
+        "compaction": {"auto": True, "max_messages": 8, "keep_messages": 4}})
+    window = open_window(chat_workspace)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    with qtbot.waitSignal(window.ctx.session_reloaded, timeout=15_000) as reloaded:
+        assert composer.send("And now?")
+    assert reloaded.args == [info.id]
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: len(window.timeline.model.compactions()) == 1, timeout=5_000)
+    # Eight messages folded before the send; the four kept and the new turn stay active.
+    states = [m.state for m in chat_workspace.repo.list_messages(info.id)]
+    assert states.count("folded") == 8 and states.count("active") == 6

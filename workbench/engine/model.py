@@ -169,6 +169,8 @@ class Response:
     step_limit_reached: bool = False
     recalled: list[MemoryEntry] = field(default_factory=list)
     tool_stats: ToolStats = field(default_factory=ToolStats)
+    # The auto-compaction that ran before the send (SPEC §4), when one changed the session.
+    compaction_id: int | None = None
 
 
 @dataclass
@@ -550,17 +552,18 @@ class Model:
 
     # -- planning -------------------------------------------------------------------------
 
-    def _auto_compact(self) -> None:
+    def _auto_compact(self) -> int | None:
         """Before a send, compact the session if it opted in and a trigger fires
-        (SPEC §4); a failure never stops the send."""
+        (SPEC §4); a failure never stops the send. Returns the new compaction's id."""
         memory = self.active_memory
         if memory is None or memory.session_id is None:
-            return
+            return None
         from workbench.engine.compaction import maybe_compact_before_send
 
         result = maybe_compact_before_send(memory, provider=self.provider)
         if result is not None and result.message:
             log.info("Auto-compaction before send: %s", result.message)
+        return result.compaction_id if result is not None and result.changed else None
 
     def _plan(self, prompt: str) -> _Plan:
         memory = self.active_memory
@@ -857,13 +860,15 @@ class Model:
         self, prompt: str, cancel: CancelToken, keep_partial: bool
     ) -> Generator[RunEvent, None, Response]:
         user = self._user(prompt)
-        self._auto_compact()
+        compaction_id = self._auto_compact()
         plan = self._plan(prompt)
         if plan.memory is not None:
             plan.memory.begin_run()
         turn = yield from self._turn(plan, prompt, user, cancel, keep_partial, None)
         stored, appended = self._commit(plan, turn)
-        return self._response(plan, turn, stored, appended)
+        response = self._response(plan, turn, stored, appended)
+        response.compaction_id = compaction_id
+        return response
 
     def stream_run(
         self, prompt: str, *, cancel: CancelToken | None = None, keep_partial: bool = False

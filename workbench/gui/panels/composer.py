@@ -358,6 +358,13 @@ class ComposerPanel(QWidget):
                 model.set_pending(None)
             self.ctx.messages_appended.emit(list(response.messages))
             self.ctx.sessions_changed.emit()
+        if response.compaction_id is not None and response.messages:
+            # An auto-compaction folded messages before the send: the timeline (its
+            # marker), the compaction history and the context are read again.
+            session_id = response.messages[0].session_id
+            if session_id is not None:
+                self.ctx.session_reloaded.emit(session_id)
+                self.ctx.context_changed.emit(session_id)
         elif model is not None and reply is not None:
             # Manual memory: nothing was stored; the turn stays on screen, marked so.
             for message in model.pending:
