@@ -213,6 +213,38 @@ def settings_dialogs(window: object, ws: object, shot: object) -> None:
     dialog.reject()
 
 
+def first_run_offer(window: object, shot: object) -> None:
+    """Step 13 of :func:`main`: the first-run bar offering a local server that answered
+    (a small stand-in for llama.cpp's model list on a free port) and the hosted hint."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Models(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            data = json.dumps({"data": [{"id": "gemma-3-270m-it-Q4_K_M.gguf"}]}).encode()
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        bar = window.offer_local_servers(  # type: ignore[attr-defined]
+            [("llama.cpp", server.server_address[1])], force=True)
+        deadline = time.perf_counter() + 5
+        while not bar.servers and time.perf_counter() < deadline:
+            pump(0.05)
+        shot("first-run-offer")  # type: ignore[operator]
+        bar.dismiss()
+    finally:
+        server.shutdown()
+
+
 def pump(seconds: float = 0.2) -> None:
     from PySide6.QtWidgets import QApplication
 
@@ -386,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
 
     # 12. The Settings dialogs: providers (key kept outside) and agents (policy, tools).
     settings_dialogs(window, ws, shot)
+
+    # 13. First run: a local model server found and offered, with the hosted hint.
+    first_run_offer(window, shot)
 
     window.close()
     ws.close()  # type: ignore[attr-defined]

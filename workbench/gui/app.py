@@ -97,6 +97,7 @@ def run_gui(db_path: Path | None = None) -> int:
         _set_icon(app)
         window = MainWindow(workspace)
         window.show()
+        window.offer_local_servers()  # first run only: local model servers, hosted hint
         return app.exec()
     finally:
         if window is not None:

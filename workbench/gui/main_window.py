@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QSplitter,
+    QToolBar,
     QWidget,
 )
 
@@ -90,6 +91,7 @@ class MainWindow(QMainWindow):
         self._connect()
         self._restore_layout()
         self._opened_once = False
+        self.first_run_bar: Any = None
         self._refresh_status_timer = QTimer(self)
         self._refresh_status_timer.setSingleShot(True)
         self._refresh_status_timer.setInterval(80)
@@ -533,6 +535,34 @@ class MainWindow(QMainWindow):
         from workbench.gui.dialogs.agents import AgentsDialog
 
         return self._settings_dialog("_agents_dialog", AgentsDialog)
+
+    def offer_local_servers(self, servers: Any = None, *, force: bool = False) -> Any:
+        """First run: look for local model servers and offer them in a bar above the
+        timeline, with a hint on hosted providers (once per database unless ``force``).
+        Returns the bar, or None when the offer was made before."""
+        from workbench.engine.discovery import KNOWN_LOCAL_SERVERS
+        from workbench.gui.panels.first_run import FirstRunBar, offer_local_servers
+
+        bar = FirstRunBar(self.ctx)
+        if not offer_local_servers(self.ctx, bar, servers or KNOWN_LOCAL_SERVERS,
+                                   force=force):
+            bar.deleteLater()
+            return None
+        toolbar = QToolBar("Welcome", self)
+        toolbar.setObjectName("FirstRunToolBar")
+        toolbar.setMovable(False)
+        toolbar.setFloatable(False)
+        toolbar.addWidget(bar)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, toolbar)
+
+        def dismissed() -> None:
+            self.removeToolBar(toolbar)
+            toolbar.deleteLater()
+            self.first_run_bar = None
+
+        bar.dismissed.connect(dismissed)
+        self.first_run_bar = bar
+        return bar
 
     def _settings_dialog(self, attribute: str, cls: Any) -> QDialog:
         dialog = getattr(self, attribute, None)
