@@ -487,3 +487,25 @@ def test_workspace_import_conversation_refuses_a_bad_one(workspace: Workspace) -
     with pytest.raises(WorkbenchError, match="robot"):
         workspace.import_conversation(_conversation("bad", "a", "b", role="robot"))
     assert workspace.count_sessions(include_archived=True) == 1
+
+
+def test_export_progress_counts_sessions_and_stopping_writes_nothing(
+    workspace: Workspace, tmp_path: Path, build_rich_session: Callable[[Workspace], int],
+) -> None:
+    ids = [build_rich_session(workspace) for _ in range(3)]
+    out = tmp_path / "all.md"
+    seen: list[tuple[int, int | None]] = []
+    written = workspace.export_sessions(
+        ids, "markdown", out, progress=lambda done, total: seen.append((done, total)) or True
+    )
+    assert [info.id for info in written] == ids
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+    before = out.read_bytes()
+    # Stopped after the second session: nothing written, the old file left as it was.
+    stopped = workspace.export_sessions(ids, "markdown", out,
+                                        progress=lambda done, total: done < 2)
+    assert stopped == []
+    assert out.read_bytes() == before
+    fresh = tmp_path / "never.md"
+    assert workspace.export_sessions(ids, "markdown", fresh, progress=lambda d, t: False) == []
+    assert not fresh.exists()

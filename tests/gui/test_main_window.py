@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QDialogButtonBox
 from pytestqt.qtbot import QtBot
 
 from workbench.core.conversation import SessionInfo
@@ -224,3 +224,93 @@ def test_export_writes_the_selected_sessions(
     text = target.read_text(encoding="utf-8")
     assert "the question" in text and "the answer" in text
     assert "Exported 1 session" in window.statusBar().currentMessage()
+
+
+def test_cancelling_an_export_writes_nothing_and_keeps_the_old_file(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    import threading
+
+    from workbench.gui.dialogs.export_progress import ExportProgressDialog
+
+    infos = [make_session(workspace, f"Session {i}", [("user", f"question {i}")])
+             for i in range(3)]
+    window = open_window(workspace)
+    target = tmp_path / "out.md"
+    target.write_text("the previous export\n", encoding="utf-8")
+    dialog = ExportProgressDialog(window.ctx, [i.id for i in infos], "markdown", target,
+                                  window)
+    # The first session is being read when the person presses Cancel.
+    reading, go_on = threading.Event(), threading.Event()
+    progress = dialog._progress
+
+    def slow(read: int, total: int | None) -> bool:
+        reading.set()
+        go_on.wait(5)
+        return progress(read, total)
+
+    dialog._progress = slow  # type: ignore[method-assign]
+    dialog.show()
+    dialog.start()
+    assert reading.wait(5) and dialog.running
+    cancel = dialog.buttons.button(QDialogButtonBox.StandardButton.Cancel)
+    qtbot.mouseClick(cancel, Qt.MouseButton.LeftButton)
+    assert "Stopping" in dialog.label.text()
+    with qtbot.waitSignal(dialog.export_finished, timeout=5_000) as finished:
+        go_on.set()
+    assert finished.args == [[]]
+    assert "not written" in dialog.label.text()
+    assert target.read_text(encoding="utf-8") == "the previous export\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.md")]
+    dialog.close()
+
+
+def test_help_shortcuts_lists_every_action_with_keys(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    dialog = window.show_shortcuts()
+    listed = dict(dialog.rows())
+    for action in window.findChildren(QAction):
+        name = action.text().replace("&", "").rstrip("…").strip()
+        if action.shortcuts() and name:
+            keys = action.shortcuts()[0].toString(QKeySequence.SequenceFormat.NativeText)
+            assert name in listed and keys in listed[name], (name, keys)
+    dialog.close()
+    # Every menu and its entries can be reached with Alt and a letter.
+    for menu_action in window.menuBar().actions():
+        assert "&" in menu_action.text(), menu_action.text()
+
+
+def test_every_focusable_control_has_a_name_for_screen_readers(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QAbstractButton, QLabel, QWidget
+
+    workspace.ensure_sample_session()
+    window = open_window(workspace)
+    for dock in (window.search_dock, *window.findChildren(type(window.search_dock))):
+        dock.show()
+    # Labels that name a control (setBuddy) count as its name.
+    named_by_label = {label.buddy() for label in window.findChildren(QLabel)
+                      if label.buddy() is not None}
+    nameless = []
+    for widget in window.findChildren(QWidget):
+        if widget.focusPolicy() == Qt.FocusPolicy.NoFocus or not widget.isEnabled():
+            continue
+        if widget.focusProxy() is not None or widget.objectName().startswith("qt_"):
+            continue
+        if widget.window() is not window:  # a combo box's popup list, a floating tool
+            continue
+        if type(widget).__name__ in ("QScrollBar", "QTabBar", "QMenuBar", "QMenu",
+                                     "QSplitterHandle", "QDockWidget", "QToolBar",
+                                     "QMainWindow", "MainWindow"):
+            continue
+        text = widget.text() if isinstance(widget, QAbstractButton) else ""
+        if widget.accessibleName() or text.strip() or widget in named_by_label:
+            continue
+        nameless.append(f"{type(widget).__name__} {widget.objectName()!r} in "
+                        f"{type(widget.parentWidget()).__name__}")
+    assert nameless == [], "\n".join(nameless)

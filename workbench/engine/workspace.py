@@ -166,18 +166,30 @@ class Workspace:
         return report.sessions[0][0]
 
     def export_sessions(
-        self, refs: Sequence[str | int], format: str, path: Path | str
+        self,
+        refs: Sequence[str | int],
+        format: str,
+        path: Path | str,
+        *,
+        progress: ProgressCallback | None = None,
     ) -> list[SessionInfo]:
-        """Write the sessions to ``path`` in the named export format."""
+        """Write the sessions to ``path`` in the named export format (atomically).
+
+        ``progress`` is called with ``(sessions read, sessions in all)`` after each
+        session is read; returning False stops the export before anything is written
+        (the file, new or existing, is left as it was) and an empty list is returned.
+        """
         from workbench.formats import ExportSession, get_exporter
 
         exporter = get_exporter(format)
         bundles = []
         infos = []
-        for ref in refs:
+        for done, ref in enumerate(refs, start=1):
             info, messages, context = self.session_view(ref)
             bundles.append(ExportSession(info=info, messages=messages, context=context))
             infos.append(info)
+            if progress is not None and progress(done, len(refs)) is False:
+                return []
         exporter.write(bundles, Path(path))
         return infos
 

@@ -453,19 +453,29 @@ class MainWindow(QMainWindow):
             self.settings.setValue("paths/last_folder", path)
             self.start_import(path)
 
-    def export_sessions(self, session_ids: list[int], format: str, path: Path | str) -> None:
-        """Export sessions on a worker; the status bar says when it is written."""
+    def export_sessions(self, session_ids: list[int], format: str,
+                        path: Path | str) -> QDialog | None:
+        """Export sessions on a worker, with a progress dialog and Cancel; the status
+        bar says when the file is written. Returns the dialog."""
+        from workbench.gui.dialogs.export_progress import ExportProgressDialog
+
         ids = [sid for sid in session_ids if sid]
         if not ids:
-            return
-        workspace = self.ctx.workspace
+            return None
+        dialog = ExportProgressDialog(self.ctx, ids, format, Path(path), self)
 
         def done(infos: list[SessionInfo]) -> None:
-            noun = "session" if len(infos) == 1 else "sessions"
-            self.statusBar().showMessage(f"Exported {len(infos)} {noun} to {path}.", 8000)
+            if infos:
+                noun = "session" if len(infos) == 1 else "sessions"
+                self.statusBar().showMessage(f"Exported {len(infos)} {noun} to {path}.", 8000)
+                dialog.accept()  # nothing to read there that the status bar does not say
+            else:
+                self.statusBar().showMessage(f"Export cancelled; {path} not written.", 8000)
 
-        self.ctx.workers.read(workspace.export_sessions, ids, format, Path(path),
-                              name="export", on_done=done)
+        dialog.export_finished.connect(done)
+        dialog.show()
+        dialog.start()
+        return dialog
 
     def export_interactively(self, session_ids: list[int]) -> None:
         ids = [sid for sid in session_ids if sid]

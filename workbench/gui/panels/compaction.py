@@ -169,6 +169,7 @@ class CompactionPanel(QWidget):
         column.addStretch(1)
 
         self.scroll = QScrollArea(self)
+        self.scroll.setAccessibleName("Compaction settings and preview")
         self.scroll.setWidgetResizable(True)
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll.setWidget(content)

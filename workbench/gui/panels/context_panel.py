@@ -204,6 +204,7 @@ class ContextPanel(QWidget):
             column.addWidget(box)
         column.addStretch(1)
         self.scroll = QScrollArea(self)
+        self.scroll.setAccessibleName("Session context")
         self.scroll.setWidgetResizable(True)
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll.setWidget(body)
