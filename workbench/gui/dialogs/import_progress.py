@@ -9,23 +9,15 @@ Token counts are filled after the import, in the background.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
-from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import (
-    QDialog,
-    QDialogButtonBox,
-    QLabel,
-    QProgressBar,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QWidget
 
 from workbench.engine.workspace import ImportReport
 from workbench.gui.context import AppContext
+from workbench.gui.dialogs.job_progress import JobProgressDialog
 
-POLL_MS = 100
 SKIPPED_SHOWN = 5
 
 
@@ -75,56 +67,29 @@ def count_tokens_in_background(ctx: AppContext) -> None:
     ctx.workers.read(step, name="count tokens", on_done=stepped)
 
 
-class ImportProgressDialog(QDialog):
+class ImportProgressDialog(JobProgressDialog):
     """Progress and Cancel for one import (see the module docstring)."""
 
     import_finished = Signal(object)  # the ImportReport (also when cancelled)
     import_failed = Signal(object)  # the exception
+    stopping_text = "Stopping after the conversation in hand…"
 
     def __init__(self, ctx: AppContext, path: Path, *, format: str | None = None,
                  parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.ctx = ctx
         self.path = Path(path)
+        super().__init__("Import", f"Reading {self.path.name}…", parent)
+        self.ctx = ctx
         self.format = format
         self.report: ImportReport | None = None
         self.error: BaseException | None = None
-        self._read = 0
-        self._cancel = threading.Event()
-        self._running = False
-
-        self.setWindowTitle("Import")
-        self.setAccessibleName("Import progress")
-        self.setMinimumWidth(440)
-        self.label = QLabel(f"Reading {self.path.name}…", self)
-        self.label.setWordWrap(True)
-        self.label.setAccessibleName("Import status")
-        self.bar = QProgressBar(self)
-        self.bar.setRange(0, 0)  # the total is not known while reading
-        self.bar.setAccessibleName("Import progress")
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel, self)
-        self.buttons.rejected.connect(self.cancel)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.label)
-        layout.addWidget(self.bar)
-        layout.addWidget(self.buttons)
-
-        self._timer = QTimer(self)
-        self._timer.setInterval(POLL_MS)
-        self._timer.timeout.connect(self._show_progress)
-
-    @property
-    def running(self) -> bool:
-        return self._running
 
     @property
     def conversations_read(self) -> int:
-        return self._read
+        return self._done_count
 
     def start(self) -> None:
         """Begin the import on the database writer."""
-        self._running = True
-        self._timer.start()
+        self._begin()
         workspace, path, fmt = self.ctx.workspace, self.path, self.format
         self.ctx.workers.write(
             lambda: workspace.import_path(
@@ -133,37 +98,9 @@ class ImportProgressDialog(QDialog):
             name=f"import {path.name}", on_done=self._done, on_error=self._failed,
         )
 
-    def _progress(self, read: int, _total: int | None) -> bool:
-        # Runs on the writer thread: only plain values cross over.
-        self._read = read
-        return not self._cancel.is_set()
-
-    def cancel(self) -> None:
-        """Stop after the conversation being read; closes the dialog when done."""
-        if not self._running:
-            self.reject()
-            return
-        self._cancel.set()
-        self.label.setText("Stopping after the conversation in hand…")
-        self.buttons.setEnabled(False)
-
-    @property
-    def cancel_requested(self) -> bool:
-        return self._cancel.is_set()
-
-    def _show_progress(self) -> None:
-        if self._running and not self._cancel.is_set():
-            noun = "conversation" if self._read == 1 else "conversations"
-            self.label.setText(f"Importing {self.path.name}: {self._read:,} {noun} read…")
-
-    def _finish(self) -> None:
-        self._running = False
-        self._timer.stop()
-        self.bar.setRange(0, 1)
-        self.bar.setValue(1)
-        self.buttons.setEnabled(True)
-        # Close has the reject role: it reaches cancel(), which closes once not running.
-        self.buttons.setStandardButtons(QDialogButtonBox.StandardButton.Close)
+    def show_progress(self, done: int, total: int | None) -> None:
+        noun = "conversation" if done == 1 else "conversations"
+        self.label.setText(f"Importing {self.path.name}: {done:,} {noun} read…")
 
     def _done(self, report: ImportReport) -> None:
         self.report = report
@@ -181,10 +118,3 @@ class ImportProgressDialog(QDialog):
         self.label.setText(describe_error(error, doing=f"import {self.path.name}"))
         self.ctx.sessions_changed.emit()
         self.import_failed.emit(error)
-
-    def reject(self) -> None:
-        # Esc or the window's close button while running means Cancel, not "hide".
-        if self._running:
-            self.cancel()
-            return
-        super().reject()
