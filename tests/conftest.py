@@ -7,11 +7,17 @@ change the developer's real sessions, settings or window layout.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# The protocol server is a plain module beside the provider tests (imported by path).
+sys.path.insert(0, str(Path(__file__).resolve().parent / "providers"))
+
+from protocol_server import ProtocolServer  # noqa: E402
 
 # Before anything imports Qt: tests draw on the offscreen platform unless told otherwise.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -48,3 +54,14 @@ def shared_dir() -> Path:
     if not SHARED_DIR.is_dir():
         pytest.skip(f"shared folder not found at {SHARED_DIR}")
     return SHARED_DIR
+
+
+@pytest.fixture
+def server() -> Iterator[ProtocolServer]:
+    """A started protocol server on 127.0.0.1 (tests/providers/protocol_server.py);
+    stalls are released and the server stopped afterwards."""
+    srv = ProtocolServer().start()
+    try:
+        yield srv
+    finally:
+        srv.stop()

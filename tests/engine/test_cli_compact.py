@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from workbench.core.compaction import SUMMARY_HEADING
 from workbench.core.conversation import Message, SessionContext
@@ -44,14 +42,6 @@ def state(ws: Workspace, session_id: int) -> tuple[Any, ...]:
         ws.repo.get_context(session_id),
     )
 
-
-@pytest.fixture
-def server() -> Iterator[ProtocolServer]:
-    srv = ProtocolServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def test_compact_prints_the_json_the_issue_names(cli: CliRunner, workspace: Workspace) -> None:

@@ -7,10 +7,9 @@ protocol server."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
@@ -338,14 +337,6 @@ def test_policy_fields_persist_for_the_session(
     assert workspace.repo.get_session(info.id).overrides.get("compaction") is None
     assert panel.keep_spin.value() == 30
 
-
-@pytest.fixture
-def server() -> Iterator[ProtocolServer]:
-    srv = ProtocolServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def test_model_summary_shows_progress_and_cancel_stops_it(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,14 +22,6 @@ from protocol_server import Fault, ProtocolServer  # noqa: E402
 
 REPLY = "Hello from the protocol server."
 
-
-@pytest.fixture
-def server() -> Iterator[ProtocolServer]:
-    srv = ProtocolServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture

@@ -75,14 +75,6 @@ def no_keyring() -> Iterator[KeyringBackend]:
     yield from _use_keyring(fail.Keyring())
 
 
-@pytest.fixture
-def server() -> Iterator[ProtocolServer]:
-    srv = ProtocolServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
 
 def _open(window: MainWindow, qtbot: QtBot) -> ProvidersDialog:
     window.providers_action.trigger()

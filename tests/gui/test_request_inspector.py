@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,14 +29,6 @@ from protocol_server import ProtocolServer  # noqa: E402
 
 SECRET = "sk-test-0123456789abcdef"
 
-
-@pytest.fixture
-def server() -> Iterator[ProtocolServer]:
-    srv = ProtocolServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def _add_provider(ws: Workspace, name: str, srv: ProtocolServer, model: str | None = None,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,19 +15,9 @@ from workbench.cli import main
 # The protocol server is a plain module beside the tests (the suite imports by path).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from protocol_server import ProtocolServer  # noqa: E402
 
 SENTINEL_KEY = "sk-test-SENTINEL-4f9c2a7be1d34c55"
 
-
-@pytest.fixture
-def server() -> Iterator[ProtocolServer]:
-    """A started protocol server; stalls are released and the server stopped afterwards."""
-    srv = ProtocolServer().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture
