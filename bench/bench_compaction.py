@@ -13,7 +13,8 @@ Timed (median and 95th percentile of ``--runs`` runs after one warm-up):
   about 9,970 lines, and the request's tokens before and after. Goal: at most 50 ms.
   Timed twice: a first preview (the summarizer's remembered block counts cleared before
   each run) and a preview again of the same session, as the panel runs it after another
-  keep count or an edit (the summary blocks that did not change are not counted again).
+  keep count or an edit (the lines of messages that did not change are not written
+  again, nor the summary blocks that did not change counted again).
   Its parts are timed too: loading, planning with the loaded messages, and counting
   the summary's tokens.
 * **apply** (one transaction: fold ~9,970 messages, write the context, record) and
@@ -176,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             lambda: counter.count_text(plan.new_summary), runs=args.runs
         )
         report("first preview from the database", cold, PREVIEW_GOAL_MS)
-        report("preview again (summary blocks' counts remembered)", whole, PREVIEW_GOAL_MS)
+        report("preview again (unchanged lines and block counts remembered)", whole,
+               PREVIEW_GOAL_MS)
         print(
             "    (CPU is the calling thread's; the summary's tokens are counted on a second"
             " thread meanwhile)"

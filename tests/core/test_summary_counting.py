@@ -89,3 +89,28 @@ def test_request_tokens_with_the_counted_tail_equal_counting_everything(previous
     # A wrong figure for a tail that does not end the summary is never used.
     bogus = CountedText("- user: not in the summary", 10**6)
     assert request_tokens("Be brief.", summary, history, counter, counted_tail=bogus) == exact
+
+
+def test_remembered_lines_never_outlive_an_edit() -> None:
+    from dataclasses import replace
+
+    summarizer = ExtractiveSummarizer(line_chars=40)
+    folded = _messages(300, seed=11)
+    clear_count_cache()
+    first = summarizer.summarize(folded, "").text
+    assert summarizer.summarize(folded, "").text == first  # from the remembered lines
+    edited = list(folded)
+    edited[5] = replace(folded[5], content="Changed: the flight is on Monday now.")
+    edited[6] = replace(folded[6], role="user" if folded[6].role != "user" else "assistant")
+    edited[7] = replace(folded[7], content=folded[7].content + " and a late addition")
+    edited[8] = replace(folded[8], content=folded[8].content[:5])
+    again = summarizer.summarize(edited, "").text
+    clear_count_cache()
+    assert again == summarizer.summarize(edited, "").text  # as if nothing was remembered
+    assert "Changed: the flight is on Monday now." in again
+    # Another line limit is another line, not the one remembered for 40 characters.
+    summarizer.summarize(edited, "")
+    shorter = ExtractiveSummarizer(line_chars=20).summarize(edited, "").text
+    clear_count_cache()
+    assert shorter == ExtractiveSummarizer(line_chars=20).summarize(edited, "").text
+    assert shorter != again

@@ -161,8 +161,10 @@ _block_counts = _CountCache()
 
 
 def clear_count_cache() -> None:
-    """Forget the remembered block counts (benchmarks time a first preview with it)."""
+    """Forget the remembered block counts and lines (benchmarks time a first preview
+    with it)."""
     _block_counts.clear()
+    _known_lines.clear()
 
 
 @dataclass(frozen=True)
@@ -273,6 +275,8 @@ class ExtractiveSummarizer:
         span = limit * 2 + 8
         lines: list[str] = []
         append = lines.append
+        known = _known_lines.get
+        remember = _known_lines.__setitem__
         # message_line inlined for plain text, which is nearly every message: folding
         # ten thousand messages spends its time here.
         for msg in folded:
@@ -283,16 +287,46 @@ class ExtractiveSummarizer:
             if not text:
                 append(f"- {msg.role}: (empty)")
                 continue
-            short = len(text) <= span
-            flat = " ".join((text if short else text[:span]).split())
+            size = len(text)
+            short = size <= span
+            seen = known(msg.id) if msg.id is not None else None
+            if (
+                seen is not None
+                and seen[0] == limit
+                and seen[1] == msg.role
+                and (seen[2] == size if short else seen[2] < 0)
+                and text.startswith(seen[3])
+            ):
+                append(seen[4])
+                continue
+            head = text if short else text[:span]
+            flat = " ".join(head.split())
             if len(flat) > limit:
                 flat = flat[: limit - 1].rstrip() + "…"
             elif not short:
-                flat = shorten(text, limit)  # mostly whitespace at its start
+                append(f"- {msg.role}: {shorten(text, limit)}")  # mostly whitespace early on
+                continue
             elif not flat:
                 flat = "(empty)"
-            append(f"- {msg.role}: {flat}")
+            line = f"- {msg.role}: {flat}"
+            append(line)
+            if msg.id is not None:
+                # The line depends on the first ``span`` characters and on whether the
+                # text is longer: that much is kept to compare, not the whole text.
+                remember(msg.id, (limit, msg.role, size if short else -1, head, line))
+        if len(_known_lines) > _KNOWN_LINES_MAX:
+            _known_lines.clear()  # rare: a bound on memory, not a cache policy
         return lines
+
+
+# The line each stored message last gave, by message id, with what it was made from (the
+# limit, the role, the text's length when short and the part of the text the line is
+# made of, all compared on use, so an edited message is never served an old line). A
+# second preview of a session, after another keep count or an edit, then writes only the
+# lines of what changed. At most a few hundred characters per entry; plain dict
+# operations are atomic under the interpreter lock, so threads may share it.
+_known_lines: dict[int, tuple[int, str, int, str, str]] = {}
+_KNOWN_LINES_MAX = 120_000
 
 
 def _last_block(text: str) -> str:
