@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
 from workbench.core.conversation import Agent
@@ -138,3 +140,37 @@ def test_a_new_agent_is_created_and_a_nameless_one_refused(
     dialog.save_button.click()
     qtbot.waitUntil(lambda: "already exists" in dialog.status_label.text(), timeout=10_000)
     assert [a.name for a in workspace.repo.list_agents()].count("Researcher") == 1
+
+
+def test_removing_an_agent_takes_its_memories_and_refuses_one_with_sessions(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    repo = workspace.repo
+    default = repo.default_agent()
+    spare = repo.create_agent("Spare")
+    repo.add_memory_entry(spare.id, "The user prefers window seats.")
+    busy = repo.create_agent("Busy")
+    repo.create_session(title="Busy's session", agent_id=busy.id)
+    answers = iter([QMessageBox.StandardButton.No, QMessageBox.StandardButton.Yes,
+                    QMessageBox.StandardButton.Yes, QMessageBox.StandardButton.Yes])
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: next(answers))
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+
+    assert dialog.select("Spare")
+    dialog.remove_button.click()  # answered No: nothing happens
+    window.ctx.workers.wait_idle()
+    assert "Spare" in dialog.names()
+    dialog.remove_button.click()
+    qtbot.waitUntil(lambda: "Spare" not in dialog.names(), timeout=5_000)
+    assert "1 memory entries" in dialog.status_label.text()
+    assert {a.name for a in repo.list_agents()} == {default.name, "Busy"}
+    assert repo.list_memory_entries(agent_id=spare.id) == []
+
+    for name, why in (("Busy", "still has 1 session"), (default.name, "default agent")):
+        assert dialog.select(name)
+        dialog.remove_button.click()
+        qtbot.waitUntil(lambda why=why: why in dialog.status_label.text(), timeout=5_000)
+        assert name in dialog.names()
+    assert len(repo.list_agents()) == 2

@@ -141,6 +141,34 @@ class Repository:
             ).all()
         return [agent_from_row(r) for r in rows]
 
+    def delete_agent(self, agent_id: int) -> int:
+        """Delete an agent and its long-term memory entries, in one transaction; returns
+        how many entries went with it. The default agent, and an agent that still has
+        sessions (archived ones too), are refused with a sentence: sessions need their
+        agent."""
+        with self.db.write() as conn:
+            self._require(conn, "agents", agent_id, "agent")
+            name = conn.exec_driver_sql(
+                "SELECT name FROM agents WHERE id = ?", (agent_id,)
+            ).scalar_one()
+            default = self.get_setting(DEFAULT_AGENT_SETTING)
+            if name == DEFAULT_AGENT_NAME or default == agent_id:
+                raise StorageError(f"Agent {name!r} is the default agent; it cannot be deleted.")
+            sessions = int(conn.exec_driver_sql(
+                "SELECT count(*) FROM sessions WHERE agent_id = ?", (agent_id,)
+            ).scalar_one())
+            if sessions:
+                noun = "session" if sessions == 1 else "sessions"
+                raise StorageError(
+                    f"Agent {name!r} still has {sessions} {noun}; delete them or give them "
+                    "another agent first."
+                )
+            removed = conn.exec_driver_sql(
+                "DELETE FROM memory_entries WHERE agent_id = ?", (agent_id,)
+            ).rowcount
+            conn.exec_driver_sql("DELETE FROM agents WHERE id = ?", (agent_id,))
+        return int(removed or 0)
+
     def update_agent(self, agent_id: int, **fields: Any) -> Agent:
         """Change ``name``, ``instructions``, ``provider``, ``model``, ``memory_policy``
         or ``tools`` of an agent."""

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
@@ -82,6 +83,8 @@ class AgentsDialog(QDialog):
         self.list.setMinimumWidth(170)
         self.add_button = QPushButton("&Add", self)
         self.add_button.setAccessibleName("Add an agent")
+        self.remove_button = QPushButton("&Remove…", self)
+        self.remove_button.setAccessibleName("Remove the agent")
 
         self.name_edit = QLineEdit(self)
         self.name_edit.setAccessibleName("Agent name")
@@ -133,6 +136,7 @@ class AgentsDialog(QDialog):
         self._lay_out()
         self.list.currentItemChanged.connect(self._selection_changed)
         self.add_button.clicked.connect(self.new_agent)
+        self.remove_button.clicked.connect(self.remove)
         self.save_button.clicked.connect(self.save)
         self.provider_box.currentIndexChanged.connect(self._provider_changed)
         self.reload()
@@ -141,7 +145,10 @@ class AgentsDialog(QDialog):
     def _lay_out(self) -> None:
         left = QVBoxLayout()
         left.addWidget(self.list, 1)
-        left.addWidget(self.add_button)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.add_button)
+        buttons.addWidget(self.remove_button)
+        left.addLayout(buttons)
 
         form = QFormLayout()
         form.addRow("&Name:", self.name_edit)
@@ -182,7 +189,7 @@ class AgentsDialog(QDialog):
         layout.addLayout(body, 1)
         layout.addWidget(self.buttons)
         chain: list[QWidget] = [
-            self.list, self.add_button, self.name_edit, self.instructions_edit,
+            self.list, self.add_button, self.remove_button, self.name_edit, self.instructions_edit,
             self.provider_box, self.model_edit, self.mode_box, self.window_spin,
             self.capture_box, self.inject_box, self.max_entries_spin, self.scope_box,
             self.namespace_edit, *self.tool_boxes.values(), self.save_button, self.buttons]
@@ -254,8 +261,41 @@ class AgentsDialog(QDialog):
 
     # -- the form ----------------------------------------------------------------------
 
+    def remove(self) -> None:
+        """Delete the agent in the form after asking (on the writer). The store refuses
+        the default agent and agents that still have sessions, in a sentence."""
+        stored = self._stored
+        if stored is None:
+            return
+        if not self.confirm_remove(stored.name):
+            return
+        repo = self.ctx.workspace.repo
+
+        def done(entries: int) -> None:
+            self.reload()
+            gone = f" and its {entries} memory entries" if entries else ""
+            self._say(f"Removed agent {stored.name!r}{gone}.", ok=True)
+            self.ctx.providers_changed.emit()
+
+        def failed(error: BaseException) -> None:
+            self._say(describe_error(error, doing="remove the agent"), ok=False)
+
+        self.ctx.workers.write(repo.delete_agent, stored.id, name="remove the agent",
+                               on_done=done, on_error=failed)
+
+    def confirm_remove(self, name: str) -> bool:
+        """Ask whether to delete agent ``name`` with its long-term memory entries."""
+        answer = QMessageBox.question(
+            self, "Remove agent",
+            f"Remove the agent {name!r} and its long-term memory entries? An agent that "
+            "still has sessions cannot be removed.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
     def _load(self, agent: Agent | None) -> None:
         self._stored = agent
+        self.remove_button.setEnabled(agent is not None)
         shown = agent or Agent(id=0, name="")
         self.name_edit.setText(shown.name)
         self.instructions_edit.setPlainText(shown.instructions)
