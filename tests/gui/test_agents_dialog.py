@@ -174,3 +174,34 @@ def test_removing_an_agent_takes_its_memories_and_refuses_one_with_sessions(
         qtbot.waitUntil(lambda why=why: why in dialog.status_label.text(), timeout=5_000)
         assert name in dialog.names()
     assert len(repo.list_agents()) == 2
+
+
+def test_switching_agents_with_unsaved_edits_asks_first(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    repo = workspace.repo
+    default = repo.default_agent()
+    repo.create_agent("Other", instructions="Other's instructions.")
+    asked: list[str] = []
+    answers = iter([QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Discard])
+
+    def question(_parent: object, _title: str, text: str, *_a: object) -> object:
+        asked.append(text)
+        return next(answers)
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    assert dialog.select(default.name)
+    assert dialog.select("Other") and asked == []  # nothing edited: no question
+    qtbot.keyClicks(dialog.instructions_edit, " More.")
+    dialog.select(default.name)  # Cancel: the edited form stays
+    assert len(asked) == 1 and "'Other'" in asked[0]
+    assert dialog.name_edit.text() == "Other"
+    assert "More." in dialog.instructions_edit.toPlainText()
+    assert dialog.list.currentItem().text() == "Other"
+    dialog.select(default.name)  # Discard: the other agent is shown, nothing stored
+    assert dialog.name_edit.text() == default.name
+    assert {a.name: a.instructions for a in repo.list_agents()}["Other"] == (
+        "Other's instructions.")

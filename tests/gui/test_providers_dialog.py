@@ -288,3 +288,31 @@ def test_every_input_has_an_accessible_name(
     assert inputs_without_names(_open(window, qtbot)) == []
     window.agents_action.trigger()
     assert inputs_without_names(window._agents_dialog) == []
+
+
+def test_switching_providers_with_unsaved_edits_asks_first(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = ProviderSettings(workspace.db)
+    for name in ("alpha", "beta"):
+        settings.add(ProviderConfig(name=name, kind="openai",
+                                    base_url=f"http://127.0.0.1:9/{name}", model="m"))
+    answers = iter([QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Discard])
+    asked: list[str] = []
+
+    def question(_parent: object, _title: str, text: str, *_a: object) -> object:
+        asked.append(text)
+        return next(answers)
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    assert dialog.select("alpha") and dialog.select("beta") and asked == []
+    dialog.model_edit.setText("edited-model")
+    dialog.select("alpha")  # Cancel: still on beta, the edit kept
+    assert len(asked) == 1 and "'beta'" in asked[0]
+    assert dialog.name_edit.text() == "beta" and dialog.model_edit.text() == "edited-model"
+    dialog.select("alpha")  # Discard
+    assert dialog.name_edit.text() == "alpha"
+    assert settings.get("beta").model == "m"  # nothing was stored

@@ -230,7 +230,10 @@ class AgentsDialog(QDialog):
         if chosen is None and self.list.count():
             chosen = self.list.item(0)
         if chosen is not None:
+            # Read again from the store: the form is refilled below, whatever it held.
+            self.list.blockSignals(True)
             self.list.setCurrentItem(chosen)
+            self.list.blockSignals(False)
             self._load(chosen.data(Qt.ItemDataRole.UserRole))
         else:
             self._load(None)
@@ -246,9 +249,29 @@ class AgentsDialog(QDialog):
                 return True
         return False
 
-    def _selection_changed(self, current: QListWidgetItem | None, _previous: Any) -> None:
-        if current is not None:
-            self._load(current.data(Qt.ItemDataRole.UserRole))
+    def _selection_changed(self, current: QListWidgetItem | None,
+                           previous: QListWidgetItem | None) -> None:
+        if current is None:
+            return
+        if self.edited() and not self.confirm_discard(self.name_edit.text() or "the new one"):
+            self.list.blockSignals(True)
+            self.list.setCurrentItem(previous)  # stay on the edited form
+            self.list.blockSignals(False)
+            return
+        self._load(current.data(Qt.ItemDataRole.UserRole))
+
+    def edited(self) -> bool:
+        """Whether the form was changed since it was filled (from the store or blank)."""
+        return self.form_fields() != getattr(self, "_baseline", None)
+
+    def confirm_discard(self, name: str) -> bool:
+        """Ask whether the unsaved edits to agent ``name`` may be dropped."""
+        answer = QMessageBox.question(
+            self, "Unsaved changes",
+            f"Discard the unsaved changes to agent {name!r}?",
+            QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel)
+        return answer == QMessageBox.StandardButton.Discard
 
     def new_agent(self) -> None:
         """Clear the form for an agent that is not stored yet."""
@@ -320,6 +343,7 @@ class AgentsDialog(QDialog):
         self.namespace_edit.setText(policy.namespace)
         for name, box in self.tool_boxes.items():
             box.setChecked(name in shown.tools)
+        self._baseline = self.form_fields()
 
     def _provider_changed(self, *_args: Any) -> None:
         name = self.provider_box.currentData()

@@ -247,7 +247,10 @@ class ProvidersDialog(QDialog):
         if chosen is None and self.list.count():
             chosen = self.list.item(0)
         if chosen is not None:
+            # Read again from the store: the form is refilled below, whatever it held.
+            self.list.blockSignals(True)
             self.list.setCurrentItem(chosen)
+            self.list.blockSignals(False)
             self._load(chosen.data(Qt.ItemDataRole.UserRole))
         else:
             self.new_provider()
@@ -265,9 +268,25 @@ class ProvidersDialog(QDialog):
                 return True
         return False
 
-    def _selection_changed(self, current: QListWidgetItem | None, _previous: Any) -> None:
-        if current is not None:
-            self._load(current.data(Qt.ItemDataRole.UserRole))
+    def _selection_changed(self, current: QListWidgetItem | None,
+                           previous: QListWidgetItem | None) -> None:
+        if current is None:
+            return
+        if self.edited() and not self.confirm_discard(self.name_edit.text() or "the new one"):
+            self.list.blockSignals(True)
+            self.list.setCurrentItem(previous)  # stay on the edited form
+            self.list.blockSignals(False)
+            return
+        self._load(current.data(Qt.ItemDataRole.UserRole))
+
+    def confirm_discard(self, name: str) -> bool:
+        """Ask whether the unsaved edits to provider ``name`` may be dropped."""
+        answer = QMessageBox.question(
+            self, "Unsaved changes",
+            f"Discard the unsaved changes to provider {name!r}?",
+            QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel)
+        return answer == QMessageBox.StandardButton.Discard
 
     def new_provider(self) -> None:
         """Clear the form for a provider that is not stored yet."""
@@ -298,6 +317,15 @@ class ProvidersDialog(QDialog):
         self.set_window_note("")
         self.remove_button.setEnabled(config is not None)
         self._show_key_fields()
+        self._baseline = self._form_state()
+
+    def _form_state(self) -> Any:
+        """What the form holds, to tell whether it was edited since it was filled."""
+        return (self.form_config().to_json(), self.key_edit.text())
+
+    def edited(self) -> bool:
+        """Whether the form was changed since it was filled (from the store or blank)."""
+        return self._form_state() != getattr(self, "_baseline", None)
 
     def _show_key_fields(self, *_args: Any) -> None:
         source = self.key_source_box.currentData()
