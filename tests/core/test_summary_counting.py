@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from workbench.core.conversation import Message
 from workbench.core.summarizers import (
@@ -114,3 +116,20 @@ def test_remembered_lines_never_outlive_an_edit() -> None:
     clear_count_cache()
     assert shorter == ExtractiveSummarizer(line_chars=20).summarize(edited, "").text
     assert shorter != again
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab \t\n\r\u00a0\u2003\u3000\x1c\x1f\x85\u2028é.…-")),
+               max_size=400),
+       st.sampled_from([40, 160]))
+@example(" " * 200, 40)  # longer than the part looked at first, and only whitespace
+@example("\n" * 300 + "late words", 40)
+def test_a_line_is_the_text_with_its_whitespace_collapsed_and_shortened(
+    text: str, limit: int
+) -> None:
+    from workbench.core.summarizers import shorten
+
+    clear_count_cache()
+    (line,) = ExtractiveSummarizer(line_chars=limit).summarize(
+        [Message("user", text, id=1)], "").text.splitlines()[1:]
+    expected = shorten(text, limit) if text.strip() else "(empty)"
+    assert line == f"- user: {expected}"

@@ -300,11 +300,18 @@ class ExtractiveSummarizer:
                 append(seen[4])
                 continue
             head = text if short else text[:span]
-            flat = " ".join(head.split())
+            if head.isprintable() and "  " not in head:
+                # Every character str.split breaks at, but the ASCII space, is a control
+                # or separator character, which isprintable() rejects: with no double
+                # space either, collapsing the whitespace is stripping the ends.
+                flat = head.strip()
+            else:
+                flat = " ".join(head.split())
             if len(flat) > limit:
                 flat = flat[: limit - 1].rstrip() + "…"
             elif not short:
-                append(f"- {msg.role}: {shorten(text, limit)}")  # mostly whitespace early on
+                # Mostly whitespace early on (or only whitespace: no line text at all).
+                append(f"- {msg.role}: {shorten(text, limit) or '(empty)'}")
                 continue
             elif not flat:
                 flat = "(empty)"
