@@ -93,29 +93,20 @@ def test_request_tokens_with_the_counted_tail_equal_counting_everything(previous
     assert request_tokens("Be brief.", summary, history, counter, counted_tail=bogus) == exact
 
 
-def test_remembered_lines_never_outlive_an_edit() -> None:
+def test_an_edited_message_gets_its_new_line() -> None:
     from dataclasses import replace
 
     summarizer = ExtractiveSummarizer(line_chars=40)
     folded = _messages(300, seed=11)
-    clear_count_cache()
     first = summarizer.summarize(folded, "").text
-    assert summarizer.summarize(folded, "").text == first  # from the remembered lines
+    assert summarizer.summarize(folded, "").text == first
     edited = list(folded)
     edited[5] = replace(folded[5], content="Changed: the flight is on Monday now.")
     edited[6] = replace(folded[6], role="user" if folded[6].role != "user" else "assistant")
-    edited[7] = replace(folded[7], content=folded[7].content + " and a late addition")
-    edited[8] = replace(folded[8], content=folded[8].content[:5])
-    again = summarizer.summarize(edited, "").text
-    clear_count_cache()
-    assert again == summarizer.summarize(edited, "").text  # as if nothing was remembered
-    assert "Changed: the flight is on Monday now." in again
-    # Another line limit is another line, not the one remembered for 40 characters.
-    summarizer.summarize(edited, "")
-    shorter = ExtractiveSummarizer(line_chars=20).summarize(edited, "").text
-    clear_count_cache()
-    assert shorter == ExtractiveSummarizer(line_chars=20).summarize(edited, "").text
-    assert shorter != again
+    again = summarizer.summarize(edited, "").text.splitlines()
+    assert again[6] == "- " + edited[5].role + ": Changed: the flight is on Monday now."
+    assert again[7].startswith(f"- {edited[6].role}: ")
+    assert again[:6] == first.splitlines()[:6] and again[8:] == first.splitlines()[8:]
 
 
 @given(st.text(alphabet=st.sampled_from(list("ab \t\n\r\u00a0\u2003\u3000\x1c\x1f\x85\u2028é.…-")),
@@ -123,6 +114,11 @@ def test_remembered_lines_never_outlive_an_edit() -> None:
        st.sampled_from([40, 160]))
 @example(" " * 200, 40)  # longer than the part looked at first, and only whitespace
 @example("\n" * 300 + "late words", 40)
+@example("x" * 40 + " " * 100, 40)  # the limit exactly, then only spaces: no ellipsis
+@example("x" * 40 + " " * 60 + "y", 40)  # a space right after the limit
+@example(" " + "x" * 60, 40)  # a leading space
+@example("x" * 41, 40)  # one over the limit
+@example("x " * 30, 40)
 def test_a_line_is_the_text_with_its_whitespace_collapsed_and_shortened(
     text: str, limit: int
 ) -> None:
@@ -133,3 +129,59 @@ def test_a_line_is_the_text_with_its_whitespace_collapsed_and_shortened(
         [Message("user", text, id=1)], "").text.splitlines()[1:]
     expected = shorten(text, limit) if text.strip() else "(empty)"
     assert line == f"- user: {expected}"
+
+
+_BODY_TEXT = st.text(
+    alphabet=st.sampled_from(list("ab AZ9-.,:;'…é🎉\t\n/_()[]→")), min_size=0, max_size=120
+)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant", "tool", "system"]), _BODY_TEXT),
+                min_size=1, max_size=30),
+       st.sampled_from([20, 40, 160]),
+       st.sampled_from(["o200k_base", "cl100k_base"]),
+       st.booleans())
+def test_a_block_counts_as_its_line_starts_plus_its_bodies(
+    items: list[tuple[str, str]], limit: int, encoding: str, last: bool
+) -> None:
+    """The counting shortcut: a block of summary lines costs the tokens of each line's
+    ``- role:`` plus those of the bodies behind a space, joined by line breaks."""
+    from workbench.core.summarizers import _BlockCount, _bodies, _prefix
+
+    counter = get_counter(encoding)
+    roles = [role for role, _ in items]
+    bodies = _bodies([text for _, text in items], [None] * len(items), limit)
+    piece = "\n".join(_prefix(role) + body for role, body in zip(roles, bodies, strict=True))
+    tail = "" if last else "\n"
+    clear_count_cache()
+    assert _BlockCount(piece, tail, roles, bodies, counter).count() == counter.count_text(
+        piece + tail
+    )
+
+
+def test_quick_handoff_shortens_the_switch_interval_and_gives_it_back() -> None:
+    import sys
+    import threading
+
+    from workbench.core.handoff import HANDOFF_INTERVAL, quick_handoff
+
+    before = sys.getswitchinterval()
+    assert before > HANDOFF_INTERVAL
+    with quick_handoff():
+        assert sys.getswitchinterval() == pytest.approx(HANDOFF_INTERVAL)
+        inside = threading.Event()
+        leave = threading.Event()
+
+        def other() -> None:
+            with quick_handoff():
+                inside.set()
+                leave.wait(5)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        assert inside.wait(5)
+    # The other thread still hands off quickly; the interval comes back when it ends.
+    assert sys.getswitchinterval() == pytest.approx(HANDOFF_INTERVAL)
+    leave.set()
+    thread.join(5)
+    assert sys.getswitchinterval() == pytest.approx(before)

@@ -590,3 +590,80 @@ def test_a_broken_auto_policy_does_not_stop_a_send(workspace: Workspace) -> None
     assert snapshot(workspace, sid) == before
     with pytest.raises(CompactionError, match="no setting 'keep'"):
         compaction.preview(workspace, sid)
+
+
+def _plain_and_whole_session(workspace: Workspace) -> int:
+    """Plain rows with and without details (metadata, a name, a compaction id), whole
+    rows of every kind, counts in the counter's encoding, another one, and none."""
+    messages = [
+        Message("system", "You are an agent."),
+        Message("user", long_text(1)),
+        Message("assistant", long_text(2), metadata={"model": "m", "usage": {"input": 3}}),
+        Message("user", "Named user", name="ana"),
+        Message("assistant", "", tool_calls=[call("c1", "search")]),
+        Message("tool", "3 flights", tool_call_id="c1", name="search"),
+        Message("user", "Pinned one", metadata={"pinned": True}),
+        Message("assistant", "Marked", important=True),
+        Message("user", "Metadata that mentions important", metadata={"note": "important"}),
+        Message("assistant", long_text(3)),
+        Message("user", long_text(4)),
+    ]
+    sid = store_session(workspace, messages)
+    ids = [m.id for m in workspace.repo.list_messages(sid)]
+    workspace.repo.set_token_counts([(ids[9], 5, "cl100k_base")])
+    with workspace.db.write() as conn:
+        conn.exec_driver_sql(
+            "UPDATE messages SET token_count = NULL, token_encoding = NULL WHERE id = ?",
+            (ids[10],),
+        )
+        conn.exec_driver_sql("UPDATE messages SET compaction_id = 99 WHERE id = ?", (ids[1],))
+    return sid
+
+
+@pytest.mark.parametrize("rich", [True, False])
+def test_the_table_loader_reads_what_the_lean_loader_reads(
+    workspace: Workspace, build_rich_session: Any, rich: bool
+) -> None:
+    from workbench.store.compactions import load_table
+
+    sid = build_rich_session(workspace) if rich else _plain_and_whole_session(workspace)
+    lean = load_active(workspace.db, sid)
+    table = load_table(workspace.db, sid, COUNTER.encoding_name)
+    assert len(table) == len(lean)
+    assert table.whole, "the sessions hold whole rows"
+    assert len(table.whole) < len(table), "and plain ones"
+    fields = ("id", "position", "role", "content", "name", "tool_calls", "tool_call_id",
+              "important", "metadata", "state", "compaction_id", "session_id")
+    for i, msg in enumerate(lean):
+        built = table.message(i)
+        assert [getattr(built, f) for f in fields] == [getattr(msg, f) for f in fields]
+        if msg.token_encoding == COUNTER.encoding_name:
+            assert table.costs[i] == msg.token_count
+            assert (built.token_count, built.token_encoding) == (msg.token_count,
+                                                                 msg.token_encoding)
+        else:
+            assert table.costs[i] is None
+
+
+@pytest.mark.parametrize("summary", ["", "Short."])
+@pytest.mark.parametrize("instructions", [None, "Be brief."])
+def test_request_tokens_of_table_rows_are_those_of_their_messages(
+    workspace: Workspace, summary: str, instructions: str | None
+) -> None:
+    from workbench.store.compactions import load_table
+
+    sid = _plain_and_whole_session(workspace)
+    table = load_table(workspace.db, sid, COUNTER.encoding_name)
+    everything = table.everything()
+    rows = [range(len(table)), [1, 2, 3], [0, 4, 5, 9, 10], [5], []]
+    for chosen in rows:
+        selection = table.select(list(chosen))
+        messages = [m.copy() for m in selection]
+        assert compaction.request_tokens(instructions, summary, selection, COUNTER) == (
+            compaction.request_tokens(instructions, summary, messages, COUNTER)
+        )
+    # A table read for another encoding has no costs to trust: everything is counted.
+    other = load_table(workspace.db, sid, "cl100k_base")
+    assert compaction.request_tokens(None, "", other.everything(), COUNTER) == (
+        compaction.request_tokens(None, "", [m.copy() for m in everything], COUNTER)
+    )

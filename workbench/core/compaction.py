@@ -38,18 +38,19 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timedelta
+from itertools import compress
 from typing import Any
 
 from workbench.core.assembly import tool_units
 from workbench.core.conversation import (
     Message,
-    MessageState,
     SessionContext,
     Task,
     TaskStatus,
     as_utc,
     format_time,
 )
+from workbench.core.message_table import MessageSelection, MessageTable
 from workbench.core.summarizers import (
     APPEND,
     EXTRACTIVE,
@@ -93,6 +94,8 @@ __all__ = [
     "ExtractiveSummarizer",
     "FoldRange",
     "KeptMessage",
+    "MessageSelection",
+    "MessageTable",
     "RequestTokens",
     "Summarizer",
     "SummaryDraft",
@@ -121,7 +124,8 @@ REASON_TOOL_GROUP = "tool group"
 REASON_SYSTEM = "system"
 REASON_OUTSIDE_RANGE = "outside the chosen range"
 
-_ACTIVE = MessageState.ACTIVE.value
+# Swaps the planner's per-row flags: folded rows become kept rows and back.
+_INVERT = bytes.maketrans(b"\x00\x01", b"\x01\x00")
 
 
 class CompactionError(WorkbenchError):
@@ -278,10 +282,6 @@ def is_protected(message: Message) -> bool:
     return bool(meta) and bool(meta.get("important") or meta.get("pinned"))
 
 
-def _position(message: Message) -> int:
-    return -1 if message.position is None else message.position
-
-
 # -- facts and tasks -----------------------------------------------------------------------
 
 _TRAILING = re.compile(r"[\s.!;:,]+$")
@@ -368,17 +368,20 @@ class KeptMessage:
         return {"id": self.id, "position": self.position, "role": self.role, "reason": self.reason}
 
 
-def fold_ranges(folded: Sequence[tuple[int, Message]]) -> list[FoldRange]:
-    """Runs of ``(index among the active messages, message)`` with consecutive indices."""
+def fold_ranges(table: MessageTable, kept: Sequence[int]) -> list[FoldRange]:
+    """The runs of folded rows of ``table``, given the rows that stay (ascending): every
+    row is either kept or folded, so the runs are the gaps between kept rows."""
+    ids, positions = table.ids, table.positions
     ranges: list[FoldRange] = []
-    start = 0
-    for k in range(1, len(folded) + 1):
-        if k == len(folded) or folded[k][0] != folded[k - 1][0] + 1:
-            first, last = folded[start][1], folded[k - 1][1]
+    previous = -1
+    for k in (*kept, len(table)):
+        if k - previous > 1:
+            first, last = previous + 1, k - 1
             ranges.append(
-                FoldRange(first.position, last.position, first.id, last.id, k - start)
+                FoldRange(positions[first], positions[last], ids[first], ids[last],
+                          last - first + 1)
             )
-            start = k
+        previous = k
     return ranges
 
 
@@ -515,7 +518,7 @@ def _nothing(
 
 
 def plan_compaction(
-    messages: Sequence[Message],
+    messages: Sequence[Message] | MessageTable,
     context: SessionContext,
     *,
     policy: CompactionPolicy,
@@ -530,19 +533,26 @@ def plan_compaction(
     """Plan a compaction of a session (see the module documentation).
 
     ``messages`` are the session's messages in order (only the active ones are looked
-    at). ``keep`` folds all but the newest ``keep`` active non-system messages;
-    ``fold_range`` (first and last position, inclusive) folds the messages inside it;
-    with neither, the policy's triggers decide. ``request_tokens`` counts the request
-    for a summary and a history. The summarizer runs only when something folds; its
-    errors propagate and nothing is planned.
+    at), or a :class:`MessageTable` of its active messages (what the store loads for a
+    long session: see :mod:`workbench.core.message_table`). ``keep`` folds all but the
+    newest ``keep`` active non-system messages; ``fold_range`` (first and last position,
+    inclusive) folds the messages inside it; with neither, the policy's triggers decide.
+    ``request_tokens`` counts the request for a summary and a history. The summarizer
+    runs only when something folds; its errors propagate and nothing is planned. Both
+    receive their messages as a
+    :class:`MessageSelection` of the table (a sequence of messages).
     """
     if keep is not None and fold_range is not None:
         raise CompactionError("Give a keep count or a range to fold, not both.")
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
         raise CompactionError(f"The keep count must be a whole number, 0 or more, not {keep!r}.")
-    active = [m for m in messages if m.state == _ACTIVE]
-    movable = [i for i, m in enumerate(active) if m.role != "system"]
-    n = len(movable)
+    table = messages if isinstance(messages, MessageTable) else MessageTable.from_messages(messages)
+    size = len(table)
+    roles = table.roles
+    whole = table.whole
+    # Only whole rows can be system messages, protected or in a tool group.
+    systems = [i for i in whole if roles[i] == "system"]
+    n = size - len(systems)
     previous = context.summary or ""
     base: dict[str, Any] = {
         "session_id": session_id,
@@ -553,24 +563,24 @@ def plan_compaction(
         "facts_after": list(context.facts),
         "tasks_before": [replace(t) for t in context.tasks],
         "tasks_after": [replace(t) for t in context.tasks],
-        "tokens_before": request_tokens(previous, active),
+        "tokens_before": request_tokens(previous, table.everything()),
         "active_before": n,
         "auto": auto,
     }
 
-    # -- which messages are candidates ----------------------------------------------------
+    # -- which rows are candidates (a flag per row) ------------------------------------------
+    flags = bytearray(size)
     outside_reason = REASON_RECENT
     if fold_range is not None:
         first, last = fold_range
         if first > last:
             first, last = last, first
         trigger, label = TRIGGER_RANGE, f"range {first}-{last}"
-        candidate = [False] * len(active)
-        for i in movable:
-            if first <= _position(active[i]) <= last:
-                candidate[i] = True
         outside_reason = REASON_OUTSIDE_RANGE
-        if not any(candidate):
+        for i, position in enumerate(table.positions):
+            if first <= (-1 if position is None else position) <= last and roles[i] != "system":
+                flags[i] = 1
+        if not any(flags):
             return _nothing(
                 base, f"no active message lies between positions {first} and {last}.",
                 trigger, label,
@@ -602,49 +612,45 @@ def plan_compaction(
                 f"the {keep_n} to keep.",
                 trigger, label,
             )
-        candidate = [False] * len(active)
-        for i in movable[: n - keep_n]:
-            candidate[i] = True
+        # The oldest n - keep_n non-system rows: the rows before ``end``, but the system
+        # rows among them.
+        end = n - keep_n
+        for i in systems:
+            if i >= end:
+                break
+            end += 1
+        flags[:end] = b"\x01" * end
+        for i in systems:
+            if i >= end:
+                break
+            flags[i] = 0
 
-    # -- groups and protected messages -------------------------------------------------------
-    folding = [False] * len(active)
+    # -- groups and protected messages (whole rows) -----------------------------------------
     reasons: dict[int, str] = {}
-    for unit in tool_units(active):
-        if len(unit) == 1:  # most messages: no tool group to keep whole
-            i = unit[0]
-            if candidate[i]:
-                if is_protected(active[i]):
-                    reasons[i] = REASON_SYSTEM if active[i].role == "system" else REASON_IMPORTANT
-                else:
-                    folding[i] = True
-            continue
-        inside = [i for i in unit if candidate[i]]
+    rows = list(whole)
+    for unit in tool_units(list(whole.values())):
+        members = [rows[k] for k in unit]
+        inside = [i for i in members if flags[i]]
         if not inside:
             continue
-        if len(inside) == len(unit) and not any(is_protected(active[i]) for i in unit):
-            for i in unit:
-                folding[i] = True
+        if len(members) == 1:
+            i = members[0]
+            if is_protected(whole[i]):
+                reasons[i] = REASON_SYSTEM if roles[i] == "system" else REASON_IMPORTANT
+                flags[i] = 0
             continue
+        if len(inside) == len(members) and not any(is_protected(whole[i]) for i in members):
+            continue  # the whole group folds
         for i in inside:
-            msg = active[i]
-            if msg.role == "system":
+            if roles[i] == "system":
                 reasons[i] = REASON_SYSTEM
-            elif is_protected(msg):
+            elif is_protected(whole[i]):
                 reasons[i] = REASON_IMPORTANT
             else:
                 reasons[i] = REASON_TOOL_GROUP
-    kept: list[KeptMessage] = []
-    folded: list[tuple[int, Message]] = []
-    remaining: list[Message] = []
-    for i, msg in enumerate(active):
-        if folding[i]:
-            folded.append((i, msg))
-            continue
-        remaining.append(msg)
-        reason = reasons.get(i)
-        if reason is None:
-            reason = REASON_SYSTEM if msg.role == "system" else outside_reason
-        kept.append(KeptMessage(msg.id, msg.position, msg.role, reason))
+            flags[i] = 0
+
+    folded = list(compress(range(size), flags))
     if not folded:
         return _nothing(
             base,
@@ -652,26 +658,34 @@ def plan_compaction(
             "tool-call group that must stay whole.",
             trigger, label,
         )
+    folded_ids = list(compress(table.ids, flags))
+    if None in folded_ids:
+        raise CompactionError("Only stored messages (with ids) can be compacted.")
+    staying = list(compress(range(size), flags.translate(_INVERT)))
+    ids, positions = table.ids, table.positions
+    kept: list[KeptMessage] = []
+    for i in staying:
+        reason = reasons.get(i)
+        if reason is None:
+            reason = REASON_SYSTEM if roles[i] == "system" else outside_reason
+        kept.append(KeptMessage(ids[i], positions[i], roles[i], reason))
 
-    folded_messages = [m for _, m in folded]
-    draft = summarizer.summarize(folded_messages, previous)
+    draft = summarizer.summarize(table.select(folded), previous)
     facts_after, facts_removed = dedupe_facts(context.facts)
     tasks_after, tasks_pruned = prune_tasks(context.tasks, now, policy.task_retention_hours)
     plan = CompactionPlan(
         **{**base, "facts_after": facts_after, "tasks_after": tasks_after},
         trigger=trigger,
         policy=label,
-        folded_ids=[int(m.id) for m in folded_messages if m.id is not None],
-        ranges=fold_ranges(folded),
+        folded_ids=folded_ids,  # type: ignore[arg-type]  # no None: checked above
+        ranges=fold_ranges(table, staying),
         kept=kept,
         summary=draft.text,
         summary_mode=draft.mode,
         facts_removed=facts_removed,
         tasks_pruned=tasks_pruned,
     )
-    if len(plan.folded_ids) != len(folded_messages):
-        raise CompactionError("Only stored messages (with ids) can be compacted.")
-    plan.tokens_after = request_tokens(plan.new_summary, remaining)
+    plan.tokens_after = request_tokens(plan.new_summary, table.select(staying))
     return plan
 
 

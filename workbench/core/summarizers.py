@@ -18,9 +18,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from operator import add
 from typing import Protocol
 
-from workbench.core.conversation import Message
+from workbench.core.conversation import ROLES, Message
+from workbench.core.handoff import quick_handoff
+from workbench.core.message_table import MessageSelection
 from workbench.core.tokens import TokenCounter
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "count_long_text",
     "message_line",
     "shorten",
+    "summary_lines",
 ]
 
 SUMMARY_HEADING = "Previous conversation summary:"
@@ -83,14 +87,95 @@ def _call_names(message: Message) -> list[str]:
 
 def message_line(message: Message, limit: int = 160) -> str:
     """One ``- role: text`` line for a message, its text shortened to ``limit``."""
-    text = message.content or ""
-    if message.role == "assistant" and message.tool_calls:
-        called = "called " + ", ".join(_call_names(message))
-        text = f"{text} [{called}]" if text.strip() else f"[{called}]"
-    elif message.role == "tool" and message.name:
-        text = f"{message.name} → {text}"
-    body = shorten(text, limit) if text.strip() else "(empty)"
-    return f"- {message.role}: {body}"
+    return _prefix(message.role) + _bodies([message.content or ""], [message], limit)[0]
+
+
+def summary_lines(folded: Sequence[Message], limit: int = 160) -> list[str]:
+    """:func:`message_line` of each message, read from the columns when ``folded`` is a
+    :class:`~workbench.core.message_table.MessageSelection`."""
+    roles, texts, wholes = _line_columns(folded)
+    return list(map(add, map(_prefix, roles), _bodies(texts, wholes, limit)))
+
+
+def _line_columns(
+    folded: Sequence[Message],
+) -> tuple[Sequence[str], Sequence[str], Sequence[Message | None]]:
+    """Roles, texts and, where the line may need more than those, whole messages."""
+    if isinstance(folded, MessageSelection):
+        table = folded.table
+        return folded.column(table.roles), folded.column(table.texts), folded.whole_messages()
+    messages = list(folded)
+    return [m.role for m in messages], [m.content or "" for m in messages], messages
+
+
+_PREFIXES: dict[str, str] = {}
+
+
+def _prefix(role: str) -> str:
+    """``"- role: "``, the start of every summary line."""
+    found = _PREFIXES.get(role)
+    if found is None:
+        found = f"- {role}: "
+        if len(_PREFIXES) < 64:  # chat roles; never grown without bound by odd ones
+            _PREFIXES[role] = found
+    return found
+
+
+def _bodies(texts: Sequence[str], wholes: Sequence[Message | None], limit: int) -> list[str]:
+    """What follows ``- role: `` in each message's summary line.
+
+    ``wholes`` holds the message where its tool calls or tool name belong in the line
+    (else ``None``). The text is the message's with its whitespace collapsed and cut to
+    ``limit`` characters with an ellipsis (:func:`shorten`), or ``(empty)``: never empty,
+    never with whitespace at either end or a line break inside. Folding ten thousand
+    messages spends its time here, so :func:`shorten` is inlined for the common case.
+    """
+    # Only the first ``span`` characters of a long text decide its line (see shorten).
+    span = limit * 2 + 8
+    edge = limit + 1
+    bodies: list[str] = []
+    append = bodies.append
+    for text, msg in zip(texts, wholes, strict=True):
+        if msg is not None:
+            if msg.role == "assistant" and msg.tool_calls:
+                called = "called " + ", ".join(_call_names(msg))
+                text = f"{text} [{called}]" if text.strip() else f"[{called}]"
+            elif msg.role == "tool" and msg.name:
+                text = f"{msg.name} → {text}"
+        # The common case, a text that runs on past the limit: when its first limit + 1
+        # characters are printable (no whitespace but the ASCII space), with no double
+        # space and no space at either end, collapsing the whitespace keeps them as they
+        # are and leaves more than ``limit`` characters, so the line is cut right there.
+        window = text[:edge]
+        if (
+            len(window) == edge
+            and window.isprintable()
+            and "  " not in window
+            and window[0] != " "
+            and window[-1] != " "
+        ):
+            append(window[: limit - 1].rstrip() + "…")
+            continue
+        if not text:
+            append("(empty)")
+            continue
+        short = len(text) <= span
+        head = text if short else text[:span]
+        if head.isprintable() and "  " not in head:
+            # Every character str.split breaks at, but the ASCII space, is a control or
+            # separator character, which isprintable() rejects: with no double space
+            # either, collapsing the whitespace is stripping the ends.
+            flat = head.strip()
+        else:
+            flat = " ".join(head.split())
+        if len(flat) > limit:
+            append(flat[: limit - 1].rstrip() + "…")
+        elif not short:
+            # Mostly whitespace early on (or only whitespace: no line text at all).
+            append(shorten(text, limit) or "(empty)")
+        else:
+            append(flat or "(empty)")
+    return bodies
 
 
 def count_long_text(
@@ -161,10 +246,8 @@ _block_counts = _CountCache()
 
 
 def clear_count_cache() -> None:
-    """Forget the remembered block counts and lines (benchmarks time a first preview
-    with it)."""
+    """Forget the remembered block counts (benchmarks time a first preview with it)."""
     _block_counts.clear()
-    _known_lines.clear()
 
 
 @dataclass(frozen=True)
@@ -238,102 +321,85 @@ class ExtractiveSummarizer:
         counter = self.counter
         block = self.COUNT_BLOCK_LINES
         limit = self.line_limit(len(folded))
+        roles, texts, wholes = _line_columns(folded)
+        prefixes = list(map(_prefix, roles))
         if counter is None or counter.estimated or len(folded) < 2 * block:
-            return SummaryDraft("\n".join([SUMMARY_HEADING, *self._lines(folded, limit)]))
-        lines: list[str] = []
+            lines = map(add, prefixes, _bodies(texts, wholes, limit))
+            return SummaryDraft("\n".join([SUMMARY_HEADING, *lines]))
+        pieces: list[str] = []
         tokens = 0
-        with ThreadPoolExecutor(1, thread_name_prefix="summary-count") as pool:
+        with quick_handoff(), ThreadPoolExecutor(1, thread_name_prefix="summary-count") as pool:
             pending = []
             for start in range(0, len(folded), block):
-                chunk = self._lines(folded[start : start + block], limit)
-                lines.extend(chunk)
-                # Every line starts with "- ", so each piece but the last ends right
-                # before a line break followed by "-": the pieces' counts add up exactly.
-                piece = "\n".join(chunk) + ("\n" if start + block < len(folded) else "")
+                stop = start + block
+                bodies = _bodies(texts[start:stop], wholes[start:stop], limit)
+                piece = "\n".join(map(add, prefixes[start:stop], bodies))
+                pieces.append(piece)
                 known = _block_counts.get(piece)
                 if known is not None:
                     tokens += known
-                else:
-                    pending.append((piece, pool.submit(counter.count_text, piece)))
+                    continue
+                # Each piece but the last ends with the line break before the next "- ".
+                tail = "\n" if stop < len(folded) else ""
+                job = _BlockCount(piece, tail, roles[start:stop], bodies, counter)
+                pending.append((job, pool.submit(job.count)))
             # All written: what the worker has not started yet is counted here meanwhile.
-            for piece, future in reversed(pending):
+            for job, future in reversed(pending):
                 if future.cancel():
-                    count = counter.count_text(piece)
-                    tokens += count
-                    _block_counts.put(piece, count)
-            for piece, future in pending:
+                    tokens += job.count()
+            for _job, future in pending:
                 if not future.cancelled():
-                    count = future.result()
-                    tokens += count
-                    _block_counts.put(piece, count)
-        tail = "\n".join(lines)
+                    tokens += future.result()
+        tail = "\n".join(pieces)
         text = SUMMARY_HEADING + "\n" + tail
         return SummaryDraft(text, APPEND, CountedText(tail, tokens))
 
-    @staticmethod
-    def _lines(folded: Sequence[Message], limit: int) -> list[str]:
-        span = limit * 2 + 8
-        lines: list[str] = []
-        append = lines.append
-        known = _known_lines.get
-        remember = _known_lines.__setitem__
-        # message_line inlined for plain text, which is nearly every message: folding
-        # ten thousand messages spends its time here.
-        for msg in folded:
-            text = msg.content
-            if (msg.tool_calls and msg.role == "assistant") or (msg.name and msg.role == "tool"):
-                append(message_line(msg, limit))
-                continue
-            if not text:
-                append(f"- {msg.role}: (empty)")
-                continue
-            size = len(text)
-            short = size <= span
-            seen = known(msg.id) if msg.id is not None else None
-            if (
-                seen is not None
-                and seen[0] == limit
-                and seen[1] == msg.role
-                and (seen[2] == size if short else seen[2] < 0)
-                and text.startswith(seen[3])
-            ):
-                append(seen[4])
-                continue
-            head = text if short else text[:span]
-            if head.isprintable() and "  " not in head:
-                # Every character str.split breaks at, but the ASCII space, is a control
-                # or separator character, which isprintable() rejects: with no double
-                # space either, collapsing the whitespace is stripping the ends.
-                flat = head.strip()
-            else:
-                flat = " ".join(head.split())
-            if len(flat) > limit:
-                flat = flat[: limit - 1].rstrip() + "…"
-            elif not short:
-                # Mostly whitespace early on (or only whitespace: no line text at all).
-                append(f"- {msg.role}: {shorten(text, limit) or '(empty)'}")
-                continue
-            elif not flat:
-                flat = "(empty)"
-            line = f"- {msg.role}: {flat}"
-            append(line)
-            if msg.id is not None:
-                # The line depends on the first ``span`` characters and on whether the
-                # text is longer: that much is kept to compare, not the whole text.
-                remember(msg.id, (limit, msg.role, size if short else -1, head, line))
-        if len(_known_lines) > _KNOWN_LINES_MAX:
-            _known_lines.clear()  # rare: a bound on memory, not a cache policy
-        return lines
+
+class _BlockCount:
+    """The token count of one block of summary lines (``piece`` plus ``tail``), counted
+    without encoding the lines' ``- role:`` starts.
+
+    A line is ``- role: body``: the tokenizers' pre-tokens end at the ``:`` (punctuation
+    followed by a space) and at every line break followed by ``-`` or by a space, and
+    merges never cross pre-tokens. So the block costs the tokens of each ``- role:``
+    (the same for every line of a role: counted once per role) plus the tokens of the
+    bodies, each behind its space, joined by line breaks. That skips about a third of
+    the encoding work. A role that is not a chat role (a word) counts the block whole.
+    """
+
+    def __init__(
+        self, piece: str, tail: str, roles: Sequence[str], bodies: Sequence[str],
+        counter: TokenCounter,
+    ):
+        self.piece = piece
+        self.tail = tail
+        self.roles = roles
+        self.bodies = bodies
+        self.counter = counter
+
+    def count(self) -> int:
+        counter = self.counter
+        starts = _start_tokens(counter)
+        try:
+            fixed = sum(map(starts.__getitem__, self.roles))
+        except KeyError:
+            tokens = counter.count_text(self.piece + self.tail)
+        else:
+            tokens = fixed + counter.count_text(" " + "\n ".join(self.bodies) + self.tail)
+        _block_counts.put(self.piece, tokens)
+        return tokens
 
 
-# The line each stored message last gave, by message id, with what it was made from (the
-# limit, the role, the text's length when short and the part of the text the line is
-# made of, all compared on use, so an edited message is never served an old line). A
-# second preview of a session, after another keep count or an edit, then writes only the
-# lines of what changed. At most a few hundred characters per entry; plain dict
-# operations are atomic under the interpreter lock, so threads may share it.
-_known_lines: dict[int, tuple[int, str, int, str, str]] = {}
-_KNOWN_LINES_MAX = 120_000
+_START_TOKENS: dict[str, dict[str, int]] = {}
+
+
+def _start_tokens(counter: TokenCounter) -> dict[str, int]:
+    """Tokens of ``- role:`` for each chat role, in the counter's encoding."""
+    found = _START_TOKENS.get(counter.encoding_name)
+    if found is None:
+        found = {role: counter.count_text(f"- {role}:") for role in ROLES}
+        _START_TOKENS[counter.encoding_name] = found
+    return found
 
 
 def _last_block(text: str) -> str:

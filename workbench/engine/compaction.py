@@ -48,17 +48,17 @@ from workbench.core.compaction import (
     Summarizer,
     SummaryDraft,
     count_long_text,
-    message_line,
     plan_compaction,
     shorten,
 )
 from workbench.core.conversation import Agent, Message, SessionInfo, utcnow
 from workbench.core.gcpause import collector_paused
+from workbench.core.message_table import MessageSelection
 from workbench.core.provider import ChatRequest, Provider
-from workbench.core.summarizers import CountedText
+from workbench.core.summarizers import CountedText, summary_lines
 from workbench.core.tokens import TokenCounter, get_counter
 from workbench.errors import ProviderError, WorkbenchError
-from workbench.store.compactions import apply_plan, list_compactions, load_active
+from workbench.store.compactions import apply_plan, list_compactions, load_table
 from workbench.store.compactions import undo_compaction as _undo_in_store
 from workbench.store.db import Database
 from workbench.store.repository import Repository
@@ -167,14 +167,21 @@ def request_tokens(
     the active history, unfitted (no budget), without a new prompt.
 
     Request assembly counts the system message and the history, so the figure is the one
-    preflight shows for those parts. The summary message is counted here, the way
-    assembly builds it, because a summary of thousands of lines is worth counting on
-    several threads (:func:`count_long_text`, exact). When the summary ends with a
-    summarizer's ``counted_tail`` (its new lines, counted while they were written), only
-    the text before it is counted.
+    preflight shows for those parts. When ``history`` is a :class:`MessageSelection`,
+    only its whole rows go through assembly and the plain rows' cached costs are added:
+    with no budget, assembly keeps every plain message at its cost, and they take no
+    part in its tool groups, so the sum is the same.
+
+    The summary message is counted here, the way assembly builds it, because a summary
+    of thousands of lines is worth counting on several threads (:func:`count_long_text`,
+    exact). When the summary ends with a summarizer's ``counted_tail`` (its new lines,
+    counted while they were written), only the text before it is counted.
     """
+    plain = 0
+    if isinstance(history, MessageSelection):
+        history, plain = _split_plain(history, counter)
     parts = RequestParts(instructions=instructions, history=history)
-    total = assemble(parts, counter=counter).tokens.total
+    total = assemble(parts, counter=counter).tokens.total + plain
     text = (summary or "").strip()
     if text:
         total += counter.count_message(Message(role="system"))
@@ -191,6 +198,36 @@ def request_tokens(
         else:
             total += count_long_text(counter, full)
     return total
+
+
+def _split_plain(selection: MessageSelection, counter: TokenCounter) -> tuple[list[Message], int]:
+    """The selection's whole messages in order, and the summed cost of its plain rows
+    (cached costs where the table has them in the counter's encoding, else counted)."""
+    table = selection.table
+    whole = table.whole
+    indices = selection.indices
+    costs = table.costs
+    if len(indices) == len(costs):  # every row (the request as the session stands)
+        wholes = list(whole.values())
+        if table.encoding == counter.encoding_name and None not in costs:
+            known: Sequence[int] = costs  # type: ignore[assignment]  # no None: checked
+            return wholes, sum(known) - sum(known[i] for i in whole)
+        plain_rows = [i for i in range(len(costs)) if i not in whole]
+    else:
+        wholes = [whole[i] for i in indices if i in whole]
+        plain_rows = [i for i in indices if i not in whole]
+    if table.encoding != counter.encoding_name:
+        missing = plain_rows
+        total = 0
+    else:
+        found = [costs[i] for i in plain_rows]
+        if None not in found:
+            return wholes, sum(found)  # type: ignore[arg-type]
+        missing = [i for i, cost in zip(plain_rows, found, strict=True) if cost is None]
+        total = sum(cost for cost in found if cost is not None)
+    if missing:
+        total += sum(counter.count_messages([table.message(i) for i in missing]))
+    return wholes, total
 
 
 class _TailRecorder:
@@ -316,7 +353,7 @@ class ModelSummarizer:
         return chunks
 
     def summarize(self, folded: Sequence[Message], previous: str) -> SummaryDraft:
-        lines = [message_line(m, self.line_chars) for m in folded]
+        lines = summary_lines(folded, self.line_chars)
         summary = previous
         try:
             window = self._window()
@@ -464,13 +501,13 @@ def preview(
     policy = policy or _policy(agent, info)
     counter = counter or get_counter(model=agent.model)
     instructions = agent.instructions or None
-    with collector_paused():  # ten thousand short-lived messages: see core.gcpause
+    with collector_paused():  # ten thousand rows and lines: see core.gcpause
         if memory is not None:
             with memory.lock:
-                messages = load_active(repo.db, info.id)
+                messages = load_table(repo.db, info.id, counter.encoding_name)
                 context = repo.get_context(info.id)
         else:
-            messages = load_active(repo.db, info.id)
+            messages = load_table(repo.db, info.id, counter.encoding_name)
             context = repo.get_context(info.id)
         chosen = _summarizer(
             summarizer,
@@ -547,7 +584,8 @@ def _edited(
     agent = repo.get_agent(info.agent_id)
     counter = counter or get_counter(model=agent.model)
     folded = set(plan.folded_ids)
-    remaining = [m for m in load_active(repo.db, info.id) if m.id not in folded]
+    table = load_table(repo.db, info.id, counter.encoding_name)
+    remaining = table.select([i for i, mid in enumerate(table.ids) if mid not in folded])
     edited = plan.with_summary(summary)
     tokens = request_tokens(agent.instructions or None, edited.new_summary, remaining, counter)
     return edited.with_summary(summary, tokens)

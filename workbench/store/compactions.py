@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 
 from workbench.core.compaction import CompactionError, CompactionPlan, CompactionRecord
 from workbench.core.conversation import Message, Task, utcnow
+from workbench.core.message_table import MessageTable
 from workbench.errors import NotFoundError
 from workbench.store.db import Database
 from workbench.store.repository import Repository
@@ -37,6 +38,7 @@ __all__ = [
     "get_compaction",
     "list_compactions",
     "load_active",
+    "load_table",
     "undo_compaction",
 ]
 
@@ -78,25 +80,13 @@ def _require_session(conn: Connection, session_id: int) -> None:
         raise NotFoundError(f"There is no session with id {session_id}.")
 
 
-def load_active(db: Database, session_id: int) -> list[Message]:
-    """The session's active messages in order, with what planning needs.
+_LEAN_COLUMNS = (
+    "id, position, role, content, name, tool_calls, tool_call_id,"
+    " token_count, token_encoding, important, metadata, compaction_id"
+)
 
-    Leaner than the repository's full rows: ``parts`` and ``created_at`` are not read,
-    and the rows come straight from the driver's cursor, which matters in a session of
-    many thousand messages.
-    """
-    with db.read() as conn:
-        _require_session(conn, session_id)
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        try:
-            rows = cursor.execute(
-                "SELECT id, position, role, content, name, tool_calls, tool_call_id,"
-                " token_count, token_encoding, important, metadata, compaction_id"
-                " FROM messages WHERE session_id = ? AND state = 'active' ORDER BY position",
-                (session_id,),
-            ).fetchall()
-        finally:
-            cursor.close()
+
+def _lean_messages(rows: list[Any], session_id: int) -> list[Message]:
     loads = json.loads
     # Positional arguments in Message's field order: the cheapest way to build 10,000.
     return [
@@ -109,6 +99,85 @@ def load_active(db: Database, session_id: int) -> list[Message]:
         )
         for r in rows
     ]
+
+
+def load_active(db: Database, session_id: int) -> list[Message]:
+    """The session's active messages in order, with what planning needs.
+
+    Leaner than the repository's full rows: ``parts`` and ``created_at`` are not read,
+    and the rows come straight from the driver's cursor, which matters in a session of
+    many thousand messages.
+    """
+    with db.read() as conn:
+        _require_session(conn, session_id)
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            rows = cursor.execute(
+                f"SELECT {_LEAN_COLUMNS} FROM messages"
+                " WHERE session_id = ? AND state = 'active' ORDER BY position",
+                (session_id,),
+            ).fetchall()
+        finally:
+            cursor.close()
+    return _lean_messages(rows, session_id)
+
+
+# Per row: the columns of a MessageTable, then what kind of row it is: 1 for a whole row
+# (read again in full), NULL for a plain row with nothing else, or the plain row's
+# details as JSON text (see workbench.core.message_table).
+_TABLE_SELECT = """
+SELECT id, position, role, content,
+       CASE WHEN token_encoding = ?2 THEN token_count END,
+       CASE
+         WHEN coalesce(tool_calls, metadata, name, tool_call_id, compaction_id) IS NULL
+              AND important = 0 AND role IN ('user', 'assistant') THEN NULL
+         WHEN role NOT IN ('user', 'assistant') OR tool_calls IS NOT NULL OR important <> 0
+              OR instr(metadata, '"important"') OR instr(metadata, '"pinned"') THEN 1
+         ELSE json_array(name, tool_call_id, metadata, compaction_id)
+       END
+FROM messages WHERE session_id = ?1 AND state = 'active' ORDER BY position
+"""
+
+
+def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTable:
+    """The session's active messages in order as a :class:`MessageTable`, its costs in
+    ``encoding`` (what :func:`load_active` reads, for a fraction of its time: only the
+    messages that are not plain are built whole).
+
+    A metadata text that merely mentions ``"important"`` or ``"pinned"`` makes its row
+    whole too, which is safe: whole rows are planned by their messages.
+    """
+    with db.read() as conn:
+        _require_session(conn, session_id)
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            rows = cursor.execute(_TABLE_SELECT, (session_id, encoding)).fetchall()
+            columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) or [()] * 6
+            ids, positions, roles, texts, costs, kinds = columns
+            marked = [i for i, kind in enumerate(kinds) if kind is not None]
+            wanted = [i for i in marked if kinds[i] == 1]
+            full = (
+                cursor.execute(
+                    f"SELECT {_LEAN_COLUMNS} FROM messages WHERE id IN {_IDS}",
+                    (json.dumps([ids[i] for i in wanted]),),
+                ).fetchall()
+                if wanted
+                else []
+            )
+        finally:
+            cursor.close()
+    by_id = {m.id: m for m in _lean_messages(full, session_id)}
+    return MessageTable(
+        ids=ids,
+        positions=positions,
+        roles=roles,
+        texts=texts,
+        costs=costs,
+        encoding=encoding,
+        whole={i: by_id[ids[i]] for i in wanted},
+        details={i: kinds[i] for i in marked if kinds[i] != 1},
+        session_id=session_id,
+    )
 
 
 def _context_row(conn: Connection, session_id: int) -> dict[str, Any] | None:
