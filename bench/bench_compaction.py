@@ -13,9 +13,14 @@ Timed (median and 95th percentile of ``--runs`` runs after one warm-up):
   about 9,970 lines, and the request's tokens before and after. Goal: at most 50 ms.
   Timed twice: a first preview (the summarizer's remembered block counts cleared before
   each run) and a preview again of the same session, as the panel runs it after another
-  keep count or an edit (the summary blocks that did not change are not counted again).
-  Its parts are timed too: loading the session as a table of rows, planning with the
-  table loaded, and counting the summary's tokens.
+  keep count or an edit. Its parts are timed too: loading the session as a table of
+  rows, planning with the table loaded, and, for scale, counting the summary's tokens
+  from scratch.
+  The messages are appended with their token counts, as a chat or the counting pass
+  after an import leaves them, so each keeps its summary line and that line's count
+  (migration 0003). Timed again at the end with those cleared, as a session is right
+  after an import, before the counting pass reaches it: every line written and counted
+  during the preview.
 * **apply** (one transaction: fold ~9,970 messages, write the context, record) and
   **undo** (one transaction: everything back), alternating so each starts from the state
   it needs. Goal: at most 200 ms each. Peer: the same fold as one ``UPDATE`` in plain
@@ -122,6 +127,19 @@ def report(name: str, timing: _common.Timing, goal_ms: float) -> None:
     )
 
 
+def time_previews(db: Database, sid: int, runs: int) -> tuple[_common.Timing, _common.Timing]:
+    """A first preview (no summary block counted yet, as in a fresh process) and the same
+    preview again."""
+
+    def first_preview() -> None:
+        clear_count_cache()
+        compaction.preview(db, sid)
+
+    first = _common.time_calls(first_preview, runs=runs)
+    again = _common.time_calls(lambda: compaction.preview(db, sid), runs=runs)
+    return first, again
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -147,12 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{plan.active_after} active stay; request tokens {plan.tokens_before:,} -> "
             f"{plan.tokens_after:,}; summary {len(plan.new_summary):,} characters"
         )
-        def first_preview() -> None:
-            clear_count_cache()  # as in a fresh process: no summary block counted yet
-            compaction.preview(db, sid)
-
-        cold = _common.time_calls(first_preview, runs=args.runs)
-        whole = _common.time_calls(lambda: compaction.preview(db, sid), runs=args.runs)
+        cold, whole = time_previews(db, sid, args.runs)
         encoding = counter.encoding_name
         loading = _common.time_calls(lambda: load_table(db, sid, encoding), runs=args.runs)
         table = load_table(db, sid, encoding)
@@ -182,16 +195,11 @@ def main(argv: list[str] | None = None) -> int:
             lambda: counter.count_text(plan.new_summary), runs=args.runs
         )
         report("first preview from the database", cold, PREVIEW_GOAL_MS)
-        report("preview again (block counts remembered)", whole,
-               PREVIEW_GOAL_MS)
+        report("preview again", whole, PREVIEW_GOAL_MS)
         print(
-            "    (CPU is the calling thread's; the summary's tokens are counted on a second"
-            " thread meanwhile)"
-        )
-        print(
-            f"    of which: loading the active messages as a table {_common.ms(loading.median)}; "
-            f"planning with them loaded {_common.ms(planning.median)} (counting the summary's "
-            f"tokens alone {_common.ms(summary_tokens.median)})"
+            f"    of which: loading the active messages as a table {_common.ms(loading.median)};"
+            f" planning with them loaded {_common.ms(planning.median)}. For scale: counting"
+            f" the summary's tokens from scratch alone takes {_common.ms(summary_tokens.median)}"
         )
 
         # -- apply and undo ----------------------------------------------------------------
@@ -248,6 +256,30 @@ def main(argv: list[str] | None = None) -> int:
         history = compaction.history(db, sid)
         print(f"  {len(history)} compactions recorded, all undone: "
               f"{all(r.undone for r in history)}")
+
+        # -- preview without kept summary lines ----------------------------------------
+        _common.header(
+            f"preview without kept summary lines (as before the counting pass after an "
+            f"import): median of {args.runs} runs"
+        )
+        with db.write() as conn:
+            conn.exec_driver_sql(
+                "UPDATE messages SET summary_line = NULL, summary_line_tokens = NULL"
+                " WHERE session_id = ?",
+                (sid,),
+            )
+        bare_plan = compaction.preview(db, sid)
+        same = bare_plan.summary == plan.summary and (
+            bare_plan.tokens_after == plan.tokens_after
+        )
+        print(f"  the same summary and tokens as with kept lines: {same}")
+        cold, whole = time_previews(db, sid, args.runs)
+        report("first preview (every line written and counted)", cold, PREVIEW_GOAL_MS)
+        report("preview again (its blocks' counts remembered)", whole, PREVIEW_GOAL_MS)
+        print(
+            "    (CPU is the calling thread's; the summary's tokens are counted on a second"
+            " thread meanwhile)"
+        )
     finally:
         db.close()
     return 0

@@ -59,10 +59,14 @@ def test_the_counted_tail_is_the_exact_count_of_the_lines(encoding: str) -> None
     assert longer.counted_tail.tokens == counter.count_text(longer.counted_tail.text)
 
 
-def test_short_folds_and_the_estimate_carry_no_count() -> None:
+def test_the_estimate_and_odd_roles_carry_no_count() -> None:
     counter = get_counter()
     few = _messages(20, seed=1)
-    assert ExtractiveSummarizer(counter=counter).summarize(few, "").counted_tail is None
+    draft = ExtractiveSummarizer(counter=counter).summarize(few, "")
+    assert draft.counted_tail is not None
+    assert draft.counted_tail.tokens == counter.count_text(draft.counted_tail.text)
+    odd = ExtractiveSummarizer(counter=counter).summarize([Message("narrator", "hi")], "")
+    assert odd.counted_tail is None and odd.text.endswith("- narrator: hi")
     estimate = get_counter(ESTIMATE_ENCODING)
     assert estimate.estimated
     many = _messages(4 * ExtractiveSummarizer.COUNT_BLOCK_LINES, seed=2)
@@ -140,23 +144,22 @@ _BODY_TEXT = st.text(
                 min_size=1, max_size=30),
        st.sampled_from([20, 40, 160]),
        st.sampled_from(["o200k_base", "cl100k_base"]),
-       st.booleans())
-def test_a_block_counts_as_its_line_starts_plus_its_bodies(
-    items: list[tuple[str, str]], limit: int, encoding: str, last: bool
+       st.integers(1, 7))
+def test_the_lines_count_as_their_starts_plus_their_bodies(
+    items: list[tuple[str, str]], limit: int, encoding: str, block: int
 ) -> None:
-    """The counting shortcut: a block of summary lines costs the tokens of each line's
-    ``- role:`` plus those of the bodies behind a space, joined by line breaks."""
-    from workbench.core.summarizers import _BlockCount, _bodies, _prefix
-
+    """The counting rule: each line's ``- role:`` plus each body behind a space and
+    before a line break, less the last break, in blocks of any size, is the count of the
+    lines as one text."""
     counter = get_counter(encoding)
-    roles = [role for role, _ in items]
-    bodies = _bodies([text for _, text in items], [None] * len(items), limit)
-    piece = "\n".join(_prefix(role) + body for role, body in zip(roles, bodies, strict=True))
-    tail = "" if last else "\n"
+    folded = [Message(role, text) for role, text in items]
+    summarizer = ExtractiveSummarizer(limit, counter=counter)
+    summarizer.COUNT_BLOCK_LINES = block
     clear_count_cache()
-    assert _BlockCount(piece, tail, roles, bodies, counter).count() == counter.count_text(
-        piece + tail
-    )
+    draft = summarizer.summarize(folded, "")
+    assert draft.counted_tail is not None
+    assert draft.text == ExtractiveSummarizer(limit).summarize(folded, "").text
+    assert draft.counted_tail.tokens == counter.count_text(draft.counted_tail.text)
 
 
 def test_quick_handoff_shortens_the_switch_interval_and_gives_it_back() -> None:

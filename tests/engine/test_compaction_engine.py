@@ -667,3 +667,49 @@ def test_request_tokens_of_table_rows_are_those_of_their_messages(
     assert compaction.request_tokens(None, "", other.everything(), COUNTER) == (
         compaction.request_tokens(None, "", [m.copy() for m in everything], COUNTER)
     )
+
+
+@PROPERTY
+@given(stored_sessions(), st.integers(0, 40), st.sets(st.integers(0, 90), max_size=10),
+       st.sets(st.integers(0, 90), max_size=10))
+def test_a_preview_from_kept_summary_lines_equals_one_from_the_texts(
+    workspace: Workspace,
+    session: tuple[list[Message], SessionContext],
+    keep: int,
+    no_line: set[int],
+    no_count: set[int],
+) -> None:
+    """Long folds are written and counted from the lines the store keeps (missing ones
+    are written on the spot): the plan is the one made from the messages' texts."""
+    from workbench.core.compaction import CompactionPolicy, ExtractiveSummarizer, plan_compaction
+
+    messages, context = session
+    sid = store_session(workspace, messages, context)
+    ids = [m.id for m in workspace.repo.list_messages(sid)]
+    with workspace.db.write() as conn:
+        for i in no_line:
+            if i < len(ids):
+                conn.exec_driver_sql("UPDATE messages SET summary_line = NULL,"
+                                     " summary_line_tokens = NULL WHERE id = ?", (ids[i],))
+        for i in no_count:
+            if i < len(ids):
+                conn.exec_driver_sql("UPDATE messages SET summary_line_tokens = NULL"
+                                     " WHERE id = ?", (ids[i],))
+    # Every line of a fold of 25 messages or more is at most 40 characters: kept lines.
+    policy = CompactionPolicy(summary_chars=1000)
+    info = workspace.repo.get_session(sid)
+    instructions = workspace.repo.get_agent(info.agent_id).instructions or None
+    plan = compaction.preview(workspace, sid, keep=keep, policy=policy, now=NOW)
+    expected = plan_compaction(
+        load_active(workspace.db, sid),
+        workspace.repo.get_context(sid),
+        policy=policy,
+        summarizer=ExtractiveSummarizer(policy.line_chars, policy.summary_chars),
+        request_tokens=lambda summary, history: compaction.request_tokens(
+            instructions, summary, history, COUNTER
+        ),
+        now=NOW,
+        keep=keep,
+        session_id=sid,
+    )
+    assert plan.to_json() == expected.to_json()

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from workbench.core.conversation import Conversation, Message
+from workbench.core.conversation import Conversation, Message, utcnow
 from workbench.store import Database, Repository
 from workbench.store import db as db_module
 from workbench.store.migrations import FTS_PAUSE_SETTING, MIGRATIONS
+from workbench.store.rows import MESSAGE_INSERT, message_params
 from workbench.store.search import SearchQuery, search
 
 
@@ -42,10 +43,16 @@ def test_a_database_with_data_from_0001_upgrades(
         repo = Repository(old)
         # Written the way 0001 indexes: the triggers, row by row.
         before = repo.create_session("Walrus planning")
-        repo.append_messages(
-            before.id,
-            [Message(role="user", content="walrus tusks"), Message(role="assistant", content="ok")],
-        )
+        # Row by row with the columns 0001 has (later migrations add some).
+        now = utcnow()
+        with old.write() as conn:
+            conn.exec_driver_sql(
+                MESSAGE_INSERT,
+                [
+                    message_params(Message(role="user", content="walrus tusks"), before.id, 0, now),
+                    message_params(Message(role="assistant", content="ok"), before.id, 1, now),
+                ],
+            )
         old.close()
     assert "WHEN" not in _triggers(db_path)["messages_fts_insert"].upper()
 

@@ -1,14 +1,13 @@
 """Quick hand-offs of the interpreter lock while Python code and native code overlap.
 
-The extractive summarizer writes its lines in Python on one thread while another thread
-counts the finished ones with tiktoken, which lets go of the interpreter lock while it
-encodes. Each time the counting thread comes back for its next block it needs the lock
-for a moment, and a thread that waits for the lock only gets it when the running thread
-drops it: by default after 5 ms (``sys.getswitchinterval()``). Across a few blocks that
-wait serializes most of the counting behind the line writing (measured: Python work and
-a count run side by side took about as long as one after the other). A switch interval
-of a fraction of a millisecond for the duration lets the two really overlap; the cost is
-more frequent, cheap switches elsewhere in the process for those few milliseconds.
+Two threads that share work, one running Python and one in code that lets go of the
+interpreter lock (tiktoken encoding a block of summary lines, SQLite stepping through an
+import), meet each time the second one comes back for the lock: it only gets it when the
+running thread drops it, by default after 5 ms (``sys.getswitchinterval()``). Across many
+hand-offs that wait serializes most of the work (measured: Python work and a count run
+side by side took about as long as one after the other). A switch interval of a
+fraction of a millisecond while they overlap lets them really run together; the cost is
+more frequent, cheap switches elsewhere in the process meanwhile.
 """
 
 from __future__ import annotations
@@ -29,18 +28,19 @@ _saved = 0.0
 
 
 @contextmanager
-def quick_handoff() -> Iterator[None]:
-    """Shorten the interpreter's switch interval for the ``with`` block.
+def quick_handoff(interval: float = HANDOFF_INTERVAL) -> Iterator[None]:
+    """Shorten the interpreter's switch interval to ``interval`` seconds (if it is longer)
+    for the ``with`` block.
 
     Nested and concurrent uses are counted: the interval set before the first one began
-    comes back when the last one ends. A shorter interval set by someone else is kept.
+    comes back when the last one ends; meanwhile the shortest one asked for holds.
     """
     global _users, _saved
     with _lock:
         if _users == 0:
             _saved = sys.getswitchinterval()
-            if _saved > HANDOFF_INTERVAL:
-                sys.setswitchinterval(HANDOFF_INTERVAL)
+        if sys.getswitchinterval() > interval:
+            sys.setswitchinterval(interval)
         _users += 1
     try:
         yield

@@ -15,6 +15,11 @@ its *details*: the fields that are mostly empty (name, tool call id, metadata, c
 id) as JSON text ``[name, tool_call_id, metadata, compaction_id]``, ``metadata`` itself
 JSON text or null. A row without details has none of them.
 
+A table may also carry the summary line the store keeps with each message (``lines``:
+the body at :data:`~workbench.core.summarizers.CACHED_LINE_CHARS` characters, ``None``
+where not kept) and its token count in the table's encoding (``line_costs``); the
+extractive summarizer then writes and counts a summary of thousands of lines from them.
+
 A :class:`MessageSelection` is some rows of a table in order; it is a sequence of
 messages (built on access), so code written for lists of messages takes it as it is,
 while the planner, the extractive summarizer and request counting read its columns.
@@ -51,6 +56,7 @@ class MessageTable:
     ``costs`` are cached token costs in ``encoding`` (``None`` where unknown); they are
     trusted only for plain rows, a whole row's message carries its own count. ``whole``
     maps row indices to their messages; ``details`` maps plain rows to their details text.
+    ``lines`` and ``line_costs``, when given, are the kept summary lines and their counts.
     """
 
     __slots__ = (
@@ -58,6 +64,8 @@ class MessageTable:
         "details",
         "encoding",
         "ids",
+        "line_costs",
+        "lines",
         "positions",
         "roles",
         "session_id",
@@ -77,9 +85,13 @@ class MessageTable:
         whole: Mapping[int, Message],
         details: Mapping[int, str] | None = None,
         session_id: int | None = None,
+        lines: Sequence[str | None] | None = None,
+        line_costs: Sequence[int | None] | None = None,
     ):
         size = len(ids)
-        if not len(positions) == len(roles) == len(texts) == len(costs) == size:
+        if not len(positions) == len(roles) == len(texts) == len(costs) == size or any(
+            extra is not None and len(extra) != size for extra in (lines, line_costs)
+        ):
             raise ValueError("The columns of a message table must all have one entry per row.")
         self.ids = ids
         self.positions = positions
@@ -91,6 +103,8 @@ class MessageTable:
         self.whole: dict[int, Message] = {i: whole[i] for i in sorted(whole)}
         self.details: Mapping[int, str] = details or {}
         self.session_id = session_id
+        self.lines = lines
+        self.line_costs = line_costs
 
     @classmethod
     def from_messages(

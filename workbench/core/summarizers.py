@@ -16,7 +16,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from operator import add
 from typing import Protocol
@@ -28,6 +28,7 @@ from workbench.core.tokens import TokenCounter
 
 __all__ = [
     "APPEND",
+    "CACHED_LINE_CHARS",
     "CountedText",
     "EXTRACTIVE",
     "MIN_LINE_CHARS",
@@ -41,6 +42,7 @@ __all__ = [
     "clear_count_cache",
     "combine_summary",
     "count_long_text",
+    "line_cache",
     "message_line",
     "shorten",
     "summary_lines",
@@ -176,6 +178,31 @@ def _bodies(texts: Sequence[str], wholes: Sequence[Message | None], limit: int) 
         else:
             append(flat or "(empty)")
     return bodies
+
+
+#: The line length whose lines the store keeps with each message (see :func:`line_cache`).
+CACHED_LINE_CHARS = MIN_LINE_CHARS
+
+
+def line_cache(
+    messages: Sequence[Message], counter: TokenCounter | None
+) -> tuple[list[str], list[int | None]]:
+    """What the store keeps with each message to summarize long sessions fast: the body of
+    its summary line at :data:`CACHED_LINE_CHARS` characters (what follows ``- role: ``,
+    the line every fold of many messages writes), and the tokens of that body behind a
+    space and before a line break, in ``counter``'s encoding (``None`` with no counter
+    or the estimate).
+
+    A body depends on the role, text, name and tool calls of its message, nothing else;
+    the store forgets it when any of those change. The summarizer adds the tokens of
+    each line's ``- role:`` (see the comment above :func:`_start_tokens` for why the
+    counts add up).
+    """
+    bodies = _bodies([m.content or "" for m in messages], messages, CACHED_LINE_CHARS)
+    if counter is None or counter.estimated:
+        return bodies, [None] * len(bodies)
+    counts: list[int | None] = list(counter.count_texts([f" {body}\n" for body in bodies]))
+    return bodies, counts
 
 
 def count_long_text(
@@ -318,78 +345,138 @@ class ExtractiveSummarizer:
         return max(min(MIN_LINE_CHARS, self.line_chars), min(self.line_chars, share))
 
     def summarize(self, folded: Sequence[Message], previous: str) -> SummaryDraft:
-        counter = self.counter
-        block = self.COUNT_BLOCK_LINES
         limit = self.line_limit(len(folded))
         roles, texts, wholes = _line_columns(folded)
-        prefixes = list(map(_prefix, roles))
-        if counter is None or counter.estimated or len(folded) < 2 * block:
-            lines = map(add, prefixes, _bodies(texts, wholes, limit))
+        kept_bodies, kept_costs = self._kept(folded, limit)
+        counter = self.counter
+        starts = _start_tokens(counter) if counter is not None and not counter.estimated else {}
+        if not starts or not set(roles) <= starts.keys():
+            # Not counted here (no counter, the estimate, a role that is not a chat role):
+            # request counting counts the summary whole.
+            bodies = _fill(kept_bodies, texts, wholes, limit, 0, len(roles))
+            lines = map(add, map(_prefix, roles), bodies)
             return SummaryDraft("\n".join([SUMMARY_HEADING, *lines]))
+        assert counter is not None
+        tail, tokens = self._written_and_counted(
+            roles, texts, wholes, limit, kept_bodies, kept_costs, counter
+        )
+        return SummaryDraft(SUMMARY_HEADING + "\n" + tail, APPEND, CountedText(tail, tokens))
+
+    def _kept(
+        self, folded: Sequence[Message], limit: int
+    ) -> tuple[list[str | None] | None, list[int | None] | None]:
+        """The summary lines (bodies) the store keeps for the folded messages, and their
+        counts where they are in the counter's encoding; ``None`` where there are none
+        or they are not at this line length."""
+        if limit != CACHED_LINE_CHARS or not isinstance(folded, MessageSelection):
+            return None, None
+        table = folded.table
+        if table.lines is None:
+            return None, None
+        counter = self.counter
+        costs = (
+            folded.column(table.line_costs)
+            if table.line_costs is not None
+            and counter is not None
+            and table.encoding == counter.encoding_name
+            else None
+        )
+        return folded.column(table.lines), costs
+
+    def _written_and_counted(
+        self,
+        roles: Sequence[str],
+        texts: Sequence[str],
+        wholes: Sequence[Message | None],
+        limit: int,
+        kept_bodies: list[str | None] | None,
+        kept_costs: list[int | None] | None,
+        counter: TokenCounter,
+    ) -> tuple[str, int]:
+        """The lines, block by block, and their tokens: each line's ``- role:`` plus each
+        body behind a space and before a line break (see the comment above
+        :func:`_start_tokens`), less the last line's break. Kept counts are added; the
+        other bodies are counted on a second thread while the later blocks are written
+        (tiktoken lets go of the interpreter lock), and what it has not started when all
+        is written is counted here meanwhile."""
+        starts = _start_tokens(counter)
+        tokens = sum(map(starts.__getitem__, roles))
+        size = len(roles)
+        block = self.COUNT_BLOCK_LINES
         pieces: list[str] = []
-        tokens = 0
+        bodies: list[str] = []
+        pending: list[tuple[str, Future[int]]] = []
         with quick_handoff(), ThreadPoolExecutor(1, thread_name_prefix="summary-count") as pool:
-            pending = []
-            for start in range(0, len(folded), block):
-                stop = start + block
-                bodies = _bodies(texts[start:stop], wholes[start:stop], limit)
-                piece = "\n".join(map(add, prefixes[start:stop], bodies))
-                pieces.append(piece)
-                known = _block_counts.get(piece)
+            for start in range(0, size, block):
+                stop = min(start + block, size)
+                chunk = _fill(kept_bodies, texts, wholes, limit, start, stop)
+                bodies.extend(chunk)
+                pieces.append("\n".join(map(add, map(_prefix, roles[start:stop]), chunk)))
+                costs = kept_costs[start:stop] if kept_costs is not None else None
+                if costs is None or costs.count(None) == len(costs):
+                    uncounted = chunk
+                elif None not in costs:
+                    uncounted = []
+                    tokens += sum(costs)  # type: ignore[arg-type]  # no None
+                else:
+                    uncounted = [b for b, cost in zip(chunk, costs, strict=True) if cost is None]
+                    tokens += sum(cost for cost in costs if cost is not None)
+                if not uncounted:
+                    continue
+                units = " " + "\n ".join(uncounted) + "\n"
+                known = _block_counts.get(units)
                 if known is not None:
                     tokens += known
-                    continue
-                # Each piece but the last ends with the line break before the next "- ".
-                tail = "\n" if stop < len(folded) else ""
-                job = _BlockCount(piece, tail, roles[start:stop], bodies, counter)
-                pending.append((job, pool.submit(job.count)))
-            # All written: what the worker has not started yet is counted here meanwhile.
-            for job, future in reversed(pending):
+                elif size <= block:
+                    tokens += _count_units(units, counter)
+                else:
+                    pending.append((units, pool.submit(_count_units, units, counter)))
+            for units, future in reversed(pending):
                 if future.cancel():
-                    tokens += job.count()
-            for _job, future in pending:
-                if not future.cancelled():
-                    tokens += future.result()
-        tail = "\n".join(pieces)
-        text = SUMMARY_HEADING + "\n" + tail
-        return SummaryDraft(text, APPEND, CountedText(tail, tokens))
+                    tokens += _count_units(units, counter)
+            tokens += sum(future.result() for _, future in pending if not future.cancelled())
+        if bodies:
+            last = bodies[-1]
+            tokens += counter.count_text(f" {last}") - counter.count_text(f" {last}\n")
+        return "\n".join(pieces), tokens
 
 
-class _BlockCount:
-    """The token count of one block of summary lines (``piece`` plus ``tail``), counted
-    without encoding the lines' ``- role:`` starts.
-
-    A line is ``- role: body``: the tokenizers' pre-tokens end at the ``:`` (punctuation
-    followed by a space) and at every line break followed by ``-`` or by a space, and
-    merges never cross pre-tokens. So the block costs the tokens of each ``- role:``
-    (the same for every line of a role: counted once per role) plus the tokens of the
-    bodies, each behind its space, joined by line breaks. That skips about a third of
-    the encoding work. A role that is not a chat role (a word) counts the block whole.
-    """
-
-    def __init__(
-        self, piece: str, tail: str, roles: Sequence[str], bodies: Sequence[str],
-        counter: TokenCounter,
-    ):
-        self.piece = piece
-        self.tail = tail
-        self.roles = roles
-        self.bodies = bodies
-        self.counter = counter
-
-    def count(self) -> int:
-        counter = self.counter
-        starts = _start_tokens(counter)
-        try:
-            fixed = sum(map(starts.__getitem__, self.roles))
-        except KeyError:
-            tokens = counter.count_text(self.piece + self.tail)
-        else:
-            tokens = fixed + counter.count_text(" " + "\n ".join(self.bodies) + self.tail)
-        _block_counts.put(self.piece, tokens)
-        return tokens
+def _fill(
+    kept: list[str | None] | None,
+    texts: Sequence[str],
+    wholes: Sequence[Message | None],
+    limit: int,
+    start: int,
+    stop: int,
+) -> list[str]:
+    """The bodies of rows ``start``..``stop``: the kept ones, the others written."""
+    bodies = kept[start:stop] if kept is not None else None
+    if bodies is None or bodies.count(None) == len(bodies):
+        return _bodies(texts[start:stop], wholes[start:stop], limit)
+    if None in bodies:
+        missing = [k for k, body in enumerate(bodies) if body is None]
+        fresh = _bodies([texts[start + k] for k in missing],
+                        [wholes[start + k] for k in missing], limit)
+        for k, body in zip(missing, fresh, strict=True):
+            bodies[k] = body
+    return bodies  # type: ignore[return-value]  # no None left
 
 
+def _count_units(units: str, counter: TokenCounter) -> int:
+    """Tokens of bodies behind a space and before a line break (remembered by text)."""
+    tokens = counter.count_text(units)
+    _block_counts.put(units, tokens)
+    return tokens
+
+
+# Why the lines can be counted without encoding their starts, and body by body: a line
+# is ``- role: body``. The tokenizers' pre-tokens end at the ``:`` (punctuation followed
+# by a space) and at every line break followed by ``-`` or by a space, and merges never
+# cross pre-tokens. So a block of lines costs the tokens of each ``- role:`` (the same
+# for every line of a role: counted once per role) plus those of the bodies, each behind
+# its space and before a line break, which add up body by body; the last line has no
+# break after it. That skips about a third of the encoding work and lets the store keep
+# each body's count (line_cache).
 _START_TOKENS: dict[str, dict[str, int]] = {}
 
 

@@ -32,7 +32,6 @@ With ``count_tokens=True`` (the default) every message is counted before it is s
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from workbench.core.conversation import Conversation, SkippedEntry, utcnow
+from workbench.core.handoff import quick_handoff
 from workbench.core.tokens import TokenCounter, fill_counts, get_counter
 from workbench.errors import WorkbenchError
 from workbench.store import bulk
@@ -62,7 +62,7 @@ QUEUE_CHUNKS = 24
 # Messages counted per transaction by count_missing_tokens: small enough that a user's
 # change waits at most a fraction of a second for the pass.
 COUNT_CHUNK = 1000
-# The interpreter's switch interval while an import runs (see _FastSwitching).
+# The interpreter's switch interval while an import runs (see core.handoff).
 IMPORT_SWITCH_INTERVAL = 0.001
 
 
@@ -103,7 +103,9 @@ def import_conversations(
         batch, batch_messages = [], 0
 
     read = 0
-    with _FastSwitching(), _Reader(items, counter) as reader:
+    # After each SQLite step the writing thread needs the interpreter lock back, and
+    # while the reader runs Python it would wait up to 5 ms for it: see core.handoff.
+    with quick_handoff(IMPORT_SWITCH_INTERVAL), _Reader(items, counter) as reader:
         for item in reader:
             if item is _WAITING:
                 # The reader is behind: write what is ready instead of waiting for more
@@ -157,35 +159,6 @@ def count_missing_tokens(
 
 
 # -- the reader thread ---------------------------------------------------------------------
-
-
-class _FastSwitching:
-    """Lowers the interpreter's switch interval while any import runs.
-
-    After each SQLite step the writing thread needs the interpreter lock back, and while
-    the reader runs Python it waits up to the switch interval for it (5 ms by default):
-    a fifth of a second per batch, for nothing. The old interval comes back when the
-    last running import ends.
-    """
-
-    _lock = threading.Lock()
-    _active = 0
-    _saved = 0.0
-
-    def __enter__(self) -> None:
-        cls = type(self)
-        with cls._lock:
-            if cls._active == 0:
-                cls._saved = sys.getswitchinterval()
-                sys.setswitchinterval(min(cls._saved, IMPORT_SWITCH_INTERVAL))
-            cls._active += 1
-
-    def __exit__(self, *exc: object) -> None:
-        cls = type(self)
-        with cls._lock:
-            cls._active -= 1
-            if cls._active == 0:
-                sys.setswitchinterval(cls._saved)
 
 
 @dataclass(frozen=True)

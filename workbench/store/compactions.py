@@ -15,6 +15,11 @@ them, and undoing one that is already undone is refused.
 
 Message ids travel to SQLite as one JSON array read with ``json_each``, so folding ten
 thousand messages is one statement rather than hundreds of ``IN (...)`` chunks.
+
+:func:`load_table` reads a session's active messages for planning as a
+:class:`~workbench.core.message_table.MessageTable`: columns for every message, with the
+summary line each keeps, and whole messages only for those planning needs whole.
+:func:`load_active` reads them all as messages.
 """
 
 from __future__ import annotations
@@ -122,12 +127,15 @@ def load_active(db: Database, session_id: int) -> list[Message]:
     return _lean_messages(rows, session_id)
 
 
-# Per row: the columns of a MessageTable, then what kind of row it is: 1 for a whole row
-# (read again in full), NULL for a plain row with nothing else, or the plain row's
-# details as JSON text (see workbench.core.message_table).
+# Per row: the columns of a MessageTable (the kept summary line, and its count when it is
+# in the wanted encoding, last), then what kind of row it is: 1 for a whole row (read
+# again in full), NULL for a plain row with nothing else, or the plain row's details as
+# JSON text (see workbench.core.message_table).
 _TABLE_SELECT = """
 SELECT id, position, role, content,
        CASE WHEN token_encoding = ?2 THEN token_count END,
+       summary_line,
+       CASE WHEN token_encoding = ?2 THEN summary_line_tokens END,
        CASE
          WHEN coalesce(tool_calls, metadata, name, tool_call_id, compaction_id) IS NULL
               AND important = 0 AND role IN ('user', 'assistant') THEN NULL
@@ -145,20 +153,24 @@ def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTa
     messages that are not plain are built whole).
 
     A metadata text that merely mentions ``"important"`` or ``"pinned"`` makes its row
-    whole too, which is safe: whole rows are planned by their messages.
+    whole too, which is safe: whole rows are planned by their messages. The table
+    carries each message's kept summary line, and its token count where that is in
+    ``encoding``.
     """
     with db.read() as conn:
         _require_session(conn, session_id)
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             rows = cursor.execute(_TABLE_SELECT, (session_id, encoding)).fetchall()
-            columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) or [()] * 6
-            ids, positions, roles, texts, costs, kinds = columns
+            columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) or [()] * 8
+            ids, positions, roles, texts, costs, lines, line_costs, kinds = columns
             marked = [i for i, kind in enumerate(kinds) if kind is not None]
             wanted = [i for i in marked if kinds[i] == 1]
-            full = (
+            # The rest of the whole rows (their role, text and position are read).
+            rest = (
                 cursor.execute(
-                    f"SELECT {_LEAN_COLUMNS} FROM messages WHERE id IN {_IDS}",
+                    "SELECT id, name, tool_calls, tool_call_id, token_count, token_encoding,"
+                    f" important, metadata, compaction_id FROM messages WHERE id IN {_IDS}",
                     (json.dumps([ids[i] for i in wanted]),),
                 ).fetchall()
                 if wanted
@@ -166,7 +178,18 @@ def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTa
             )
         finally:
             cursor.close()
-    by_id = {m.id: m for m in _lean_messages(full, session_id)}
+    by_id = {r[0]: r for r in rest}
+    loads = json.loads
+    whole = {}
+    for i in wanted:
+        r = by_id[ids[i]]
+        whole[i] = Message(
+            roles[i], texts[i], r[0], session_id, positions[i], r[1],
+            loads(r[2]) if r[2] is not None else None,
+            r[3], None, None, r[4], r[5], "active", bool(r[6]),
+            loads(r[7]) if r[7] is not None else {},
+            r[8],
+        )
     return MessageTable(
         ids=ids,
         positions=positions,
@@ -174,9 +197,11 @@ def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTa
         texts=texts,
         costs=costs,
         encoding=encoding,
-        whole={i: by_id[ids[i]] for i in wanted},
+        whole=whole,
         details={i: kinds[i] for i in marked if kinds[i] != 1},
         session_id=session_id,
+        lines=lines,
+        line_costs=line_costs,
     )
 
 

@@ -253,6 +253,42 @@ _PAUSABLE_INDEX_TRIGGERS = [
 ]
 
 
+# Each message keeps the body of its extractive summary line at the length a fold of many
+# messages writes, and that body's token count in the message's token_encoding (see
+# workbench.core.summarizers.line_cache): compacting a long session then writes and counts
+# its summary without reading every text through the tokenizer again. The body depends on
+# the role, content, name and tool calls only: when one of them changes and the same
+# statement writes no new line, the kept one is forgotten, and so is the count when the
+# encoding changes without a new count. A change to the rules that write summary lines
+# must clear both columns in a migration of its own.
+_SUMMARY_LINES = [
+    "ALTER TABLE messages ADD COLUMN summary_line TEXT",
+    "ALTER TABLE messages ADD COLUMN summary_line_tokens INTEGER",
+    """
+    CREATE TRIGGER messages_summary_line_stale
+    AFTER UPDATE OF role, content, name, tool_calls ON messages
+    WHEN old.summary_line IS NOT NULL
+        AND new.summary_line IS old.summary_line
+        AND (new.role IS NOT old.role OR new.content IS NOT old.content
+             OR new.name IS NOT old.name OR new.tool_calls IS NOT old.tool_calls)
+    BEGIN
+        UPDATE messages SET summary_line = NULL, summary_line_tokens = NULL
+        WHERE id = new.id;
+    END
+    """,
+    """
+    CREATE TRIGGER messages_summary_line_tokens_stale
+    AFTER UPDATE OF token_encoding ON messages
+    WHEN old.summary_line_tokens IS NOT NULL
+        AND new.summary_line_tokens IS old.summary_line_tokens
+        AND new.token_encoding IS NOT old.token_encoding
+    BEGIN
+        UPDATE messages SET summary_line_tokens = NULL WHERE id = new.id;
+    END
+    """,
+]
+
+
 @dataclass(frozen=True)
 class Migration:
     """A named, ordered schema change."""
@@ -264,4 +300,5 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", tuple(_INITIAL)),
     Migration("0002_pausable_index_triggers", tuple(_PAUSABLE_INDEX_TRIGGERS)),
+    Migration("0003_summary_lines", tuple(_SUMMARY_LINES)),
 )

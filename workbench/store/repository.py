@@ -31,7 +31,7 @@ from workbench.errors import NotFoundError, StorageError
 from workbench.store import bulk
 from workbench.store.db import Database
 from workbench.store.rows import (
-    MESSAGE_INSERT,
+    MESSAGE_INSERT_WITH_LINES,
     MESSAGE_SELECT,
     SESSION_FROM,
     SESSION_SELECT,
@@ -42,6 +42,7 @@ from workbench.store.rows import (
     message_from_row,
     message_params,
     session_from_row,
+    summary_line_params,
 )
 from workbench.store.types import json_text, json_value, time_to_text
 
@@ -428,9 +429,10 @@ class Repository:
             conn.exec_driver_sql(
                 "INSERT INTO messages (session_id, position, role, content, parts, name,"
                 " tool_calls, tool_call_id, created_at, token_count, token_encoding, state,"
-                " important, metadata, compaction_id)"
+                " important, metadata, compaction_id, summary_line, summary_line_tokens)"
                 " SELECT ?, position, role, content, parts, name, tool_calls, tool_call_id,"
-                " created_at, token_count, token_encoding, state, important, metadata, NULL"
+                " created_at, token_count, token_encoding, state, important, metadata, NULL,"
+                " summary_line, summary_line_tokens"
                 " FROM messages WHERE session_id = ? AND position <= ? ORDER BY position",
                 (new_id, session_id, at[0]),
             )
@@ -494,9 +496,13 @@ class Repository:
         self, conn: Connection, session_id: int, start: int, messages: Sequence[Message]
     ) -> None:
         now = utcnow()
-        params = [message_params(m, session_id, start + i, now) for i, m in enumerate(messages)]
+        lines = summary_line_params(messages)
+        params = [
+            (*message_params(m, session_id, start + i, now), *line)
+            for i, (m, line) in enumerate(zip(messages, lines, strict=True))
+        ]
         if params:
-            conn.exec_driver_sql(MESSAGE_INSERT, params)
+            conn.exec_driver_sql(MESSAGE_INSERT_WITH_LINES, params)
 
     def get_message(self, message_id: int) -> Message:
         with self.db.read() as conn:
@@ -857,9 +863,17 @@ class Repository:
                 raise StorageError(
                     f"The token counter gave {len(counts)} counts for {len(messages)} messages."
                 )
+            for m, c in zip(messages, counts, strict=True):
+                m.token_count, m.token_encoding = int(c), encoding
+            # Their summary lines too, now that the encoding of their counts is known.
+            lines = summary_line_params(messages)
             conn.exec_driver_sql(
-                "UPDATE messages SET token_count = ?, token_encoding = ? WHERE id = ?",
-                [(int(c), encoding, m.id) for m, c in zip(messages, counts, strict=True)],
+                "UPDATE messages SET token_count = ?, token_encoding = ?, summary_line = ?,"
+                " summary_line_tokens = ? WHERE id = ?",
+                [
+                    (m.token_count, encoding, line, line_tokens, m.id)
+                    for m, (line, line_tokens) in zip(messages, lines, strict=True)
+                ],
             )
             # These messages added nothing to their session's total while uncounted.
             added: dict[int, int] = {}

@@ -80,6 +80,10 @@ class MessageRow(SQLModel, table=True):
     important: bool = False
     metadata_: Any = Field(default=None, sa_type=JSONText, sa_column_kwargs={"name": "metadata"})
     compaction_id: int | None = None
+    # The body of the message's extractive summary line at the length long folds write,
+    # and its token count in token_encoding (kept by the store; see 0003_summary_lines).
+    summary_line: str | None = None
+    summary_line_tokens: int | None = None
 
 
 class SessionContextRow(SQLModel, table=True):

@@ -1,0 +1,192 @@
+"""The summary line each message keeps (0003_summary_lines): written with its token count,
+filled by the counting pass, forgotten when what it is made of changes."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workbench.core.conversation import Conversation, Message
+from workbench.core.summarizers import line_cache
+from workbench.core.tokens import fill_counts, get_counter
+from workbench.store import Database, Repository
+from workbench.store import db as db_module
+from workbench.store.migrations import MIGRATIONS
+from workbench.store.rows import MESSAGE_INSERT, message_params
+
+COUNTER = get_counter()
+CL100K = get_counter("cl100k_base")
+
+
+def call(cid: str, name: str = "search") -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def _messages() -> list[Message]:
+    return [
+        Message("system", "You are a booking agent who answers in short sentences."),
+        Message("user", "I want to fly from Porto to Lisbon on Friday morning, window seat."),
+        Message("assistant", "", tool_calls=[call("c1")]),
+        Message("tool", "3 flights found between 7:00 and 11:00", tool_call_id="c1",
+                name="search"),
+        Message("assistant", "Found 3 flights.\n\nThe first   leaves at 7:00."),
+        Message("user", "   "),
+        Message("user", "naïve café 🎉 " * 10),
+    ]
+
+
+def _kept(db: Database, session_id: int) -> list[tuple[Any, ...]]:
+    with db.read() as conn:
+        return [
+            tuple(r)
+            for r in conn.exec_driver_sql(
+                "SELECT id, summary_line, summary_line_tokens, token_encoding FROM messages"
+                " WHERE session_id = ? ORDER BY position",
+                (session_id,),
+            )
+        ]
+
+
+def _expected(messages: list[Message], counter: Any) -> list[tuple[str, int]]:
+    bodies, tokens = line_cache(messages, counter)
+    return list(zip(bodies, tokens, strict=True))
+
+
+def test_appended_messages_keep_their_line_and_its_count(repo: Repository) -> None:
+    messages = _messages()
+    fill_counts(messages, COUNTER)
+    info = repo.create_session("lines")
+    stored = repo.append_messages(info.id, messages)
+    kept = _kept(repo.db, info.id)
+    assert [(r[1], r[2]) for r in kept] == _expected(stored, COUNTER)
+    assert kept[2][1] == "[called search]"
+    assert kept[3][1].startswith("search → 3 flights")
+    assert kept[5][1] == "(empty)"
+    for _, body, tokens, _ in kept:
+        assert tokens == COUNTER.count_text(f" {body}\n")
+
+
+def test_without_a_count_the_line_is_kept_and_the_counting_pass_counts_it(
+    repo: Repository,
+) -> None:
+    info = repo.create_session("uncounted")
+    stored = repo.append_messages(info.id, _messages())
+    kept = _kept(repo.db, info.id)
+    assert [r[1] for r in kept] == [body for body, _ in _expected(stored, COUNTER)]
+    assert {r[2] for r in kept} == {None}
+    # An import writes neither; the pass after it fills counts and lines together.
+    (outcome,) = repo.import_many(
+        [Conversation(title="imported", messages=_messages(), source="t", source_id="1")]
+    )
+    assert {(r[1], r[2]) for r in _kept(repo.db, outcome.session.id)} == {(None, None)}
+    while repo.fill_token_counts(COUNTER.count_messages, COUNTER.encoding_name)[0]:
+        pass
+    for sid in (info.id, outcome.session.id):
+        rows = _kept(repo.db, sid)
+        stored = repo.list_messages(sid)
+        assert [(r[1], r[2]) for r in rows] == _expected(stored, COUNTER)
+
+
+def test_a_change_of_what_the_line_is_made_of_forgets_it(repo: Repository) -> None:
+    messages = _messages()
+    fill_counts(messages, COUNTER)
+    info = repo.create_session("edits")
+    ids = [m.id for m in repo.append_messages(info.id, messages)]
+    assert all(isinstance(i, int) for i in ids)
+    before = {r[0]: r for r in _kept(repo.db, info.id)}
+
+    repo.update_message(ids[1], content="Now to Madrid.")
+    repo.update_message(ids[4], role="user")
+    repo.update_message(ids[3], name="price")
+    repo.update_message(ids[2], tool_calls=[call("c1", "price")])
+    # Nothing the line is made of: the line and its count stay.
+    repo.update_message(ids[6], content=messages[6].content)
+    repo.set_important(ids[0], True)
+    repo.set_state([ids[5]], "folded")
+    repo.update_message(ids[5], metadata={"note": "kept"})
+    after = {r[0]: r for r in _kept(repo.db, info.id)}
+    for changed in (ids[1], ids[4], ids[3], ids[2]):
+        assert after[changed][1:3] == (None, None), changed
+    for same in (ids[0], ids[5]):
+        assert after[same][1:3] == before[same][1:3], same
+    # Writing the same text keeps the line; its count goes with the message's own count,
+    # which the repository clears on any write of the text.
+    assert after[ids[6]][1:4] == (before[ids[6]][1], None, None)
+
+    # A count in another encoding forgets the line's count, not the line.
+    repo.set_token_counts([(ids[0], 9, "cl100k_base")])
+    row = {r[0]: r for r in _kept(repo.db, info.id)}[ids[0]]
+    assert row[1] == before[ids[0]][1] and row[2] is None and row[3] == "cl100k_base"
+    # A new count in the same encoding keeps the line's count.
+    repo.set_token_counts([(ids[5], 50, COUNTER.encoding_name)])
+    assert {r[0]: r for r in _kept(repo.db, info.id)}[ids[5]][1:3] == before[ids[5]][1:3]
+
+
+def test_a_fork_keeps_the_lines(repo: Repository) -> None:
+    messages = _messages()
+    fill_counts(messages, CL100K)
+    info = repo.create_session("fork me")
+    stored = repo.append_messages(info.id, messages)
+    fork = repo.fork_session(info.id, stored[4].id)  # type: ignore[arg-type]
+    original = [r[1:] for r in _kept(repo.db, info.id)][:5]
+    assert [r[1:] for r in _kept(repo.db, fork.id)] == original
+    assert original[1][2] == "cl100k_base"
+    assert original[1][1] == CL100K.count_text(f" {original[1][0]}\n")
+
+
+def test_a_database_from_0002_upgrades_with_no_lines_and_previews_alike(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workbench.engine import compaction
+
+    assert MIGRATIONS[-1].name == "0003_summary_lines"
+    messages = [Message("user" if i % 2 == 0 else "assistant", f"Turn {i}: " + "word " * 30)
+                for i in range(60)]
+    fill_counts(messages, COUNTER)
+    with monkeypatch.context() as patch:
+        patch.setattr(db_module, "MIGRATIONS", MIGRATIONS[:2])
+        old = Database.open(db_path)
+        info = Repository(old).create_session("from 0002")
+        with old.write() as conn:
+            conn.exec_driver_sql(
+                MESSAGE_INSERT,
+                [message_params(m, info.id, i, m.created_at or _now()) for i, m in
+                 enumerate(messages)],
+            )
+        old.close()
+    db = Database.open(db_path)
+    try:
+        assert [n for n, _ in db.applied_migrations()][-1] == "0003_summary_lines"
+        assert {(r[1], r[2]) for r in _kept(db, info.id)} == {(None, None)}
+        policy = compaction.CompactionPolicy(summary_chars=1000)
+        without = compaction.preview(db, info.id, policy=policy)
+        # The lines written now (as the counting pass would) give the same preview.
+        with db.write() as conn:
+            stored = Repository(db).list_messages(info.id)
+            conn.exec_driver_sql(
+                "UPDATE messages SET summary_line = ?, summary_line_tokens = ? WHERE id = ?",
+                [(b, t, m.id) for m, (b, t) in zip(stored, _expected(stored, COUNTER),
+                                                   strict=True)],
+            )
+        with_lines = compaction.preview(db, info.id, policy=policy)
+        assert without.changed and without.folded_count == 30
+        assert with_lines.to_json() | {"created_at": None} == without.to_json() | {
+            "created_at": None
+        }
+    finally:
+        db.close()
+    conn2 = sqlite3.connect(str(db_path))
+    try:
+        names = {r[0] for r in conn2.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
+    finally:
+        conn2.close()
+    assert {"messages_summary_line_stale", "messages_summary_line_tokens_stale"} <= names
+
+
+def _now() -> Any:
+    from workbench.core.conversation import utcnow
+
+    return utcnow()
