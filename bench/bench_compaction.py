@@ -46,6 +46,7 @@ from workbench.core.compaction import (  # noqa: E402
     plan_compaction,
 )
 from workbench.core.conversation import Message, SessionContext, Task, utcnow  # noqa: E402
+from workbench.core.gcpause import collector_paused  # noqa: E402
 from workbench.core.summarizers import clear_count_cache  # noqa: E402
 from workbench.core.tokens import fill_counts, get_counter  # noqa: E402
 from workbench.engine import compaction  # noqa: E402
@@ -167,12 +168,20 @@ def main(argv: list[str] | None = None) -> int:
         )
         cold, whole = time_previews(db, sid, args.runs)
         encoding = counter.encoding_name
-        loading = _common.time_calls(lambda: load_table(db, sid, encoding), runs=args.runs)
+        def load_only() -> None:
+            with collector_paused():  # as preview loads
+                load_table(db, sid, encoding)
+
+        loading = _common.time_calls(load_only, runs=args.runs)
         table = load_table(db, sid, encoding)
         context = repo.get_context(sid)
         policy = CompactionPolicy()
 
         def plan_only() -> None:
+            with collector_paused():
+                _plan_only()
+
+        def _plan_only() -> None:
             clear_count_cache()
             # As preview does: the summary's new lines come with their count.
             recorder = compaction._TailRecorder(

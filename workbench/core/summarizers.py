@@ -346,8 +346,14 @@ class ExtractiveSummarizer:
 
     def summarize(self, folded: Sequence[Message], previous: str) -> SummaryDraft:
         limit = self.line_limit(len(folded))
-        roles, texts, wholes = _line_columns(folded)
         kept_bodies, kept_costs = self._kept(folded, limit)
+        if kept_bodies is not None and None not in kept_bodies:
+            # Every line is kept: the texts are not looked at.
+            roles: Sequence[str] = folded.column(folded.table.roles)  # type: ignore[attr-defined]
+            texts: Sequence[str] = ()
+            wholes: Sequence[Message | None] = ()
+        else:
+            roles, texts, wholes = _line_columns(folded)
         counter = self.counter
         starts = _start_tokens(counter) if counter is not None and not counter.estimated else {}
         if not starts or not set(roles) <= starts.keys():
