@@ -18,9 +18,9 @@ Timed (median and 95th percentile of ``--runs`` runs after one warm-up):
   from scratch.
   The messages are appended with their token counts, as a chat or the counting pass
   after an import leaves them, so each keeps its summary line and that line's count
-  (migration 0003). Timed again at the end with those cleared, as a session is right
-  after an import, before the counting pass reaches it: every line written and counted
-  during the preview.
+  (migration 0003). Timed again at the end with the lines cleared but the messages'
+  own counts kept, as in a database written before that migration: every line written
+  and counted during the preview.
 * **apply** (one transaction: fold ~9,970 messages, write the context, record) and
   **undo** (one transaction: everything back), alternating so each starts from the state
   it needs. Goal: at most 200 ms each. Peer: the same fold as one ``UPDATE`` in plain
@@ -268,8 +268,8 @@ def main(argv: list[str] | None = None) -> int:
 
         # -- preview without kept summary lines ----------------------------------------
         _common.header(
-            f"preview without kept summary lines (as before the counting pass after an "
-            f"import): median of {args.runs} runs"
+            f"preview without kept summary lines (as in a database written before they "
+            f"were kept): median of {args.runs} runs"
         )
         with db.write() as conn:
             conn.exec_driver_sql(

@@ -7,6 +7,10 @@ text that is either *appended* to the session's long-term summary or *replaces* 
 heading, long texts shortened. The model summarizer lives in the engine
 (:class:`workbench.engine.compaction.ModelSummarizer`): it talks to a provider.
 
+With a token counter, the extractive summarizer counts its lines as it writes them
+(``SummaryDraft.counted_tail``), so a request that ends with them need not encode them
+again. :func:`line_cache` is what the store keeps with each message so that a fold of
+thousands of messages reads its lines and their counts instead of writing them.
 :func:`count_long_text` counts a long summary exactly on several threads.
 """
 
@@ -316,7 +320,11 @@ class ExtractiveSummarizer:
     """Deterministic, no model: one ``- role: text`` line per folded message under the
     ``Previous conversation summary:`` heading, each text cut to ``line_chars``, or to
     an equal share of ``summary_chars`` when that is smaller (but at least
-    :data:`MIN_LINE_CHARS`)."""
+    :data:`MIN_LINE_CHARS`).
+
+    When the folded messages come as a :class:`MessageSelection` of a table that carries
+    the lines the store keeps (:func:`line_cache`) and the lines are that long, the kept
+    lines and their counts are used: only the others are written and counted."""
 
     name = EXTRACTIVE
 
@@ -349,7 +357,8 @@ class ExtractiveSummarizer:
         kept_bodies, kept_costs = self._kept(folded, limit)
         if kept_bodies is not None and None not in kept_bodies:
             # Every line is kept: the texts are not looked at.
-            roles: Sequence[str] = folded.column(folded.table.roles)  # type: ignore[attr-defined]
+            assert isinstance(folded, MessageSelection)
+            roles: Sequence[str] = folded.column(folded.table.roles)
             texts: Sequence[str] = ()
             wholes: Sequence[Message | None] = ()
         else:
