@@ -51,7 +51,11 @@ def _kept(db: Database, session_id: int) -> list[tuple[Any, ...]]:
 
 
 def _expected(messages: list[Message], counter: Any) -> list[tuple[str, int]]:
-    bodies, tokens = line_cache(messages, counter)
+    """The line and count of each message, counted in ``counter``'s encoding."""
+    counted = [m.copy() for m in messages]
+    for m in counted:
+        m.token_count, m.token_encoding = m.token_count or 0, counter.encoding_name
+    bodies, tokens = line_cache(counted)
     return list(zip(bodies, tokens, strict=True))
 
 

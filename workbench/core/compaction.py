@@ -539,8 +539,8 @@ def plan_compaction(
     inclusive) folds the messages inside it; with neither, the policy's triggers decide.
     ``request_tokens`` counts the request for a summary and a history. The summarizer
     runs only when something folds; its errors propagate and nothing is planned. Both
-    receive their messages as a
-    :class:`MessageSelection` of the table (a sequence of messages).
+    receive their messages as a :class:`MessageSelection` of the table (a sequence of
+    messages).
     """
     if keep is not None and fold_range is not None:
         raise CompactionError("Give a keep count or a range to fold, not both.")
@@ -625,7 +625,7 @@ def plan_compaction(
                 break
             flags[i] = 0
 
-    # -- groups and protected messages (whole rows) -----------------------------------------
+    # -- groups and protected messages (whole rows; no system row is a candidate) -----------
     reasons: dict[int, str] = {}
     rows = list(whole)
     for unit in tool_units(list(whole.values())):
@@ -633,21 +633,15 @@ def plan_compaction(
         inside = [i for i in members if flags[i]]
         if not inside:
             continue
-        if len(members) == 1:
-            i = members[0]
-            if is_protected(whole[i]):
-                reasons[i] = REASON_SYSTEM if roles[i] == "system" else REASON_IMPORTANT
-                flags[i] = 0
-            continue
-        if len(inside) == len(members) and not any(is_protected(whole[i]) for i in members):
+        if len(inside) == len(members) > 1 and not any(is_protected(whole[i]) for i in members):
             continue  # the whole group folds
         for i in inside:
-            if roles[i] == "system":
-                reasons[i] = REASON_SYSTEM
-            elif is_protected(whole[i]):
+            if is_protected(whole[i]):
                 reasons[i] = REASON_IMPORTANT
-            else:
+            elif len(members) > 1:
                 reasons[i] = REASON_TOOL_GROUP
+            else:
+                continue  # a message of its own, not protected: it folds
             flags[i] = 0
 
     folded = list(compress(range(size), flags))

@@ -126,8 +126,8 @@ class MessageTable:
         details: dict[int, str] = {}
         costs: list[int | None] = []
         for i, msg in enumerate(active):
-            cached = msg.token_count if msg.token_encoding == encoding else None
-            costs.append(cached if encoding is not None else None)
+            known = encoding is not None and msg.token_encoding == encoding
+            costs.append(msg.token_count if known else None)
             if not lean or not is_plain(msg):
                 whole[i] = msg
             elif msg.name or msg.tool_call_id or msg.metadata or msg.compaction_id is not None:

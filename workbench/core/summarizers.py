@@ -28,7 +28,7 @@ from typing import Protocol
 from workbench.core.conversation import ROLES, Message
 from workbench.core.handoff import quick_handoff
 from workbench.core.message_table import MessageSelection
-from workbench.core.tokens import TokenCounter
+from workbench.core.tokens import KNOWN_ENCODINGS, TokenCounter, get_counter
 
 __all__ = [
     "APPEND",
@@ -188,14 +188,12 @@ def _bodies(texts: Sequence[str], wholes: Sequence[Message | None], limit: int) 
 CACHED_LINE_CHARS = MIN_LINE_CHARS
 
 
-def line_cache(
-    messages: Sequence[Message], counter: TokenCounter | None
-) -> tuple[list[str], list[int | None]]:
+def line_cache(messages: Sequence[Message]) -> tuple[list[str], list[int | None]]:
     """What the store keeps with each message to summarize long sessions fast: the body of
     its summary line at :data:`CACHED_LINE_CHARS` characters (what follows ``- role: ``,
     the line every fold of many messages writes), and the tokens of that body behind a
-    space and before a line break, in ``counter``'s encoding (``None`` with no counter
-    or the estimate).
+    space and before a line break, in the message's ``token_encoding`` when it has a
+    count in a known encoding (else ``None``: counted later).
 
     A body depends on the role, text, name and tool calls of its message, nothing else;
     the store forgets it when any of those change. The summarizer adds the tokens of
@@ -203,10 +201,24 @@ def line_cache(
     counts add up).
     """
     bodies = _bodies([m.content or "" for m in messages], messages, CACHED_LINE_CHARS)
-    if counter is None or counter.estimated:
-        return bodies, [None] * len(bodies)
-    counts: list[int | None] = list(counter.count_texts([f" {body}\n" for body in bodies]))
-    return bodies, counts
+    tokens: list[int | None] = [None] * len(messages)
+    by_encoding: dict[str, list[int]] = {}
+    for i, msg in enumerate(messages):
+        if msg.token_count is not None and msg.token_encoding in KNOWN_ENCODINGS:
+            by_encoding.setdefault(msg.token_encoding, []).append(i)
+    for encoding, rows in by_encoding.items():
+        counter = get_counter(encoding)
+        if counter.estimated:
+            continue
+        for i, count in zip(rows, counter.count_texts([_unit(bodies[i]) for i in rows]),
+                            strict=True):
+            tokens[i] = count
+    return bodies, tokens
+
+
+def _unit(body: str) -> str:
+    """A line's body as it is counted: behind its space, before a line break."""
+    return f" {body}\n"
 
 
 def count_long_text(
@@ -438,7 +450,7 @@ class ExtractiveSummarizer:
                     tokens += sum(cost for cost in costs if cost is not None)
                 if not uncounted:
                     continue
-                units = " " + "\n ".join(uncounted) + "\n"
+                units = "".join(map(_unit, uncounted))
                 known = _block_counts.get(units)
                 if known is not None:
                     tokens += known
@@ -452,7 +464,7 @@ class ExtractiveSummarizer:
             tokens += sum(future.result() for _, future in pending if not future.cancelled())
         if bodies:
             last = bodies[-1]
-            tokens += counter.count_text(f" {last}") - counter.count_text(f" {last}\n")
+            tokens += counter.count_text(f" {last}") - counter.count_text(_unit(last))
         return "\n".join(pieces), tokens
 
 

@@ -166,7 +166,7 @@ def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTa
             ids, positions, roles, texts, costs, lines, line_costs, kinds = columns
             marked = [i for i, kind in enumerate(kinds) if kind is not None]
             wanted = [i for i in marked if kinds[i] == 1]
-            # The rest of the whole rows (their role, text and position are read).
+            # The rest of the whole rows: _LEAN_COLUMNS but those already read.
             rest = (
                 cursor.execute(
                     "SELECT id, name, tool_calls, tool_call_id, token_count, token_encoding,"
@@ -178,18 +178,9 @@ def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTa
             )
         finally:
             cursor.close()
-    by_id = {r[0]: r for r in rest}
-    loads = json.loads
-    whole = {}
-    for i in wanted:
-        r = by_id[ids[i]]
-        whole[i] = Message(
-            roles[i], texts[i], r[0], session_id, positions[i], r[1],
-            loads(r[2]) if r[2] is not None else None,
-            r[3], None, None, r[4], r[5], "active", bool(r[6]),
-            loads(r[7]) if r[7] is not None else {},
-            r[8],
-        )
+    by_id = {r[0]: r[1:] for r in rest}
+    lean_rows = [(ids[i], positions[i], roles[i], texts[i], *by_id[ids[i]]) for i in wanted]
+    whole = dict(zip(wanted, _lean_messages(lean_rows, session_id), strict=True))
     return MessageTable(
         ids=ids,
         positions=positions,

@@ -27,6 +27,7 @@ from workbench.core.conversation import (
     SessionInfo,
     utcnow,
 )
+from workbench.core.summarizers import line_cache
 from workbench.errors import NotFoundError, StorageError
 from workbench.store import bulk
 from workbench.store.db import Database
@@ -42,7 +43,6 @@ from workbench.store.rows import (
     message_from_row,
     message_params,
     session_from_row,
-    summary_line_params,
 )
 from workbench.store.types import json_text, json_value, time_to_text
 
@@ -496,10 +496,10 @@ class Repository:
         self, conn: Connection, session_id: int, start: int, messages: Sequence[Message]
     ) -> None:
         now = utcnow()
-        lines = summary_line_params(messages)
+        lines, line_tokens = line_cache(messages)
         params = [
-            (*message_params(m, session_id, start + i, now), *line)
-            for i, (m, line) in enumerate(zip(messages, lines, strict=True))
+            (*message_params(m, session_id, start + i, now), line, tokens)
+            for i, (m, line, tokens) in enumerate(zip(messages, lines, line_tokens, strict=True))
         ]
         if params:
             conn.exec_driver_sql(MESSAGE_INSERT_WITH_LINES, params)
@@ -866,13 +866,13 @@ class Repository:
             for m, c in zip(messages, counts, strict=True):
                 m.token_count, m.token_encoding = int(c), encoding
             # Their summary lines too, now that the encoding of their counts is known.
-            lines = summary_line_params(messages)
+            lines, line_tokens = line_cache(messages)
             conn.exec_driver_sql(
                 "UPDATE messages SET token_count = ?, token_encoding = ?, summary_line = ?,"
                 " summary_line_tokens = ? WHERE id = ?",
                 [
-                    (m.token_count, encoding, line, line_tokens, m.id)
-                    for m, (line, line_tokens) in zip(messages, lines, strict=True)
+                    (m.token_count, encoding, line, tokens, m.id)
+                    for m, line, tokens in zip(messages, lines, line_tokens, strict=True)
                 ],
             )
             # These messages added nothing to their session's total while uncounted.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -16,8 +16,6 @@ from workbench.core.conversation import (
     TokenUsage,
     ToolStats,
 )
-from workbench.core.summarizers import line_cache
-from workbench.core.tokens import KNOWN_ENCODINGS, get_counter
 from workbench.store.types import json_text, json_value, text_to_time, time_to_text
 
 # Column order used by every raw message insert (bulk import, append, fork).
@@ -43,7 +41,8 @@ MESSAGE_INSERT = (
     f"INSERT INTO messages ({', '.join(MESSAGE_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in MESSAGE_COLUMNS)})"
 )
-# A message's kept summary line and its token count (migration 0003_summary_lines).
+# Appends also write each message's kept summary line and its token count (migration
+# 0003_summary_lines; see workbench.core.summarizers.line_cache).
 SUMMARY_LINE_COLUMNS: tuple[str, ...] = ("summary_line", "summary_line_tokens")
 MESSAGE_INSERT_WITH_LINES = (
     f"INSERT INTO messages ({', '.join(MESSAGE_COLUMNS + SUMMARY_LINE_COLUMNS)}) "
@@ -81,27 +80,6 @@ def message_params(
         json_text(meta) if meta else None,
         msg.compaction_id,
     )
-
-
-def summary_line_params(messages: Sequence[Message]) -> list[tuple[str, int | None]]:
-    """``(summary_line, summary_line_tokens)`` of each message (see
-    :func:`workbench.core.summarizers.line_cache`): the tokens are counted in the
-    message's ``token_encoding`` when it has a count in a known encoding, else ``None``
-    (the counting pass or a preview counts them later)."""
-    bodies, _ = line_cache(messages, None)
-    tokens: list[int | None] = [None] * len(messages)
-    by_encoding: dict[str, list[int]] = {}
-    for i, msg in enumerate(messages):
-        if msg.token_count is not None and msg.token_encoding in KNOWN_ENCODINGS:
-            by_encoding.setdefault(msg.token_encoding, []).append(i)
-    for encoding, rows in by_encoding.items():
-        counter = get_counter(encoding)
-        if counter.estimated:
-            continue
-        counts = counter.count_texts([f" {bodies[i]}\n" for i in rows])
-        for i, count in zip(rows, counts, strict=True):
-            tokens[i] = count
-    return list(zip(bodies, tokens, strict=True))
 
 
 def message_from_row(row: Any) -> Message:
