@@ -17,6 +17,7 @@ from workbench.engine.compaction_view import (
     preview_plan,
     read_policy,
     redo_compaction,
+    save_agent_policy,
     save_policy,
     undo_applied,
 )
@@ -62,6 +63,39 @@ def test_saved_fields_become_overrides_of_what_differs_from_the_agent(
     cleared = clear_policy(workspace, sid)
     assert cleared.overrides == {} and cleared.policy == CompactionPolicy()
     assert workspace.repo.get_session(sid).overrides == {"memory_policy": {"scope": "session"}}
+
+
+def test_fields_saved_for_the_agent_become_every_session_s_default(
+    workspace: Workspace,
+) -> None:
+    sid = _session(workspace, memory_policy={"scope": "session"})
+    other = _session(workspace)
+    save_policy(workspace, sid, {"keep_messages": 12, "auto": True})
+    agent_id = workspace.repo.get_session(sid).agent_id
+    workspace.repo.update_agent(agent_id, memory_policy={"capture": "off"})
+
+    view = save_agent_policy(workspace, sid, {"max_messages": 40, "keep_messages": 12,
+                                              "summarizer": "extractive", "prompt": " "})
+    expected = CompactionPolicy(max_messages=40, keep_messages=12)
+    assert view.agent_policy == expected
+    # The other session, with no overrides, follows the agent now.
+    assert compaction.policy_for(workspace, other) == expected
+    # This one keeps what still differs (auto) and drops what the agent now says.
+    assert view.overrides == {"auto": True}
+    assert view.policy == CompactionPolicy(max_messages=40, keep_messages=12, auto=True)
+    # Only settings that differ from the defaults are stored; other settings stay.
+    stored = workspace.repo.get_agent(agent_id).memory_policy
+    assert stored == {"capture": "off", "compaction": {"max_messages": 40, "keep_messages": 12}}
+    assert workspace.repo.get_session(sid).overrides["memory_policy"] == {"scope": "session"}
+
+    # A policy that is bad for the agent, or for this session on top of it, is refused
+    # as a whole; nothing is written.
+    with pytest.raises(CompactionError, match="'keep_messages' must not exceed"):
+        save_agent_policy(workspace, sid, {"max_messages": 10, "keep_messages": 20})
+    save_policy(workspace, sid, {"keep_messages": 35})
+    with pytest.raises(CompactionError, match="'keep_messages' must not exceed"):
+        save_agent_policy(workspace, sid, {"max_messages": 30})
+    assert compaction.policy_for(workspace, other) == expected
 
 
 def test_preview_uses_unsaved_fields_and_writes_nothing(workspace: Workspace) -> None:

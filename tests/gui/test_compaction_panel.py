@@ -337,6 +337,17 @@ def test_policy_fields_persist_for_the_session(
     assert workspace.repo.get_session(info.id).overrides.get("compaction") is None
     assert panel.keep_spin.value() == 30
 
+    # Save for the Agent: every session of the agent without overrides follows.
+    panel.keep_spin.setValue(20)
+    with qtbot.waitSignal(panel.policy_saved, timeout=TIMEOUT):
+        qtbot.mouseClick(panel.save_agent_button, Qt.MouseButton.LeftButton)
+    assert compaction.policy_for(workspace, other.id).keep_messages == 20
+    assert compaction.policy_for(workspace, info.id).keep_messages == 20
+    assert workspace.repo.get_session(info.id).overrides.get("compaction") is None
+    assert panel.policy_status.text().startswith("Saved for the agent.")
+    _open(window, qtbot, other.id)
+    assert panel.keep_spin.value() == 20
+
 
 
 def test_model_summary_shows_progress_and_cancel_stops_it(

@@ -44,6 +44,7 @@ __all__ = [
     "preview_plan",
     "read_policy",
     "redo_compaction",
+    "save_agent_policy",
     "save_policy",
     "undo_applied",
 ]
@@ -162,6 +163,30 @@ def save_policy(ws: Workspace, session_id: int, settings: Mapping[str, Any]) -> 
     stored = {key: value for key, value in merged.items()
               if key not in base or base[key] != value}
     _write_overrides(ws, info, stored)
+    return read_policy(ws, session_id)
+
+
+def save_agent_policy(ws: Workspace, session_id: int, settings: Mapping[str, Any]) -> PolicyView:
+    """Store ``settings`` (any of :data:`POLICY_FIELDS`) in the compaction policy of the
+    session's agent: the default of every session of that agent without overrides.
+
+    The agent's policy, and this session's with its overrides on top, are checked as a
+    whole first (nothing is written on a :class:`CompactionError`). This session's
+    overrides that now equal the agent's settings are dropped; its others stay, and so do
+    other sessions' overrides. The agent's other memory settings are left as they are.
+    """
+    info, agent, _ = _agent_policy(ws, session_id)
+    memory_policy = dict(agent.memory_policy or {})
+    merged = {**dict(memory_policy.get("compaction") or {}), **_checked_settings(settings)}
+    current = dict((info.overrides or {}).get("compaction") or {})
+    base = CompactionPolicy.from_dict(merged).to_dict()
+    CompactionPolicy.from_dict(merged, current)  # this session's policy stays valid too
+    defaults = CompactionPolicy().to_dict()
+    memory_policy["compaction"] = {key: value for key, value in merged.items()
+                                   if defaults.get(key) != value}
+    ws.repo.update_agent(agent.id, memory_policy=memory_policy)
+    _write_overrides(ws, info, {key: value for key, value in current.items()
+                                if base.get(key) != value})
     return read_policy(ws, session_id)
 
 

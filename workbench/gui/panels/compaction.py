@@ -64,6 +64,7 @@ from workbench.engine.compaction_view import (
     clear_policy,
     preview_plan,
     read_policy,
+    save_agent_policy,
     save_policy,
 )
 from workbench.errors import NotFoundError
@@ -243,11 +244,16 @@ class CompactionPanel(QWidget):
         self.save_button = QPushButton("&Save for This Session", box)
         self.save_button.setAccessibleName("Save the policy for this session")
         self.save_button.clicked.connect(self.save_policy)
+        self.save_agent_button = QPushButton("Save for the A&gent", box)
+        self.save_agent_button.setAccessibleName(
+            "Save the policy as the default of every session of this agent")
+        self.save_agent_button.clicked.connect(self.save_agent_policy)
         self.reset_button = QPushButton("Use Agent &Defaults", box)
         self.reset_button.setAccessibleName("Drop this session's policy overrides")
         self.reset_button.clicked.connect(self.reset_policy)
         buttons = QHBoxLayout()
         buttons.addWidget(self.save_button)
+        buttons.addWidget(self.save_agent_button)
         buttons.addWidget(self.reset_button)
         buttons.addStretch(1)
         form.addRow(buttons)
@@ -563,6 +569,20 @@ class CompactionPanel(QWidget):
             return
         self._write_policy(save_policy, session_id, settings, "save the compaction policy")
 
+    def save_agent_policy(self) -> None:
+        """Store the fields as the policy of the session's agent (a writer job)."""
+        session_id = self.session_id
+        if not session_id:
+            return
+        settings = self.settings()
+        try:
+            CompactionPolicy.from_dict(settings)
+        except CompactionError as exc:
+            self._policy_failed(exc)
+            return
+        self._write_policy(save_agent_policy, session_id, settings,
+                           "save the agent's compaction policy", agent=True)
+
     def reset_policy(self) -> None:
         """Drop this session's overrides: the agent's policy applies again."""
         if self.session_id:
@@ -570,7 +590,8 @@ class CompactionPanel(QWidget):
                                "reset the compaction policy")
 
     def _write_policy(self, fn: Callable[..., PolicyView], session_id: int,
-                      settings: Mapping[str, Any] | None, doing: str) -> None:
+                      settings: Mapping[str, Any] | None, doing: str,
+                      *, agent: bool = False) -> None:
         args: tuple[Any, ...] = (self.ctx.workspace, session_id)
         if settings is not None:
             args += (settings,)
@@ -580,9 +601,14 @@ class CompactionPanel(QWidget):
         def done(view: PolicyView) -> None:
             if session_id == self.session_id and generation == self._policy_generation:
                 self._fill_policy(view)
-                self.policy_status.setText("Saved for this session. " + self.policy_status.text()
-                                           if view.overrides else
-                                           "The agent's policy applies to this session.")
+                if agent:
+                    self.policy_status.setText("Saved for the agent. "
+                                               + self.policy_status.text())
+                elif view.overrides:
+                    self.policy_status.setText("Saved for this session. "
+                                               + self.policy_status.text())
+                else:
+                    self.policy_status.setText("The agent's policy applies to this session.")
             self.policy_saved.emit(view)
 
         self.ctx.workers.write(fn, *args, name=doing, on_done=done,
