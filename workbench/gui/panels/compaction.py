@@ -558,6 +558,14 @@ class CompactionPanel(QWidget):
 
     def save_policy(self) -> None:
         """Store the fields as this session's policy (a writer job)."""
+        self._save_fields(save_policy, "save the compaction policy")
+
+    def save_agent_policy(self) -> None:
+        """Store the fields as the policy of the session's agent (a writer job)."""
+        self._save_fields(save_agent_policy, "save the agent's compaction policy", agent=True)
+
+    def _save_fields(self, fn: Callable[..., PolicyView], doing: str, *,
+                     agent: bool = False) -> None:
         session_id = self.session_id
         if not session_id:
             return
@@ -567,21 +575,7 @@ class CompactionPanel(QWidget):
         except CompactionError as exc:  # the same check the engine makes, said at once
             self._policy_failed(exc)
             return
-        self._write_policy(save_policy, session_id, settings, "save the compaction policy")
-
-    def save_agent_policy(self) -> None:
-        """Store the fields as the policy of the session's agent (a writer job)."""
-        session_id = self.session_id
-        if not session_id:
-            return
-        settings = self.settings()
-        try:
-            CompactionPolicy.from_dict(settings)
-        except CompactionError as exc:
-            self._policy_failed(exc)
-            return
-        self._write_policy(save_agent_policy, session_id, settings,
-                           "save the agent's compaction policy", agent=True)
+        self._write_policy(fn, session_id, settings, doing, agent=agent)
 
     def reset_policy(self) -> None:
         """Drop this session's overrides: the agent's policy applies again."""
