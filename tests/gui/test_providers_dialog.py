@@ -12,9 +12,11 @@ import keyring
 import pytest
 from keyring.backend import KeyringBackend
 from keyring.backends import fail
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractSpinBox,
+    QApplication,
     QComboBox,
     QLineEdit,
     QListWidget,
@@ -33,6 +35,8 @@ from workbench.gui.main_window import MainWindow
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
 from protocol_server import ProtocolServer, free_port  # noqa: E402
+
+from tests.gui.journey import click, named, replace_text  # noqa: E402
 
 SECRET = "sk-test-GUI-SENTINEL-93c1f0aa55e2"
 
@@ -81,6 +85,7 @@ def _open(window: MainWindow, qtbot: QtBot) -> ProvidersDialog:
     dialog = window._providers_dialog
     assert isinstance(dialog, ProvidersDialog)
     qtbot.waitExposed(dialog)
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=5_000)
     return dialog
 
 
@@ -316,3 +321,65 @@ def test_switching_providers_with_unsaved_edits_asks_first(
     dialog.select("alpha")  # Discard
     assert dialog.name_edit.text() == "alpha"
     assert settings.get("beta").model == "m"  # nothing was stored
+
+
+def test_editing_every_field_of_a_saved_provider_saves_it(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    """A person selects a stored provider, changes its base URL, model and name with the
+    keyboard, presses Save, then Test Connection: both work (they failed with
+    "got multiple values for argument 'name'")."""
+    settings = ProviderSettings(workspace.db)
+    settings.add(ProviderConfig(name="old", kind="openai",
+                                base_url="http://127.0.0.1:9/v1", model="first-model"))
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    stored_list = named(dialog, "Stored providers", QListWidget)
+    item = stored_list.item(0)
+    qtbot.mouseClick(stored_list.viewport(), Qt.MouseButton.LeftButton,
+                     pos=stored_list.visualItemRect(item).center())
+    assert named(dialog, "Base URL", QLineEdit).text() == "http://127.0.0.1:9/v1"
+
+    replace_text(qtbot, dialog, "Base URL", server.url)
+    replace_text(qtbot, dialog, "Model", server.model)
+    replace_text(qtbot, dialog, "Provider name", "renamed")
+    with qtbot.waitSignal(dialog.provider_saved, timeout=10_000):
+        click(qtbot, dialog, "Save the provider")
+    window.ctx.workers.wait_idle()
+    assert [c.name for c in settings.list()] == ["renamed"]
+    again = settings.get("renamed")
+    assert (again.base_url, again.model) == (server.url, server.model)
+    assert "Saved provider 'renamed'" in named(dialog, "Provider status").text()
+    assert dialog.names() == ["renamed"]
+
+    # Test Connection on the saved provider: it answers, and the window the server
+    # reports fills the unset field and is kept.
+    replace_text(qtbot, dialog, "Model", "second-model")
+    with qtbot.waitSignal(dialog.connection_tested, timeout=15_000) as tested:
+        click(qtbot, dialog, "Test the connection")
+    assert tested.args[0].ok, tested.args[0].sentence
+    window.ctx.workers.wait_idle()
+    stored = settings.get("renamed")
+    assert stored.model == "second-model"
+    assert stored.context_window == server.n_ctx
+    assert named(dialog, "Context window", QAbstractSpinBox).text().replace(",", "") \
+        .startswith(str(server.n_ctx))
+    assert "Connected to 'renamed'" in named(dialog, "Provider status").text()
+
+
+def test_detect_after_a_failure_clears_the_old_error(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    _fill(qtbot, dialog, "bad", "localhost:8080", "m")
+    click(qtbot, dialog, "Save the provider")
+    status = named(dialog, "Provider status")
+    qtbot.waitUntil(lambda: "base URL" in status.text(), timeout=10_000)
+    replace_text(qtbot, dialog, "Base URL", server.url)
+    with qtbot.waitSignal(dialog.window_detected, timeout=15_000):
+        click(qtbot, dialog, "Detect the context window")
+    assert dialog.window_spin.value() == server.n_ctx
+    assert "base URL" not in status.text()

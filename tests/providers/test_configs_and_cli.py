@@ -167,6 +167,37 @@ def test_providers_commands(cli: Cli, server: ProtocolServer) -> None:
     assert gone.code == 1 and "no provider named 'local'" in gone.err
 
 
+def test_providers_edit_changes_only_the_fields_given(cli: Cli, server: ProtocolServer
+                                                      ) -> None:
+    assert cli("providers", "add", "local", "--kind", "openai", "--base-url",
+               "http://127.0.0.1:9/v1", "--model", "old-model", "--api-key-env", "OLD_KEY",
+               "--timeout-read", "30").code == 0
+    edited = cli("providers", "edit", "local", "--base-url", server.url, "--model",
+                 server.model, "--name", "lab", "--timeout-connect", "5", "--json")
+    assert edited.code == 0, edited.err
+    entry = json.loads(edited.out)
+    assert (entry["name"], entry["base_url"], entry["model"]) == ("lab", server.url,
+                                                                  server.model)
+    # What was not named stays as it was; timeouts merge.
+    assert entry["api_key_env"] == "OLD_KEY" and entry["kind"] == "openai"
+    assert entry["timeouts"] == {"read": 30.0, "connect": 5.0}
+    [listed] = json.loads(cli("providers", "list", "--json").out)
+    assert listed == entry
+    cleared = cli("providers", "edit", "lab", "--api-key-env", "")
+    assert cleared.code == 0 and "Updated provider 'lab'" in cleared.out
+    assert json.loads(cli("providers", "list", "--json").out)[0]["api_key_env"] is None
+    # The edited provider is the one chat uses.
+    assert cli("providers", "test", "lab").code == 0
+    nothing = cli("providers", "edit", "lab")
+    assert nothing.code == 1 and "Nothing to change" in nothing.err
+    missing = cli("providers", "edit", "gone", "--model", "m")
+    assert missing.code == 1 and "no provider named 'gone'" in missing.err
+    assert cli("providers", "add", "other", "--kind", "openai", "--base-url", server.url,
+               "--model", "m").code == 0
+    taken = cli("providers", "edit", "other", "--name", "lab")
+    assert taken.code == 1 and "already exists" in taken.err
+
+
 def test_providers_test_command(cli: Cli, server: ProtocolServer, sentinel_key: str,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     server.api_key = sentinel_key

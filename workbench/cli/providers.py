@@ -1,4 +1,4 @@
-"""``workbench providers …``: add, list, remove and test model server configs.
+"""``workbench providers …``: add, edit, list, remove and test model server configs.
 
 Configs never hold a key: ``--api-key-env VAR`` names an environment variable and
 ``--keyring-entry E`` an OS keyring entry (service ``conversation-workbench``, user ``E``,
@@ -14,6 +14,7 @@ from typing import Any
 from workbench.cli import open_workspace, print_json
 from workbench.core.provider import PROVIDER_KINDS, ProviderConfig
 from workbench.engine.providers import ProviderSettings
+from workbench.errors import WorkbenchError
 
 EXIT_FAILED = 1
 
@@ -36,11 +37,7 @@ def _positive_int(text: str) -> int:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    timeouts: dict[str, float | None] = {}
-    for name in ("connect", "read", "total"):
-        value = getattr(args, f"timeout_{name}")
-        if value is not None:
-            timeouts[name] = value
+    timeouts = _timeouts(args)
     config = ProviderConfig(
         name=args.name,
         kind=args.kind,
@@ -118,32 +115,92 @@ def cmd_test(args: argparse.Namespace) -> int:
     return 0 if report.ok else EXIT_FAILED
 
 
+def _config_options(p: argparse.ArgumentParser, *, adding: bool) -> None:
+    """The options of a config, shared by ``add`` (kind, URL and model required) and
+    ``edit`` (every option optional; an empty key reference clears it)."""
+    p.add_argument("--kind", required=adding, choices=PROVIDER_KINDS,
+                   help="the API the server speaks")
+    p.add_argument("--base-url", required=adding, metavar="URL",
+                   help="e.g. http://127.0.0.1:8080, https://api.openai.com/v1, "
+                   "https://api.anthropic.com")
+    p.add_argument("--model", required=adding, metavar="M", help="the model to ask for")
+    clear = "" if adding else " (an empty value clears it)"
+    p.add_argument("--api-key-env", metavar="VAR",
+                   help="the environment variable that holds the API key" + clear)
+    p.add_argument("--keyring-entry", metavar="E",
+                   help="the OS keyring entry that holds the API key" + clear)
+    p.add_argument("--context-window", type=_positive_int, metavar="N",
+                   help="tokens, used when the server does not say and the model is unknown")
+    p.add_argument("--max-output-tokens", type=_positive_int, metavar="N",
+                   help="the most tokens a reply may have")
+    p.add_argument("--temperature", type=float, metavar="T", help="sampling temperature")
+    p.add_argument("--header", type=_header, action="append", metavar="NAME=VALUE",
+                   help="an extra header for every request (not for secrets)"
+                   + ("" if adding else "; replaces the stored headers"))
+    p.add_argument("--timeout-connect", type=float, metavar="S", help="seconds to connect")
+    p.add_argument("--timeout-read", type=float, metavar="S",
+                   help="seconds to wait for each piece of the reply")
+    p.add_argument("--timeout-total", type=float, metavar="S",
+                   help="seconds for the whole request")
+
+
+def _timeouts(args: argparse.Namespace) -> dict[str, float | None]:
+    timeouts: dict[str, float | None] = {}
+    for name in ("connect", "read", "total"):
+        value = getattr(args, f"timeout_{name}")
+        if value is not None:
+            timeouts[name] = value
+    return timeouts
+
+
+def cmd_edit(args: argparse.Namespace) -> int:
+    fields: dict[str, Any] = {}
+    if args.new_name is not None:
+        fields["name"] = args.new_name
+    for option in ("kind", "base_url", "model", "context_window", "max_output_tokens",
+                   "temperature"):
+        value = getattr(args, option)
+        if value is not None:
+            fields[option] = value
+    if args.api_key_env is not None:
+        fields["api_key_env"] = args.api_key_env.strip() or None
+    if args.keyring_entry is not None:
+        fields["api_key_keyring"] = args.keyring_entry.strip() or None
+    if args.header is not None:
+        fields["extra_headers"] = dict(args.header)
+    with open_workspace(args) as ws:
+        settings = ProviderSettings(ws.db)
+        timeouts = _timeouts(args)
+        if timeouts:
+            fields["timeouts"] = dict(settings.get(args.name).timeouts) | timeouts
+        if not fields:
+            raise WorkbenchError("Nothing to change: give at least one option, such as "
+                                 "--base-url URL or --model M.")
+        stored = settings.update(args.name, **fields)
+    if args.json:
+        print_json(stored.to_json())
+    else:
+        print(f"Updated provider {stored.name!r}: {stored.kind} {stored.model} at "
+              f"{stored.base_url}.")
+    return 0
+
+
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     """Add ``providers`` and its subcommands to the ``workbench`` parser."""
-    parser = subparsers.add_parser("providers", help="model servers: add, list, remove, test")
+    parser = subparsers.add_parser("providers", help="model servers: add, edit, list, remove, test")
     sub = parser.add_subparsers(dest="providers_command", metavar="ACTION", required=True)
 
     p = sub.add_parser("add", parents=[common], help="add a provider (the key stays outside)")
     p.add_argument("name")
-    p.add_argument("--kind", required=True, choices=PROVIDER_KINDS)
-    p.add_argument("--base-url", required=True, metavar="URL",
-                   help="e.g. http://127.0.0.1:8080, https://api.openai.com/v1, "
-                   "https://api.anthropic.com")
-    p.add_argument("--model", required=True, metavar="M")
-    p.add_argument("--api-key-env", metavar="VAR",
-                   help="the environment variable that holds the API key")
-    p.add_argument("--keyring-entry", metavar="E",
-                   help="the OS keyring entry that holds the API key")
-    p.add_argument("--context-window", type=_positive_int, metavar="N",
-                   help="tokens, used when the server does not say and the model is unknown")
-    p.add_argument("--max-output-tokens", type=_positive_int, metavar="N")
-    p.add_argument("--temperature", type=float, metavar="T")
-    p.add_argument("--header", type=_header, action="append", metavar="NAME=VALUE",
-                   help="an extra header for every request (not for secrets)")
-    p.add_argument("--timeout-connect", type=float, metavar="S")
-    p.add_argument("--timeout-read", type=float, metavar="S")
-    p.add_argument("--timeout-total", type=float, metavar="S")
+    _config_options(p, adding=True)
     p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser("edit", parents=[common],
+                       help="change fields of a provider (only the options given)")
+    p.add_argument("name", help="the provider's current name")
+    p.add_argument("--name", dest="new_name", metavar="NEW", help="rename the provider")
+    _config_options(p, adding=False)
+    p.set_defaults(func=cmd_edit)
 
     p = sub.add_parser("list", parents=[common], help="list providers")
     p.set_defaults(func=cmd_list)

@@ -136,7 +136,7 @@ def test_connection(
     window_text = (
         f"context window {window} tokens ({'from the server' if source == 'server' else source})"
         if window
-        else "context window unknown (set one with --context-window)"
+        else "context window unknown (set it in the provider's settings)"
     )
     return ConnectionReport(
         True,
@@ -245,7 +245,9 @@ class ProviderSettings:
         """Store a new config (secrets refused: see :func:`check_config`)."""
         return self.configs.add(config)
 
-    def update(self, name: str, **fields: Any) -> ProviderConfig:
+    def update(self, name: str, /, **fields: Any) -> ProviderConfig:
+        """Change fields of the config called ``name``; ``fields`` may rename it
+        (``name=...``), so the current name is positional only."""
         return self.configs.update(name, **fields)
 
     def remove(self, name: str) -> None:

@@ -158,8 +158,9 @@ class ProviderConfigs:
             )
         return self.get(config.name.strip())
 
-    def update(self, name: str, **fields: Any) -> ProviderConfig:
-        """Change fields of the config called ``name`` (any of :class:`ProviderConfig`'s)."""
+    def update(self, name: str, /, **fields: Any) -> ProviderConfig:
+        """Change fields of the config called ``name`` (any of :class:`ProviderConfig`'s,
+        ``name`` included: the current name is positional only, so it may be renamed)."""
         current = self.get(name)
         unknown = set(fields) - set(_COLUMNS)
         if unknown:

@@ -479,6 +479,15 @@ class ProvidersDialog(QDialog):
         if report.notices:
             text += "\n" + "\n".join(report.notices)
         self._say(text, ok=report.ok)
+        if (report.ok and report.context_window and not self.window_spin.value()
+                and self._stored is not None and not self.edited()):
+            # The test found the window the form leaves unset: keep it, as Detect would.
+            self.window_spin.setValue(report.context_window)
+            self.set_window_note(f"Filled in from the connection test "
+                                 f"({report.window_source}).")
+            self.save(then=lambda _stored: (self._say(text, ok=True),
+                                            self.connection_tested.emit(report)))
+            return
         self.connection_tested.emit(report)
 
     def detect_window(self) -> None:
@@ -493,6 +502,7 @@ class ProvidersDialog(QDialog):
         self.detect_button.setEnabled(True)
         if found.window:
             self.window_spin.setValue(found.window)
+            self._say("")  # an earlier failure no longer describes this form
         self.set_window_note(found.sentence)
         self.window_detected.emit(found)
 
