@@ -7,10 +7,11 @@ field that does not take the focus or a dialog that cannot save fails the test.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
-from PySide6.QtCore import QPoint, Qt
-from PySide6.QtWidgets import QAbstractButton, QApplication, QWidget
+from PySide6.QtCore import QPoint, Qt, QTimer
+from PySide6.QtWidgets import QAbstractButton, QApplication, QDialog, QWidget
 from pytestqt.qtbot import QtBot
 
 W = TypeVar("W", bound=QWidget)
@@ -67,3 +68,33 @@ def replace_text(qtbot: QtBot, root: QWidget, name: str, text: str) -> None:
     assert focus() is field or field.isAncestorOf(focus()), f"{name!r} took no focus"
     press(qtbot, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
     type_text(qtbot, text)
+
+
+def with_modal_dialog(qtbot: QtBot, open_it: Callable[[], object],
+                      act: Callable[[QWidget], None], timeout_ms: int = 5_000) -> None:
+    """Run ``open_it`` (which shows a modal dialog and waits in its event loop) and act on
+    the dialog once it is up; a dialog still open after ``act`` (or after a failure in
+    it) is rejected, so a broken journey fails instead of hanging."""
+    failures: list[BaseException] = []
+    tries = [timeout_ms // 20]
+
+    def poll() -> None:
+        dialog = QApplication.activeModalWidget()
+        if dialog is None or QApplication.activeWindow() is not dialog:
+            tries[0] -= 1
+            if tries[0] > 0:
+                QTimer.singleShot(20, poll)
+            return
+        try:
+            act(dialog)
+        except BaseException as exc:  # reported after the dialog's loop ends
+            failures.append(exc)
+        finally:
+            if dialog.isVisible() and isinstance(dialog, QDialog):
+                dialog.reject()
+
+    QTimer.singleShot(0, poll)
+    open_it()
+    if failures:
+        raise failures[0]
+    assert tries[0] > 0, "no modal dialog was shown"

@@ -43,6 +43,8 @@ class MessageEditor(QFrame):
         self.text_edit.setAccessibleName("Message text")
         self.text_edit.setFont(monospace_font())
         self.text_edit.setTabChangesFocus(True)
+        # The view focuses the editor it opens (F2, double-click): the text takes the keys.
+        self.setFocusProxy(self.text_edit)
 
         top = QHBoxLayout()
         top.addWidget(QLabel("Role:", self))

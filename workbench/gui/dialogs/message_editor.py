@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QVBoxLayout, QWidget
 
 from workbench.gui.delegates.message_editor import MessageEditor
@@ -27,6 +28,10 @@ class MessageEditorDialog(QDialog):
         layout.addWidget(self.editor, 1)
         layout.addWidget(buttons)
         self.resize(560, 320)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        # A dialog focuses its first control when shown; the caret belongs in the text.
         self.editor.focus_text()
 
     def role(self) -> str:

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtCore import (
+    QEvent,
+    QItemSelectionModel,
+    QModelIndex,
+    QObject,
+    QPoint,
+    Qt,
+    QTimer,
+    Signal,
+)
+from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -30,6 +39,7 @@ from workbench.gui.delegates.session import SessionDelegate
 from workbench.gui.models.sessions import SessionListModel, SessionRole
 
 FILTER_DELAY_MS = 150
+_INTO_LIST_KEYS = (Qt.Key.Key_Down, Qt.Key.Key_PageDown, Qt.Key.Key_Return, Qt.Key.Key_Enter)
 
 
 def _parse_tags(text: str) -> list[str]:
@@ -89,6 +99,8 @@ class SessionBrowserPanel(QWidget):
 
         self._build_actions()
         self.filter_edit.textChanged.connect(lambda _text: self._filter_timer.start())
+        # Down, Page Down or Enter in the filter hands the keyboard to the list.
+        self.filter_edit.installEventFilter(self)
         self.archived_box.toggled.connect(self._archived_toggled)
         self.view.selectionModel().currentChanged.connect(self._current_changed)
         self.view.selectionModel().selectionChanged.connect(lambda *_: self._update_actions())
@@ -234,6 +246,21 @@ class SessionBrowserPanel(QWidget):
 
     def _archived_toggled(self, checked: bool) -> None:
         self.model.set_include_archived(checked)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if (watched is self.filter_edit and event.type() == QEvent.Type.KeyPress
+                and isinstance(event, QKeyEvent) and event.key() in _INTO_LIST_KEYS):
+            self._focus_list()
+            return True
+        return super().eventFilter(watched, event)
+
+    def _focus_list(self) -> None:
+        if self._filter_timer.isActive():  # what was typed is the filter to land in
+            self._filter_timer.stop()
+            self._apply_filter()
+        if not self.view.currentIndex().isValid() and self.model.rowCount():
+            self.view.setCurrentIndex(self.model.index(0, 0))
+        self.view.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def focus_filter(self) -> None:
         self.filter_edit.setFocus(Qt.FocusReason.ShortcutFocusReason)

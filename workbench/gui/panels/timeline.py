@@ -176,10 +176,22 @@ class TimelinePanel(QWidget):
         self.jump_action.triggered.connect(self._jump_interactively)
         self.end_action = QAction("Go to &End", self)
         self.end_action.setShortcut(QKeySequence("Ctrl+End"))
-        self.end_action.triggered.connect(self.view.scroll_to_end)
+        self.end_action.triggered.connect(self.go_to_end)
         self.start_action = QAction("Go to &Start", self)
         self.start_action.setShortcut(QKeySequence("Ctrl+Home"))
-        self.start_action.triggered.connect(self.view.scroll_to_start)
+        self.start_action.triggered.connect(self.go_to_start)
+
+    def go_to_start(self) -> None:
+        """Show the first rows and make the first message the current one."""
+        self.view.scroll_to_start()
+        if self.model.rowCount():
+            self.view.setCurrentIndex(self.model.index(0, 0))
+
+    def go_to_end(self) -> None:
+        """Make the last message the current one and keep to the end."""
+        if self.model.rowCount():
+            self.view.setCurrentIndex(self.model.index(self.model.rowCount() - 1, 0))
+        self.view.scroll_to_end()
 
     def _update_actions(self) -> None:
         messages = self.selected_messages()

@@ -1,0 +1,137 @@
+"""Journeys a person makes in the window, driven as they make them: keys into whatever
+has the focus, clicks on controls found by accessible name, then what the database and
+the widgets show."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QPlainTextEdit, QWidget
+from pytestqt.qtbot import QtBot
+
+from tests.gui.journey import focus, press, type_text, with_modal_dialog
+from workbench.core.conversation import SessionInfo
+from workbench.engine.workspace import Workspace
+from workbench.gui.main_window import MainWindow
+
+CHAT = [
+    ("user", "What is the capital of France?"),
+    ("assistant", "Paris."),
+    ("user", "Thanks"),
+]
+
+CTRL = Qt.KeyboardModifier.ControlModifier
+SHIFT = Qt.KeyboardModifier.ShiftModifier
+
+
+def _contents(ws: Workspace, session_id: int) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in ws.repo.list_messages(session_id)]
+
+
+def _to_timeline_row(qtbot: QtBot, window: MainWindow, row: int) -> None:
+    """Ctrl+0 to the timeline, Ctrl+Home, then Down to ``row``."""
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    qtbot.keyClick(window, Qt.Key.Key_0, CTRL)
+    assert focus() is window.timeline.view
+    press(qtbot, Qt.Key.Key_Home, CTRL)
+    for _ in range(row):
+        press(qtbot, Qt.Key.Key_Down)
+    assert window.timeline.view.currentIndex().row() == row
+
+
+def test_f2_puts_the_caret_in_the_editor_and_typing_edits_the_message(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Chat", CHAT)
+    window = open_window(workspace)
+    window.open_session(info.id)
+    _to_timeline_row(qtbot, window, 1)
+    press(qtbot, Qt.Key.Key_F2)
+    editor = focus()
+    assert isinstance(editor, QPlainTextEdit) and editor.accessibleName() == "Message text"
+    # End stays in the editor (it used to jump the list away and close the editor).
+    press(qtbot, Qt.Key.Key_End, CTRL)
+    type_text(qtbot, " On the Seine.")
+    assert window.timeline.view.editing
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    window.ctx.workers.wait_idle()
+    assert _contents(workspace, info.id)[1] == ("assistant", "Paris. On the Seine.")
+    assert focus() is window.timeline.view  # back in the list after saving
+
+
+def test_double_click_opens_the_editor_with_the_caret_in_it(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Chat", CHAT)
+    window = open_window(workspace)
+    window.open_session(info.id)
+    view = window.timeline.view
+    rect = view.visualRect(window.timeline.model.index(2, 0))
+    # A real double click: a first click, then the second press that Qt reports as a
+    # double click.
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    qtbot.mouseDClick(view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    qtbot.waitUntil(lambda: view.editing)
+    assert focus().accessibleName() == "Message text"
+    press(qtbot, Qt.Key.Key_A, CTRL)
+    type_text(qtbot, "Thank you!")
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    window.ctx.workers.wait_idle()
+    assert _contents(workspace, info.id)[2] == ("user", "Thank you!")
+
+
+def test_insert_below_and_above_put_the_caret_in_the_new_message(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Chat", CHAT)
+    window = open_window(workspace)
+    window.open_session(info.id)
+    _to_timeline_row(qtbot, window, 1)
+    typed: list[str] = []
+
+    def type_into_dialog(text: str) -> Callable[[QWidget], None]:
+        def act(_dialog: QWidget) -> None:
+            widget = focus()
+            typed.append(widget.accessibleName())
+            qtbot.keyClicks(widget, text)
+            qtbot.keyClick(widget, Qt.Key.Key_Return, CTRL)
+        return act
+
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Insert),
+                      type_into_dialog("Inserted below"))
+    window.ctx.workers.wait_idle()
+    assert _contents(workspace, info.id)[2][1] == "Inserted below"
+
+    _to_timeline_row(qtbot, window, 0)
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Insert, SHIFT),
+                      type_into_dialog("Inserted above"))
+    window.ctx.workers.wait_idle()
+    assert _contents(workspace, info.id)[0][1] == "Inserted above"
+    assert typed == ["Message text", "Message text"]
+
+
+def test_f2_in_the_session_list_renames_with_the_keyboard(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Chat", CHAT)
+    window = open_window(workspace)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)  # the session filter
+    press(qtbot, Qt.Key.Key_Down)  # into the list
+    browser_view = window.browser.view
+    qtbot.waitUntil(lambda: focus() is browser_view)
+    press(qtbot, Qt.Key.Key_F2)
+    editor = focus()
+    assert editor is not browser_view, "F2 left the focus in the list"
+    press(qtbot, Qt.Key.Key_A, CTRL)
+    type_text(qtbot, "Paris questions")
+    press(qtbot, Qt.Key.Key_Return)  # the view commits the edit on its next turn
+    qtbot.waitUntil(lambda: workspace.repo.get_session(info.id).title == "Paris questions")
+    assert focus() is browser_view
