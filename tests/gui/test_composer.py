@@ -20,6 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
 from protocol_server import Fault, ProtocolServer  # noqa: E402
 
+from tests.gui.journey import click, click_into, named, press, type_text  # noqa: E402
+
 REPLY = "Hello from the protocol server."
 
 
@@ -74,7 +76,44 @@ def test_new_session_then_prompt_streams_in_and_two_messages_are_stored(
     assert sent["messages"][-1] == {"role": "user", "content": "Say hello, please."}
 
 
-def test_stop_mid_stream_stores_nothing(
+def test_stop_keeps_the_prompt_and_the_partial_reply_marked_stopped(
+    qtbot: QtBot, chat_workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    """The default, as in every chat app: type, Ctrl+Enter, Esc mid-reply; the prompt and
+    what had arrived are stored, the reply marked stopped."""
+    info = make_session(chat_workspace, "Chat", [("user", "Earlier"), ("assistant", "Reply")])
+    window = open_window(chat_workspace)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None and composer.keep_stopped_action.isChecked()
+    server.script(Fault("stall", after=2))
+    pieces: list[str] = []
+    composer.reply_grew.connect(pieces.append)
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Tell me a long story.")
+    press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: pieces[-1:] == ["Hello from"], timeout=10_000)
+    assert server.stalling.wait(5)
+    with qtbot.waitSignal(composer.turn_finished, timeout=10_000) as finished:
+        press(qtbot, Qt.Key.Key_Escape)
+    assert finished.args[0].stopped
+    assert server.hung_up.wait(5), "the connection was not closed on stop"
+    window.ctx.workers.wait_idle()
+    assert stored(chat_workspace, info.id) == [
+        ("user", "Earlier"), ("assistant", "Reply"),
+        ("user", "Tell me a long story."), ("assistant", "Hello from")]
+    kept = chat_workspace.repo.list_messages(info.id)[-1]
+    assert kept.metadata.get("stopped") is True
+    model = window.timeline.model
+    qtbot.waitUntil(lambda: model.rowCount() == 4)
+    assert model.pending == []
+    assert model.message_at(3).metadata.get("stopped") is True
+    assert composer.prompt.toPlainText() == ""
+    assert not composer.streaming and composer.send_button.isEnabled()
+
+
+def test_stop_mid_stream_stores_nothing_when_stopped_replies_are_not_kept(
     qtbot: QtBot, chat_workspace: Workspace, server: ProtocolServer,
     make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
 ) -> None:
@@ -83,14 +122,18 @@ def test_stop_mid_stream_stores_nothing(
     window.open_session(info.id)
     composer = window.composer
     assert composer is not None
+    composer.keep_stopped_action.trigger()  # Edit → Keep Stopped Replies, off
+    assert not composer.keep_stopped_action.isChecked()
     server.script(Fault("stall", after=2))
     pieces: list[str] = []
     composer.reply_grew.connect(pieces.append)
-    assert composer.send("Tell me a long story.")
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Tell me a long story.")
+    click(qtbot, window, "Send prompt")
     qtbot.waitUntil(lambda: pieces[-1:] == ["Hello from"], timeout=10_000)
     assert server.stalling.wait(5)
     with qtbot.waitSignal(composer.turn_failed, timeout=10_000) as failed:
-        qtbot.keyClick(composer.prompt, Qt.Key.Key_Escape)
+        click(qtbot, window, "Stop reply")
     assert "Stopped" in failed.args[0]
     assert server.hung_up.wait(5), "the connection was not closed on stop"
     window.ctx.workers.wait_idle()
@@ -98,8 +141,12 @@ def test_stop_mid_stream_stores_nothing(
     assert window.timeline.model.pending == []
     assert window.timeline.model.rowCount() == 2
     # The prompt is kept for another try, and a new turn can start.
-    assert composer.prompt.toPlainText() == "" or composer.send_button.isEnabled()
+    assert composer.prompt.toPlainText() == "Tell me a long story."
     assert not composer.streaming and composer.send_button.isEnabled()
+    # The choice is remembered by the next window.
+    window.close()
+    again = open_window(chat_workspace)
+    assert again.composer is not None and not again.composer.keep_stopped_action.isChecked()
 
 
 def test_manual_memory_shows_the_reply_without_storing_it(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -315,6 +316,53 @@ def test_ctrl_c_stops_the_chat_and_leaves_the_session_unchanged(
     assert "".join(server.reply_words[:2]).startswith(out.rstrip("\n"))
     assert server.hung_up.wait(30)  # the connection was closed, not left hanging
     assert len(_messages(cli, "Trip")) == 2
+
+
+def test_ctrl_c_with_keep_partial_stores_the_prompt_and_the_partial_reply(
+    cli: Cli, server: ProtocolServer, db_path: Path
+) -> None:
+    """``chat --keep-partial`` then Ctrl+C mid-stream: the process waits for the worker
+    to store the prompt and the reply so far, marked as stopped (it used to exit first)."""
+    _add_provider(cli, server)
+    assert cli("chat", "Trip", "Hello", "--new").code == 0
+    server.script(Fault("stall", after=2))
+    program = textwrap.dedent("""
+        import signal, sys
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        from workbench.cli import main
+        raise SystemExit(main(sys.argv[1:]))
+    """)
+    child = subprocess.Popen(
+        [sys.executable, "-c", program, "chat", "Trip", "Tell me more", "--keep-partial",
+         "--db", str(db_path)],
+        cwd=REPO_ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+    streamed = "".join(server.reply_words[:2])
+    try:
+        assert server.stalling.wait(60), "the chat never reached the server"
+        # Interrupt once the words before the stall are on the screen, as a person would.
+        shown = ""
+        assert child.stdout is not None
+        while streamed not in shown:
+            ready, _, _ = select.select([child.stdout], [], [], 60)
+            assert ready, f"the reply never showed; shown so far: {shown!r}"
+            piece = os.read(child.stdout.fileno(), 1024).decode()
+            assert piece, f"the chat ended early: {shown!r}"
+            shown += piece
+        child.send_signal(signal.SIGINT)
+        _out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130, err
+    assert "partial reply was kept" in err
+    messages = _messages(cli, "Trip")
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert messages[2]["content"] == "Tell me more"
+    partial = messages[3]
+    assert partial["content"] == streamed
+    assert partial["metadata"].get("stopped") is True
 
 
 def test_no_key_reaches_the_database(cli: Cli, server: ProtocolServer, db_path: Path,

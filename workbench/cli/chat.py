@@ -79,6 +79,8 @@ def _run(model: Any, args: argparse.Namespace) -> int:
         printed["any"] = True
         printed["newline"] = text.endswith("\n")
 
+    finished = threading.Event()
+
     def work() -> None:
         try:
             outcome["response"] = model.execute(
@@ -86,15 +88,21 @@ def _run(model: Any, args: argparse.Namespace) -> int:
             )
         except BaseException as exc:  # handed to the main thread, which reports it
             outcome["error"] = exc
+        finally:
+            finished.set()
 
     # The call runs in a worker so that Ctrl+C in the main thread can stop it promptly
     # through the cancel token (closing the connection) instead of unwinding mid-write.
+    # The main thread waits on an Event the worker sets last, not on Thread.join: on
+    # Python 3.11 a KeyboardInterrupt inside join(timeout) can leave is_alive() False
+    # while the worker still runs, and the process would exit before the partial reply
+    # is stored.
     worker = threading.Thread(target=work, name="workbench-chat", daemon=True)
     worker.start()
     interrupted = False
-    while worker.is_alive():
+    while not finished.is_set():
         try:
-            worker.join(0.1)
+            finished.wait(0.1)
         except KeyboardInterrupt:
             interrupted = True
             cancel.cancel()

@@ -256,6 +256,7 @@ class MainWindow(QMainWindow):
             c = self.composer
             for action in (c.send_action, c.stop_action, c.regenerate_action):
                 edit_menu.addAction(action)
+            edit_menu.addAction(c.keep_stopped_action)
             self.addAction(c.stop_action)
             self.addAction(c.regenerate_action)
             edit_menu.addSeparator()

@@ -503,6 +503,8 @@ class MessageDelegate(QStyledItemDelegate):
             extras.append("will fold")
         if pending:
             extras.append(str(message.metadata.get("note", "receiving…")))
+        elif message.metadata.get("stopped"):
+            extras.append("stopped")
         if extras:
             painter.drawText(QRect(x, geo.header.top(), geo.header.width() // 2,
                                    geo.header.height()),

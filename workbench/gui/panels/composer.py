@@ -8,8 +8,10 @@ tokens the next request would carry against the model's context window.
 
 While a turn runs, the prompt and the growing reply are shown after the session's last
 message as rows that are not stored yet; when the engine has stored the turn they are
-replaced by the stored messages. A stopped or failed turn stores nothing (the engine's
-rule), and a failure is told as a sentence with the next step.
+replaced by the stored messages. Stop keeps the prompt and the reply so far, marked as
+stopped (Edit → Keep Stopped Replies, on by default; off, a stopped turn stores nothing).
+A failed turn stores nothing (the engine's rule) and is told as a sentence with the next
+step; a prompt that was not stored stays in the box.
 """
 
 from __future__ import annotations
@@ -47,8 +49,10 @@ from workbench.errors import CancelledError, WorkbenchError
 from workbench.gui.commands import DeleteMessagesCommand, NewSessionCommand
 from workbench.gui.context import AppContext
 from workbench.gui.errors import describe_error
+from workbench.gui.settings import gui_settings
 
 REPAINT_MS = 40
+KEEP_STOPPED_KEY = "chat/keep_stopped_replies"
 GAUGE_DELAY_MS = 500
 
 
@@ -69,6 +73,7 @@ class ComposerPanel(QWidget):
         self._token: CancelToken | None = None
         self._job: Any = None
         self._reply: Message | None = None
+        self._keep_partial = False  # whether the turn under way keeps a stopped reply
         self._gauge: ContextGauge | None = None
         self._gauge_sequence = 0
         self._windows: dict[tuple[str, str | None], int] = {}  # learned context windows
@@ -147,10 +152,19 @@ class ComposerPanel(QWidget):
         self.addAction(self.send_action)
         self.stop_action = QAction("S&top Reply", self)
         self.stop_action.setShortcut(QKeySequence(Qt.Key.Key_Escape))
-        self.stop_action.triggered.connect(self.stop)
+        self.stop_action.triggered.connect(lambda: self.stop())
         self.regenerate_action = QAction("&Regenerate Last Reply", self)
         self.regenerate_action.setShortcut(QKeySequence("Ctrl+Shift+R"))
         self.regenerate_action.triggered.connect(self.regenerate)
+        self.keep_stopped_action = QAction("&Keep Stopped Replies", self)
+        self.keep_stopped_action.setCheckable(True)
+        self.keep_stopped_action.setToolTip(
+            "On: Stop keeps the prompt and the reply so far, marked as stopped.\n"
+            "Off: a stopped turn adds nothing to the session.")
+        self.keep_stopped_action.setChecked(
+            str(gui_settings().value(KEEP_STOPPED_KEY, "true")).lower() != "false")
+        self.keep_stopped_action.toggled.connect(
+            lambda on: gui_settings().setValue(KEEP_STOPPED_KEY, "true" if on else "false"))
 
         self._repaint_timer = QTimer(self)
         self._repaint_timer.setSingleShot(True)
@@ -162,7 +176,7 @@ class ComposerPanel(QWidget):
         self._gauge_timer.timeout.connect(self.refresh_gauge)
 
         self.send_button.clicked.connect(lambda: self.send())
-        self.stop_button.clicked.connect(self.stop)
+        self.stop_button.clicked.connect(lambda: self.stop())
         self.regenerate_button.clicked.connect(self.regenerate)
         self.provider_box.currentIndexChanged.connect(self._provider_changed)
         self.model_box.currentTextChanged.connect(lambda _t: self._gauge_timer.start())
@@ -274,8 +288,8 @@ class ComposerPanel(QWidget):
             return False
         provider = self.provider()
         if not provider:
-            self._fail("No provider is configured. Add one with: workbench providers add NAME "
-                       "--kind openai --base-url URL --model MODEL")
+            self._fail("No model server is set up yet: add one in Settings → Providers… "
+                       "(a local llama.cpp, Ollama or LM Studio server, or a hosted API).")
             return False
         session_id = self.ctx.current_session_id
         if not session_id:
@@ -306,10 +320,13 @@ class ComposerPanel(QWidget):
             self.timeline.model.set_pending([user, reply])
             self.timeline.view.scroll_to_end()
         workspace, model, auto = self.ctx.workspace, self.model_name(), self.auto_box.isChecked()
+        keep = self.keep_stopped_action.isChecked()
+        self._keep_partial = keep
 
         def run(job: Any) -> Any:
             return (yield from stream_turn(workspace, session_id, text, provider=provider,
-                                           model=model, auto=auto, cancel=token))
+                                           model=model, auto=auto, cancel=token,
+                                           keep_partial=keep))
 
         self._job = self.ctx.workers.stream(
             run, name="send the prompt", on_item=self._event,
@@ -350,9 +367,14 @@ class ComposerPanel(QWidget):
         if response is None:  # stopped between two events
             if model is not None:
                 model.set_pending(None)
-            self._fail("Stopped; nothing was added to the session.")
+            self._fail("Stopped; nothing was added to the session. The prompt is still "
+                       "in the box.")
             return
-        self.prompt.clear()
+        if response.appended or not response.stopped:
+            self.prompt.clear()
+        if response.stopped and response.appended:
+            self.ctx.status_reported.emit(
+                "Stopped; the prompt and the reply so far were kept, marked as stopped.")
         if response.appended:
             if model is not None:
                 model.set_pending(None)
@@ -383,7 +405,8 @@ class ComposerPanel(QWidget):
         if self.timeline is not None:
             self.timeline.model.set_pending(None)
         if isinstance(error, CancelledError):
-            self._fail("Stopped; nothing was added to the session.")
+            self._fail("Stopped before any reply arrived; nothing was added to the session. "
+                       "The prompt is still in the box.")
         else:
             self._fail(describe_error(error, doing="send the prompt"))
 
@@ -391,13 +414,19 @@ class ComposerPanel(QWidget):
         """The window closes: stop the turn and every pending timer."""
         self._gauge_timer.stop()
         self._repaint_timer.stop()
-        self.stop()
+        self.stop(keep=False)
 
-    def stop(self) -> None:
-        """Stop the turn under way (nothing is stored)."""
+    def stop(self, keep: bool | None = None) -> None:
+        """Stop the turn under way. With ``keep`` (default: the turn's own setting,
+        Keep Stopped Replies) the engine stores the prompt and the reply so far, marked
+        as stopped; without it nothing is stored."""
+        if keep is None:
+            keep = self._keep_partial
         if self._token is not None:
             self._token.cancel()
-        if self._job is not None:
+        # Cancelling the job closes the engine's generator between two events, before
+        # it can store anything; a kept reply needs the engine to end the turn itself.
+        if self._job is not None and not keep:
             self._job.cancel()
 
     def regenerate(self) -> None:
