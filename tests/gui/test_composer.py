@@ -260,3 +260,91 @@ def test_an_auto_compaction_before_the_send_reloads_the_timeline_with_its_marker
     # Eight messages folded before the send; the four kept and the new turn stay active.
     states = [m.state for m in chat_workspace.repo.list_messages(info.id)]
     assert states.count("folded") == 8 and states.count("active") == 6
+
+
+def test_each_session_keeps_its_own_draft_across_restarts(
+    qtbot: QtBot, chat_workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    first = make_session(chat_workspace, "First", [("user", "Hi")])
+    second = make_session(chat_workspace, "Second", [("user", "Hello")])
+    window = open_window(chat_workspace)
+    window.open_session(first.id)
+    prompt = named(window, "Prompt")
+    click_into(qtbot, prompt)
+    type_text(qtbot, "half a thought for the first")
+    window.open_session(second.id)
+    assert prompt.toPlainText() == ""  # not carried into another session
+    click_into(qtbot, prompt)
+    type_text(qtbot, "second's own draft")
+    window.open_session(first.id)
+    assert prompt.toPlainText() == "half a thought for the first"
+    window.close()
+
+    again = open_window(chat_workspace)
+    again.open_session(second.id)
+    assert named(again, "Prompt").toPlainText() == "second's own draft"
+    again.open_session(first.id)
+    assert named(again, "Prompt").toPlainText() == "half a thought for the first"
+
+
+def test_sending_with_no_session_titles_it_from_the_plain_text(
+    qtbot: QtBot, chat_workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(chat_workspace)
+    composer = window.composer
+    assert composer is not None and not window.ctx.current_session_id
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "# **Plan** a [trip](https://example.com) to `Paris`")
+    with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
+        press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    window.ctx.workers.wait_idle()
+    [info] = chat_workspace.list_sessions()
+    assert info.title == "Plan a trip to Paris"
+    assert stored(chat_workspace, info.id)[0][1].startswith("# **Plan**")
+    assert composer.prompt.toPlainText() == ""
+
+
+def test_stop_before_any_reply_in_a_new_session_leaves_no_empty_session(
+    qtbot: QtBot, chat_workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    server.script(Fault("stall_headers"))
+    window = open_window(chat_workspace)
+    composer = window.composer
+    assert composer is not None
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Where to next?")
+    press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    # The session is created, then the prompt goes out (both need the event loop).
+    qtbot.waitUntil(server.stalling.is_set, timeout=10_000)
+    assert composer.streaming
+    with qtbot.waitSignal(composer.turn_failed, timeout=10_000) as failed:
+        click(qtbot, window, "Stop reply")
+    assert "nothing was added" in failed.args[0]
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: not window.ctx.current_session_id)
+    qtbot.waitUntil(lambda: window.browser.model.rowCount() == 0)  # the session went back
+    assert chat_workspace.list_sessions() == [] or all(
+        s.id in window.ctx.trash for s in chat_workspace.list_sessions())
+    assert composer.prompt.toPlainText() == "Where to next?"  # nothing typed is lost
+
+
+def test_regenerate_is_disabled_until_the_session_holds_a_prompt(
+    qtbot: QtBot, chat_workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    empty = make_session(chat_workspace, "Empty")
+    full = make_session(chat_workspace, "Full", [("user", "Hi"), ("assistant", "Hello")])
+    window = open_window(chat_workspace)
+    regenerate = named(window, "Regenerate last reply")
+    assert not regenerate.isEnabled()  # no session open
+    window.open_session(empty.id)
+    window.ctx.workers.wait_idle()
+    assert not regenerate.isEnabled()
+    window.open_session(full.id)
+    qtbot.waitUntil(regenerate.isEnabled)
+    with qtbot.waitSignal(window.composer.turn_finished, timeout=15_000):
+        click(qtbot, window, "Regenerate last reply")
+    window.ctx.workers.wait_idle()
+    assert stored(chat_workspace, full.id) == [("user", "Hi"), ("assistant", REPLY)]

@@ -347,7 +347,7 @@ class MainWindow(QMainWindow):
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._system_scheme_changed)
         self.timeline.summary_changed.connect(self.session_label.setText)
         if self.composer is not None:
-            self.composer.timeline = self.timeline
+            self.composer.attach_timeline(self.timeline)
             self.timeline.model.session_changed.connect(self.composer.session_changed)
             self.composer.gauge_changed.connect(lambda _g: self._refresh_session_status())
             ctx.providers_changed.connect(self.composer.refresh_providers)

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from workbench.core.conversation import Message, utcnow
 from workbench.core.provider import CancelToken, TextDelta
+from workbench.core.titles import title_from_prompt
 from workbench.engine.chat import (
     ContextGauge,
     choose_provider,
@@ -48,10 +49,12 @@ from workbench.engine.model import Response, ToolFinished, ToolStarted
 from workbench.errors import CancelledError, WorkbenchError
 from workbench.gui.commands import DeleteMessagesCommand, NewSessionCommand
 from workbench.gui.context import AppContext
+from workbench.gui.drafts import load_draft, save_draft
 from workbench.gui.errors import describe_error
 from workbench.gui.settings import gui_settings
 
 REPAINT_MS = 40
+DRAFT_SAVE_MS = 400
 KEEP_STOPPED_KEY = "chat/keep_stopped_replies"
 GAUGE_DELAY_MS = 500
 
@@ -74,6 +77,11 @@ class ComposerPanel(QWidget):
         self._job: Any = None
         self._reply: Message | None = None
         self._keep_partial = False  # whether the turn under way keeps a stopped reply
+        self._draft_session = 0  # the session whose draft the prompt box holds
+        self._carried_prompt: str | None = None  # a prompt moving into a new session
+        # The session created for the turn under way (undone if the turn stores nothing).
+        self._new_session: NewSessionCommand | None = None
+        self._turn_new_session: NewSessionCommand | None = None
         self._gauge: ContextGauge | None = None
         self._gauge_sequence = 0
         self._windows: dict[tuple[str, str | None], int] = {}  # learned context windows
@@ -182,6 +190,12 @@ class ComposerPanel(QWidget):
         self.model_box.currentTextChanged.connect(lambda _t: self._gauge_timer.start())
         self.auto_box.toggled.connect(lambda _c: self._gauge_timer.start())
         self.prompt.textChanged.connect(self._gauge_timer.start)
+        self._draft_timer = QTimer(self)
+        self._draft_timer.setSingleShot(True)
+        self._draft_timer.setInterval(DRAFT_SAVE_MS)
+        self._draft_timer.timeout.connect(self.save_draft)
+        self.prompt.textChanged.connect(self._draft_timer.start)
+        ctx.workspace_replaced.connect(lambda: self._switch_draft(0, save=False))
         # A compaction, an undo or a context edit changes the request as much as an edit.
         for signal in (ctx.message_changed, ctx.message_inserted, ctx.message_removed,
                        ctx.messages_appended, ctx.session_reloaded, ctx.context_changed):
@@ -233,10 +247,34 @@ class ComposerPanel(QWidget):
     def model_name(self) -> str | None:
         return self.model_box.currentText().strip() or None
 
+    # -- drafts --------------------------------------------------------------------------
+
+    def _database(self) -> str:
+        return str(self.ctx.workspace.db_path)
+
+    def save_draft(self) -> None:
+        """Keep what the prompt box holds as the draft of its session."""
+        self._draft_timer.stop()
+        save_draft(self._database(), self._draft_session, self.prompt.toPlainText())
+
+    def _switch_draft(self, session_id: int, *, save: bool = True) -> None:
+        if save and session_id != self._draft_session:
+            self.save_draft()
+        self._draft_session = session_id
+        carried, self._carried_prompt = self._carried_prompt, None
+        self.prompt.blockSignals(True)
+        self.prompt.setPlainText(carried if carried is not None
+                                 else load_draft(self._database(), session_id))
+        self.prompt.moveCursor(self.prompt.textCursor().MoveOperation.End)
+        self.prompt.blockSignals(False)
+
     def session_changed(self, session_id: int) -> None:
-        """A session was opened: pick its agent's provider, measure its request."""
+        """A session was opened: show its draft, pick its agent's provider, measure its
+        request."""
         if self.streaming:
             self.stop()
+        if session_id != self._draft_session:
+            self._switch_draft(session_id)
         name = choose_provider(self.ctx.workspace, session_id or None)
         if name is not None:
             index = self.provider_box.findData(name)
@@ -266,13 +304,38 @@ class ComposerPanel(QWidget):
     def streaming(self) -> bool:
         return self._token is not None
 
+    def attach_timeline(self, timeline: Any) -> None:
+        """Show turns in ``timeline`` (a TimelinePanel) and follow its session's rows."""
+        self.timeline = timeline
+        model = timeline.model
+        for signal in (model.modelReset, model.rowsInserted, model.rowsRemoved,
+                       model.layoutChanged):
+            signal.connect(lambda *_: self._update_regenerate())
+        self._update_regenerate()
+
+    def _can_regenerate(self) -> bool:
+        """A session is open and holds a prompt to ask again."""
+        if self.streaming or not self.ctx.current_session_id:
+            return False
+        model = self.timeline.model if self.timeline is not None else None
+        if model is None or model.session_id != self.ctx.current_session_id:
+            return True  # nothing to tell from; regenerate() itself says when there is none
+        index = model.session_index
+        if index is not None:
+            return index.role_counts().get("user", 0) > 0
+        return model.message_count > 0
+
+    def _update_regenerate(self) -> None:
+        enabled = self._can_regenerate()
+        self.regenerate_button.setEnabled(enabled)
+        self.regenerate_action.setEnabled(enabled)
+
     def _set_streaming(self, streaming: bool) -> None:
         self.send_button.setEnabled(not streaming)
         self.send_action.setEnabled(not streaming)
-        self.regenerate_button.setEnabled(not streaming)
-        self.regenerate_action.setEnabled(not streaming)
         self.stop_button.setEnabled(streaming)
         self.stop_action.setEnabled(streaming)
+        self._update_regenerate()
 
     def _fail(self, text: str) -> None:
         self.error_label.setText(text)
@@ -299,15 +362,39 @@ class ComposerPanel(QWidget):
         return True
 
     def _send_in_new_session(self, text: str) -> None:
-        title = text.splitlines()[0][:60] or "New session"
-        # An undoable new session (it opens when created); after it, on the same
-        # writer, a no-op whose completion sends the prompt there.
-        self.ctx.undo_stack.push(NewSessionCommand(self.ctx, title))
-        self.ctx.workers.write(lambda: None, name="create a session",
-                               on_done=lambda _r: self.send(text))
+        # An undoable new session, titled from the prompt's plain text (it opens when
+        # created, and the prompt moves with it); after it, on the same writer, a no-op
+        # whose completion sends the prompt there.
+        command = NewSessionCommand(self.ctx, title_from_prompt(text))
+        self._carried_prompt = text
+        save_draft(self._database(), 0, "")
+        self.ctx.undo_stack.push(command)
+
+        def created(_result: Any) -> None:
+            if command.session_id is not None and \
+                    self.ctx.current_session_id == command.session_id:
+                self._new_session = command
+                self.send(text)
+            else:
+                self._carried_prompt = None
+
+        self.ctx.workers.write(lambda: None, name="create a session", on_done=created)
+
+    def _drop_new_session(self) -> None:
+        """A turn in the session made for it stored nothing: take the session back (the
+        prompt stays in the box, now the draft of no session)."""
+        command, self._turn_new_session = self._turn_new_session, None
+        stack = self.ctx.undo_stack
+        if command is None or stack.index() == 0 or stack.command(stack.index() - 1) \
+                is not command:
+            return
+        text = self.prompt.toPlainText()
+        self._carried_prompt = text
+        stack.undo()
 
     def _start(self, session_id: int, text: str, provider: str) -> None:
         self.error_label.hide()
+        self._turn_new_session, self._new_session = self._new_session, None
         token = CancelToken()
         self._token = token
         self._set_streaming(True)
@@ -369,7 +456,9 @@ class ComposerPanel(QWidget):
                 model.set_pending(None)
             self._fail("Stopped; nothing was added to the session. The prompt is still "
                        "in the box.")
+            self._drop_new_session()
             return
+        self._turn_new_session = None
         if response.appended or not response.stopped:
             self.prompt.clear()
         if response.stopped and response.appended:
@@ -409,9 +498,11 @@ class ComposerPanel(QWidget):
                        "The prompt is still in the box.")
         else:
             self._fail(describe_error(error, doing="send the prompt"))
+        self._drop_new_session()
 
     def shut_down(self) -> None:
-        """The window closes: stop the turn and every pending timer."""
+        """The window closes: keep the draft, stop the turn and every pending timer."""
+        self.save_draft()
         self._gauge_timer.stop()
         self._repaint_timer.stop()
         self.stop(keep=False)
