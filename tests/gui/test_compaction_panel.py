@@ -237,11 +237,14 @@ def test_ctrl_z_undoes_an_apply_and_redo_applies_it_again(
     panel.summary_edit.setPlainText(EDITED)
     panel.apply()
     qtbot.waitUntil(lambda: model.rowCount() == 21, timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: panel.result_label.text().startswith("Applied: 40 messages"))
 
     window.timeline.view.setFocus()
     qtbot.keyClick(window.timeline.view, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: model.rowCount() == 60, timeout=TIMEOUT)
     assert _states(model) == ["active"] * 60
+    # The panel no longer claims the compaction is applied.
+    qtbot.waitUntil(lambda: panel.result_label.text().startswith("Undone: 40 messages"))
     assert workspace.repo.get_context(info.id).summary == ""
     assert _applied(workspace, info.id) == []
 

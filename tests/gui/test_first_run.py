@@ -100,3 +100,33 @@ def test_when_nothing_answers_the_bar_says_so(
     qtbot.waitUntil(lambda: "No local model server answered" in bar.title.text(),
                     timeout=5_000)
     assert bar.add_buttons == {}
+
+
+def test_the_bar_follows_a_provider_added_in_the_settings(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    models_server: int,
+) -> None:
+    window = open_window(workspace)
+    bar = window.offer_local_servers([("Ollama", closed_port())])
+    assert bar is not None
+    qtbot.waitUntil(lambda: "No local model server answered" in bar.title.text(),
+                    timeout=5_000)
+    # Settings → Providers…: add one, as a person does, and save.
+    from PySide6.QtWidgets import QApplication
+
+    from tests.gui.journey import click, click_into, named, type_text
+
+    window.providers_action.trigger()
+    dialog = window._providers_dialog
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
+    click(qtbot, dialog, "Add a provider")
+    for field, text in (("Provider name", "local"),
+                        ("Base URL", f"http://127.0.0.1:{models_server}/v1"),
+                        ("Model", "gemma-3-270m")):
+        click_into(qtbot, named(dialog, field))
+        type_text(qtbot, text)
+    with qtbot.waitSignal(dialog.provider_saved, timeout=10_000):
+        click(qtbot, dialog, "Save the provider")
+    qtbot.waitUntil(lambda: "No local model server answered" not in bar.title.text())
+    assert "set up" in bar.title.text()
+    assert [c.name for c in ProviderSettings(workspace.db).list()] == ["local"]

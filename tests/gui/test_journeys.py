@@ -135,3 +135,52 @@ def test_f2_in_the_session_list_renames_with_the_keyboard(
     press(qtbot, Qt.Key.Key_Return)  # the view commits the edit on its next turn
     qtbot.waitUntil(lambda: workspace.repo.get_session(info.id).title == "Paris questions")
     assert focus() is browser_view
+
+
+def _listed(window: MainWindow) -> list[tuple[str, int]]:
+    from workbench.gui.models.sessions import SessionRole
+
+    model = window.browser.model
+    infos = [model.index(row, 0).data(SessionRole) for row in range(model.rowCount())]
+    return [(info.title, info.message_count) for info in infos]
+
+
+def test_the_session_list_follows_edits_inserts_and_activity(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    older = make_session(workspace, "Older", CHAT)
+    make_session(workspace, "Newer", [("user", "Hello")] * 5)  # its last message is later
+    window = open_window(workspace)
+    assert _listed(window) == [("Newer", 5), ("Older", 3)]
+    tokens_before = workspace.repo.get_session(older.id).token_count
+    window.open_session(older.id)
+    _to_timeline_row(qtbot, window, 2)
+
+    def answer(_dialog: QWidget) -> None:
+        qtbot.keyClicks(focus(), "A much longer message " * 20)
+        qtbot.keyClick(focus(), Qt.Key.Key_Return, CTRL)
+
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Insert), answer)
+    # The inserted message counts, and the session moved to the top as the active one.
+    qtbot.waitUntil(lambda: _listed(window) == [("Older", 4), ("Newer", 5)])
+    from workbench.gui.models.sessions import SessionRole
+
+    shown = window.browser.model.index(0, 0).data(SessionRole)
+    assert shown.token_count == workspace.repo.get_session(older.id).token_count
+    assert shown.token_count > tokens_before
+
+
+def test_deleting_the_open_session_clears_the_role_chips(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Chat", CHAT)
+    window = open_window(workspace)
+    window.open_session(info.id)
+    chips = window.timeline.chips.chips
+    qtbot.waitUntil(lambda: chips["user"].text().endswith("2"))
+    window.browser.view.setFocus()
+    press(qtbot, Qt.Key.Key_Delete)
+    qtbot.waitUntil(lambda: not window.ctx.current_session_id)
+    assert [chip.text().split()[-1] for chip in chips.values()] == ["0"] * len(chips)

@@ -314,3 +314,45 @@ def test_every_focusable_control_has_a_name_for_screen_readers(
         nameless.append(f"{type(widget).__name__} {widget.objectName()!r} in "
                         f"{type(widget.parentWidget()).__name__}")
     assert nameless == [], "\n".join(nameless)
+
+
+QUIT_PROGRAM = """
+import sys
+from pathlib import Path
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+from workbench.gui.app import run_gui
+
+app = QApplication(sys.argv[:1])
+
+def act() -> None:
+    [window] = [w for w in QApplication.topLevelWidgets() if w.objectName() == "MainWindow"]
+    for dock in (window.compaction_dock, window.context_dock, window.request_dock,
+                 window.search_dock):
+        dock.show()
+    window.new_session_action.trigger()  # commands on the undo stack
+    window.preview_compaction_action.trigger()
+    QTimer.singleShot(300, window.new_session_action.trigger)
+    QTimer.singleShot(600, window.quit_action.trigger)
+
+QTimer.singleShot(500, act)
+print("exit", run_gui(Path(sys.argv[1])))
+"""
+
+
+def test_quitting_with_every_panel_open_prints_nothing(tmp_path: Path) -> None:
+    """Ctrl+Q with the Compaction, Context, Request and Search panels open, undoable
+    commands on the stack and a preview under way: the process exits 0 and says nothing
+    (it printed "Internal C++ object (QPushButton) already deleted")."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", WORKBENCH_HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", QUIT_PROGRAM, str(tmp_path / "wb.db")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("exit 0")
+    errors = [line for line in done.stderr.splitlines()
+              if "propagateSizeHints" not in line and line.strip()]
+    assert errors == []

@@ -681,4 +681,9 @@ class MainWindow(QMainWindow):
         # Deletes that can no longer be undone are carried out now.
         self.ctx.trash.purge()
         self.settings.sync()
+        # The panels are about to go; the context and its undo stack may outlive them
+        # for a moment (clearing a stack signals), and no signal may reach a panel whose
+        # widgets are already deleted.
+        self.ctx.undo_stack.blockSignals(True)
+        self.ctx.blockSignals(True)
         super().closeEvent(event)

@@ -233,7 +233,7 @@ class TimelineModel(QAbstractListModel):
     """The messages of one session as rows (see the module docstring)."""
 
     index_loaded = Signal()  # the session's shape arrived: role counts are known
-    role_counts_changed = Signal(dict)
+    role_counts_changed = Signal(object)  # {role: count}, or None while not known
     edit_requested = Signal(object, str, str)  # message, new role, new content
     session_changed = Signal(int)  # session id (0: none)
 
@@ -312,7 +312,10 @@ class TimelineModel(QAbstractListModel):
             self.index_loaded.emit()
             self.role_counts_changed.emit(self._index.role_counts())
         elif session_id:
+            self.role_counts_changed.emit(None)  # the last session's counts do not hold
             self._request_index()
+        else:
+            self.role_counts_changed.emit({})
 
     def _request_index(self) -> None:
         generation, session_id, workspace = self._generation, self._session_id, self._workspace

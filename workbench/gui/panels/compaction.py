@@ -818,6 +818,13 @@ class CompactionPanel(QWidget):
                         "Undo Last Compaction brings them back.")
                 elif session_id == self.session_id:
                     self.result_label.setText("Nothing was applied; preview again.")
+            elif session_id == self.session_id and self.plan is None:
+                # Undone or redone from Edit → Undo/Redo: the sentence follows the store.
+                self.result_label.setText(
+                    f"Applied again: {_plural(plan.folded_count, 'message')} folded."
+                    if command.applied else
+                    f"Undone: {_plural(plan.folded_count, 'message')} active again. "
+                    "Preview to plan another compaction.")
             self._command_done()
 
         session_id = self.session_id

@@ -72,16 +72,15 @@ class FirstRunBar(QFrame):
         layout.addLayout(bottom)
         self.add_buttons: dict[str, QPushButton] = {}
         self.servers: list[LocalServer] = []
+        self._answered: bool | None = None  # whether a local server answered (None: asking)
+        ctx.providers_changed.connect(self._providers_changed)
 
     def show_servers(self, servers: Sequence[LocalServer]) -> None:
         """List what answered (or say that nothing did)."""
         self.servers = list(servers)
+        self._answered = bool(servers)
         if not servers:
-            self.title.setText(
-                "<b>Welcome.</b> No local model server answered (Ollama on port 11434, "
-                "llama.cpp on 8080, LM Studio on 1234); start one and add it in "
-                "Settings → Providers…"
-            )
+            self._say_nothing_answered()
             return
         self.title.setText("<b>Welcome.</b> Model servers are running on this machine:")
         for server in servers:
@@ -95,6 +94,29 @@ class FirstRunBar(QFrame):
             row.addWidget(button)
             self.rows.addLayout(row)
             self.add_buttons[server.base_url] = button
+
+    def _say_nothing_answered(self) -> None:
+        if self._configured():
+            self.title.setText("<b>Welcome.</b> A model server is set up: write a prompt "
+                               "below, or add more in Settings → Providers…")
+            return
+        self.title.setText(
+            "<b>Welcome.</b> No local model server answered (Ollama on port 11434, "
+            "llama.cpp on 8080, LM Studio on 1234); start one and add it in "
+            "Settings → Providers…"
+        )
+
+    def _configured(self) -> bool:
+        try:
+            return bool(ProviderSettings(self.ctx.workspace.db).list())
+        except Exception:  # noqa: BLE001 - a banner never fails the window
+            return False
+
+    def _providers_changed(self) -> None:
+        """A provider was added or removed elsewhere (Settings → Providers…): the
+        sentence follows."""
+        if self._answered is False:
+            self._say_nothing_answered()
 
     def add(self, server: LocalServer) -> None:
         """Store ``server`` as a provider (on the database writer)."""

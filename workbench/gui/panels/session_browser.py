@@ -107,6 +107,11 @@ class SessionBrowserPanel(QWidget):
         self.view.customContextMenuRequested.connect(self._context_menu)
         self.model.rename_requested.connect(self.rename_session)
         ctx.sessions_changed.connect(self._reload_timer.start)
+        # A message stored, edited, inserted or removed changes its session's counts and
+        # its place in the list (the most recently active first).
+        for signal in (ctx.message_changed, ctx.message_inserted, ctx.message_removed,
+                       ctx.messages_appended, ctx.session_reloaded):
+            signal.connect(lambda *_: self._reload_timer.start())
         ctx.session_updated.connect(self.model.update_session)
         ctx.workspace_replaced.connect(self._workspace_replaced)
         self._update_actions()
