@@ -348,3 +348,44 @@ def test_regenerate_is_disabled_until_the_session_holds_a_prompt(
         click(qtbot, window, "Regenerate last reply")
     window.ctx.workers.wait_idle()
     assert stored(chat_workspace, full.id) == [("user", "Hi"), ("assistant", REPLY)]
+
+
+def test_an_unreachable_server_is_told_once_with_the_gui_step(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    from protocol_server import free_port
+
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="gone", kind="openai", base_url=f"http://127.0.0.1:{free_port()}/v1",
+        model="m"))
+    info = make_session(workspace, "Chat", [("user", "Earlier")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Hello?")
+    with qtbot.waitSignal(composer.turn_failed, timeout=30_000) as failed:
+        press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    text = failed.args[0]
+    assert "could not be reached" in text
+    assert text.lower().count("running") == 1, text
+    assert "workbench providers" not in text  # a GUI step, not a command line
+    assert named(window, "Chat error").text() == text
+
+
+def test_with_no_provider_the_error_points_to_the_settings(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Chat", [("user", "Earlier")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Hello?")
+    press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    text = named(window, "Chat error").text()
+    assert "Settings → Providers" in text and "--kind" not in text
+    assert stored(workspace, info.id) == [("user", "Earlier")]
+    assert named(window, "Prompt").toPlainText() == "Hello?"

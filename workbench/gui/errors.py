@@ -23,13 +23,19 @@ _NEXT_STEPS: list[tuple[type[BaseException], str]] = [
     (RateLimitError, "Wait a moment and send again."),
     (ContextTooLongError, "Compact the session or shorten the prompt, then send again."),
     (ContextBudgetError, "Compact the session or shorten the prompt, then send again."),
-    (UnreachableError, "Check that the server is running and its address in the provider "
-                       "settings."),
+    (UnreachableError, "Check that the server is running and its address in Settings → "
+                       "Providers…"),
     (ProviderTimeoutError, "The server may be busy: send again, or raise the provider's "
                            "time limit."),
     (ServerError, "The server failed; sending again may work."),
     (StreamInterruptedError, "The reply was cut off; regenerate it to try again."),
 ]
+
+
+def _gives_advice(text: str) -> bool:
+    """Whether a message already tells what to do (a sentence starting "Check…")."""
+    return any(sentence.strip().startswith(("Check ", "Set ", "Add ", "Choose "))
+               for sentence in text.split(". "))
 
 
 def next_step(error: BaseException) -> str:
@@ -51,6 +57,8 @@ def describe_error(error: BaseException, *, doing: str = "") -> str:
     if isinstance(error, WorkbenchError):
         text = str(error).strip() or type(error).__name__
         advice = next_step(error)
+        if advice and _gives_advice(text):
+            advice = ""  # the error names the next step itself: say it once
         return f"{text} {advice}".strip()
     what = f" while trying to {doing}" if doing else ""
     detail = str(error).strip() or type(error).__name__
