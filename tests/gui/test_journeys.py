@@ -184,3 +184,40 @@ def test_deleting_the_open_session_clears_the_role_chips(
     press(qtbot, Qt.Key.Key_Delete)
     qtbot.waitUntil(lambda: not window.ctx.current_session_id)
     assert [chip.text().split()[-1] for chip in chips.values()] == ["0"] * len(chips)
+
+
+WRITER = """
+import sys
+from workbench.engine.memory import Memory
+from workbench.engine.workspace import Workspace
+
+ws = Workspace.open(sys.argv[1])
+with Memory.open(ws.repo, int(sys.argv[2])) as memory:
+    for i in range(int(sys.argv[3])):
+        memory.append("user", f"from the other process {i}")
+other = ws.repo.create_session("Made elsewhere")
+ws.close()
+"""
+
+
+def test_the_window_follows_a_second_process_writing_to_the_database(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    import subprocess
+    import sys
+
+    info = make_session(workspace, "Chat", CHAT)
+    window = open_window(workspace)
+    window.db_watcher.timer.setInterval(100)
+    window.open_session(info.id)
+    assert window.timeline.model.rowCount() == 3
+    done = subprocess.run([sys.executable, "-c", WRITER, str(workspace.db_path),
+                           str(info.id), "5"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    # The list shows the new session and the new count; the open timeline grew.
+    qtbot.waitUntil(lambda: window.timeline.model.rowCount() == 8, timeout=10_000)
+    qtbot.waitUntil(lambda: dict(_listed(window)) == {"Chat": 8, "Made elsewhere": 0},
+                    timeout=10_000)
+    last = window.timeline.model.message_at(7)
+    assert last is not None and last.content == "from the other process 4"

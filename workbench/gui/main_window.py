@@ -35,6 +35,7 @@ from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace, export_format_names
 from workbench.errors import NotFoundError, WorkbenchError
 from workbench.gui.context import AppContext
+from workbench.gui.db_watch import DatabaseWatcher
 from workbench.gui.dialogs.import_progress import ImportProgressDialog
 from workbench.gui.dialogs.shortcuts import ShortcutsDialog
 from workbench.gui.panels.search import SearchPanel
@@ -96,6 +97,7 @@ class MainWindow(QMainWindow):
         self._refresh_status_timer.setSingleShot(True)
         self._refresh_status_timer.setInterval(80)
         self._refresh_status_timer.timeout.connect(self._refresh_session_status)
+        self.db_watcher = DatabaseWatcher(self.ctx, self._busy_with_own_work, self)
 
     # -- building ----------------------------------------------------------------------
 
@@ -351,6 +353,12 @@ class MainWindow(QMainWindow):
             self.timeline.model.session_changed.connect(self.composer.session_changed)
             self.composer.gauge_changed.connect(lambda _g: self._refresh_session_status())
             ctx.providers_changed.connect(self.composer.refresh_providers)
+
+    def _busy_with_own_work(self) -> bool:
+        """Whether reading the open session again now would disturb what the person
+        is doing (a reply streaming in, a message being edited)."""
+        streaming = self.composer is not None and self.composer.streaming
+        return bool(streaming or self.timeline.view.editing)
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -684,6 +692,7 @@ class MainWindow(QMainWindow):
         # The panels are about to go; the context and its undo stack may outlive them
         # for a moment (clearing a stack signals), and no signal may reach a panel whose
         # widgets are already deleted.
+        self.db_watcher.timer.stop()
         self.ctx.undo_stack.blockSignals(True)
         self.ctx.blockSignals(True)
         super().closeEvent(event)

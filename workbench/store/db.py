@@ -90,6 +90,9 @@ class Database:
         self.path = path
         self.engine = engine
         self._write_lock = threading.RLock()
+        self._writes = 0  # write transactions this process committed
+        self._watch: Connection | None = None  # kept for data_version (see below)
+        self._watch_lock = threading.Lock()
 
     # -- opening -----------------------------------------------------------------------
 
@@ -236,6 +239,22 @@ class Database:
                 conn.rollback()
                 raise
             conn.commit()
+            self._writes += 1
+
+    @property
+    def local_writes(self) -> int:
+        """How many write transactions this process has committed (any thread)."""
+        return self._writes
+
+    def data_version(self) -> int:
+        """SQLite's ``PRAGMA data_version`` on a connection kept for it: the number
+        changes whenever any other connection, in this process or another, commits.
+        Cheap enough to ask on a timer; :attr:`local_writes` tells this process's
+        own commits apart."""
+        with self._watch_lock, self._translated():
+            if self._watch is None:
+                self._watch = self.engine.connect()
+            return int(self._watch.exec_driver_sql("PRAGMA data_version").scalar_one())
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -271,6 +290,10 @@ class Database:
 
     def close(self) -> None:
         """Close every pooled connection."""
+        with self._watch_lock:
+            if self._watch is not None:
+                self._watch.close()
+                self._watch = None
         self.engine.dispose()
 
 
