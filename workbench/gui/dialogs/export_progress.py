@@ -63,6 +63,6 @@ class ExportProgressDialog(JobProgressDialog):
         from workbench.gui.errors import describe_error
 
         self.error = error
-        self._finish()
+        self._finish(failed=True)
         self.label.setText(describe_error(error, doing=f"export to {self.path.name}"))
         self.export_failed.emit(error)
