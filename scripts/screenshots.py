@@ -133,8 +133,9 @@ def _renovation_messages(count: int) -> list:
     return out
 
 
-def compaction_preview(window: object, ws: object, shot: object) -> None:
-    """Step 11 of :func:`main`: the Compaction panel with a preview showing."""
+def compaction_preview(window: object, ws: object, shot: object) -> int:
+    """Step 11 of :func:`main`: the Compaction panel with a preview showing (returns the
+    session's id)."""
     from PySide6.QtCore import Qt
 
     from workbench.core.conversation import Conversation, Task
@@ -188,6 +189,7 @@ def compaction_preview(window: object, ws: object, shot: object) -> None:
     pump(0.2)
     panel.scroll.ensureWidgetVisible(panel.apply_button, 0, 8)
     shot("compaction-preview")  # type: ignore[operator]
+    return int(session_id)
 
 
 def settings_dialogs(window: object, ws: object, shot: object) -> None:
@@ -219,7 +221,7 @@ def settings_dialogs(window: object, ws: object, shot: object) -> None:
     dialog.reject()
 
 
-def first_run_offer(window: object, shot: object) -> None:
+def first_run_offer(window: object, shot: object, name: str = "first-run-offer") -> None:
     """Step 13 of :func:`main`: the first-run bar offering a local server that answered
     (a small stand-in for llama.cpp's model list on a free port) and the hosted hint."""
     import json
@@ -245,7 +247,7 @@ def first_run_offer(window: object, shot: object) -> None:
         deadline = time.perf_counter() + 5
         while not bar.servers and time.perf_counter() < deadline:
             pump(0.05)
-        shot("first-run-offer")  # type: ignore[operator]
+        shot(name)  # type: ignore[operator]
         bar.dismiss()
     finally:
         server.shutdown()
@@ -303,9 +305,14 @@ def panels_and_dialogs(window: object, ws: object, ids: dict[str, int], shot: ob
         if name == "search":
             w.search.query_edit.setText("paging")
             w.search.search()
-        if name == "compaction":
-            w.compaction_panel.keep_count_spin.setValue(3)
+        if name == "compaction":  # a session with a compaction in its history
+            w.open_session(ids["kitchen"])
+            pump(0.3)
+            w.ctx.workers.wait_idle(20)
+            w.compaction_panel.keep_count_spin.setValue(24)
             w.compaction_panel.preview()
+        if name == "context":
+            w.open_session(ids["sample"])
         shot(prefix + name)
         if name == "compaction":
             scroll = w.compaction_panel.scroll.verticalScrollBar()
@@ -318,6 +325,17 @@ def panels_and_dialogs(window: object, ws: object, ids: dict[str, int], shot: ob
             scroll.setValue(scroll.maximum())
             shot(prefix + "context-end")
             scroll.setValue(0)
+
+    w.open_session(ids["agent"])
+    first_run_offer(w, shot, prefix + "first-run")
+    view, model = w.timeline.view, w.timeline.model
+    row = model.rowCount() - 2
+    view.setCurrentIndex(model.index(row, 0))
+    view.edit(model.index(row, 0))
+    shot(prefix + "edit-in-place")
+    editor = view._editor_widget()
+    if editor is not None:
+        editor.cancelled.emit()
 
     for name, open_dialog in (("providers", w.show_providers), ("agents", w.show_agents),
                               ("shortcuts", w.show_shortcuts)):
@@ -532,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     # 11. The Compaction panel: a preview of a long session (the folded range tinted in
     #     the timeline, the summary, the token bar against the window) under an earlier
     #     compaction shown in the history and as a marker in the timeline.
-    compaction_preview(window, ws, shot)
+    ids["kitchen"] = compaction_preview(window, ws, shot)
 
     # 12. The Settings dialogs: providers (key kept outside) and agents (policy, tools).
     settings_dialogs(window, ws, shot)

@@ -46,8 +46,9 @@ class ExportProgressDialog(JobProgressDialog):
         )
 
     def show_progress(self, done: int, total: int | None) -> None:
-        self.label.setText(f"Exporting to {self.path.name}: "
-                           f"{done:,} of {len(self.session_ids):,} sessions read…")
+        total = len(self.session_ids)
+        noun = "session" if total == 1 else "sessions"
+        self.label.setText(f"Exporting to {self.path.name}: {done:,} of {total:,} {noun} read…")
 
     def _done(self, infos: list[SessionInfo]) -> None:
         self.exported = infos
