@@ -272,16 +272,16 @@ def _import_files(folder: Path) -> tuple[Path, Path]:
 
 
 def panels_and_dialogs(window: object, ws: object, ids: dict[str, int], shot: object,
-                       size: tuple[int, int], home: Path) -> None:
-    """Step 14 of :func:`main`: each panel and dialog with the window at ``size``."""
-    from PySide6.QtCore import Qt
-
+                       size: tuple[int, int], home: Path, theme: str = "light") -> None:
+    """Step 14 of :func:`main`: each panel and dialog with the window at ``size`` (in
+    ``theme``; names of the dark theme's pictures start ``WxH-dark-``)."""
     from workbench.core.provider import ProviderConfig
     from workbench.engine.providers import ProviderSettings
     from workbench.gui.dialogs.message_editor import MessageEditorDialog
 
     w: Any = window
-    prefix = f"{size[0]}x{size[1]}-"
+    prefix = f"{size[0]}x{size[1]}-" + ("dark-" if theme == "dark" else "")
+    w.set_theme(theme)
     settings = ProviderSettings(ws.db)  # type: ignore[attr-defined]
     if "Gemma local" not in [c.name for c in settings.list()]:
         settings.add(ProviderConfig(name="Gemma local", kind="openai",
@@ -360,17 +360,17 @@ def panels_and_dialogs(window: object, ws: object, ids: dict[str, int], shot: ob
         shot(prefix + name, dialog)
         dialog.reject()
 
-    w.set_theme("dark")
-    dialog = w.show_agents()
-    pump(0.3)
-    shot(prefix + "dark-agents", dialog)
-    dialog.reject()
-    w.compaction_dock.show()
-    w.compaction_dock.raise_()
-    shot(prefix + "dark-compaction")
+    if theme == "light":  # the dark theme's check boxes and fields, in every run
+        w.set_theme("dark")
+        dialog = w.show_agents()
+        pump(0.3)
+        shot(prefix + "dark-agents", dialog)
+        dialog.reject()
+        w.compaction_dock.show()
+        w.compaction_dock.raise_()
+        shot(prefix + "dark-compaction")
     w.search_dock.raise_()
     w.set_theme("light")
-    w.resizeDocks([w.search_dock], [320], Qt.Orientation.Horizontal)
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -390,6 +390,8 @@ def pump(seconds: float = 0.2) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO_DIR / "docs" / "screenshots")
+    parser.add_argument("--theme", choices=("light", "dark"), default="light",
+                        help="the theme of the panels and dialogs at those sizes")
     parser.add_argument("--sizes", default="1024x700",
                         help="window sizes for the panels and dialogs, e.g. "
                              "1024x700,1280x800,1920x1080")
@@ -560,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # 14. Each panel and dialog at the small size (and any other asked for).
     for size in args.sizes.split(","):
-        panels_and_dialogs(window, ws, ids, shot, _size(size), home)
+        panels_and_dialogs(window, ws, ids, shot, _size(size), home, args.theme)
 
     window.close()
     ws.close()  # type: ignore[attr-defined]

@@ -1,5 +1,6 @@
 """The dark theme's controls can be seen: the edge of an unchecked check box, of a text
-field and of a spin box stands out from the field and from the window around it."""
+field, a spin box and a progress bar stands out from the field and from the window
+around it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
     QLineEdit,
+    QProgressBar,
     QSpinBox,
     QStyle,
     QStyleOptionButton,
@@ -66,8 +68,8 @@ def test_an_unchecked_check_box_is_visible_in_the_agents_dialog(
     dialog.reject()
 
 
-@pytest.mark.parametrize("kind", [QLineEdit, QSpinBox])
-def test_text_fields_have_a_visible_edge(
+@pytest.mark.parametrize("kind", [QLineEdit, QSpinBox, QProgressBar])
+def test_fields_and_bars_have_a_visible_edge(
     qtbot: QtBot, dark_window: MainWindow, kind: type[QWidget],
 ) -> None:
     holder = QWidget()  # a window of its own: its background is drawn in the grab

@@ -146,7 +146,7 @@ class FlowLayout(QLayout):
                     share = spare // len(growing)
                     if index == growing[-1]:
                         share = spare - share * (len(growing) - 1)
-                    width += max(0, share)
+                    width = min(width + max(0, share), item.maximumSize().width())
                 if move:
                     item_height = min(height, max(item.sizeHint().height(),
                                                   item.minimumSize().height()))

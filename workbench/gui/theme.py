@@ -4,10 +4,10 @@ The window uses Qt's Fusion style everywhere, so it looks the same on every plat
 and both palettes below are complete. ``system`` follows the platform's colour scheme
 when the platform reports one, and is light otherwise.
 
-Fusion draws the edges of check boxes, radio buttons and text fields a shade darker than
-the window; on a dark window that edge vanishes into the dark field (an unchecked check
-box could not be seen). :class:`WorkbenchStyle` draws those edges again in a colour that
-stands out from a dark background.
+Fusion draws the edges of check boxes, radio buttons, text fields, lists and progress
+bars a shade darker than the window; on a dark window that edge vanishes into the dark
+field (an unchecked check box could not be seen). :class:`WorkbenchStyle` draws those
+edges again in a colour that stands out from a dark background.
 """
 
 from __future__ import annotations
@@ -112,6 +112,12 @@ class WorkbenchStyle(QProxyStyle):
             self._edge(painter, option, DARK_FIELD_EDGE, radius=2.0)
         elif element == QStyle.PrimitiveElement.PE_Frame:  # lists, tables, text boxes
             self._edge(painter, option, DARK_FIELD_EDGE)
+
+    def drawControl(self, element: QStyle.ControlElement, option: QStyleOption,  # noqa: N802
+                    painter: QPainter, widget: QWidget | None = None) -> None:
+        super().drawControl(element, option, painter, widget)
+        if element == QStyle.ControlElement.CE_ProgressBarGroove and is_dark(option.palette):
+            self._edge(painter, option, DARK_FIELD_EDGE, radius=2.0)
 
     def drawComplexControl(self, control: QStyle.ComplexControl,  # noqa: N802 - Qt's name
                            option: QStyleOption, painter: QPainter,
