@@ -311,6 +311,8 @@ def test_every_panel_lays_out_whole(
     assert window.width() == size[0]
     problems: list[str] = []
     problems += layout_problems(window.sessions_dock, "Sessions")
+    problems += layout_problems(window.timeline, "Timeline")
+    problems += layout_problems(window.statusBar(), "Status bar")
     if window.composer is not None:
         window.composer.prompt.setPlainText("Which steps of the plan are still open?")
         window.composer.refresh_gauge()
@@ -484,3 +486,26 @@ def test_a_tool_message_header_keeps_its_parts_apart(
     middle_end = m_rect.left() + m_fm.horizontalAdvance(m_text)
     right_start = r_rect.right() - r_fm.horizontalAdvance(r_text)
     assert middle_end < right_start, (m_text, r_text)
+
+
+@pytest.mark.parametrize("size", SIZES[:1], ids=SIZE_IDS[:1])
+def test_the_first_run_bar_lays_out_whole(
+    size: tuple[int, int], furnished: tuple[Workspace, int],
+    open_window: Callable[..., MainWindow], qtbot: QtBot,
+) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on: no server answers
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    window = _open(open_window, furnished, size)
+    bar = window.offer_local_servers([("llama.cpp", port)], force=True)
+    qtbot.waitUntil(lambda: "No local model server" in bar.title.text(), timeout=15_000)
+    _settle(window)
+    assert window.width() == size[0]
+    toolbar = bar.parentWidget()
+    problems = layout_problems(toolbar, "First-run bar")
+    if toolbar.geometry().right() >= window.width():
+        problems.append(f"the first-run bar is {toolbar.width()} px wide in a "
+                        f"{window.width()} px window")
+    assert not problems, "\n".join(problems)
