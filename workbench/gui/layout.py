@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 _DEFAULT_SPACING = 6
+_FLIP_WIDTH = 40  # wider than any scroll bar
 
 
 class FlowLayout(QLayout):
@@ -42,6 +43,7 @@ class FlowLayout(QLayout):
         super().__init__(parent)
         self._items: list[QLayoutItem] = []
         self._wrapped_height = 0  # the height at the width last laid out
+        self._passes: list[tuple[int, int]] = []  # (width, height) of the last passes
         if parent is None:
             self.setContentsMargins(0, 0, 0, 0)
         if spacing >= 0:
@@ -94,9 +96,17 @@ class FlowLayout(QLayout):
     def setGeometry(self, rect: QRect) -> None:  # noqa: N802 - Qt's name
         super().setGeometry(rect)
         height = self._arrange(rect, move=True)
-        if height != self._wrapped_height:
-            self._wrapped_height = height
-            self.invalidate()  # the minimum changed: the layouts above ask again
+        passes, self._passes = self._passes, (self._passes + [(rect.width(), height)])[-2:]
+        if height == self._wrapped_height:
+            return
+        if len(passes) == 2 and passes[0] == (rect.width(), height) \
+                and abs(passes[1][0] - rect.width()) <= _FLIP_WIDTH:
+            # Back to the width of two passes ago: a scroll bar that comes and goes makes
+            # the width flip. Settle on the taller of the two rather than lay out again.
+            self._wrapped_height = max(height, passes[1][1])
+            return
+        self._wrapped_height = height
+        self.invalidate()  # the minimum changed: the layouts above ask again
 
     # -- placing ---------------------------------------------------------------------------
 
