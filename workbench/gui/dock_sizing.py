@@ -3,10 +3,11 @@
 Qt gives every pixel a window gains to its central widget, so a dock squeezed in a
 small window stays squeezed after the window grows (and a 1600 px window keeps a 310 px
 panel). :class:`DockSharesSizer` keeps each side area (left, right) at a share of the
-window's width instead: on show, on every resize (maximise and restore included) it
-resizes the docks to that share, within the docks' minimum widths, which Qt honours.
-When the person drags the separator between a dock and the centre, the new width
-becomes the area's share, kept with the window's layout between runs.
+window's width instead: on show, on every resize (maximise and restore included) and
+when a dock is shown, floated or docked again, it resizes the docks to that share, never
+below the docks' minimum widths (which Qt honours). When the person drags the separator
+between a dock and the centre, the width it is dropped at becomes the area's share, kept
+with the window's layout between runs.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def parse_shares(text: object) -> dict[Area, float]:
 
 
 def format_shares(shares: dict[Area, float]) -> str:
+    """The shares as the settings keep them (see :func:`parse_shares`)."""
     return ",".join(f"{shares[area]:.4f}" for area in DEFAULT_SHARES)
 
 
@@ -61,8 +63,8 @@ class DockSharesSizer(QObject):
         dock.topLevelChanged.connect(lambda _floating: self._timer.start())
 
     def docks_in(self, area: Area) -> list[QDockWidget]:
-        """The docks of ``area`` that are shown in the window (not floating, not a
-        hidden tab)."""
+        """The docks of ``area`` that are shown in the window, not floating (tabbed ones
+        count: their area is as wide as the widest minimum among them)."""
         return [d for d in self._docks if self.window.dockWidgetArea(d) == area
                 and d.isVisible() and not d.isFloating()]
 
