@@ -366,6 +366,7 @@ def panels_and_dialogs(window: object, ws: object, ids: dict[str, int], shot: ob
         pump(0.3)
         shot(prefix + "dark-agents", dialog)
         dialog.reject()
+        w.open_session(ids["kitchen"])
         w.compaction_dock.show()
         w.compaction_dock.raise_()
         shot(prefix + "dark-compaction")
