@@ -5,6 +5,11 @@ scripts/screenshots.py [--out DIR]``). Everything happens in a temporary workben
 with a temporary database: the sample session, a few more sessions (pinned, tagged,
 one with folded messages, one with tool calls), so the pictures show real widgets over
 real data without touching anyone's files.
+
+After the main states (at 1280×800), every panel and dialog is written again at each
+size of ``--sizes`` (default 1024×700, the smallest the window is made for), named
+``WIDTHxHEIGHT-panel.png``: Search, Compaction, Context, Request, the dialogs, and the
+dark theme's controls.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 if str(REPO_DIR) not in sys.path:
@@ -127,8 +133,9 @@ def _renovation_messages(count: int) -> list:
     return out
 
 
-def compaction_preview(window: object, ws: object, shot: object) -> None:
-    """Step 11 of :func:`main`: the Compaction panel with a preview showing."""
+def compaction_preview(window: object, ws: object, shot: object) -> int:
+    """Step 11 of :func:`main`: the Compaction panel with a preview showing (returns the
+    session's id)."""
     from PySide6.QtCore import Qt
 
     from workbench.core.conversation import Conversation, Task
@@ -182,6 +189,7 @@ def compaction_preview(window: object, ws: object, shot: object) -> None:
     pump(0.2)
     panel.scroll.ensureWidgetVisible(panel.apply_button, 0, 8)
     shot("compaction-preview")  # type: ignore[operator]
+    return int(session_id)
 
 
 def settings_dialogs(window: object, ws: object, shot: object) -> None:
@@ -213,7 +221,7 @@ def settings_dialogs(window: object, ws: object, shot: object) -> None:
     dialog.reject()
 
 
-def first_run_offer(window: object, shot: object) -> None:
+def first_run_offer(window: object, shot: object, name: str = "first-run-offer") -> None:
     """Step 13 of :func:`main`: the first-run bar offering a local server that answered
     (a small stand-in for llama.cpp's model list on a free port) and the hosted hint."""
     import json
@@ -239,10 +247,136 @@ def first_run_offer(window: object, shot: object) -> None:
         deadline = time.perf_counter() + 5
         while not bar.servers and time.perf_counter() < deadline:
             pump(0.05)
-        shot("first-run-offer")  # type: ignore[operator]
+        shot(name)  # type: ignore[operator]
         bar.dismiss()
     finally:
         server.shutdown()
+
+
+def _import_files(folder: Path) -> tuple[Path, Path]:
+    """A file no importer knows, and a folder with one good and one broken conversation."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    bogus = folder / "meeting-notes-from-the-quarterly-planning-session.txt"
+    bogus.write_text("just some notes", encoding="utf-8")
+    mixed = folder / "mixed"
+    mixed.mkdir(exist_ok=True)
+    (mixed / "good.json").write_text(json.dumps({
+        "session_id": "conv-1", "title": "Conversation 1",
+        "recent_history": [{"timestamp": "2025-01-01T10:00:00Z", "role": "user",
+                            "content": "hello"}]}), encoding="utf-8")
+    (mixed / "broken.json").write_text('{"session_id": "x", "recent_history": [{"role": 5}]}',
+                                       encoding="utf-8")
+    return bogus, mixed
+
+
+def panels_and_dialogs(window: object, ws: object, ids: dict[str, int], shot: object,
+                       size: tuple[int, int], home: Path, theme: str = "light") -> None:
+    """Step 14 of :func:`main`: each panel and dialog with the window at ``size`` (in
+    ``theme``; names of the dark theme's pictures start ``WxH-dark-``)."""
+    from workbench.core.provider import ProviderConfig
+    from workbench.engine.providers import ProviderSettings
+    from workbench.gui.dialogs.message_editor import MessageEditorDialog
+
+    w: Any = window
+    prefix = f"{size[0]}x{size[1]}-" + ("dark-" if theme == "dark" else "")
+    w.set_theme(theme)
+    settings = ProviderSettings(ws.db)  # type: ignore[attr-defined]
+    if "Gemma local" not in [c.name for c in settings.list()]:
+        settings.add(ProviderConfig(name="Gemma local", kind="openai",
+                                    base_url="http://127.0.0.1:8080/v1",
+                                    model="gemma-3-270m-it-Q4_K_M.gguf",
+                                    context_window=32768))
+    w.showNormal()
+    w.resize(*size)
+    pump(0.3)
+    w.open_session(ids["agent"])
+    if w.composer is not None:
+        w.composer.refresh_providers()
+        w.composer.provider_box.setCurrentIndex(w.composer.provider_box.findData("Gemma local"))
+        w.composer.prompt.setPlainText("Which tests are still slow?")
+    for name, dock in (("search", w.search_dock), ("compaction", w.compaction_dock),
+                       ("context", w.context_dock), ("request", w.request_dock)):
+        dock.show()
+        dock.raise_()
+        pump(0.3)
+        w.ctx.workers.wait_idle(20)
+        if name == "search":
+            w.search.query_edit.setText("paging")
+            w.search.search()
+        if name == "compaction":  # a session with a compaction in its history
+            w.open_session(ids["kitchen"])
+            pump(0.3)
+            w.ctx.workers.wait_idle(20)
+            w.compaction_panel.keep_count_spin.setValue(24)
+            w.compaction_panel.preview()
+        if name == "context":
+            w.open_session(ids["sample"])
+        shot(prefix + name)
+        if name == "compaction":
+            scroll = w.compaction_panel.scroll.verticalScrollBar()
+            scroll.setValue(scroll.maximum())
+            shot(prefix + "compaction-end")
+            scroll.setValue(0)
+            w.compaction_panel.clear_preview("")
+        if name == "context":
+            scroll = w.context_panel.scroll.verticalScrollBar()
+            scroll.setValue(scroll.maximum())
+            shot(prefix + "context-end")
+            scroll.setValue(0)
+
+    w.open_session(ids["agent"])
+    first_run_offer(w, shot, prefix + "first-run")
+    view, model = w.timeline.view, w.timeline.model
+    row = model.rowCount() - 2
+    view.setCurrentIndex(model.index(row, 0))
+    view.edit(model.index(row, 0))
+    shot(prefix + "edit-in-place")
+    editor = view._editor_widget()
+    if editor is not None:
+        editor.cancelled.emit()
+
+    for name, open_dialog in (("providers", w.show_providers), ("agents", w.show_agents),
+                              ("shortcuts", w.show_shortcuts)):
+        dialog = open_dialog()
+        if name == "providers":
+            dialog.select("Gemma local")
+        pump(0.3)
+        shot(prefix + name, dialog)
+        dialog.reject()
+    dialog = MessageEditorDialog(w, role="user", text="Keep the old query for the benchmark.",
+                                 title="Insert message")
+    dialog.show()
+    shot(prefix + "message-editor", dialog)
+    dialog.reject()
+
+    bogus, mixed = _import_files(home / "to-import")
+    for name, path, fmt in (("import-failed", bogus, None),
+                            ("import-skipped", mixed, "context-json")):
+        dialog = w.start_import(path, format=fmt)
+        pump(0.5)
+        w.ctx.workers.wait_idle(20)
+        shot(prefix + name, dialog)
+        dialog.reject()
+
+    if theme == "light":  # the dark theme's check boxes and fields, in every run
+        w.set_theme("dark")
+        dialog = w.show_agents()
+        pump(0.3)
+        shot(prefix + "dark-agents", dialog)
+        dialog.reject()
+        w.open_session(ids["kitchen"])
+        w.compaction_dock.show()
+        w.compaction_dock.raise_()
+        shot(prefix + "dark-compaction")
+    w.search_dock.raise_()
+    w.set_theme("light")
+
+
+def _size(text: str) -> tuple[int, int]:
+    width, _x, height = text.lower().partition("x")
+    return int(width), int(height)
 
 
 def pump(seconds: float = 0.2) -> None:
@@ -257,6 +391,11 @@ def pump(seconds: float = 0.2) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO_DIR / "docs" / "screenshots")
+    parser.add_argument("--theme", choices=("light", "dark"), default="light",
+                        help="the theme of the panels and dialogs at those sizes")
+    parser.add_argument("--sizes", default="1024x700",
+                        help="window sizes for the panels and dialogs, e.g. "
+                             "1024x700,1280x800,1920x1080")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     home = Path(tempfile.mkdtemp(prefix="workbench-screens-"))
@@ -414,13 +553,17 @@ def main(argv: list[str] | None = None) -> int:
     # 11. The Compaction panel: a preview of a long session (the folded range tinted in
     #     the timeline, the summary, the token bar against the window) under an earlier
     #     compaction shown in the history and as a marker in the timeline.
-    compaction_preview(window, ws, shot)
+    ids["kitchen"] = compaction_preview(window, ws, shot)
 
     # 12. The Settings dialogs: providers (key kept outside) and agents (policy, tools).
     settings_dialogs(window, ws, shot)
 
     # 13. First run: a local model server found and offered, with the hosted hint.
     first_run_offer(window, shot)
+
+    # 14. Each panel and dialog at the small size (and any other asked for).
+    for size in args.sizes.split(","):
+        panels_and_dialogs(window, ws, ids, shot, _size(size), home, args.theme)
 
     window.close()
     ws.close()  # type: ignore[attr-defined]

@@ -38,6 +38,7 @@ from workbench.gui.context import AppContext
 from workbench.gui.db_watch import DatabaseWatcher
 from workbench.gui.dialogs.import_progress import ImportProgressDialog
 from workbench.gui.dialogs.shortcuts import ShortcutsDialog
+from workbench.gui.dock_sizing import DockSharesSizer, format_shares, parse_shares
 from workbench.gui.panels.search import SearchPanel
 from workbench.gui.panels.session_browser import SessionBrowserPanel
 from workbench.gui.panels.timeline import TimelinePanel
@@ -62,6 +63,7 @@ class MainWindow(QMainWindow):
         self.setObjectName("MainWindow")
         self.settings = settings if settings is not None else gui_settings()
         self.ctx = AppContext(workspace, self)
+        self.dock_sizer = DockSharesSizer(self)
         self.setWindowTitle(APP_TITLE)
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks
                             | QMainWindow.DockOption.AllowTabbedDocks)
@@ -118,6 +120,7 @@ class MainWindow(QMainWindow):
                          | QDockWidget.DockWidgetFeature.DockWidgetClosable
                          | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
         self.addDockWidget(area, dock)
+        self.dock_sizer.watch(dock)
         return dock
 
     def add_panel(self, title: str, name: str, widget: QWidget) -> QDockWidget:
@@ -636,9 +639,7 @@ class MainWindow(QMainWindow):
         state = s.value("window/state")
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.restoreState(state, _SETTINGS_VERSION)
-        else:
-            self.resizeDocks([self.sessions_dock, self.search_dock], [300, 320],
-                             Qt.Orientation.Horizontal)
+        self.dock_sizer.shares = parse_shares(s.value("window/dock_shares"))
         splitter = s.value("window/centre")
         if isinstance(splitter, QByteArray) and not splitter.isEmpty():
             self.centre.restoreState(splitter)
@@ -649,6 +650,7 @@ class MainWindow(QMainWindow):
         s = self.settings
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState(_SETTINGS_VERSION))
+        s.setValue("window/dock_shares", format_shares(self.dock_sizer.shares))
         s.setValue("window/centre", self.centre.saveState())
         s.sync()
 

@@ -141,6 +141,14 @@ def marker_summary_text(summary: str) -> str:
     return cut
 
 
+def header_room(fm: QFontMetrics, right_rect: QRect, left: int, right_text: str) -> int:
+    """The width a header's middle text may take from ``left`` up to the right-aligned
+    ``right_text`` of ``right_rect`` (a gap kept between them)."""
+    right_left = right_rect.right() - fm.horizontalAdvance(right_text) if right_text \
+        else right_rect.right()
+    return max(0, right_left - 12 - left)
+
+
 def will_fold_color(dark: bool) -> QColor:
     """The tint of messages a compaction preview would fold."""
     return QColor(WILL_FOLD_DARK if dark else WILL_FOLD_LIGHT)
@@ -505,17 +513,19 @@ class MessageDelegate(QStyledItemDelegate):
             extras.append(str(message.metadata.get("note", "receiving…")))
         elif message.metadata.get("stopped"):
             extras.append("stopped")
-        if extras:
-            painter.drawText(QRect(x, geo.header.top(), geo.header.width() // 2,
-                                   geo.header.height()),
-                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                             " · ".join(extras))
         right = []
         if message.created_at is not None:
             right.append(message.created_at.astimezone().strftime("%Y-%m-%d %H:%M"))
         if message.token_count is not None:
             right.append(f"{message.token_count:,} tok")
         right_rect = geo.header.adjusted(0, 0, -geo.star.width() - 4, 0)
+        if extras:
+            # Up to the time and tokens on the right, elided there: never drawn over them.
+            room = header_room(fm, right_rect, x, "  ·  ".join(right))
+            painter.drawText(QRect(x, geo.header.top(), room, geo.header.height()),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             fm.elidedText(" · ".join(extras), Qt.TextElideMode.ElideRight,
+                                           room))
         painter.drawText(right_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
                          "  ·  ".join(right))
         if not pending:

@@ -20,7 +20,9 @@ class SessionDelegate(QStyledItemDelegate):
 
     def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
         fm = QFontMetrics(option.font)
-        return QSize(option.rect.width(), fm.height() * 2 + 2 * PAD_Y + 3)
+        # No width of its own: the row is as wide as the list, which never scrolls sideways
+        # (the width of the rect asked about once stuck after the dock narrowed).
+        return QSize(1, fm.height() * 2 + 2 * PAD_Y + 3)
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
         info = index.data(SessionRole)

@@ -46,8 +46,9 @@ class ExportProgressDialog(JobProgressDialog):
         )
 
     def show_progress(self, done: int, total: int | None) -> None:
-        self.label.setText(f"Exporting to {self.path.name}: "
-                           f"{done:,} of {len(self.session_ids):,} sessions read…")
+        total = len(self.session_ids)
+        noun = "session" if total == 1 else "sessions"
+        self.label.setText(f"Exporting to {self.path.name}: {done:,} of {total:,} {noun} read…")
 
     def _done(self, infos: list[SessionInfo]) -> None:
         self.exported = infos
@@ -63,6 +64,6 @@ class ExportProgressDialog(JobProgressDialog):
         from workbench.gui.errors import describe_error
 
         self.error = error
-        self._finish()
+        self._finish(failed=True)
         self.label.setText(describe_error(error, doing=f"export to {self.path.name}"))
         self.export_failed.emit(error)

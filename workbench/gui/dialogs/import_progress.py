@@ -34,7 +34,8 @@ def report_text(report: ImportReport) -> str:
         lines.append("The import was cancelled: the conversations read until then are stored "
                      "whole, nothing after them.")
     if report.skipped:
-        lines.append(f"{len(report.skipped):,} entries were skipped:")
+        skipped = len(report.skipped)
+        lines.append(f"{skipped:,} {'entry was' if skipped == 1 else 'entries were'} skipped:")
         for entry in report.skipped[:SKIPPED_SHOWN]:
             lines.append(f"  • {entry.entry}: {entry.reason}")
         if len(report.skipped) > SKIPPED_SHOWN:
@@ -114,7 +115,7 @@ class ImportProgressDialog(JobProgressDialog):
         from workbench.gui.errors import describe_error
 
         self.error = error
-        self._finish()
+        self._finish(failed=True)
         self.label.setText(describe_error(error, doing=f"import {self.path.name}"))
         self.ctx.sessions_changed.emit()
         self.import_failed.emit(error)

@@ -4,14 +4,15 @@ The job runs on a worker and calls a progress callback on that thread; the callb
 only stores the count (plain values cross threads) and answers False once Cancel was
 pressed. The dialog reads the count on a timer rather than a signal per step. While the
 job runs, Esc and the window's close button mean Cancel; afterwards the button reads
-Close.
+Close. The dialog grows to show the whole of what its label says (a report, an error),
+and a failed job's bar says so rather than showing a full bar.
 """
 
 from __future__ import annotations
 
 import threading
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QEvent, QTimer
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -93,17 +94,29 @@ class JobProgressDialog(QDialog):
         self.label.setText(self.stopping_text)
         self.buttons.setEnabled(False)
 
-    def _finish(self) -> None:
+    def _finish(self, *, failed: bool = False) -> None:
         """Call when the job ended (done, failed or cancelled)."""
         self._running = False
         self._timer.stop()
         if self.bar.maximum() == 0:
             self.bar.setRange(0, 1)
-        if not self._cancel.is_set():
+        if failed:
+            self.bar.setValue(self.bar.minimum())
+            self.bar.setFormat("Failed")
+        elif not self._cancel.is_set():
             self.bar.setValue(self.bar.maximum())
         self.buttons.setEnabled(True)
         # Close has the reject role: it reaches cancel(), which closes once not running.
         self.buttons.setStandardButtons(QDialogButtonBox.StandardButton.Close)
+
+    def event(self, event: QEvent) -> bool:
+        handled = super().event(event)
+        if event.type() == QEvent.Type.LayoutRequest and self.layout() is not None:
+            # The label's text changed: as tall as the wrapped text needs, never cut.
+            needed = self.layout().totalHeightForWidth(self.width())
+            if needed > self.height():
+                self.resize(self.width(), needed)
+        return handled
 
     def reject(self) -> None:
         # Esc or the window's close button while running means Cancel, not "hide".

@@ -469,7 +469,8 @@ class TimelineModel(QAbstractListModel):
         lines = []
         for r in records:
             when = r.created_at.astimezone().strftime("%Y-%m-%d %H:%M")
-            lines.append(f"Compaction #{r.id} on {when}: {r.folded_count:,} messages folded "
+            noun = "message" if r.folded_count == 1 else "messages"
+            lines.append(f"Compaction #{r.id} on {when}: {r.folded_count:,} {noun} folded "
                          f"({r.policy}, {r.summarizer} summary); the request went from "
                          f"{r.tokens_before:,} to {r.tokens_after:,} tokens.")
         summary = self._run_summary(run, records)

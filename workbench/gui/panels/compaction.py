@@ -31,7 +31,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFormLayout,
-    QFrame,
     QGroupBox,
     QHBoxLayout,
     QHeaderView,
@@ -40,7 +39,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
-    QScrollArea,
+    QSizePolicy,
     QSpinBox,
     QTableWidget,
     QTableWidgetItem,
@@ -70,6 +69,7 @@ from workbench.engine.compaction_view import (
 from workbench.errors import NotFoundError
 from workbench.gui.context import AppContext
 from workbench.gui.errors import describe_error
+from workbench.gui.layout import FittedComboBox, FlowLayout, VerticalScrollArea
 from workbench.gui.panels.compaction_commands import (
     ApplyCompactionCommand,
     CompactionAliases,
@@ -169,12 +169,8 @@ class CompactionPanel(QWidget):
         column.addWidget(self._build_history(content))
         column.addStretch(1)
 
-        self.scroll = QScrollArea(self)
+        self.scroll = VerticalScrollArea(content, self)
         self.scroll.setAccessibleName("Compaction settings and preview")
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setWidget(content)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.scroll)
@@ -183,6 +179,7 @@ class CompactionPanel(QWidget):
         box = QGroupBox("Policy for this session", parent)
         form = QFormLayout(box)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
 
         self.messages_trigger_check = QCheckBox("above", box)
         self.messages_trigger_check.setAccessibleName("Message-count trigger on")
@@ -228,7 +225,7 @@ class CompactionPanel(QWidget):
         self.summarizer_combo.addItem("Model", MODEL)
         form.addRow("Summarizer", self.summarizer_combo)
 
-        self.provider_combo = QComboBox(box)
+        self.provider_combo = FittedComboBox(box)
         self.provider_combo.setAccessibleName("Summarizer provider")
         form.addRow("Provider", self.provider_combo)
         self.model_edit = QLineEdit(box)
@@ -251,11 +248,10 @@ class CompactionPanel(QWidget):
         self.reset_button = QPushButton("Use Agent &Defaults", box)
         self.reset_button.setAccessibleName("Drop this session's policy overrides")
         self.reset_button.clicked.connect(self.reset_policy)
-        buttons = QHBoxLayout()
+        buttons = FlowLayout()
         buttons.addWidget(self.save_button)
         buttons.addWidget(self.save_agent_button)
         buttons.addWidget(self.reset_button)
-        buttons.addStretch(1)
         form.addRow(buttons)
         self.policy_status = QLabel("", box)
         self.policy_status.setWordWrap(True)
@@ -292,12 +288,17 @@ class CompactionPanel(QWidget):
         self.range_to_spin.setRange(1, 10_000_000)
         self.range_to_spin.setAccessibleName("Last message to fold")
         self.range_to_label = QLabel("to", box)
-        row = QHBoxLayout()
-        row.addWidget(self.mode_combo, 1)
-        row.addWidget(self.keep_count_spin)
-        row.addWidget(self.range_from_spin)
-        row.addWidget(self.range_to_label)
-        row.addWidget(self.range_to_spin)
+        self.mode_combo.setSizePolicy(QSizePolicy.Policy.Expanding,
+                                      QSizePolicy.Policy.Fixed)
+        numbers = QHBoxLayout()
+        numbers.setContentsMargins(0, 0, 0, 0)
+        numbers.addWidget(self.keep_count_spin)
+        numbers.addWidget(self.range_from_spin)
+        numbers.addWidget(self.range_to_label)
+        numbers.addWidget(self.range_to_spin)
+        row = FlowLayout()
+        row.addWidget(self.mode_combo)
+        row.addLayout(numbers)
         layout.addLayout(row)
         self.mode_combo.currentIndexChanged.connect(self._mode_changed)
 
@@ -309,10 +310,9 @@ class CompactionPanel(QWidget):
         self.show_button = QPushButton("S&how in Timeline", box)
         self.show_button.setAccessibleName("Scroll the timeline to the first message to fold")
         self.show_button.clicked.connect(self.show_first_folded)
-        row = QHBoxLayout()
+        row = FlowLayout()
         row.addWidget(self.preview_button)
         row.addWidget(self.show_button)
-        row.addStretch(1)
         layout.addLayout(row)
 
         self.busy_bar = QProgressBar(box)
@@ -380,10 +380,9 @@ class CompactionPanel(QWidget):
         self.discard_button = QPushButton("&Discard Preview", box)
         self.discard_button.setAccessibleName("Discard the preview")
         self.discard_button.clicked.connect(lambda: self.clear_preview("Preview discarded."))
-        row = QHBoxLayout()
+        row = FlowLayout()
         row.addWidget(self.apply_button)
         row.addWidget(self.discard_button)
-        row.addStretch(1)
         layout.addLayout(row)
         self._mode_changed()
         return box

@@ -19,6 +19,10 @@ from workbench.engine.compaction_view import redo_compaction, undo_applied
 from workbench.gui.context import AppContext
 
 
+def _back(count: int) -> str:
+    return f"{count:,} message is back." if count == 1 else f"{count:,} messages are back."
+
+
 class CompactionAliases:
     """Compaction ids that were applied again under a new id (old -> new)."""
 
@@ -128,8 +132,8 @@ class ApplyCompactionCommand(_CompactionCommand):
         def done(value: tuple[CompactionRecord | None, Any]) -> None:
             record, info = value
             if info is not None:
-                sentence = (f"Compaction {record.id} undone: {record.folded_count} messages "
-                            "are back." if record is not None else "")
+                sentence = (f"Compaction {record.id} undone: {_back(record.folded_count)}"
+                            if record is not None else "")
                 _announce(self.ctx, sid, info, sentence)
             self._changed()
 
@@ -161,8 +165,7 @@ class UndoCompactionCommand(_CompactionCommand):
         def done(value: tuple[CompactionRecord, Any]) -> None:
             record, info = value
             _announce(self.ctx, sid, info,
-                      f"Compaction {record.id} undone: {record.folded_count} messages are "
-                      "back.")
+                      f"Compaction {record.id} undone: {_back(record.folded_count)}")
             self._changed()
 
         def failed(error: BaseException) -> None:

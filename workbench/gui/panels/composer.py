@@ -22,13 +22,10 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
-    QComboBox,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
-    QProgressBar,
     QPushButton,
-    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -51,6 +48,7 @@ from workbench.gui.commands import DeleteMessagesCommand, NewSessionCommand
 from workbench.gui.context import AppContext
 from workbench.gui.drafts import load_draft, save_draft
 from workbench.gui.errors import describe_error
+from workbench.gui.layout import FittedComboBox, FittedProgressBar, FlowLayout
 from workbench.gui.settings import gui_settings
 
 REPAINT_MS = 40
@@ -86,10 +84,10 @@ class ComposerPanel(QWidget):
         self._gauge_sequence = 0
         self._windows: dict[tuple[str, str | None], int] = {}  # learned context windows
 
-        self.provider_box = QComboBox(self)
+        self.provider_box = FittedComboBox(self)
         self.provider_box.setAccessibleName("Provider")
         self.provider_box.setToolTip("Provider: the model server to send to")
-        self.model_box = QComboBox(self)
+        self.model_box = FittedComboBox(self)
         self.model_box.setEditable(True)
         self.model_box.setAccessibleName("Model")
         self.model_box.setToolTip("Model: the model to ask (type another name to override)")
@@ -98,13 +96,12 @@ class ComposerPanel(QWidget):
         self.auto_box.setAccessibleName("Automatic memory")
         self.auto_box.setToolTip("On: the prompt and the reply are added to the session.\n"
                                  "Off (manual): nothing is added.")
-        self.gauge = QProgressBar(self)
+        self.gauge = FittedProgressBar(self)
         self.gauge.setAccessibleName("Context gauge")
         self.gauge.setTextVisible(True)
         self.gauge.setRange(0, 1)
         self.gauge.setValue(0)
         self.gauge.setFormat("context: …")
-        self.gauge.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
         self.prompt = QPlainTextEdit(self)
         self.prompt.setAccessibleName("Prompt")
@@ -127,17 +124,12 @@ class ComposerPanel(QWidget):
         self.error_label.setStyleSheet("color: #c62828;")
         self.error_label.hide()
 
-        for box, length in ((self.provider_box, 6), (self.model_box, 8)):
-            box.setMinimumContentsLength(length)
-            box.setSizeAdjustPolicy(
-                QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.gauge.setMinimumWidth(80)
-        selectors = QHBoxLayout()
-        selectors.setContentsMargins(0, 0, 0, 0)
+        # The names are shown whole; a row too narrow for all of them wraps.
+        selectors = FlowLayout()
         selectors.addWidget(self.provider_box)
         selectors.addWidget(self.model_box)
         selectors.addWidget(self.auto_box)
-        selectors.addWidget(self.gauge, 1)
+        selectors.addWidget(self.gauge)
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)

@@ -32,7 +32,6 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
     QFormLayout,
-    QFrame,
     QGroupBox,
     QHBoxLayout,
     QHeaderView,
@@ -42,7 +41,6 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
-    QScrollArea,
     QSpinBox,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -56,6 +54,7 @@ from workbench.core.compaction import dedupe_facts
 from workbench.core.conversation import MemoryEntry, Task, TaskStatus, utcnow
 from workbench.engine.session_context import ContextOverview, new_task, read_session_context
 from workbench.gui.context import AppContext
+from workbench.gui.layout import FlowLayout, VerticalScrollArea
 from workbench.gui.panels.context_commands import (
     AddMemoryEntryCommand,
     DedupeFactsCommand,
@@ -203,11 +202,8 @@ class ContextPanel(QWidget):
                     self.memory_box):
             column.addWidget(box)
         column.addStretch(1)
-        self.scroll = QScrollArea(self)
+        self.scroll = VerticalScrollArea(body, self)
         self.scroll.setAccessibleName("Session context")
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setWidget(body)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.scroll)
@@ -259,10 +255,9 @@ class ContextPanel(QWidget):
         add_row = QHBoxLayout()
         add_row.addWidget(self.fact_edit, 1)
         add_row.addWidget(self.add_fact_button)
-        buttons = QHBoxLayout()
+        buttons = FlowLayout()
         buttons.addWidget(self.delete_fact_button)
         buttons.addWidget(self.dedupe_button)
-        buttons.addStretch(1)
         layout.addWidget(self.facts_list)
         layout.addLayout(add_row)
         layout.addLayout(buttons)
@@ -391,18 +386,17 @@ class ContextPanel(QWidget):
         self.delete_memory_button = _button("Delete", "Delete memory entries",
                                             "Delete the selected entries")
         self.delete_memory_button.clicked.connect(self.delete_selected_entries)
-        row = QHBoxLayout()
-        row.addWidget(self.memory_edit, 1)
+        # The entry gets a line of its own; its scope, namespace and the buttons follow,
+        # wrapping in a narrow panel.
+        row = FlowLayout()
         row.addWidget(self.memory_scope_box)
         row.addWidget(self.memory_namespace_edit)
-        buttons = QHBoxLayout()
-        buttons.addStretch(1)
-        buttons.addWidget(self.add_memory_button)
-        buttons.addWidget(self.delete_memory_button)
+        row.addWidget(self.add_memory_button)
+        row.addWidget(self.delete_memory_button)
         layout.addWidget(self.memory_note)
         layout.addWidget(table)
+        layout.addWidget(self.memory_edit)
         layout.addLayout(row)
-        layout.addLayout(buttons)
 
     def sizeHint(self) -> QSize:
         return QSize(340, 600)

@@ -67,7 +67,9 @@ class SearchHitDelegate(QStyledItemDelegate):
 
     def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
         fm = QFontMetrics(option.font)
-        return QSize(option.rect.width(), fm.lineSpacing() * self.LINES + 12)
+        # No width of its own: the row is as wide as the list, which never scrolls sideways
+        # (the width of the rect asked about once stuck after the dock narrowed).
+        return QSize(1, fm.lineSpacing() * self.LINES + 12)
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
         hit: SearchHit | None = index.data(HitRole)

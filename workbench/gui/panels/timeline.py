@@ -96,6 +96,7 @@ class TimelinePanel(QWidget):
         font.setPointSizeF(font.pointSizeF() * 1.15)
         self.title_label.setFont(font)
         self.title_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.title_label.setWordWrap(True)  # a long title takes a second line, never cut
         self.title_label.setSizePolicy(QSizePolicy.Policy.Ignored,
                                        QSizePolicy.Policy.Preferred)
         self.chips = RoleFilterBar(self)
