@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -70,11 +69,9 @@ def test_servers_that_answer_are_found_with_their_models(
     openai_like: int, ollama_tags_only: int
 ) -> None:
     dead = closed_port()
-    started = time.monotonic()
     found = discover_local_servers(
         [("Ollama", ollama_tags_only), ("llama.cpp", openai_like), ("LM Studio", dead)]
     )
-    assert time.monotonic() - started < 3
     assert [(s.label, s.base_url, s.models) for s in found] == [
         ("Ollama", f"http://127.0.0.1:{ollama_tags_only}/v1", ("llama3.2:1b", "qwen3:4b")),
         ("llama.cpp", f"http://127.0.0.1:{openai_like}/v1", ("gemma-3-270m",)),

@@ -17,9 +17,18 @@ from pytestqt.qtbot import QtBot
 W = TypeVar("W", bound=QWidget)
 
 
+def _name_of(widget: QWidget) -> str:
+    """What a screen reader calls ``widget``: its accessible name, else a button's text."""
+    if widget.accessibleName():
+        return widget.accessibleName()
+    if isinstance(widget, QAbstractButton):
+        return widget.text().replace("&", "")
+    return ""
+
+
 def named(root: QWidget, name: str, kind: type[W] = QWidget) -> W:  # type: ignore[assignment]
     """The one visible widget of ``kind`` under ``root`` whose accessible name is ``name``."""
-    found = [w for w in root.findChildren(kind) if w.accessibleName() == name
+    found = [w for w in root.findChildren(kind) if _name_of(w) == name
              and w.isVisibleTo(root)]
     if root.accessibleName() == name and isinstance(root, kind):
         found.append(root)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from pytestqt.qtbot import QtBot
 
+from tests.gui.journey import click
 from workbench.engine.workspace import Workspace
 from workbench.gui.dialogs.import_progress import report_text
+from workbench.gui.dialogs.job_progress import JobProgressDialog
 from workbench.gui.main_window import MainWindow
 from workbench.gui.models.sessions import SessionRole
 
@@ -59,11 +63,26 @@ def test_import_a_folder_shows_progress_then_a_report(
 
 def test_cancel_leaves_only_whole_conversations(
     qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     folder = write_context_files(tmp_path / "many", 40)
     window = open_window(workspace)
+    # The import waits after its first conversation until the person has pressed
+    # Cancel, so the cancel lands mid-import however fast or slow the machine is.
+    first_read, pressed = threading.Event(), threading.Event()
+    original = JobProgressDialog._progress
+
+    def progress(self: JobProgressDialog, done: int, total: int | None) -> bool:
+        if done >= 1 and not first_read.is_set():
+            first_read.set()
+            pressed.wait(30)
+        return original(self, done, total)
+
+    monkeypatch.setattr(JobProgressDialog, "_progress", progress)
     dialog = window.start_import(folder)
-    dialog.cancel()
+    qtbot.waitUntil(first_read.is_set, timeout=20_000)
+    click(qtbot, dialog, "Cancel")
+    pressed.set()
     assert dialog.cancel_requested
     with qtbot.waitSignal(dialog.import_finished, timeout=20_000) as finished:
         pass
