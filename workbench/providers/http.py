@@ -52,6 +52,7 @@ from workbench.errors import (
     UnreachableError,
 )
 from workbench.providers.failures import error_from_reply, retry_after_seconds, scrub
+from workbench.providers.transport import PoolTransport
 
 log = logging.getLogger("workbench.providers")
 
@@ -188,23 +189,6 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def _tracking_transport(backend: _TrackingBackend, limits: httpx.Limits) -> httpx.HTTPTransport:
-    transport = httpx.HTTPTransport(verify=_ssl_context(), limits=limits)
-    pool = getattr(transport, "_pool", None)
-    if isinstance(pool, httpcore.ConnectionPool):
-        # httpx builds its pool without a way to pass a network backend; swap in an equal
-        # pool that has ours. Without it (a future httpx), stopping still works once the
-        # reply has begun, through the response's own network stream.
-        transport._pool = httpcore.ConnectionPool(  # type: ignore[attr-defined]
-            ssl_context=_ssl_context(),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=backend,
-        )
-    return transport
-
-
 class _CallGuard:
     """Links one call to its cancel token: on cancel, abort whatever the call waits on."""
 
@@ -293,7 +277,7 @@ class HttpClient:
         self._backend = _TrackingBackend()
         limits = httpx.Limits(max_connections=16, max_keepalive_connections=8)
         self._client = httpx.Client(
-            transport=_tracking_transport(self._backend, limits),
+            transport=PoolTransport(self._backend, limits, _ssl_context()),
             headers=dict(self.headers),
             follow_redirects=True,
         )
