@@ -32,7 +32,9 @@ Nodes are read as follows:
   code sent to ``python``) becomes an assistant message with an OpenAI-shaped tool call;
   the tool's answers (``execution_output``, ``tether_browsing_display``, ``tether_quote``,
   author role ``tool``) become tool messages with the tool's name (``author.name``) and
-  the id of the call they answer;
+  the id of the call they answer: the nearest call above them in the tree (never a
+  queue of open calls, so a call whose answer is missing cannot shift the others). An
+  empty answer to a call is kept as an empty tool message;
 - reasoning (``thoughts``, ``reasoning_recap``) becomes ``{"type": "reasoning"}`` parts
   of the next assistant message (an assistant message of its own when none follows);
 - ``create_time`` (may be null) is the message time; ``metadata.model_slug`` goes into
@@ -127,7 +129,9 @@ class _PathState:
     """What converting one path carries from node to node."""
 
     reasoning: list[dict[str, Any]] = field(default_factory=list)
-    open_calls: list[str] = field(default_factory=list)
+    last_call: str | None = None
+    """The id of the nearest tool call above the node in hand: in ChatGPT's tree a
+    tool's answer hangs below the call it answers, so this is the call it answers."""
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -272,7 +276,7 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
     if role == _ASSISTANT and isinstance(recipient, str) and recipient not in ("", "all"):
         # The assistant addressed a tool: an OpenAI-shaped call that the tool's reply answers.
         call_id = f"call_{node_id}"
-        state.open_calls.append(call_id)
+        state.last_call = call_id
         message = Message(
             role=_ASSISTANT,
             content="",
@@ -291,6 +295,7 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
     # (``not text or text.isspace()`` is ``not text.strip()`` without copying the text)
     if (not text or text.isspace()) and not parts and not keeps_reasoning:
         return []
+    state.last_call = None  # a tool node after this message answers no earlier call
     message = Message(role=str(role), content=text, parts=parts, created_at=created, metadata=meta)
     if keeps_reasoning:
         _take_reasoning(message, state)
@@ -307,7 +312,9 @@ def _tool_message(
 ) -> list[Message]:
     text = _tool_output_text(kind or "text", content)
     parts = _text_parts(content)[1] if kind == "multimodal_text" else None
-    if not text and not parts:
+    # An empty answer to a call is still its answer (kept, empty); an empty tool node
+    # that answers nothing adds nothing.
+    if not text and not parts and state.last_call is None:
         return []
     name = author.get("name")
     return [
@@ -315,7 +322,7 @@ def _tool_message(
             role=_TOOL,
             content=text,
             name=name if isinstance(name, str) and name else None,
-            tool_call_id=state.open_calls.pop(0) if state.open_calls else None,
+            tool_call_id=state.last_call,
             parts=parts,
             created_at=created,
             metadata=meta,
