@@ -168,12 +168,24 @@ def cmd_import(args: argparse.Namespace) -> int:
             s.pop("created", None)
         print_json(data)
     else:
-        created = sum(1 for _, c in report.sessions if c)
-        kept = len(report.sessions) - created
+        counts = report.counts()
         messages = sum(s.message_count for s, c in report.sessions if c)
-        print(f"Imported {created} session(s) with {messages} message(s) from {args.path}.")
-        if kept:
-            print(f"{kept} session(s) were already imported and were left as they are.")
+        print(
+            f"Imported {counts['created']} session(s) with {messages} message(s) "
+            f"from {args.path}."
+        )
+        if counts["updated"]:
+            print(f"{counts['updated']} session(s) imported before were updated.")
+        if counts["unchanged"]:
+            print(
+                f"{counts['unchanged']} session(s) were already imported and were left "
+                "as they are."
+            )
+        for info in report.reused_ids:
+            print(
+                f"Session {info.id} ({info.title!r}) reuses the source id {info.source_id!r}"
+                " of a different conversation imported before: imported as a new session."
+            )
         for skipped in report.skipped:
             print(f"Skipped {skipped.entry}: {skipped.reason}", file=sys.stderr)
     if not report.sessions and report.skipped:

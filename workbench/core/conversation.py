@@ -275,7 +275,10 @@ class Conversation:
     """A whole conversation as a format reads it, before it is stored.
 
     ``source`` names the format and ``source_id`` the conversation's own id in that
-    source, so that importing the same file twice can be recognised.
+    source, and ``source_file`` the file it was read from (the engine fills it in): with
+    a fingerprint of the messages, they let an import recognise a conversation it has
+    seen before (see :mod:`workbench.core.identity`). ``metadata`` holds what the
+    source says about the conversation as a whole (a model, a score, a project...).
     """
 
     title: str
@@ -283,6 +286,7 @@ class Conversation:
     context: SessionContext = field(default_factory=SessionContext)
     source: str | None = None
     source_id: str | None = None
+    source_file: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
     tags: list[str] = field(default_factory=list)

@@ -74,8 +74,13 @@ def import_conversations(
     progress: ProgressCallback | None = None,
     counter: TokenCounter | None = None,
     count_tokens: bool = True,
+    source_file: str | None = None,
 ) -> ImportReport:
     """Store every conversation of ``items``.
+
+    ``source_file`` names the file (or folder) the conversations come from, for those
+    that do not name one themselves: with ``replace`` only a session read from the same
+    file and source id is replaced (see :meth:`Repository.import_conversation`).
 
     Entries the format skipped, and conversations the store refuses, land in
     ``skipped`` with their reason. ``progress`` is called after each conversation read
@@ -105,7 +110,10 @@ def import_conversations(
     read = 0
     # After each SQLite step the writing thread needs the interpreter lock back, and
     # while the reader runs Python it would wait up to 5 ms for it: see core.handoff.
-    with quick_handoff(IMPORT_SWITCH_INTERVAL), _Reader(items, counter) as reader:
+    with (
+        quick_handoff(IMPORT_SWITCH_INTERVAL),
+        _Reader(items, counter, source_file) as reader,
+    ):
         for item in reader:
             if item is _WAITING:
                 # The reader is behind: write what is ready instead of waiting for more
@@ -193,10 +201,14 @@ class _Reader:
     """
 
     def __init__(
-        self, items: Iterable[Conversation | SkippedEntry], counter: TokenCounter | None
+        self,
+        items: Iterable[Conversation | SkippedEntry],
+        counter: TokenCounter | None,
+        source_file: str | None = None,
     ) -> None:
         self._items = items
         self._counter = counter
+        self._source_file = source_file
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_CHUNKS)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="workbench-import-reader")
@@ -271,6 +283,8 @@ class _Reader:
         prepared: list[Any] = []
         for item in chunk:
             if isinstance(item, Conversation):
+                if item.source_file is None:
+                    item.source_file = self._source_file
                 try:
                     prepared.append(bulk.prepare(item, now))
                 except WorkbenchError as exc:
@@ -295,7 +309,8 @@ def _store_batch(
     except (WorkbenchError, SQLAlchemyError):
         outcomes = None
     if outcomes is not None:
-        report.sessions.extend((o.session, o.created) for o in outcomes)
+        for outcome in outcomes:
+            report.add(outcome)
         return
     for prepared in batch:
         conv = prepared.conversation
@@ -306,4 +321,4 @@ def _store_batch(
             reason = str(getattr(exc, "orig", None) or exc)
             report.skipped.append(SkippedEntry(entry=str(label), reason=reason))
             continue
-        report.sessions.append((outcome.session, outcome.created))
+        report.add(outcome)

@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from workbench.core.conversation import ROLES, STATES, Conversation, utcnow
+from workbench.core.identity import fingerprint_messages
 from workbench.errors import StorageError
 from workbench.store.migrations import FTS_PAUSE_SETTING
 from workbench.store.rows import MESSAGE_COLUMNS, context_params
@@ -41,9 +42,10 @@ from workbench.store.types import time_to_text
 # interval. One step per row made that wait cost far more than the insert.
 _SESSION_INSERT = (
     "INSERT INTO sessions (id, agent_id, title, created_at, updated_at, tags, pinned, archived,"
-    " overrides, source, source_id, message_count, token_count) VALUES ",
-    "(?, ?, ?, ?, ?, ?, 0, 0, '{}', ?, ?, ?, ?)",
-    10,
+    " overrides, source, source_id, message_count, token_count, source_file, fingerprint,"
+    " fingerprint_count) VALUES ",
+    "(?, ?, ?, ?, ?, ?, 0, 0, '{}', ?, ?, ?, ?, ?, ?, ?)",
+    13,
 )
 _CONTEXT_INSERT = (
     "INSERT INTO session_context (session_id, facts, summary, tasks, tool_stats, token_usage,"
@@ -101,7 +103,8 @@ class PreparedConversation:
     """A conversation turned into row values, ready for :func:`insert_batch`."""
 
     conversation: Conversation
-    # title, created_at, updated_at, tags, source, source_id, message_count, token_count
+    # title, created_at, updated_at, tags, source, source_id, message_count, token_count,
+    # source_file, fingerprint, fingerprint_count
     session: tuple[Any, ...]
     # one tuple per message in ``_ROW_COLUMNS`` order, without the trailing session id
     messages: list[tuple[Any, ...]]
@@ -113,7 +116,7 @@ def session_row(
     session_id: int, agent_id: int, agent_name: str, prepared: PreparedConversation
 ) -> tuple[Any, ...]:
     """The row ``rows.SESSION_SELECT`` reads for a session :func:`insert_batch` wrote."""
-    title, created, updated, tags, source, source_id, messages, tokens = prepared.session
+    title, created, updated, tags, source, source_id, messages, tokens = prepared.session[:8]
     return (
         session_id, title, agent_id, created, updated, tags, 0, 0, None, None, "{}",
         source, source_id, messages, tokens, agent_name,
@@ -194,6 +197,9 @@ def prepare(conversation: Conversation, now: datetime | None = None) -> Prepared
         conversation.source_id,
         len(rows),
         tokens,
+        conversation.source_file,
+        fingerprint_messages(conversation.messages),
+        len(rows),
     )
     context = (*context_params(conversation.context).values(), now_text)
     return PreparedConversation(conversation, session, rows, context)

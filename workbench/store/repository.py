@@ -27,6 +27,7 @@ from workbench.core.conversation import (
     SessionInfo,
     utcnow,
 )
+from workbench.core.identity import fingerprint_messages
 from workbench.core.summarizers import line_cache
 from workbench.errors import NotFoundError, StorageError
 from workbench.store import bulk
@@ -56,7 +57,68 @@ class ImportOutcome:
     """What happened to one conversation handed to :meth:`Repository.import_conversation`."""
 
     session: SessionInfo
-    created: bool  # False when the same source id was already stored and skipped
+    created: bool  # a new session was made
+    status: str = ""
+    """``"created"``, ``"unchanged"`` (stored before, nothing changed) or ``"updated"``
+    (new turns appended, or replaced)."""
+    reused_id: bool = False
+    """Created although a different stored conversation has the same source id."""
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = "created" if self.created else "unchanged"
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """A stored session of a conversation's (source, source id), as import matches it."""
+
+    session_id: int
+    source_file: str | None
+    fingerprint: str | None  # None: imported before fingerprints were kept
+    count: int | None
+
+
+def _same_as_stored(
+    prepared: bulk.PreparedConversation, stored: list[_Stored], replace: bool
+) -> int | None:
+    """The stored session a prepared conversation is unchanged from, if any (no
+    database work needed); ``None`` when it needs :meth:`Repository.import_conversation`."""
+    conv = prepared.conversation
+    fp, count = prepared.session[9], prepared.session[10]
+    for candidate in stored:
+        if candidate.fingerprint is None:
+            return None
+        if replace and candidate.source_file in (None, conv.source_file):
+            return None
+    for candidate in stored:
+        if candidate.fingerprint == fp and candidate.count == count:
+            return candidate.session_id
+    return None
+
+
+def _import_action(
+    conv: Conversation, stored: list[_Stored], replace: bool
+) -> tuple[str, _Stored | None]:
+    """What importing ``conv`` does given the stored sessions of its source id:
+    ``"replace"``, ``"unchanged"``, ``"append"`` (with the session) or ``"create"``."""
+    if not stored:
+        return "create", None
+    if replace:
+        for candidate in stored:
+            # Sessions imported before source files were kept replace as they used to.
+            if candidate.source_file in (None, conv.source_file):
+                return "replace", candidate
+    total = len(conv.messages)
+    full = fingerprint_messages(conv.messages)
+    for candidate in stored:
+        if candidate.count == total and candidate.fingerprint == full:
+            return "unchanged", candidate
+    grown = [c for c in stored if c.count is not None and c.count < total]
+    for candidate in sorted(grown, key=lambda c: c.count or 0, reverse=True):
+        if candidate.fingerprint == fingerprint_messages(conv.messages, candidate.count):
+            return "append", candidate
+    return "create", None
 
 
 def _check_role(role: str) -> None:
@@ -959,8 +1021,18 @@ class Repository:
     ) -> ImportOutcome:
         """Store a whole conversation (session, messages, context) in one transaction.
 
-        A conversation whose ``(source, source_id)`` is already stored is skipped, or
-        with ``replace=True`` its messages and context are replaced in place.
+        A conversation is recognised by its ``(source, source_id)`` and the fingerprint
+        of its messages (:mod:`workbench.core.identity`):
+
+        * the same messages as a stored session of that id: nothing changes
+          (``"unchanged"``);
+        * the stored session's messages followed by new ones (the source grew): the new
+          ones are appended to it (``"updated"``);
+        * with ``replace=True``, a stored session of that id read from the same
+          ``source_file``: its messages, context and compactions are replaced
+          (``"updated"``);
+        * anything else is a new session (``"created"``; ``reused_id`` when another
+          stored conversation has the same id).
         """
         for i, m in enumerate(conversation.messages):
             if m.role not in ROLES:
@@ -969,48 +1041,130 @@ class Repository:
         if agent_id is None:
             agent_id = self.default_agent().id
         with self.db.write() as conn:
-            existing = None
-            if conversation.source_id is not None:
-                existing = conn.exec_driver_sql(
-                    "SELECT id FROM sessions WHERE source = ? AND source_id = ?",
-                    (conversation.source, conversation.source_id),
-                ).first()
-            if existing is not None and not replace:
-                session_id, created = int(existing[0]), False
+            candidates = self._candidates(conn, conversation)
+            action, target = _import_action(conversation, candidates, replace)
+            reused = action == "create" and bool(candidates)
+            if action == "unchanged":
+                assert target is not None
+                session_id, status = target.session_id, "unchanged"
+            elif action == "replace":
+                assert target is not None
+                session_id, status = target.session_id, "updated"
+                self._replace_imported(conn, session_id, conversation)
+            elif action == "append":
+                assert target is not None
+                session_id, status = target.session_id, "updated"
+                self._append_imported(conn, session_id, conversation, target.count)
             else:
-                if existing is not None:
-                    session_id = int(existing[0])
-                    conn.exec_driver_sql(
-                        "DELETE FROM messages WHERE session_id = ?", (session_id,)
-                    )
-                    conn.exec_driver_sql(
-                        "UPDATE sessions SET title = ?, tags = ? WHERE id = ?",
-                        (
-                            conversation.title,
-                            json_text(list(dict.fromkeys(conversation.tags))),
-                            session_id,
-                        ),
-                    )
-                else:
-                    times = [m.created_at for m in conversation.messages if m.created_at]
-                    first = conversation.created_at or (min(times) if times else None)
-                    updated = conversation.updated_at or (max(times) if times else first)
-                    session_id = self._insert_session(
-                        conn,
-                        conversation.title,
-                        agent_id,
-                        conversation.tags,
-                        conversation.source,
-                        conversation.source_id,
-                        first,
-                        updated,
-                        None,
-                    )
+                status = "created"
+                times = [m.created_at for m in conversation.messages if m.created_at]
+                first = conversation.created_at or (min(times) if times else None)
+                updated = conversation.updated_at or (max(times) if times else first)
+                session_id = self._insert_session(
+                    conn,
+                    conversation.title,
+                    agent_id,
+                    conversation.tags,
+                    conversation.source,
+                    conversation.source_id,
+                    first,
+                    updated,
+                    None,
+                )
                 self._insert_messages(conn, session_id, 0, conversation.messages)
                 self._write_context(conn, session_id, conversation.context)
                 self._refresh_counts(conn, session_id, touch=False)
-                created = True
-        return ImportOutcome(self.get_session(session_id), created)
+                self._set_identity(conn, session_id, conversation)
+        return ImportOutcome(
+            self.get_session(session_id), status == "created", status, reused_id=reused
+        )
+
+    def _candidates(self, conn: Connection, conversation: Conversation) -> list[_Stored]:
+        """The stored sessions of the conversation's ``(source, source_id)``, oldest first,
+        each with its fingerprint (computed now for sessions imported before 0004)."""
+        if conversation.source_id is None or conversation.source is None:
+            return []
+        rows = conn.exec_driver_sql(
+            "SELECT id, source_file, fingerprint, fingerprint_count FROM sessions"
+            " WHERE source = ? AND source_id = ? ORDER BY id",
+            (conversation.source, conversation.source_id),
+        ).all()
+        found: list[_Stored] = []
+        for session_id, source_file, fp, count in rows:
+            if fp is None or count is None:
+                fp, count = self._fingerprint_stored(conn, int(session_id))
+            found.append(_Stored(int(session_id), source_file, fp, int(count)))
+        return found
+
+    def _fingerprint_stored(self, conn: Connection, session_id: int) -> tuple[str, int]:
+        """Fingerprint a session imported before fingerprints were kept, and keep it."""
+        rows = conn.exec_driver_sql(
+            f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? ORDER BY position",
+            (session_id,),
+        ).all()
+        messages = [message_from_row(r) for r in rows]
+        fp = fingerprint_messages(messages)
+        conn.exec_driver_sql(
+            "UPDATE sessions SET fingerprint = ?, fingerprint_count = ? WHERE id = ?",
+            (fp, len(messages), session_id),
+        )
+        return fp, len(messages)
+
+    @staticmethod
+    def _set_identity(conn: Connection, session_id: int, conversation: Conversation) -> None:
+        conn.exec_driver_sql(
+            "UPDATE sessions SET source_file = ?, fingerprint = ?, fingerprint_count = ?"
+            " WHERE id = ?",
+            (
+                conversation.source_file,
+                fingerprint_messages(conversation.messages),
+                len(conversation.messages),
+                session_id,
+            ),
+        )
+
+    def _replace_imported(
+        self, conn: Connection, session_id: int, conversation: Conversation
+    ) -> None:
+        """Replace an imported session's messages, context and compaction records."""
+        conn.exec_driver_sql("DELETE FROM messages WHERE session_id = ?", (session_id,))
+        # The compactions folded messages that are gone now: undoing one would report
+        # messages "active again" that were never folded.
+        conn.exec_driver_sql("DELETE FROM compactions WHERE session_id = ?", (session_id,))
+        conn.exec_driver_sql(
+            "UPDATE sessions SET title = ?, tags = ? WHERE id = ?",
+            (
+                conversation.title,
+                json_text(list(dict.fromkeys(conversation.tags))),
+                session_id,
+            ),
+        )
+        self._insert_messages(conn, session_id, 0, conversation.messages)
+        self._write_context(conn, session_id, conversation.context)
+        self._refresh_counts(conn, session_id, touch=False)
+        self._set_identity(conn, session_id, conversation)
+
+    def _append_imported(
+        self, conn: Connection, session_id: int, conversation: Conversation, known: int
+    ) -> None:
+        """Append the messages after the first ``known`` to an imported session."""
+        new = conversation.messages[known:]
+        start = int(
+            conn.exec_driver_sql(
+                "SELECT ifnull(max(position) + 1, 0) FROM messages WHERE session_id = ?",
+                (session_id,),
+            ).scalar_one()
+        )
+        self._insert_messages(conn, session_id, start, new)
+        self._refresh_counts(conn, session_id, touch=False)
+        self._set_identity(conn, session_id, conversation)
+        times = [m.created_at for m in new if m.created_at is not None]
+        latest = max(times) if times else conversation.updated_at
+        if latest is not None:
+            conn.exec_driver_sql(
+                "UPDATE sessions SET updated_at = max(updated_at, ?) WHERE id = ?",
+                (time_to_text(latest), session_id),
+            )
 
     def import_many(
         self,
@@ -1022,38 +1176,44 @@ class Repository:
         """Store a batch of conversations in ONE transaction, the fast way (see
         :mod:`workbench.store.bulk`). All or nothing: on an error nothing of the batch
         is stored, so a caller can retry conversations one by one to isolate a bad one.
-        Already-stored source ids are skipped (or replaced one by one with ``replace``).
         Conversations may come already prepared by :func:`workbench.store.bulk.prepare`.
+
+        A conversation already stored with the same source id and the same messages is
+        ``"unchanged"``; other conversations whose source id is stored (or repeats in the
+        batch) go through :meth:`import_conversation` after the batch, one by one.
         """
         if agent_id is None:
             agent_id = self.default_agent().id
-        convs = [
-            c.conversation if isinstance(c, bulk.PreparedConversation) else c
+        now = utcnow()
+        batch = [
+            c if isinstance(c, bulk.PreparedConversation) else bulk.prepare(c, now)
             for c in conversations
         ]
         fresh: list[bulk.PreparedConversation] = []
-        known: dict[int, int] = {}  # index in batch -> existing session id
-        now = utcnow()
+        unchanged: dict[int, int] = {}  # index in batch -> stored session id
+        deferred: list[int] = []
         with self.db.write() as conn:
-            stored = self._stored_sources(conn, convs)
+            stored = self._stored_sources(conn, [p.conversation for p in batch])
             seen: set[tuple[str | None, str]] = set()
-            for i, conv in enumerate(convs):
+            for i, prepared in enumerate(batch):
+                conv = prepared.conversation
                 if conv.source_id is not None:
                     key = (conv.source, conv.source_id)
-                    existing = stored.get(key)
-                    if existing is not None:
-                        known[i] = existing
-                        continue
                     if key in seen:
-                        raise StorageError(
-                            f"Source id {conv.source_id!r} appears twice in one import batch."
-                        )
+                        deferred.append(i)
+                        continue
                     seen.add(key)
-                item = conversations[i]
-                fresh.append(item if isinstance(item, bulk.PreparedConversation)
-                             else bulk.prepare(item, now))
+                    known = stored.get(key)
+                    if known:
+                        same = _same_as_stored(prepared, known, replace)
+                        if same is not None:
+                            unchanged[i] = same
+                        else:
+                            deferred.append(i)
+                        continue
+                fresh.append(prepared)
             new_ids = bulk.insert_batch(conn, fresh, agent_id)
-            infos = self._sessions_by_id(conn, list(known.values()))
+            infos = self._sessions_by_id(conn, list(unchanged.values()))
             if new_ids:
                 agent_name = conn.exec_driver_sql(
                     "SELECT name FROM agents WHERE id = ?", (agent_id,)
@@ -1065,36 +1225,44 @@ class Repository:
                     )
         outcomes: list[ImportOutcome] = []
         next_new = iter(new_ids)
-        for i, conv in enumerate(convs):
-            if i in known:
-                if replace:
-                    outcomes.append(self.import_conversation(conv, replace=True))
-                else:
-                    outcomes.append(ImportOutcome(infos[known[i]], False))
+        later = set(deferred)
+        for i, prepared in enumerate(batch):
+            if i in later:
+                outcomes.append(
+                    self.import_conversation(
+                        prepared.conversation, agent_id=agent_id, replace=replace
+                    )
+                )
+            elif i in unchanged:
+                outcomes.append(ImportOutcome(infos[unchanged[i]], False, "unchanged"))
             else:
-                outcomes.append(ImportOutcome(infos[next(next_new)], True))
+                outcomes.append(ImportOutcome(infos[next(next_new)], True, "created"))
         return outcomes
 
     @staticmethod
     def _stored_sources(
         conn: Connection, conversations: Sequence[Conversation]
-    ) -> dict[tuple[str | None, str], int]:
-        """Session ids already stored under the conversations' (source, source id)."""
+    ) -> dict[tuple[str | None, str], list[_Stored]]:
+        """The sessions already stored under the conversations' (source, source id)."""
         wanted: dict[str, list[str]] = {}
         for conv in conversations:
             # A NULL source never matches (``source = NULL`` is never true), as before.
             if conv.source_id is not None and conv.source is not None:
                 wanted.setdefault(conv.source, []).append(conv.source_id)
-        found: dict[tuple[str | None, str], int] = {}
+        found: dict[tuple[str | None, str], list[_Stored]] = {}
         for source, source_ids in wanted.items():
             # One row of JSON: every fetched row costs a trip through the interpreter
             # lock, which a busy reading thread makes slow.
             text = conn.exec_driver_sql(
-                "SELECT json_group_array(json_array(source_id, id)) FROM sessions"
+                "SELECT json_group_array(json_array(source_id, id, source_file, fingerprint,"
+                " fingerprint_count)) FROM sessions"
                 " WHERE source = ? AND source_id IN (SELECT value FROM json_each(?))",
                 (source, json_text(source_ids)),
             ).scalar_one()
-            found.update(((source, sid), int(rid)) for sid, rid in json_value(text))
+            for sid, rid, source_file, fp, count in json_value(text):
+                found.setdefault((source, sid), []).append(
+                    _Stored(int(rid), source_file, fp, count)
+                )
         return found
 
     @staticmethod
