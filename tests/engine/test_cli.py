@@ -20,7 +20,7 @@ from workbench.engine.importing import import_conversations
 from workbench.engine.workspace import Workspace
 
 SESSION_KEYS = {"id", "title", "messages", "tokens", "updated_at", "pinned", "tags"}
-SHOW_KEYS = {"id", "title", "messages", "context"}
+SHOW_KEYS = {"id", "title", "messages", "context", "source", "source_id", "forked_from", "metadata"}
 SHOW_MESSAGE_KEYS = {
     "id",
     "position",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.conversation import ROLES, STATES, Message, SessionInfo, format_time, parse_time
+from workbench.core.identity import metadata_lines
 from workbench.errors import WorkbenchError
 
 EXIT_ERROR = 1
@@ -105,12 +106,21 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     with open_workspace(args) as ws:
         info, messages, context = ws.session_view(args.session)
+        metadata = ws.session_metadata(info.id)
     if args.json:
         ctx = context.to_json()
         print_json(
             {
                 "id": info.id,
                 "title": info.title,
+                "source": info.source,
+                "source_id": info.source_id,
+                "forked_from": (
+                    {"session": info.forked_from_session_id,
+                     "message": info.forked_from_message_id}
+                    if info.forked_from_session_id is not None else None
+                ),
+                "metadata": metadata,
                 "messages": [_message_json(m) for m in messages],
                 "context": {
                     k: ctx[k] for k in ("facts", "summary", "tasks", "tool_stats", "token_usage")
@@ -120,6 +130,13 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     print(f"# {info.title}  (session {info.id}, {info.message_count} messages, "
           f"{info.token_count} tokens)")
+    if info.source:
+        print(f"Imported from {info.source}" + (f" ({info.source_id})" if info.source_id else ""))
+    if info.forked_from_session_id is not None:
+        at = f" at message #{info.forked_from_message_id}" if info.forked_from_message_id else ""
+        print(f"Forked from session {info.forked_from_session_id}{at}")
+    for line in metadata_lines(metadata):
+        print(f"  {line}")
     for m in messages:
         label = m.role + (f" ({m.name})" if m.name else "")
         marks = (" [important]" if m.important else "") + (

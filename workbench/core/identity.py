@@ -1,4 +1,5 @@
-"""Recognising a conversation by its content: the fingerprint an import keeps.
+"""Recognising a conversation by its content: the fingerprint an import keeps; and the
+lines that describe what a source said about a conversation.
 
 An import recognises a conversation it has seen before by its source, its id in that
 source *and* a fingerprint of its messages (SPEC §11): ids repeat across datasets
@@ -13,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from workbench.core.conversation import Message
 
@@ -47,3 +49,20 @@ def fingerprint_messages(messages: Sequence[Message], count: int | None = None) 
             update(m.tool_call_id.encode("utf-8", "surrogatepass"))
         update(_END)
     return digest.hexdigest()[:32]
+
+
+def metadata_lines(metadata: dict[str, Any], limit: int = 120) -> list[str]:
+    """``key: value`` lines describing a session's metadata for people (``show``, the
+    session list's tooltip): text as it is, other values as compact JSON, each line cut
+    at ``limit`` characters and kept on one line."""
+    lines: list[str] = []
+    for key, value in metadata.items():
+        if value is None or value == "" or value == [] or value == {}:
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        text = " ".join(text.split())
+        line = f"{key}: {text}"
+        if len(line) > limit:
+            line = line[: limit - 1] + "…"
+        lines.append(line)
+    return lines

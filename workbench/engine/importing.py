@@ -44,7 +44,7 @@ from workbench.core.handoff import quick_handoff
 from workbench.core.tokens import TokenCounter, fill_counts, get_counter
 from workbench.errors import WorkbenchError
 from workbench.store import bulk
-from workbench.store.repository import Repository
+from workbench.store.repository import ImportOutcome, Repository
 
 if TYPE_CHECKING:
     from workbench.engine.workspace import ImportReport, ProgressCallback
@@ -101,10 +101,12 @@ def import_conversations(
     batch: list[bulk.PreparedConversation] = []
     batch_messages = 0
 
+    forks = _Forks()
+
     def flush() -> None:
         nonlocal batch, batch_messages
         if batch:
-            _store_batch(repo, batch, agent_id, replace, report)
+            _store_batch(repo, batch, agent_id, replace, report, forks)
         batch, batch_messages = [], 0
 
     read = 0
@@ -137,6 +139,7 @@ def import_conversations(
                 report.cancelled = True
                 break
         flush()
+    forks.link(repo)
     return report
 
 
@@ -297,20 +300,54 @@ class _Reader:
 # -- storing -------------------------------------------------------------------------------
 
 
+class _Forks:
+    """Branch conversations of a tree (ChatGPT, Open WebUI) to link to their main
+    session as forks at the branch point (SPEC §7), once both are stored.
+
+    A branch names its main conversation's source id in ``metadata["branch_of"]``, and
+    its first message that differs from the main one carries ``branch_start``: the
+    message before it is where the branch leaves the main session.
+    """
+
+    def __init__(self) -> None:
+        self.stored: dict[tuple[str | None, str], int] = {}
+        self.wanted: list[tuple[int, tuple[str | None, str], int]] = []
+
+    def note(self, conv: Conversation, outcome: ImportOutcome) -> None:
+        if conv.source_id is not None:
+            self.stored[(conv.source, conv.source_id)] = outcome.session.id
+        branch_of = conv.metadata.get("branch_of") if conv.metadata else None
+        if not outcome.created or not isinstance(branch_of, str):
+            return
+        for index, message in enumerate(conv.messages):
+            if message.metadata.get("branch_start"):
+                if index > 0:
+                    self.wanted.append((outcome.session.id, (conv.source, branch_of), index - 1))
+                return
+
+    def link(self, repo: Repository) -> None:
+        for session_id, main, position in self.wanted:
+            main_id = self.stored.get(main)
+            if main_id is not None:
+                repo.set_fork_origin(session_id, main_id, position)
+
+
 def _store_batch(
     repo: Repository,
     batch: list[bulk.PreparedConversation],
     agent_id: int,
     replace: bool,
     report: ImportReport,
+    forks: _Forks,
 ) -> None:
     try:
         outcomes = repo.import_many(batch, agent_id=agent_id, replace=replace)
     except (WorkbenchError, SQLAlchemyError):
         outcomes = None
     if outcomes is not None:
-        for outcome in outcomes:
+        for prepared, outcome in zip(batch, outcomes, strict=True):
             report.add(outcome)
+            forks.note(prepared.conversation, outcome)
         return
     for prepared in batch:
         conv = prepared.conversation
@@ -322,3 +359,4 @@ def _store_batch(
             report.skipped.append(SkippedEntry(entry=str(label), reason=reason))
             continue
         report.add(outcome)
+        forks.note(conv, outcome)

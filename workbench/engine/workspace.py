@@ -167,6 +167,11 @@ class Workspace:
         info = self.repo.find_session(ref)
         return info, self.repo.list_messages(info.id), self.repo.get_context(info.id)
 
+    def session_metadata(self, session_id: int) -> dict[str, Any]:
+        """What the source of an imported session said about it as a whole (a model, a
+        score, a project, the conversation it is a branch of...); empty when nothing."""
+        return self.repo.session_metadata(session_id)
+
     # -- import / export ---------------------------------------------------------------
 
     def import_path(
@@ -236,7 +241,14 @@ class Workspace:
         infos = []
         for done, ref in enumerate(refs, start=1):
             info, messages, context = self.session_view(ref)
-            bundles.append(ExportSession(info=info, messages=messages, context=context))
+            bundles.append(
+                ExportSession(
+                    info=info,
+                    messages=messages,
+                    context=context,
+                    metadata=self.repo.session_metadata(info.id),
+                )
+            )
             infos.append(info)
             if progress is not None and progress(done, len(refs)) is False:
                 return []

@@ -164,6 +164,11 @@ def session_markdown(session: ExportSession) -> str:
         details.append("tags: " + ", ".join(info.tags))
     details.append(f"{len(session.messages)} messages")
     blocks.append("*" + " · ".join(details) + "*")
+    if session.metadata:
+        text = json.dumps(session.metadata, ensure_ascii=False, indent=2)
+        blocks.append(
+            f"<details><summary>Source metadata</summary>\n\n{_fence(text, 'json')}\n\n</details>"
+        )
     for number, message in enumerate(session.messages, start=1):
         blocks.append(_message_block(number, message))
     context = _context_block(session.context)

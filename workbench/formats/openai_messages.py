@@ -403,8 +403,17 @@ class OpenAIJsonlExporter:
 
     def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
         """Write ``sessions`` to ``path`` atomically, one JSON object per line."""
-        lines = [
-            dump_json({"messages": [message_json(m) for m in s.messages]}, indent=None)
-            for s in sessions
-        ]
+        lines = [dump_json(session_line(s), indent=None) for s in sessions]
         write_atomic(Path(path), "".join(line + "\n" for line in lines))
+
+
+def session_line(session: ExportSession) -> dict[str, Any]:
+    """One session as a JSONL object: ``messages``, ``title``, and the keys of the
+    session's metadata beside them (as tau-bench writes ``task_id``, ``reward``,
+    ``info``), which the importer reads back into the metadata."""
+    line: dict[str, Any] = {"messages": [message_json(m) for m in session.messages]}
+    line["title"] = session.info.title
+    for key, value in session.metadata.items():
+        if key not in line and key not in _LIST_KEYS:
+            line[key] = value
+    return line

@@ -43,9 +43,9 @@ from workbench.store.types import time_to_text
 _SESSION_INSERT = (
     "INSERT INTO sessions (id, agent_id, title, created_at, updated_at, tags, pinned, archived,"
     " overrides, source, source_id, message_count, token_count, source_file, fingerprint,"
-    " fingerprint_count) VALUES ",
-    "(?, ?, ?, ?, ?, ?, 0, 0, '{}', ?, ?, ?, ?, ?, ?, ?)",
-    13,
+    " fingerprint_count, metadata) VALUES ",
+    "(?, ?, ?, ?, ?, ?, 0, 0, '{}', ?, ?, ?, ?, ?, ?, ?, ?)",
+    14,
 )
 _CONTEXT_INSERT = (
     "INSERT INTO session_context (session_id, facts, summary, tasks, tool_stats, token_usage,"
@@ -104,7 +104,7 @@ class PreparedConversation:
 
     conversation: Conversation
     # title, created_at, updated_at, tags, source, source_id, message_count, token_count,
-    # source_file, fingerprint, fingerprint_count
+    # source_file, fingerprint, fingerprint_count, metadata
     session: tuple[Any, ...]
     # one tuple per message in ``_ROW_COLUMNS`` order, without the trailing session id
     messages: list[tuple[Any, ...]]
@@ -200,6 +200,7 @@ def prepare(conversation: Conversation, now: datetime | None = None) -> Prepared
         conversation.source_file,
         fingerprint_messages(conversation.messages),
         len(rows),
+        _json(conversation.metadata) if conversation.metadata else None,
     )
     context = (*context_params(conversation.context).values(), now_text)
     return PreparedConversation(conversation, session, rows, context)

@@ -306,6 +306,13 @@ _IMPORT_IDENTITY = [
 ]
 
 
+# What a source says about a conversation as a whole (a model, a score, a project, the
+# branch it is of...): free JSON, read with the session's details, never with the list.
+_SESSION_METADATA = [
+    "ALTER TABLE sessions ADD COLUMN metadata TEXT",
+]
+
+
 @dataclass(frozen=True)
 class Migration:
     """A named, ordered schema change."""
@@ -319,4 +326,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0002_pausable_index_triggers", tuple(_PAUSABLE_INDEX_TRIGGERS)),
     Migration("0003_summary_lines", tuple(_SUMMARY_LINES)),
     Migration("0004_import_identity", tuple(_IMPORT_IDENTITY)),
+    Migration("0005_session_metadata", tuple(_SESSION_METADATA)),
 )

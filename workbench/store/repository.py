@@ -1112,16 +1112,42 @@ class Repository:
 
     @staticmethod
     def _set_identity(conn: Connection, session_id: int, conversation: Conversation) -> None:
+        """Keep what a later import recognises the conversation by, and its metadata."""
         conn.exec_driver_sql(
-            "UPDATE sessions SET source_file = ?, fingerprint = ?, fingerprint_count = ?"
-            " WHERE id = ?",
+            "UPDATE sessions SET source_file = ?, fingerprint = ?, fingerprint_count = ?,"
+            " metadata = ? WHERE id = ?",
             (
                 conversation.source_file,
                 fingerprint_messages(conversation.messages),
                 len(conversation.messages),
+                json_text(conversation.metadata) if conversation.metadata else None,
                 session_id,
             ),
         )
+
+    def session_metadata(self, session_id: int) -> dict[str, Any]:
+        """What the source said about the session as a whole (empty when nothing)."""
+        with self.db.read() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT metadata FROM sessions WHERE id = ?", (session_id,)
+            ).first()
+        if row is None:
+            raise NotFoundError(f"There is no session with id {session_id}.")
+        value = json_value(row[0])
+        return value if isinstance(value, dict) else {}
+
+    def set_fork_origin(self, session_id: int, from_session_id: int, position: int) -> None:
+        """Record that a session was forked from another at the message at ``position``
+        (an imported branch of a conversation tree); nothing when that message is gone."""
+        with self.db.write() as conn:
+            conn.exec_driver_sql(
+                "UPDATE sessions SET forked_from_session_id = ?, forked_from_message_id ="
+                " (SELECT id FROM messages WHERE session_id = ? AND position = ?)"
+                " WHERE id = ? AND EXISTS"
+                " (SELECT 1 FROM messages WHERE session_id = ? AND position = ?)",
+                (from_session_id, from_session_id, position, session_id, from_session_id,
+                 position),
+            )
 
     def _replace_imported(
         self, conn: Connection, session_id: int, conversation: Conversation

@@ -62,6 +62,8 @@ class SessionRow(SQLModel, table=True):
     source_file: str | None = None
     fingerprint: str | None = None
     fingerprint_count: int | None = None
+    # What the source said about the conversation as a whole (0005_session_metadata).
+    metadata_: Any = Field(default=None, sa_type=JSONText, sa_column_kwargs={"name": "metadata"})
 
 
 class MessageRow(SQLModel, table=True):
