@@ -1182,6 +1182,9 @@ class Repository:
             ).scalar_one()
         )
         self._insert_messages(conn, session_id, start, new)
+        if conversation.context != SessionContext():
+            # The grown source's context (a context file's facts, tasks, usage) is newer.
+            self._write_context(conn, session_id, conversation.context)
         self._refresh_counts(conn, session_id, touch=False)
         self._set_identity(conn, session_id, conversation)
         times = [m.created_at for m in new if m.created_at is not None]

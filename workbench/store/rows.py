@@ -133,13 +133,36 @@ def context_params(ctx: SessionContext) -> dict[str, Any]:
         "summary": ctx.summary or "",
         "tasks": json_text([t.to_json() for t in ctx.tasks]),
         "tool_stats": json_text(ctx.tool_stats.to_json()),
-        "token_usage": json_text(
-            {"total_input": ctx.token_usage.input_tokens,
-             "total_output": ctx.token_usage.output_tokens}
-        ),
+        "token_usage": json_text(_usage_column(ctx.token_usage)),
         "system_state": json_text(ctx.system_state or {}),
         "environment": json_text(ctx.environment or {}),
     }
+
+
+def _usage_column(usage: TokenUsage) -> dict[str, Any]:
+    """The ``token_usage`` column: the two totals, plus (for a usage read from a file)
+    the keys it had and the values the workbench has no field for."""
+    column: dict[str, Any] = {
+        "total_input": usage.input_tokens,
+        "total_output": usage.output_tokens,
+    }
+    if usage.extra:
+        column["extra"] = usage.extra
+    if usage.keys is not None:
+        column["keys"] = list(usage.keys)
+    return column
+
+
+def _usage_from_column(value: Any) -> TokenUsage:
+    data = value if isinstance(value, dict) else {}
+    keys = data.get("keys")
+    extra = data.get("extra")
+    return TokenUsage(
+        input_tokens=int(data.get("total_input", 0) or 0),
+        output_tokens=int(data.get("total_output", 0) or 0),
+        extra=dict(extra) if isinstance(extra, dict) else {},
+        keys=tuple(keys) if isinstance(keys, list) else None,
+    )
 
 
 def context_from_row(row: Mapping[str, Any] | Any | None) -> SessionContext:
@@ -151,7 +174,7 @@ def context_from_row(row: Mapping[str, Any] | Any | None) -> SessionContext:
         summary=row["summary"] or "",
         tasks=[Task.from_json(t) for t in json_value(row["tasks"]) or []],
         tool_stats=ToolStats.from_json(json_value(row["tool_stats"])),
-        token_usage=TokenUsage.from_json(json_value(row["token_usage"])),
+        token_usage=_usage_from_column(json_value(row["token_usage"])),
         system_state=json_value(row["system_state"]) or {},
         environment=json_value(row["environment"]) or {},
     )
