@@ -167,3 +167,20 @@ def test_the_session_list_tooltip_shows_the_metadata(
 
     assert "Imported from openai" in tip
     assert "reward: 0.0" in tip
+
+
+def test_export_command_says_what_the_format_cannot_hold(cli: CliRunner, tmp_path: Path) -> None:
+    session = {"session_id": "s-1", "facts": ["likes tea"],
+               "recent_history": [{"role": "user", "content": "hi"}]}
+    [info] = cli("import", write(tmp_path / "s.json", session), "--json").json()["sessions"]
+    out = tmp_path / "out.jsonl"
+
+    human = cli("export", info["id"], "--format", "openai-jsonl", "-o", out)
+    as_json = cli("export", info["id"], "--format", "openai-jsonl", "-o", out, "--json").json()
+    lossless = cli("export", info["id"], "--format", "context-json", "-o", tmp_path / "c.json",
+                   "--json").json()
+
+    assert human.code == 0
+    assert "Not written (openai-jsonl cannot hold it): the context" in human.err
+    assert any("context" in note for note in as_json["not_exported"])
+    assert lossless["not_exported"] == []

@@ -248,13 +248,17 @@ class _ProgressLine:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    notes: list[str] = []
     with open_workspace(args) as ws:
-        infos = ws.export_sessions(args.session, args.format, Path(args.output))
+        infos = ws.export_sessions(args.session, args.format, Path(args.output), notes=notes)
     if args.json:
         print_json({"path": str(args.output), "format": args.format,
-                     "sessions": [_session_json(s) for s in infos]})
+                     "sessions": [_session_json(s) for s in infos],
+                     "not_exported": notes})
     else:
         print(f"Wrote {len(infos)} session(s) to {args.output} as {args.format}.")
+        for note in notes:
+            print(f"Not written ({args.format} cannot hold it): {note}.", file=sys.stderr)
     return 0
 
 

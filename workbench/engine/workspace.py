@@ -227,8 +227,12 @@ class Workspace:
         path: Path | str,
         *,
         progress: ProgressCallback | None = None,
+        notes: list[str] | None = None,
     ) -> list[SessionInfo]:
         """Write the sessions to ``path`` in the named export format (atomically).
+
+        ``notes``, when given, receives a sentence for each kind of data the format
+        could not hold (the session context in openai-jsonl, say).
 
         ``progress`` is called with ``(sessions read, sessions in all)`` after each
         session is read; returning False stops the export before anything is written
@@ -253,6 +257,9 @@ class Workspace:
             if progress is not None and progress(done, len(refs)) is False:
                 return []
         exporter.write(bundles, Path(path))
+        cannot_hold = getattr(exporter, "cannot_hold", None)
+        if notes is not None and cannot_hold is not None:
+            notes.extend(cannot_hold(bundles))
         return infos
 
     # -- search ------------------------------------------------------------------------
