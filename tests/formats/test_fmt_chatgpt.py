@@ -376,6 +376,35 @@ def test_a_tool_node_after_an_answer_does_not_take_an_old_call(tmp_path: Path) -
     assert messages[-1].tool_call_id is None
 
 
+def test_code_interpreter_images_are_kept_as_attachments(tmp_path: Path) -> None:
+    code = {"content_type": "code", "language": "python", "text": "plt.show()"}
+    output = {"content_type": "execution_output", "text": "<<ImageDisplayed>>"}
+    shown = {
+        "aggregate_result": {
+            "status": "success",
+            "messages": [{"message_type": "image", "time": T0 + 2, "sender": "server",
+                          "image_url": "file-service://file-9Qx", "width": 1200,
+                          "height": 800}],
+        }
+    }
+    nodes = [
+        node("root", None),
+        node("u1", "root", "user", "plot it", time=T0),
+        node("c1", "u1", "assistant", content=code, recipient="python", time=T0 + 1),
+        node("o1", "c1", "tool", content=output, author_name="python", time=T0 + 2,
+             metadata=shown),
+    ]
+    path = write_export(tmp_path / "c.json", [conversation(nodes, "o1")])
+
+    result = conversations(read(path))[0].messages[-1]
+
+    assert result.content == "<<ImageDisplayed>>"
+    images = [p for p in result.parts or [] if p["type"] == "image_asset_pointer"]
+    assert [(i["asset_pointer"], i["width"], i["height"]) for i in images] == [
+        ("file-service://file-9Qx", 1200, 800)
+    ]
+
+
 def test_browsing_results_and_quotes_are_tool_messages(tmp_path: Path) -> None:
     display = {"content_type": "tether_browsing_display", "result": "L0: a page", "summary": None}
     quote = {
