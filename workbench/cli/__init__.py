@@ -135,7 +135,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     if info.forked_from_session_id is not None:
         at = f" at message #{info.forked_from_message_id}" if info.forked_from_message_id else ""
         print(f"Forked from session {info.forked_from_session_id}{at}")
-    for line in metadata_lines(metadata):
+    if metadata.get("time_missing") is True:
+        print(f"Time unknown: the source gave none (imported {format_time(info.created_at)})")
+    for line in metadata_lines({k: v for k, v in metadata.items() if k != "time_missing"}):
         print(f"  {line}")
     for m in messages:
         label = m.role + (f" ({m.name})" if m.name else "")

@@ -530,8 +530,14 @@ class Repository:
     def append_message(self, session_id: int, message: Message) -> Message:
         return self.append_messages(session_id, [message])[0]
 
-    def insert_message(self, session_id: int, position: int, message: Message) -> Message:
-        """Insert a message at ``position`` (0 = first); later messages move down one."""
+    def insert_message(
+        self, session_id: int, position: int, message: Message, *,
+        keep_missing_time: bool = False,
+    ) -> Message:
+        """Insert a message at ``position`` (0 = first); later messages move down one.
+
+        A message without a time gets the current one, unless ``keep_missing_time``
+        (a message put back as it was read: its time stays missing)."""
         _check_role(message.role)
         _check_state(message.state)
         with self.db.write() as conn:
@@ -546,7 +552,9 @@ class Repository:
                 " WHERE session_id = ? AND position >= ?",
                 (session_id, position),
             )
-            self._insert_messages(conn, session_id, position, [message])
+            self._insert_messages(
+                conn, session_id, position, [message], keep_missing_time=keep_missing_time
+            )
             self._refresh_counts(conn, session_id)
             row = conn.exec_driver_sql(
                 f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND position = ?",
@@ -555,12 +563,14 @@ class Repository:
         return message_from_row(row)
 
     def _insert_messages(
-        self, conn: Connection, session_id: int, start: int, messages: Sequence[Message]
+        self, conn: Connection, session_id: int, start: int, messages: Sequence[Message],
+        *, keep_missing_time: bool = False,
     ) -> None:
         now = utcnow()
         lines, line_tokens = line_cache(messages)
         params = [
-            (*message_params(m, session_id, start + i, now), line, tokens)
+            (*message_params(m, session_id, start + i, now, keep_missing_time=keep_missing_time),
+             line, tokens)
             for i, (m, line, tokens) in enumerate(zip(messages, lines, line_tokens, strict=True))
         ]
         if params:
@@ -1058,8 +1068,7 @@ class Repository:
             else:
                 status = "created"
                 times = [m.created_at for m in conversation.messages if m.created_at]
-                first = conversation.created_at or (min(times) if times else None)
-                updated = conversation.updated_at or (max(times) if times else first)
+                first, updated = bulk.session_times(conversation, times, utcnow())
                 session_id = self._insert_session(
                     conn,
                     conversation.title,
@@ -1071,7 +1080,9 @@ class Repository:
                     updated,
                     None,
                 )
-                self._insert_messages(conn, session_id, 0, conversation.messages)
+                self._insert_messages(
+                    conn, session_id, 0, conversation.messages, keep_missing_time=True
+                )
                 self._write_context(conn, session_id, conversation.context)
                 self._refresh_counts(conn, session_id, touch=False)
                 self._set_identity(conn, session_id, conversation)
@@ -1165,7 +1176,7 @@ class Repository:
                 session_id,
             ),
         )
-        self._insert_messages(conn, session_id, 0, conversation.messages)
+        self._insert_messages(conn, session_id, 0, conversation.messages, keep_missing_time=True)
         self._write_context(conn, session_id, conversation.context)
         self._refresh_counts(conn, session_id, touch=False)
         self._set_identity(conn, session_id, conversation)
@@ -1181,7 +1192,7 @@ class Repository:
                 (session_id,),
             ).scalar_one()
         )
-        self._insert_messages(conn, session_id, start, new)
+        self._insert_messages(conn, session_id, start, new, keep_missing_time=True)
         if conversation.context != SessionContext():
             # The grown source's context (a context file's facts, tasks, usage) is newer.
             self._write_context(conn, session_id, conversation.context)

@@ -57,11 +57,24 @@ SESSION_SELECT = (
 SESSION_FROM = "sessions AS s JOIN agents AS a ON a.id = s.agent_id"
 
 
+TIME_MISSING = "time_missing"
+"""Metadata key of a stored message whose source gave no time: the column holds the
+import time (it cannot be empty), and reading the message gives ``created_at=None``
+again, so a missing time stays missing (never shown or exported as a real one)."""
+
+
 def message_params(
-    msg: Message, session_id: int, position: int, now: datetime
+    msg: Message, session_id: int, position: int, now: datetime, *,
+    keep_missing_time: bool = False,
 ) -> tuple[Any, ...]:
-    """The values of one message in :data:`MESSAGE_COLUMNS` order, ready for SQLite."""
+    """The values of one message in :data:`MESSAGE_COLUMNS` order, ready for SQLite.
+
+    A message without a time gets ``now``; with ``keep_missing_time`` (imports) it is
+    also marked :data:`TIME_MISSING`, so that it reads back without one.
+    """
     meta = dict(msg.metadata) if msg.metadata else {}
+    if keep_missing_time and msg.created_at is None:
+        meta[TIME_MISSING] = True
     important = bool(msg.important or meta.pop("important", False))
     return (
         session_id,
@@ -84,6 +97,12 @@ def message_params(
 
 def message_from_row(row: Any) -> Message:
     """A :class:`Message` from a row selected with :data:`MESSAGE_SELECT`."""
+    meta = json_value(row[14]) or {}
+    if TIME_MISSING in meta:
+        meta = {k: v for k, v in meta.items() if k != TIME_MISSING}
+        created = None
+    else:
+        created = text_to_time(row[9])
     return Message(
         id=row[0],
         session_id=row[1],
@@ -94,12 +113,12 @@ def message_from_row(row: Any) -> Message:
         name=row[6],
         tool_calls=json_value(row[7]),
         tool_call_id=row[8],
-        created_at=text_to_time(row[9]),
+        created_at=created,
         token_count=row[10],
         token_encoding=row[11],
         state=row[12],
         important=bool(row[13]),
-        metadata=json_value(row[14]) or {},
+        metadata=meta,
         compaction_id=row[15],
     )
 

@@ -21,6 +21,7 @@ _Index = QModelIndex | QPersistentModelIndex
 
 PAGE = 100
 _DETAIL_LINES = 12  # metadata lines a tooltip shows at most
+TIME_UNKNOWN = "time unknown"
 SessionRole = Qt.ItemDataRole.UserRole + 1
 
 
@@ -161,9 +162,12 @@ class SessionListModel(QAbstractListModel):
             return info.title
         if role == Qt.ItemDataRole.ToolTipRole:
             updated = info.updated_at.astimezone().strftime("%Y-%m-%d %H:%M")
+            details = self._details(info)
+            when = (f"Time unknown (imported {updated})" if TIME_UNKNOWN in details
+                    else f"Updated {updated}")
             return "\n".join(
-                [f"{info.title}", session_summary(info), f"Updated {updated}",
-                 *self._details(info)]
+                [f"{info.title}", session_summary(info), when,
+                 *(d for d in details if d != TIME_UNKNOWN)]
             )
         if role == Qt.ItemDataRole.AccessibleTextRole:
             pinned = "pinned, " if info.pinned else ""
@@ -181,6 +185,9 @@ class SessionListModel(QAbstractListModel):
             metadata = self._workspace.session_metadata(info.id)
         except WorkbenchError:
             return lines  # deleted meanwhile: the next reload drops the row
+        if metadata.get("time_missing") is True:
+            lines.append(TIME_UNKNOWN)
+            metadata = {k: v for k, v in metadata.items() if k != "time_missing"}
         return lines + metadata_lines(metadata, limit=80)[:_DETAIL_LINES]
 
     def flags(self, index: _Index) -> Qt.ItemFlag:
