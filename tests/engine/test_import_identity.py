@@ -114,3 +114,40 @@ def test_replace_on_a_compacted_session_removes_its_compactions(
         _, messages, _ = ws.session_view(first["id"])
     assert [m.state for m in messages] == ["active"] * 24
     assert messages[0].content == "turn 0, edited"
+
+
+def chatgpt_export(turns: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    mapping: dict[str, Any] = {"root": {"id": "root", "message": None, "parent": None,
+                                        "children": []}}
+    parent = "root"
+    for i, (role, text) in enumerate(turns):
+        node_id = f"n{i}"
+        mapping[node_id] = {
+            "id": node_id, "parent": parent, "children": [],
+            "message": {"id": node_id, "author": {"role": role},
+                        "create_time": 1_714_585_000.0 + i,
+                        "content": {"content_type": "text", "parts": [text]}},
+        }
+        mapping[parent]["children"].append(node_id)
+        parent = node_id
+    return [{"title": "Growing", "id": "conv-9", "conversation_id": "conv-9",
+             "create_time": 1_714_585_000.0, "current_node": parent, "mapping": mapping}]
+
+
+def test_a_newer_chatgpt_export_adds_the_new_turns(cli: CliRunner, tmp_path: Path) -> None:
+    older = tmp_path / "export-may" / "conversations.json"
+    newer = tmp_path / "export-june" / "conversations.json"
+    for path in (older, newer):
+        path.parent.mkdir()
+    first_turns = [("user", "plan a trip"), ("assistant", "where to?")]
+    older.write_text(json.dumps(chatgpt_export(first_turns)), "utf-8")
+    newer.write_text(json.dumps(chatgpt_export(
+        [*first_turns, ("user", "Porto"), ("assistant", "Good choice.")])), "utf-8")
+
+    [first] = cli("import", older, "--json").json()["sessions"]
+    grown = cli("import", newer, "--json").json()
+
+    assert grown["counts"]["updated"] == 1 and grown["counts"]["created"] == 0
+    shown = cli("show", first["id"], "--json").json()
+    assert [m["content"] for m in shown["messages"]] == [
+        "plan a trip", "where to?", "Porto", "Good choice."]
