@@ -62,12 +62,14 @@ class ImportReport:
     cancelled: bool = False
     updated: list[SessionInfo] = field(default_factory=list)
     reused_ids: list[SessionInfo] = field(default_factory=list)
+    _updated_ids: set[int] = field(default_factory=set, repr=False, compare=False)
 
     def add(self, outcome: ImportOutcome) -> None:
         """Count one conversation the store took."""
         self.sessions.append((outcome.session, outcome.created))
         if outcome.status == "updated":
             self.updated.append(outcome.session)
+            self._updated_ids.add(id(outcome.session))
         if outcome.reused_id:
             self.reused_ids.append(outcome.session)
 
@@ -75,7 +77,9 @@ class ImportReport:
         """``"created"``, ``"updated"`` or ``"unchanged"`` for one of ``sessions``."""
         if created:
             return "created"
-        return "updated" if any(u is session for u in self.updated) else "unchanged"
+        if len(self._updated_ids) != len(self.updated):  # ``updated`` filled by hand
+            self._updated_ids = {id(s) for s in self.updated}
+        return "updated" if id(session) in self._updated_ids else "unchanged"
 
     def counts(self) -> dict[str, int]:
         """How many sessions were created, updated, left unchanged; entries skipped."""
