@@ -332,9 +332,10 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def cannot_hold(sessions: Sequence[ExportSession]) -> list[str]:
-    """What a Markdown transcript leaves out of ``sessions`` (one sentence each)."""
-    counted = sum(1 for s in sessions for m in s.messages if m.token_count is not None)
-    return [f"token counts of {counted} message(s) (counted again on import)"] if counted else []
+    """What a Markdown transcript leaves out of ``sessions`` (one sentence each): the
+    pin and archive marks (token counts are left out too, but they are counted again)."""
+    pinned = sum(1 for s in sessions if s.info.pinned or s.info.archived)
+    return [f"the pin or archive mark of {pinned} session(s)"] if pinned else []
 
 
 class MarkdownExporter:

@@ -159,7 +159,7 @@ def parse_message(raw: Any, where: str = "") -> Message:
         if key == "parts" and parts is None and _part_list(value):
             continue
         metadata.setdefault(key, value)
-    if parts is None and _part_list(extension_parts):
+    if parts is None and isinstance(extension_parts, list) and _part_list(extension_parts):
         parts = list(extension_parts)
     if isinstance(reasoning, str) and not any(
         isinstance(p, dict) and p.get("type") == "reasoning" for p in parts or []

@@ -1064,7 +1064,7 @@ class Repository:
             elif action == "append":
                 assert target is not None
                 session_id, status = target.session_id, "updated"
-                self._append_imported(conn, session_id, conversation, target.count)
+                self._append_imported(conn, session_id, conversation, target.count or 0)
             else:
                 status = "created"
                 times = [m.created_at for m in conversation.messages if m.created_at]
