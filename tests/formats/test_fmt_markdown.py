@@ -8,6 +8,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from workbench.core.conversation import Conversation, Message, SessionContext, Task
 from workbench.formats import ExportSession, get_exporter, read_conversations
 
@@ -229,3 +232,32 @@ def test_reasoning_is_a_collapsible_block_and_everything_reads_back(
     assert (first.title, first.tags, first.metadata) == ("Flights", ["travel"], {"reward": 1.0})
     assert first.context == context
     assert [m.content for m in second.messages] == ["# Rules\n\nBe brief.", "Fly?"]
+
+
+_MD_ALPHABET = st.sampled_from(
+    list("ab #`~-=*_<>/\\!\n\t ") + ["##", "```", "~~~", "## 1. User", "<script>", "</details>",
+                                      "verbatim", "# Context", "---", "\r", "é"]
+)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(contents=st.lists(st.lists(_MD_ALPHABET, max_size=25).map("".join), min_size=1,
+                         max_size=4),
+       roles=st.lists(st.sampled_from(["system", "user", "assistant", "tool"]), min_size=4,
+                      max_size=4))
+def test_any_text_reads_back_exactly(
+    tmp_path: Path, session_factory: Callable[..., ExportSession], contents: list[str],
+    roles: list[str],
+) -> None:
+    messages = [Message(role=role, content=text) for text, role in zip(contents, roles,
+                                                                         strict=False)]
+    out = tmp_path / "any.md"
+    get_exporter("markdown").write([session_factory(messages, title=contents[0])], out)
+
+    [conv] = read_back(out)
+
+    assert [(m.role, m.content) for m in conv.messages] == [
+        (m.role, m.content) for m in messages
+    ]
+    assert conv.title == contents[0]

@@ -604,7 +604,11 @@ class MarkdownImporter:
 
     def read(self, path: Path) -> Iterator[ImportItem]:
         """Each ``# Title`` section of the transcript as a conversation."""
-        text = read_text(Path(path)).replace("\r\n", "\n")
+        text = read_text(Path(path))
+        if "\r\n" in text and text.count("\r\n") == text.count("\n"):
+            # Saved by an editor with Windows line ends: every line has one. (A lone CR in
+            # a message is the message's own and is kept.)
+            text = text.replace("\r\n", "\n")
         sections = _split(text)
         starts = [i for i, (h, _) in enumerate(sections) if h.startswith("# ")]
         items: list[ImportItem] = []
