@@ -364,6 +364,8 @@ def test_export_carries_reasoning_code_parts_title_times_and_model_and_reads_bac
     [conv] = [i for i in read_conversations(out, "openai") if isinstance(i, Conversation)]
 
     assert line["title"] == "Plotting"
+    assert line["created_at"] == "2024-05-15T15:00:00Z"
+    assert conv.created_at == session.info.created_at
     reply = line["messages"][1]
     assert reply["reasoning_content"] == "Use matplotlib."
     assert reply["model"] == "o3" and reply["created_at"] == "2024-05-15T15:30:05Z"

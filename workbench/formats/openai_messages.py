@@ -226,11 +226,23 @@ def parse_conversation(item: Any, file_name: str, index: int) -> Conversation:
         message.position = position
     fallback = f"{file_name}#{index}"
     metadata = {k: v for k, v in item.items() if k != key and k != "title"}
+    times = {}
+    for time_key in ("created_at", "updated_at"):
+        # The export's session times (ISO text); anything else stays metadata.
+        value = metadata.get(time_key)
+        if isinstance(value, str):
+            try:
+                times[time_key] = parse_time(value)
+                del metadata[time_key]
+            except ValueError:
+                pass
     return Conversation(
         title=_title(item, messages, fallback),
         messages=messages,
         source=NAME,
         source_id=_source_id(messages),
+        created_at=times.get("created_at"),
+        updated_at=times.get("updated_at"),
         metadata=metadata,
     )
 
@@ -502,11 +514,14 @@ class OpenAIJsonlExporter:
 
 
 def session_line(session: ExportSession) -> dict[str, Any]:
-    """One session as a JSONL object: ``messages``, ``title``, and the keys of the
+    """One session as a JSONL object: ``messages``, ``title``, its times, and the keys of the
     session's metadata beside them (as tau-bench writes ``task_id``, ``reward``,
     ``info``), which the importer reads back into the metadata."""
     line: dict[str, Any] = {"messages": [message_json(m) for m in session.messages]}
     line["title"] = session.info.title
+    if session.metadata.get("time_missing") is not True:
+        line["created_at"] = format_time(session.info.created_at)
+        line["updated_at"] = format_time(session.info.updated_at)
     for key, value in session.metadata.items():
         if key not in line and key not in _LIST_KEYS:
             line[key] = value
