@@ -13,9 +13,9 @@ The layout, which the importer below reads:
   changing it or what follows (raw HTML such as ``<script>``, a code fence left open,
   leading or trailing blank space) is written verbatim in a fenced block marked
   ``verbatim``, fenced with a run of backticks longer than any inside it;
-- tool results are verbatim blocks, tool calls fenced JSON with the arguments as they
-  are; reasoning sits in a collapsible ``<details>`` block; other parts (images, code,
-  files) and message metadata in ``<details>`` blocks of JSON;
+- tool results are verbatim blocks; each tool call is an open ``<details>`` block of
+  its JSON (arguments as they are); reasoning sits in a collapsible ``<details>`` block;
+  other parts (images, code, files) and message metadata in ``<details>`` blocks of JSON;
 - the session context closes the session, readable, and as JSON in a ``<details>``
   block; several sessions are separated by a ``---`` rule.
 """
@@ -71,7 +71,6 @@ _HEADING = re.compile(
     r"(?: — \*(folded|evicted)\*)?(?: — \*(important)\*)?$"
 )
 _RESULT_OF = re.compile(r"^Result of tool call `([^`]*)`:$")
-_CALL_LABEL = re.compile(r"^\*\*Tool call\*\* `([^`]*)`(?: \(id `([^`]*)`\))?$")
 _DETAILS = re.compile(r"^<details(?: open)?><summary>(.*)</summary>$")
 
 
@@ -290,17 +289,8 @@ def _context_block(context: SessionContext) -> str | None:
                 line += f" ({task.progress:.0%})" if task.progress <= 1 else f" ({task.progress})"
             lines.append(line)
         sections.append("### Tasks\n\n" + "\n".join(lines))
-    sections.append(_details("Context (JSON)", _context_json(context)))
+    sections.append(_details("Context (JSON)", context.to_json()))
     return "## Context\n\n" + "\n\n".join(sections)
-
-
-def _context_json(context: SessionContext) -> dict[str, Any]:
-    data = context.to_json()
-    data["token_usage"] = {
-        "total_input": context.token_usage.input_tokens,
-        "total_output": context.token_usage.output_tokens,
-    }
-    return data
 
 
 def session_markdown(session: ExportSession) -> str:
@@ -573,10 +563,7 @@ def _context_from_json(data: Any) -> SessionContext:
         summary=str(data.get("summary") or ""),
         tasks=[Task.from_json(t) for t in data.get("tasks") or []],
         tool_stats=ToolStats.from_json(data.get("tool_stats")),
-        token_usage=TokenUsage(
-            input_tokens=int((data.get("token_usage") or {}).get("total_input", 0) or 0),
-            output_tokens=int((data.get("token_usage") or {}).get("total_output", 0) or 0),
-        ),
+        token_usage=TokenUsage.from_json(data.get("token_usage")),
         system_state=dict(data.get("system_state") or {}),
         environment=dict(data.get("environment") or {}),
     )
