@@ -213,6 +213,20 @@ def test_a_different_conversation_reusing_the_id_is_a_new_session(
     ]
 
 
+def test_import_many_stores_a_reused_id_in_the_batch_and_says_so(
+    repo: Repository, conv: ConvFactory
+) -> None:
+    (first,) = repo.import_many([conv("a", [("user", "one")], source_id="identity_0")])
+    outcomes = repo.import_many(
+        [conv("b", [("user", "two")], source_id="identity_0"),
+         conv("c", [("user", "three")], source_id="identity_1")]
+    )
+    assert [(o.status, o.reused_id) for o in outcomes] == [("created", True),
+                                                          ("created", False)]
+    assert outcomes[0].session.id != first.session.id
+    assert [m.content for m in repo.list_messages(outcomes[0].session.id)] == ["two"]
+
+
 def test_import_many_with_an_id_twice_in_the_batch_keeps_both_conversations(
     repo: Repository, conv: ConvFactory
 ) -> None:

@@ -79,29 +79,12 @@ class _Stored:
     count: int | None
 
 
-def _same_as_stored(
-    prepared: bulk.PreparedConversation, stored: list[_Stored], replace: bool
-) -> int | None:
-    """The stored session a prepared conversation is unchanged from, if any (no
-    database work needed); ``None`` when it needs :meth:`Repository.import_conversation`."""
-    conv = prepared.conversation
-    fp, count = prepared.session[9], prepared.session[10]
-    for candidate in stored:
-        if candidate.fingerprint is None:
-            return None
-        if replace and candidate.source_file in (None, conv.source_file):
-            return None
-    for candidate in stored:
-        if candidate.fingerprint == fp and candidate.count == count:
-            return candidate.session_id
-    return None
-
-
 def _import_action(
-    conv: Conversation, stored: list[_Stored], replace: bool
+    conv: Conversation, stored: list[_Stored], replace: bool, full: str | None = None
 ) -> tuple[str, _Stored | None]:
     """What importing ``conv`` does given the stored sessions of its source id:
-    ``"replace"``, ``"unchanged"``, ``"append"`` (with the session) or ``"create"``."""
+    ``"replace"``, ``"unchanged"``, ``"append"`` (with the session) or ``"create"``.
+    ``full`` is the fingerprint of all of ``conv``'s messages when already known."""
     if not stored:
         return "create", None
     if replace:
@@ -110,7 +93,8 @@ def _import_action(
             if candidate.source_file in (None, conv.source_file):
                 return "replace", candidate
     total = len(conv.messages)
-    full = fingerprint_messages(conv.messages)
+    if full is None:
+        full = fingerprint_messages(conv.messages)
     for candidate in stored:
         if candidate.count == total and candidate.fingerprint == full:
             return "unchanged", candidate
@@ -1218,9 +1202,10 @@ class Repository:
         is stored, so a caller can retry conversations one by one to isolate a bad one.
         Conversations may come already prepared by :func:`workbench.store.bulk.prepare`.
 
-        A conversation already stored with the same source id and the same messages is
-        ``"unchanged"``; other conversations whose source id is stored (or repeats in the
-        batch) go through :meth:`import_conversation` after the batch, one by one.
+        Conversations whose source id is stored are matched as :meth:`import_conversation`
+        says: unchanged ones change nothing and different ones are new sessions of the
+        batch; those that grew, those ``replace`` replaces, and a source id repeated in
+        the batch go through :meth:`import_conversation` after the batch, one by one.
         """
         if agent_id is None:
             agent_id = self.default_agent().id
@@ -1231,6 +1216,7 @@ class Repository:
         ]
         fresh: list[bulk.PreparedConversation] = []
         unchanged: dict[int, int] = {}  # index in batch -> stored session id
+        reused: set[int] = set()  # indexes of new sessions whose source id is taken
         deferred: list[int] = []
         with self.db.write() as conn:
             stored = self._stored_sources(conn, [p.conversation for p in batch])
@@ -1245,11 +1231,19 @@ class Repository:
                     seen.add(key)
                     known = stored.get(key)
                     if known:
-                        same = _same_as_stored(prepared, known, replace)
-                        if same is not None:
-                            unchanged[i] = same
+                        if any(c.fingerprint is None for c in known):
+                            deferred.append(i)  # fingerprinted in import_conversation
+                            continue
+                        action, target = _import_action(
+                            conv, known, replace, full=prepared.session[9]
+                        )
+                        if action == "unchanged" and target is not None:
+                            unchanged[i] = target.session_id
+                        elif action == "create":
+                            reused.add(i)
+                            fresh.append(prepared)
                         else:
-                            deferred.append(i)
+                            deferred.append(i)  # appended to or replaced, one by one
                         continue
                 fresh.append(prepared)
             new_ids = bulk.insert_batch(conn, fresh, agent_id)
@@ -1276,7 +1270,9 @@ class Repository:
             elif i in unchanged:
                 outcomes.append(ImportOutcome(infos[unchanged[i]], False, "unchanged"))
             else:
-                outcomes.append(ImportOutcome(infos[next(next_new)], True, "created"))
+                outcomes.append(
+                    ImportOutcome(infos[next(next_new)], True, "created", reused_id=i in reused)
+                )
         return outcomes
 
     @staticmethod
