@@ -20,7 +20,7 @@ from workbench.engine.importing import import_conversations
 from workbench.engine.workspace import Workspace
 
 SESSION_KEYS = {"id", "title", "messages", "tokens", "updated_at", "pinned", "tags"}
-SHOW_KEYS = {"id", "title", "messages", "context"}
+SHOW_KEYS = {"id", "title", "messages", "context", "source", "source_id", "forked_from", "metadata"}
 SHOW_MESSAGE_KEYS = {
     "id",
     "position",
@@ -127,11 +127,13 @@ def test_import_json_shape(cli: Callable[..., Any], trip_file: Path) -> None:
     result = cli("import", trip_file, "--json")
     assert result.code == 0, result.err
     data = result.json()
-    assert set(data) == {"sessions", "skipped"}
+    assert set(data) == {"sessions", "counts", "skipped"}
     assert data["skipped"] == []
+    assert data["counts"] == {"created": 1, "updated": 0, "unchanged": 0, "skipped": 0}
     assert len(data["sessions"]) == 1
     session = data["sessions"][0]
-    assert set(session) == {"id", "title", "messages"}
+    assert set(session) == {"id", "title", "messages", "status"}
+    assert session["status"] == "created"
     assert session["title"] == "Trip to Porto"
     assert session["messages"] == len(TRIP["recent_history"])
     assert isinstance(session["id"], int)

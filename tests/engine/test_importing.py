@@ -399,15 +399,22 @@ def test_replace_reimports_in_place(
     }
     path = write_json(tmp_path / "s.json", session)
     [first] = cli("import", path, "--json").json()["sessions"]
+    [kept] = cli("import", path, "--json").json()["sessions"]
+    assert kept == {**first, "status": "unchanged"}
+    # The file grew: the new turn is appended to the session imported before.
     session["recent_history"].append({"role": "assistant", "content": "second version"})
     write_json(path, session)
-    [kept] = cli("import", path, "--json").json()["sessions"]
-    assert kept == first
+    [grown] = cli("import", path, "--json").json()["sessions"]
+    assert (grown["id"], grown["status"], grown["messages"]) == (first["id"], "updated", 2)
+    # An edited file is a different conversation, unless --replace says to replace it.
+    session["recent_history"][0]["content"] = "first version, edited"
+    write_json(path, session)
     [replaced] = cli("import", path, "--replace", "--json").json()["sessions"]
     assert replaced["id"] == first["id"]
+    assert replaced["status"] == "updated"
     assert replaced["messages"] == 2
     assert [m["content"] for m in cli("show", first["id"], "--json").json()["messages"]] == [
-        "first version",
+        "first version, edited",
         "second version",
     ]
     assert cli("search", "version", "--role", "assistant", "--json").json()

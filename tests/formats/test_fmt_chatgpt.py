@@ -305,6 +305,106 @@ def test_code_to_python_and_its_output_are_a_linked_tool_call(tmp_path: Path) ->
     assert answer.content == "It is 42."
 
 
+def web_run_export() -> dict[str, Any]:
+    """Two web.run calls, as newer exports hold them: the first one's answer is empty."""
+    search = {"content_type": "code", "language": "unknown", "text": '{"search_query": "x"}'}
+    empty = {"content_type": "text", "parts": [""]}
+    found = {"content_type": "text", "parts": ["result of the second search"]}
+    return conversation(
+        [
+            node("n0", None),
+            node("n1", "n0", "user", "look it up", time=T0),
+            node("n2", "n1", "assistant", content=search, recipient="web.run", time=T0 + 1),
+            node("n3", "n2", "tool", content=empty, author_name="web.run", time=T0 + 2),
+            node("n4", "n3", "assistant", "nothing yet, again", time=T0 + 3),
+            node("n5", "n4", "assistant", content=search, recipient="web.run", time=T0 + 4),
+            node("n6", "n5", "tool", content=found, author_name="web.run", time=T0 + 5),
+            node("n7", "n6", "assistant", "here it is", time=T0 + 6),
+        ],
+        "n7",
+    )
+
+
+def test_every_call_keeps_its_own_result_even_an_empty_one(tmp_path: Path) -> None:
+    path = write_export(tmp_path / "c.json", [web_run_export()])
+
+    messages = conversations(read(path))[0].messages
+
+    assert [m.role for m in messages] == [
+        "user", "assistant", "tool", "assistant", "assistant", "tool", "assistant"
+    ]
+    first_call, first_result = messages[1], messages[2]
+    second_call, second_result = messages[4], messages[5]
+    assert first_result.content == ""
+    assert first_result.tool_call_id == first_call.tool_calls[0]["id"]  # type: ignore[index]
+    assert second_result.content == "result of the second search"
+    assert second_result.tool_call_id == second_call.tool_calls[0]["id"]  # type: ignore[index]
+    assert first_call.tool_calls[0]["id"] != second_call.tool_calls[0]["id"]  # type: ignore[index]
+
+
+def test_exported_calls_each_have_their_answer(tmp_path: Path) -> None:
+    ws = Workspace.open(tmp_path / "wb.db")
+    report = ws.import_path(write_export(tmp_path / "c.json", [web_run_export()]))
+    out = tmp_path / "out.jsonl"
+    ws.export_sessions([report.sessions[0][0].id], "openai-jsonl", out)
+
+    exported = json.loads(out.read_text(encoding="utf-8").splitlines()[0])["messages"]
+    call_ids = [c["id"] for m in exported for c in m.get("tool_calls") or []]
+    answered = [m["tool_call_id"] for m in exported if m["role"] == "tool"]
+    assert len(call_ids) == 2
+    assert answered == call_ids
+
+
+def test_a_tool_node_after_an_answer_does_not_take_an_old_call(tmp_path: Path) -> None:
+    display = {"content_type": "tether_browsing_display", "result": "a page"}
+    code = {"content_type": "code", "language": "python", "text": "1"}
+    nodes = [
+        node("root", None),
+        node("u1", "root", "user", "compute", time=T0),
+        node("c1", "u1", "assistant", content=code, recipient="python", time=T0 + 1),
+        node("o1", "c1", "tool", content={"content_type": "execution_output", "text": "1"},
+             author_name="python", time=T0 + 2),
+        node("a1", "o1", "assistant", "done", time=T0 + 3),
+        node("b1", "a1", "tool", content=display, author_name="browser", time=T0 + 4),
+    ]
+    path = write_export(tmp_path / "c.json", [conversation(nodes, "b1")])
+
+    messages = conversations(read(path))[0].messages
+
+    assert messages[2].tool_call_id == messages[1].tool_calls[0]["id"]  # type: ignore[index]
+    assert messages[-1].content == "a page"
+    assert messages[-1].tool_call_id is None
+
+
+def test_code_interpreter_images_are_kept_as_attachments(tmp_path: Path) -> None:
+    code = {"content_type": "code", "language": "python", "text": "plt.show()"}
+    output = {"content_type": "execution_output", "text": "<<ImageDisplayed>>"}
+    shown = {
+        "aggregate_result": {
+            "status": "success",
+            "messages": [{"message_type": "image", "time": T0 + 2, "sender": "server",
+                          "image_url": "file-service://file-9Qx", "width": 1200,
+                          "height": 800}],
+        }
+    }
+    nodes = [
+        node("root", None),
+        node("u1", "root", "user", "plot it", time=T0),
+        node("c1", "u1", "assistant", content=code, recipient="python", time=T0 + 1),
+        node("o1", "c1", "tool", content=output, author_name="python", time=T0 + 2,
+             metadata=shown),
+    ]
+    path = write_export(tmp_path / "c.json", [conversation(nodes, "o1")])
+
+    result = conversations(read(path))[0].messages[-1]
+
+    assert result.content == "<<ImageDisplayed>>"
+    images = [p for p in result.parts or [] if p["type"] == "image_asset_pointer"]
+    assert [(i["asset_pointer"], i["width"], i["height"]) for i in images] == [
+        ("file-service://file-9Qx", 1200, 800)
+    ]
+
+
 def test_browsing_results_and_quotes_are_tool_messages(tmp_path: Path) -> None:
     display = {"content_type": "tether_browsing_display", "result": "L0: a page", "summary": None}
     quote = {

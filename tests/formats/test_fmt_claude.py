@@ -87,6 +87,26 @@ def test_thinking_becomes_a_reasoning_part_and_stays_out_of_the_text(tmp_path: P
     assert reply.parts[0] == {"type": "reasoning", "text": "Consider the physiology."}
 
 
+def test_thinking_keeps_its_summaries_and_cut_off(tmp_path: Path) -> None:
+    thinking = {
+        "type": "thinking",
+        "thinking": "Weigh both routes.",
+        "summaries": [{"summary": "Comparing routes"}, {"summary": "Picking the coast"}],
+        "cut_off": True,
+        "start_timestamp": "2024-05-01T10:00:00.000Z",
+        "stop_timestamp": "2024-05-01T10:00:04.000Z",
+    }
+    content = [thinking, {"type": "text", "text": "Take the coast road."}]
+    conv = only_conversation(read_file(tmp_path, [chat([message("assistant", content=content)])]))
+
+    part = conv.messages[0].parts[0]  # type: ignore[index]
+
+    assert part["type"] == "reasoning" and part["text"] == "Weigh both routes."
+    assert part["summaries"] == thinking["summaries"]
+    assert part["cut_off"] is True
+    assert part["stop_timestamp"] == "2024-05-01T10:00:04.000Z"
+
+
 def test_tool_use_and_result_become_a_call_and_a_tool_message(tmp_path: Path) -> None:
     content = [
         {"type": "text", "text": "Let me look."},

@@ -347,10 +347,11 @@ def test_new_schema_thread_with_every_kind_of_part(log_db: LogDb) -> None:
     assert call.metadata["model"] == "gpt-4o"
     assert call.metadata["usage"] == {"input_tokens": 30, "output_tokens": 8}
     assert answer.metadata["usage"] == {"input_tokens": 40, "output_tokens": 5}
-    # The turn's time is its prompt's and its replies'; the root system prompt takes the next.
+    # The turn's time is its prompt's and its replies'; the root system prompt has none
+    # of its own and keeps none (a time is never borrowed: issue 16 item 7).
     assert call.created_at is not None and call.created_at.second == 1
     assert user.created_at == call.created_at
-    assert system.created_at == user.created_at
+    assert system.created_at is None
     assert tool.created_at is not None and tool.created_at.second == 5
     assert (conv.context.token_usage.input_tokens, conv.context.token_usage.output_tokens) == (
         70,

@@ -337,3 +337,60 @@ def test_export_of_edited_text_writes_the_text_not_stale_parts(
 
     written = json.loads(out.read_text(encoding="utf-8"))["messages"][0]
     assert written["content"] == "edited"
+
+
+# -- what the export carries beyond the chat API (issue 16 item 5) ---------------------------
+
+
+def test_export_carries_reasoning_code_parts_title_times_and_model_and_reads_back(
+    tmp_path: Path, session_factory: Callable[..., ExportSession]
+) -> None:
+    from datetime import UTC, datetime
+
+    when = datetime(2024, 5, 15, 15, 30, 5, tzinfo=UTC)
+    messages = [
+        Message(role="user", content="Plot it", created_at=when),
+        Message(role="assistant", content="Here.", created_at=when,
+                parts=[{"type": "reasoning", "text": "Use matplotlib."},
+                       {"type": "code", "language": "python", "text": "plot()"}],
+                metadata={"model": "o3"}),
+    ]
+    out = tmp_path / "out.jsonl"
+    exporter = get_exporter("openai-jsonl")
+    session = session_factory(messages, title="Plotting")
+    exporter.write([session], out)
+
+    line = json.loads(out.read_text(encoding="utf-8"))
+    [conv] = [i for i in read_conversations(out, "openai") if isinstance(i, Conversation)]
+
+    assert line["title"] == "Plotting"
+    assert line["created_at"] == "2024-05-15T15:00:00Z"
+    assert conv.created_at == session.info.created_at
+    reply = line["messages"][1]
+    assert reply["reasoning_content"] == "Use matplotlib."
+    assert reply["model"] == "o3" and reply["created_at"] == "2024-05-15T15:30:05Z"
+    assert {"type": "code", "language": "python", "text": "plot()"} in reply["parts"]
+    assert conv.title == "Plotting"
+    back = conv.messages[1]
+    assert back.parts == messages[1].parts
+    assert back.created_at == when and back.metadata == {"model": "o3"}
+    assert exporter.cannot_hold([session]) == []  # type: ignore[attr-defined]
+
+
+def test_export_says_what_it_cannot_hold(
+    tmp_path: Path, session_factory: Callable[..., ExportSession]
+) -> None:
+    from workbench.core.conversation import SessionContext
+
+    messages = [
+        Message(role="user", content="old", state="folded", important=True),
+        Message(role="assistant", content="new", metadata={"finish_reason": "length"}),
+    ]
+    session = session_factory(messages, context=SessionContext(facts=["a fact"]),
+                              tags=["x"])
+
+    notes = get_exporter("openai-jsonl").cannot_hold([session])  # type: ignore[attr-defined]
+
+    text = " | ".join(notes)
+    assert "folded or evicted" in text and "important" in text
+    assert "metadata of 1 message" in text and "context" in text and "tags" in text

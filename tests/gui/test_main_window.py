@@ -356,3 +356,24 @@ def test_quitting_with_every_panel_open_prints_nothing(tmp_path: Path) -> None:
     errors = [line for line in done.stderr.splitlines()
               if "propagateSizeHints" not in line and line.strip()]
     assert errors == []
+
+
+def test_export_says_what_the_format_could_not_hold(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    from workbench.core.conversation import SessionContext
+
+    info = make_session(workspace, "With facts", [("user", "the question")])
+    workspace.repo.set_context(info.id, SessionContext(facts=["likes tea"]))
+    window = open_window(workspace)
+    target = tmp_path / "out.jsonl"
+
+    dialog = window.export_sessions([info.id], "openai-jsonl", target)
+    assert dialog is not None
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: "could not hold" in dialog.label.text(), timeout=5_000)
+
+    assert "the context" in dialog.label.text()
+    assert dialog.isVisible()  # left open so the note can be read
+    assert target.exists()

@@ -107,10 +107,8 @@ def _assert_stored_like(repo: Repository, session_id: int, conversation: Convers
         assert got.state == want.state
         assert got.token_count == want.token_count
         assert got.public_metadata() == want.public_metadata()
-        if want.created_at is not None:
-            assert got.created_at == want.created_at
-        else:
-            assert got.created_at is not None
+        # A time the source did not give stays missing (issue 16 item 7).
+        assert got.created_at == want.created_at
     assert repo.get_context(session_id) == conversation.context
 
 
@@ -180,17 +178,109 @@ def test_a_failure_half_way_stores_nothing(
     assert repo.find_by_source("test", "half") is None
 
 
-def test_same_source_id_twice_is_skipped(
+def test_the_same_conversation_twice_adds_nothing(
     repo: Repository, conv: ConvFactory, count_rows: Callable[[str], int]
 ) -> None:
     first = repo.import_conversation(conv("v1", [("user", "one")], source_id="dup"))
     before = _snapshot(count_rows)
-    second = repo.import_conversation(conv("v2", [("user", "two")], source_id="dup"))
+    second = repo.import_conversation(conv("v1 again", [("user", "one")], source_id="dup"))
     assert first.created and not second.created
+    assert second.status == "unchanged" and not second.reused_id
     assert second.session.id == first.session.id
     assert second.session.title == "v1"
-    assert [m.content for m in repo.list_messages(first.session.id)] == ["one"]
     assert _snapshot(count_rows) == before
+
+
+def test_a_different_conversation_reusing_the_id_is_a_new_session(
+    repo: Repository, conv: ConvFactory
+) -> None:
+    first = repo.import_conversation(conv("v1", [("user", "one")], source_id="identity_0"))
+    other = repo.import_conversation(conv("v2", [("user", "two")], source_id="identity_0"))
+    assert other.created and other.status == "created" and other.reused_id
+    assert other.session.id != first.session.id
+    assert [m.content for m in repo.list_messages(first.session.id)] == ["one"]
+    assert [m.content for m in repo.list_messages(other.session.id)] == ["two"]
+    # Each is recognised again by its own content.
+    again = repo.import_many(
+        [
+            conv("v2", [("user", "two")], source_id="identity_0"),
+            conv("v1", [("user", "one")], source_id="identity_0"),
+        ]
+    )
+    assert [(o.status, o.session.id) for o in again] == [
+        ("unchanged", other.session.id),
+        ("unchanged", first.session.id),
+    ]
+
+
+def test_import_many_stores_a_reused_id_in_the_batch_and_says_so(
+    repo: Repository, conv: ConvFactory
+) -> None:
+    (first,) = repo.import_many([conv("a", [("user", "one")], source_id="identity_0")])
+    outcomes = repo.import_many(
+        [conv("b", [("user", "two")], source_id="identity_0"),
+         conv("c", [("user", "three")], source_id="identity_1")]
+    )
+    assert [(o.status, o.reused_id) for o in outcomes] == [("created", True),
+                                                          ("created", False)]
+    assert outcomes[0].session.id != first.session.id
+    assert [m.content for m in repo.list_messages(outcomes[0].session.id)] == ["two"]
+
+
+def test_import_many_with_an_id_twice_in_the_batch_keeps_both_conversations(
+    repo: Repository, conv: ConvFactory
+) -> None:
+    outcomes = repo.import_many(
+        [
+            conv("a", [("user", "first dataset")], source_id="identity_0"),
+            conv("b", [("user", "second dataset")], source_id="identity_0"),
+            conv("a", [("user", "first dataset")], source_id="identity_0"),
+        ]
+    )
+    assert [o.status for o in outcomes] == ["created", "created", "unchanged"]
+    assert outcomes[1].reused_id
+    assert outcomes[2].session.id == outcomes[0].session.id
+    assert repo.count_sessions() == 2
+
+
+def test_a_conversation_that_grew_gets_the_new_turns_appended(
+    repo: Repository, conv: ConvFactory, check_counts: CountCheck
+) -> None:
+    first = repo.import_conversation(
+        conv("chat", [("user", "q1"), ("assistant", "a1")], source_id="log-1")
+    )
+    grown = conv(
+        "chat", [("user", "q1"), ("assistant", "a1"), ("user", "q2"), ("assistant", "a2")],
+        source_id="log-1",
+    )
+    (outcome,) = repo.import_many([grown])
+    assert outcome.status == "updated" and not outcome.created
+    assert outcome.session.id == first.session.id
+    stored = repo.list_messages(first.session.id)
+    assert [(m.position, m.content) for m in stored] == [(0, "q1"), (1, "a1"), (2, "q2"), (3, "a2")]
+    check_counts(first.session.id)
+    # The grown conversation is now what is known: importing it again changes nothing.
+    assert repo.import_conversation(grown).status == "unchanged"
+    assert len(repo.list_messages(first.session.id)) == 4
+
+
+def test_replace_only_replaces_a_session_from_the_same_file(
+    repo: Repository, conv: ConvFactory
+) -> None:
+    mine = conv("v1", [("user", "mine")], source_id="s-1")
+    mine.source_file = "/data/a.json"
+    first = repo.import_conversation(mine)
+    elsewhere = conv("v2", [("user", "theirs")], source_id="s-1")
+    elsewhere.source_file = "/data/b.json"
+    other = repo.import_conversation(elsewhere, replace=True)
+    assert other.created and other.session.id != first.session.id
+    assert [m.content for m in repo.list_messages(first.session.id)] == ["mine"]
+    newer = conv("v3", [("user", "mine, edited")], source_id="s-1")
+    newer.source_file = "/data/a.json"
+    replaced = repo.import_conversation(newer, replace=True)
+    assert replaced.status == "updated" and replaced.session.id == first.session.id
+    assert [m.content for m in repo.list_messages(first.session.id)] == ["mine, edited"]
+    assert [m.content for m in repo.list_messages(other.session.id)] == ["theirs"]
 
 
 def test_same_source_id_from_another_source_is_a_new_session(
@@ -289,7 +379,7 @@ def test_import_many_stores_every_conversation_in_order(
     assert repo.import_many([]) == []
 
 
-def test_import_many_skips_known_source_ids(
+def test_import_many_leaves_known_conversations_unchanged(
     repo: Repository, conv: ConvFactory, count_rows: Callable[[str], int]
 ) -> None:
     first = repo.import_many(_batch(conv, 3))
@@ -329,16 +419,6 @@ def test_a_bad_conversation_leaves_nothing_of_the_batch(
         except StorageError:
             pass
     assert stored == 9
-
-
-def test_a_source_id_twice_in_one_batch_stores_nothing(
-    repo: Repository, conv: ConvFactory, count_rows: Callable[[str], int]
-) -> None:
-    before = _snapshot(count_rows)
-    batch = [conv("a", source_id="same"), conv("b", source_id="other"), conv("c", source_id="same")]
-    with pytest.raises(StorageError, match="same"):
-        repo.import_many(batch)
-    assert _snapshot(count_rows) == before
 
 
 def test_a_database_failure_while_indexing_is_paused_rolls_everything_back(
@@ -488,11 +568,11 @@ def test_prepared_rows_are_the_rows_message_params_gives(
     conversation = Conversation(title="t", messages=messages, created_at=start, updated_at=end)
     prepared = bulk_module.prepare(conversation, now)
     for position, (row, message) in enumerate(zip(prepared.messages, messages, strict=True)):
-        expected = message_params(message, 7, position, now)
+        expected = message_params(message, 7, position, now, keep_missing_time=True)
         assert (*row, 7) == (*expected[1:], expected[0])
     tokens = sum(m.token_count or 0 for m in messages if m.state == "active")
     assert prepared.session[1:3] == (time_to_text(start), time_to_text(end))
-    assert prepared.session[-2:] == (len(messages), tokens)
+    assert prepared.session[6:8] == (len(messages), tokens)
 
 
 @given(value=_times)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.conversation import ROLES, STATES, Message, SessionInfo, format_time, parse_time
+from workbench.core.identity import metadata_lines
 from workbench.errors import WorkbenchError
 
 EXIT_ERROR = 1
@@ -105,12 +106,21 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     with open_workspace(args) as ws:
         info, messages, context = ws.session_view(args.session)
+        metadata = ws.session_metadata(info.id)
     if args.json:
         ctx = context.to_json()
         print_json(
             {
                 "id": info.id,
                 "title": info.title,
+                "source": info.source,
+                "source_id": info.source_id,
+                "forked_from": (
+                    {"session": info.forked_from_session_id,
+                     "message": info.forked_from_message_id}
+                    if info.forked_from_session_id is not None else None
+                ),
+                "metadata": metadata,
                 "messages": [_message_json(m) for m in messages],
                 "context": {
                     k: ctx[k] for k in ("facts", "summary", "tasks", "tool_stats", "token_usage")
@@ -120,6 +130,15 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     print(f"# {info.title}  (session {info.id}, {info.message_count} messages, "
           f"{info.token_count} tokens)")
+    if info.source:
+        print(f"Imported from {info.source}" + (f" ({info.source_id})" if info.source_id else ""))
+    if info.forked_from_session_id is not None:
+        at = f" at message #{info.forked_from_message_id}" if info.forked_from_message_id else ""
+        print(f"Forked from session {info.forked_from_session_id}{at}")
+    if metadata.get("time_missing") is True:
+        print(f"Time unknown: the source gave none (imported {format_time(info.created_at)})")
+    for line in metadata_lines({k: v for k, v in metadata.items() if k != "time_missing"}):
+        print(f"  {line}")
     for m in messages:
         label = m.role + (f" ({m.name})" if m.name else "")
         marks = (" [important]" if m.important else "") + (
@@ -168,12 +187,24 @@ def cmd_import(args: argparse.Namespace) -> int:
             s.pop("created", None)
         print_json(data)
     else:
-        created = sum(1 for _, c in report.sessions if c)
-        kept = len(report.sessions) - created
+        counts = report.counts()
         messages = sum(s.message_count for s, c in report.sessions if c)
-        print(f"Imported {created} session(s) with {messages} message(s) from {args.path}.")
-        if kept:
-            print(f"{kept} session(s) were already imported and were left as they are.")
+        print(
+            f"Imported {counts['created']} session(s) with {messages} message(s) "
+            f"from {args.path}."
+        )
+        if counts["updated"]:
+            print(f"{counts['updated']} session(s) imported before were updated.")
+        if counts["unchanged"]:
+            print(
+                f"{counts['unchanged']} session(s) were already imported and were left "
+                "as they are."
+            )
+        for info in report.reused_ids:
+            print(
+                f"Session {info.id} ({info.title!r}) reuses the source id {info.source_id!r}"
+                " of a different conversation imported before: imported as a new session."
+            )
         for skipped in report.skipped:
             print(f"Skipped {skipped.entry}: {skipped.reason}", file=sys.stderr)
     if not report.sessions and report.skipped:
@@ -219,13 +250,17 @@ class _ProgressLine:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    notes: list[str] = []
     with open_workspace(args) as ws:
-        infos = ws.export_sessions(args.session, args.format, Path(args.output))
+        infos = ws.export_sessions(args.session, args.format, Path(args.output), notes=notes)
     if args.json:
         print_json({"path": str(args.output), "format": args.format,
-                     "sessions": [_session_json(s) for s in infos]})
+                     "sessions": [_session_json(s) for s in infos],
+                     "not_exported": notes})
     else:
         print(f"Wrote {len(infos)} session(s) to {args.output} as {args.format}.")
+        for note in notes:
+            print(f"Not written ({args.format} cannot hold it): {note}.", file=sys.stderr)
     return 0
 
 

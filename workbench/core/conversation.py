@@ -126,9 +126,26 @@ class Message:
         return meta
 
 
+_TASK_KEYS = frozenset({"id", "description", "status", "progress", "created_at", "updated_at"})
+_TASK_TIMES = ("created_at", "updated_at")
+
+
+def _same_time(raw: Any, value: datetime | None) -> bool:
+    """Whether ``raw`` (a time as a file wrote it) still denotes ``value``."""
+    try:
+        return parse_time(raw) == value
+    except (ValueError, OverflowError, OSError):
+        return False
+
+
 @dataclass
 class Task:
-    """An active task an agent keeps in its session context."""
+    """An active task an agent keeps in its session context.
+
+    ``extra`` keeps the keys of a task read from a file that the workbench has no field
+    for, and ``raw_times`` the times a file wrote as epoch numbers, so that writing the
+    task back gives what was read.
+    """
 
     id: str
     description: str
@@ -136,16 +153,23 @@ class Task:
     progress: float | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw_times: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "description": self.description,
             "status": self.status,
             "progress": self.progress,
-            "created_at": format_time(self.created_at),
-            "updated_at": format_time(self.updated_at),
         }
+        for key in _TASK_TIMES:
+            value = getattr(self, key)
+            raw = self.raw_times.get(key)
+            out[key] = raw if raw is not None and _same_time(raw, value) else format_time(value)
+        for key, value in self.extra.items():
+            out.setdefault(key, copy.deepcopy(value))
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Task:
@@ -155,32 +179,53 @@ class Task:
         if "description" not in data and "id" not in data:
             raise ValueError("a task needs an 'id' or a 'description'")
         progress = data.get("progress")
-        if progress is not None and not isinstance(progress, int | float):
+        if progress is not None and (
+            isinstance(progress, bool) or not isinstance(progress, int | float)
+        ):
             raise ValueError(f"task progress must be a number, not {progress!r}")
+        raw_times = {
+            key: data[key]
+            for key in _TASK_TIMES
+            if isinstance(data.get(key), int | float) and not isinstance(data.get(key), bool)
+        }
         return cls(
             id=str(data.get("id") or data.get("description")),
             description=str(data.get("description", "")),
             status=str(data.get("status") or TaskStatus.PENDING.value),
-            progress=None if progress is None else float(progress),
+            progress=None if progress is None else (
+                progress if isinstance(progress, int) else float(progress)
+            ),
             created_at=parse_time(data.get("created_at")),
             updated_at=parse_time(data.get("updated_at")),
+            extra={k: copy.deepcopy(v) for k, v in data.items() if k not in _TASK_KEYS},
+            raw_times=raw_times,
         )
+
+
+_TOOL_STATS_KEYS = frozenset({"total_calls", "by_tool", "calls_by_tool", "failures"})
 
 
 @dataclass
 class ToolStats:
-    """How often the agent called tools, by tool, and how many calls failed."""
+    """How often the agent called tools, by tool, and how many calls failed.
+
+    ``extra`` keeps the keys a file had that the workbench has no field for.
+    """
 
     total_calls: int = 0
     by_tool: dict[str, int] = field(default_factory=dict)
     failures: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "total_calls": self.total_calls,
             "by_tool": dict(self.by_tool),
             "failures": self.failures,
         }
+        for key, value in self.extra.items():
+            out.setdefault(key, copy.deepcopy(value))
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> ToolStats:
@@ -190,33 +235,60 @@ class ToolStats:
             total_calls=int(data.get("total_calls", 0) or 0),
             by_tool={str(k): int(v) for k, v in dict(by_tool).items()},
             failures=int(data.get("failures", 0) or 0),
+            extra={k: copy.deepcopy(v) for k, v in data.items() if k not in _TOOL_STATS_KEYS},
         )
+
+
+_INPUT_KEYS = ("total_input", "input_tokens")
+_OUTPUT_KEYS = ("total_output", "output_tokens")
 
 
 @dataclass
 class TokenUsage:
-    """Tokens the provider billed for this session, summed over its calls."""
+    """Tokens the provider billed for this session, summed over its calls.
+
+    A usage read from a file remembers its keys in order (``keys``) and the values of
+    those the workbench has no field for (``extra``, such as ``by_session``), so that
+    writing it back gives what was read; ``keys`` is ``None`` for the default shape
+    (``total_input``, ``total_output``, ``total``).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+    keys: tuple[str, ...] | None = field(default=None, compare=False)
 
     @property
     def total(self) -> int:
         return self.input_tokens + self.output_tokens
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "total_input": self.input_tokens,
-            "total_output": self.output_tokens,
+        known = {
+            **dict.fromkeys(_INPUT_KEYS, self.input_tokens),
+            **dict.fromkeys(_OUTPUT_KEYS, self.output_tokens),
             "total": self.total,
         }
+        keys = self.keys if self.keys is not None else ("total_input", "total_output", "total")
+        out: dict[str, Any] = {}
+        for key in keys:
+            if key in known:
+                out[key] = known[key]
+            elif key in self.extra:
+                out[key] = copy.deepcopy(self.extra[key])
+        for key, value in self.extra.items():
+            out.setdefault(key, copy.deepcopy(value))
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> TokenUsage:
+        """A usage as a file writes it (its keys and unknown values remembered)."""
         data = data or {}
+        known = {*_INPUT_KEYS, *_OUTPUT_KEYS, "total"}
         return cls(
             input_tokens=int(data.get("total_input", data.get("input_tokens", 0)) or 0),
             output_tokens=int(data.get("total_output", data.get("output_tokens", 0)) or 0),
+            extra={k: copy.deepcopy(v) for k, v in data.items() if k not in known},
+            keys=tuple(data) if data else None,
         )
 
 
@@ -275,7 +347,10 @@ class Conversation:
     """A whole conversation as a format reads it, before it is stored.
 
     ``source`` names the format and ``source_id`` the conversation's own id in that
-    source, so that importing the same file twice can be recognised.
+    source, and ``source_file`` the file it was read from (the engine fills it in): with
+    a fingerprint of the messages, they let an import recognise a conversation it has
+    seen before (see :mod:`workbench.core.identity`). ``metadata`` holds what the
+    source says about the conversation as a whole (a model, a score, a project...).
     """
 
     title: str
@@ -283,6 +358,7 @@ class Conversation:
     context: SessionContext = field(default_factory=SessionContext)
     source: str | None = None
     source_id: str | None = None
+    source_file: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
     tags: list[str] = field(default_factory=list)

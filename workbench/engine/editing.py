@@ -167,7 +167,9 @@ class Editing:
                                " can be restored.")
         copy = message.copy()
         copy.id = None
-        restored = self.repo.insert_message(int(message.session_id), int(message.position), copy)
+        restored = self.repo.insert_message(
+            int(message.session_id), int(message.position), copy, keep_missing_time=True
+        )
         if message.id is not None and restored.id is not None:
             self.aliases.add(int(message.id), int(restored.id))
         return restored

@@ -44,7 +44,7 @@ from workbench.core.handoff import quick_handoff
 from workbench.core.tokens import TokenCounter, fill_counts, get_counter
 from workbench.errors import WorkbenchError
 from workbench.store import bulk
-from workbench.store.repository import Repository
+from workbench.store.repository import ImportOutcome, Repository
 
 if TYPE_CHECKING:
     from workbench.engine.workspace import ImportReport, ProgressCallback
@@ -74,8 +74,13 @@ def import_conversations(
     progress: ProgressCallback | None = None,
     counter: TokenCounter | None = None,
     count_tokens: bool = True,
+    source_file: str | None = None,
 ) -> ImportReport:
     """Store every conversation of ``items``.
+
+    ``source_file`` names the file (or folder) the conversations come from, for those
+    that do not name one themselves: with ``replace`` only a session read from the same
+    file and source id is replaced (see :meth:`Repository.import_conversation`).
 
     Entries the format skipped, and conversations the store refuses, land in
     ``skipped`` with their reason. ``progress`` is called after each conversation read
@@ -96,16 +101,21 @@ def import_conversations(
     batch: list[bulk.PreparedConversation] = []
     batch_messages = 0
 
+    forks = _Forks()
+
     def flush() -> None:
         nonlocal batch, batch_messages
         if batch:
-            _store_batch(repo, batch, agent_id, replace, report)
+            _store_batch(repo, batch, agent_id, replace, report, forks)
         batch, batch_messages = [], 0
 
     read = 0
     # After each SQLite step the writing thread needs the interpreter lock back, and
     # while the reader runs Python it would wait up to 5 ms for it: see core.handoff.
-    with quick_handoff(IMPORT_SWITCH_INTERVAL), _Reader(items, counter) as reader:
+    with (
+        quick_handoff(IMPORT_SWITCH_INTERVAL),
+        _Reader(items, counter, source_file) as reader,
+    ):
         for item in reader:
             if item is _WAITING:
                 # The reader is behind: write what is ready instead of waiting for more
@@ -129,6 +139,7 @@ def import_conversations(
                 report.cancelled = True
                 break
         flush()
+    forks.link(repo)
     return report
 
 
@@ -193,10 +204,14 @@ class _Reader:
     """
 
     def __init__(
-        self, items: Iterable[Conversation | SkippedEntry], counter: TokenCounter | None
+        self,
+        items: Iterable[Conversation | SkippedEntry],
+        counter: TokenCounter | None,
+        source_file: str | None = None,
     ) -> None:
         self._items = items
         self._counter = counter
+        self._source_file = source_file
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_CHUNKS)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="workbench-import-reader")
@@ -271,6 +286,8 @@ class _Reader:
         prepared: list[Any] = []
         for item in chunk:
             if isinstance(item, Conversation):
+                if item.source_file is None:
+                    item.source_file = self._source_file
                 try:
                     prepared.append(bulk.prepare(item, now))
                 except WorkbenchError as exc:
@@ -283,19 +300,54 @@ class _Reader:
 # -- storing -------------------------------------------------------------------------------
 
 
+class _Forks:
+    """Branch conversations of a tree (ChatGPT, Open WebUI) to link to their main
+    session as forks at the branch point (SPEC §7), once both are stored.
+
+    A branch names its main conversation's source id in ``metadata["branch_of"]``, and
+    its first message that differs from the main one carries ``branch_start``: the
+    message before it is where the branch leaves the main session.
+    """
+
+    def __init__(self) -> None:
+        self.stored: dict[tuple[str | None, str], int] = {}
+        self.wanted: list[tuple[int, tuple[str | None, str], int]] = []
+
+    def note(self, conv: Conversation, outcome: ImportOutcome) -> None:
+        if conv.source_id is not None:
+            self.stored[(conv.source, conv.source_id)] = outcome.session.id
+        branch_of = conv.metadata.get("branch_of") if conv.metadata else None
+        if not outcome.created or not isinstance(branch_of, str):
+            return
+        for index, message in enumerate(conv.messages):
+            if message.metadata.get("branch_start"):
+                if index > 0:
+                    self.wanted.append((outcome.session.id, (conv.source, branch_of), index - 1))
+                return
+
+    def link(self, repo: Repository) -> None:
+        for session_id, main, position in self.wanted:
+            main_id = self.stored.get(main)
+            if main_id is not None:
+                repo.set_fork_origin(session_id, main_id, position)
+
+
 def _store_batch(
     repo: Repository,
     batch: list[bulk.PreparedConversation],
     agent_id: int,
     replace: bool,
     report: ImportReport,
+    forks: _Forks,
 ) -> None:
     try:
         outcomes = repo.import_many(batch, agent_id=agent_id, replace=replace)
     except (WorkbenchError, SQLAlchemyError):
         outcomes = None
     if outcomes is not None:
-        report.sessions.extend((o.session, o.created) for o in outcomes)
+        for prepared, outcome in zip(batch, outcomes, strict=True):
+            report.add(outcome)
+            forks.note(prepared.conversation, outcome)
         return
     for prepared in batch:
         conv = prepared.conversation
@@ -306,4 +358,5 @@ def _store_batch(
             reason = str(getattr(exc, "orig", None) or exc)
             report.skipped.append(SkippedEntry(entry=str(label), reason=reason))
             continue
-        report.sessions.append((outcome.session, outcome.created))
+        report.add(outcome)
+        forks.note(conv, outcome)

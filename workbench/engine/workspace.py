@@ -24,7 +24,7 @@ from workbench.core.conversation import (
 from workbench.engine.resources import sample_session_path
 from workbench.errors import WorkbenchError
 from workbench.store.db import Database
-from workbench.store.repository import Repository
+from workbench.store.repository import ImportOutcome, Repository
 from workbench.store.search import KINDS as SEARCH_KINDS
 from workbench.store.search import SearchQuery, search
 
@@ -49,13 +49,50 @@ def export_format_names() -> list[str]:
 
 @dataclass
 class ImportReport:
-    """What an import did: sessions stored (or found already stored) and entries skipped."""
+    """What an import did: sessions stored (or found already stored) and entries skipped.
+
+    ``sessions`` holds every session the import met, with True for those it created;
+    ``updated`` those it changed (new turns appended, or replaced with ``replace``);
+    ``reused_ids`` the created sessions whose source id a different stored
+    conversation already has. The others of ``sessions`` were stored before, unchanged.
+    """
 
     sessions: list[tuple[SessionInfo, bool]] = field(default_factory=list)  # (info, created)
     skipped: list[SkippedEntry] = field(default_factory=list)
     cancelled: bool = False
+    updated: list[SessionInfo] = field(default_factory=list)
+    reused_ids: list[SessionInfo] = field(default_factory=list)
+    _updated_ids: set[int] = field(default_factory=set, repr=False, compare=False)
+
+    def add(self, outcome: ImportOutcome) -> None:
+        """Count one conversation the store took."""
+        self.sessions.append((outcome.session, outcome.created))
+        if outcome.status == "updated":
+            self.updated.append(outcome.session)
+            self._updated_ids.add(id(outcome.session))
+        if outcome.reused_id:
+            self.reused_ids.append(outcome.session)
+
+    def status_of(self, session: SessionInfo, created: bool) -> str:
+        """``"created"``, ``"updated"`` or ``"unchanged"`` for one of ``sessions``."""
+        if created:
+            return "created"
+        if len(self._updated_ids) != len(self.updated):  # ``updated`` filled by hand
+            self._updated_ids = {id(s) for s in self.updated}
+        return "updated" if id(session) in self._updated_ids else "unchanged"
+
+    def counts(self) -> dict[str, int]:
+        """How many sessions were created, updated, left unchanged; entries skipped."""
+        statuses = [self.status_of(s, c) for s, c in self.sessions]
+        return {
+            "created": statuses.count("created"),
+            "updated": statuses.count("updated"),
+            "unchanged": statuses.count("unchanged"),
+            "skipped": len(self.skipped),
+        }
 
     def to_json(self) -> dict[str, Any]:
+        reused = {id(s) for s in self.reused_ids}
         return {
             "sessions": [
                 {
@@ -63,11 +100,23 @@ class ImportReport:
                     "title": s.title,
                     "messages": s.message_count,
                     "created": created,
+                    "status": self.status_of(s, created),
+                    **({"source_id_reused": True} if id(s) in reused else {}),
                 }
                 for s, created in self.sessions
             ],
+            "counts": self.counts(),
             "skipped": [{"entry": s.entry, "reason": s.reason} for s in self.skipped],
         }
+
+
+def source_identity(path: Path) -> str:
+    """How an import names the file it read: its absolute path (symbolic links
+    resolved), so the same file given another way is still the same source."""
+    try:
+        return str(path.resolve())
+    except OSError:
+        return str(path.absolute())
 
 
 ProgressCallback = Callable[[int, int | None], bool | None]
@@ -122,6 +171,11 @@ class Workspace:
         info = self.repo.find_session(ref)
         return info, self.repo.list_messages(info.id), self.repo.get_context(info.id)
 
+    def session_metadata(self, session_id: int) -> dict[str, Any]:
+        """What the source of an imported session said about it as a whole (a model, a
+        score, a project, the conversation it is a branch of...); empty when nothing."""
+        return self.repo.session_metadata(session_id)
+
     # -- import / export ---------------------------------------------------------------
 
     def import_path(
@@ -146,7 +200,12 @@ class Workspace:
 
         items = read_conversations(Path(path), format)
         return import_conversations(
-            self.repo, items, replace=replace, progress=progress, count_tokens=count_tokens
+            self.repo,
+            items,
+            replace=replace,
+            progress=progress,
+            count_tokens=count_tokens,
+            source_file=source_identity(Path(path)),
         )
 
     def count_missing_tokens(self) -> Iterator[tuple[int, int]]:
@@ -172,8 +231,12 @@ class Workspace:
         path: Path | str,
         *,
         progress: ProgressCallback | None = None,
+        notes: list[str] | None = None,
     ) -> list[SessionInfo]:
         """Write the sessions to ``path`` in the named export format (atomically).
+
+        ``notes``, when given, receives a sentence for each kind of data the format
+        could not hold (the session context in openai-jsonl, say).
 
         ``progress`` is called with ``(sessions read, sessions in all)`` after each
         session is read; returning False stops the export before anything is written
@@ -186,11 +249,21 @@ class Workspace:
         infos = []
         for done, ref in enumerate(refs, start=1):
             info, messages, context = self.session_view(ref)
-            bundles.append(ExportSession(info=info, messages=messages, context=context))
+            bundles.append(
+                ExportSession(
+                    info=info,
+                    messages=messages,
+                    context=context,
+                    metadata=self.repo.session_metadata(info.id),
+                )
+            )
             infos.append(info)
             if progress is not None and progress(done, len(refs)) is False:
                 return []
         exporter.write(bundles, Path(path))
+        cannot_hold = getattr(exporter, "cannot_hold", None)
+        if notes is not None and cannot_hold is not None:
+            notes.extend(cannot_hold(bundles))
         return infos
 
     # -- search ------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from workbench.formats.claude import ClaudeImporter
 from workbench.formats.context_file import ContextFileExporter, ContextFileImporter
 from workbench.formats.detect import detect_format, read_conversations
 from workbench.formats.llm_logs import LlmLogsImporter
-from workbench.formats.markdown import MarkdownExporter
+from workbench.formats.markdown import MarkdownExporter, MarkdownImporter
 from workbench.formats.openai_messages import OpenAIJsonlExporter, OpenAIMessagesImporter
 from workbench.formats.openwebui import OpenWebUIImporter
 from workbench.formats.sharegpt import ShareGPTImporter
@@ -40,6 +40,8 @@ register_importer(ClaudeImporter())
 register_importer(OpenWebUIImporter())
 register_importer(LlmLogsImporter())
 register_importer(ShareGPTImporter())
+# Not JSON at all: a transcript the Markdown export wrote.
+register_importer(MarkdownImporter())
 register_exporter(ContextFileExporter())
 register_exporter(OpenAIJsonlExporter())
 register_exporter(MarkdownExporter())

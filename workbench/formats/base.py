@@ -75,6 +75,8 @@ class ExportSession:
     info: SessionInfo
     messages: list[Message] = field(default_factory=list)
     context: SessionContext = field(default_factory=SessionContext)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """What the session's source said about it as a whole (see ``Conversation.metadata``)."""
 
 
 @runtime_checkable

@@ -32,7 +32,11 @@ Nodes are read as follows:
   code sent to ``python``) becomes an assistant message with an OpenAI-shaped tool call;
   the tool's answers (``execution_output``, ``tether_browsing_display``, ``tether_quote``,
   author role ``tool``) become tool messages with the tool's name (``author.name``) and
-  the id of the call they answer;
+  the id of the call they answer: the nearest call above them in the tree (never a
+  queue of open calls, so a call whose answer is missing cannot shift the others). An
+  empty answer to a call is kept as an empty tool message; the images a code run
+  displayed (``file-service://`` pointers in ``metadata.aggregate_result``) are kept as
+  ``image_asset_pointer`` parts;
 - reasoning (``thoughts``, ``reasoning_recap``) becomes ``{"type": "reasoning"}`` parts
   of the next assistant message (an assistant message of its own when none follows);
 - ``create_time`` (may be null) is the message time; ``metadata.model_slug`` goes into
@@ -127,7 +131,9 @@ class _PathState:
     """What converting one path carries from node to node."""
 
     reasoning: list[dict[str, Any]] = field(default_factory=list)
-    open_calls: list[str] = field(default_factory=list)
+    last_call: str | None = None
+    """The id of the nearest tool call above the node in hand: in ChatGPT's tree a
+    tool's answer hangs below the call it answers, so this is the call it answers."""
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -257,7 +263,7 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
     created = epoch_time(raw.get("create_time"))
     meta = _message_metadata(raw, raw_meta, kind)
     if role == _TOOL or kind in _TOOL_OUTPUT_TYPES:
-        return _tool_message(author, kind, content, created, meta, state)
+        return _tool_message(author, kind, content, created, meta, state, raw_meta)
 
     text: str
     parts: list[dict[str, Any]] | None
@@ -272,7 +278,7 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
     if role == _ASSISTANT and isinstance(recipient, str) and recipient not in ("", "all"):
         # The assistant addressed a tool: an OpenAI-shaped call that the tool's reply answers.
         call_id = f"call_{node_id}"
-        state.open_calls.append(call_id)
+        state.last_call = call_id
         message = Message(
             role=_ASSISTANT,
             content="",
@@ -291,10 +297,36 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
     # (``not text or text.isspace()`` is ``not text.strip()`` without copying the text)
     if (not text or text.isspace()) and not parts and not keeps_reasoning:
         return []
+    state.last_call = None  # a tool node after this message answers no earlier call
     message = Message(role=str(role), content=text, parts=parts, created_at=created, metadata=meta)
     if keeps_reasoning:
         _take_reasoning(message, state)
     return [message]
+
+
+def _output_images(raw_meta: Any) -> list[dict[str, Any]]:
+    """The images a code-interpreter run displayed (``file-service://`` pointers in
+    ``aggregate_result.messages``), as image parts: the text only says
+    ``<<ImageDisplayed>>``."""
+    if not isinstance(raw_meta, dict):
+        return []
+    aggregate = raw_meta.get("aggregate_result")
+    shown = aggregate.get("messages") if isinstance(aggregate, dict) else None
+    images: list[dict[str, Any]] = []
+    for item in shown if isinstance(shown, list) else []:
+        if not isinstance(item, dict):
+            continue
+        pointer = item.get("image_url") or item.get("asset_pointer")
+        if item.get("message_type") == "image" or (
+            isinstance(pointer, str) and pointer.startswith("file-service://")
+        ):
+            image = {"type": "image_asset_pointer", "asset_pointer": pointer,
+                     "source": "execution_output"}
+            for key in ("width", "height", "sender", "time"):
+                if key in item:
+                    image[key] = item[key]
+            images.append(image)
+    return images
 
 
 def _tool_message(
@@ -304,10 +336,16 @@ def _tool_message(
     created: datetime | None,
     meta: dict[str, Any],
     state: _PathState,
+    raw_meta: Any = None,
 ) -> list[Message]:
     text = _tool_output_text(kind or "text", content)
     parts = _text_parts(content)[1] if kind == "multimodal_text" else None
-    if not text and not parts:
+    images = _output_images(raw_meta)
+    if images:
+        parts = [*(parts or [{"type": "text", "text": text}]), *images]
+    # An empty answer to a call is still its answer (kept, empty); an empty tool node
+    # that answers nothing adds nothing.
+    if not text and not parts and state.last_call is None:
         return []
     name = author.get("name")
     return [
@@ -315,7 +353,7 @@ def _tool_message(
             role=_TOOL,
             content=text,
             name=name if isinstance(name, str) and name else None,
-            tool_call_id=state.open_calls.pop(0) if state.open_calls else None,
+            tool_call_id=state.last_call,
             parts=parts,
             created_at=created,
             metadata=meta,

@@ -5,7 +5,8 @@ updated_at, chat_messages}``; each message is ``{uuid, sender, text, content,
 created_at, attachments, files}`` with ``sender`` ``human`` or ``assistant``.
 
 - ``content`` blocks are read in order: ``text`` gives the message text; ``thinking``
-  becomes a ``{"type": "reasoning"}`` part; ``tool_use`` becomes an OpenAI-shaped tool
+  becomes a ``{"type": "reasoning"}`` part keeping the block's other keys (``summaries``,
+  ``cut_off``, times, signature); ``tool_use`` becomes an OpenAI-shaped tool
   call on the assistant message; ``tool_result`` becomes a tool message answering it
   (``tool_call_id`` = the ``tool_use`` id), and text after it starts a new assistant
   message, so the session has the shape the chat APIs expect. Other blocks (images,
@@ -180,6 +181,11 @@ def _block(builder: _Builder, block: Any, index: int) -> None:
         }
         if kind == "redacted_thinking":
             part["redacted"] = True
+        # Everything else the block says (``summaries``, ``cut_off``, its start and stop
+        # times, a signature or redacted data) stays with it.
+        for key, value in block.items():
+            if key not in ("type", "thinking"):
+                part.setdefault(key, value)
         builder.part(part)
     elif kind in ("tool_use", "server_tool_use"):
         builder.call(block, index)

@@ -13,8 +13,12 @@ carries something, so that a plain session stays plain:
   what the importer would derive) and ``tags``.
 
 Exporting one session writes one object; several are written as a JSON array, which the
-importer reads as well. Unknown keys are kept: on an entry in its metadata, on a session
-in the conversation's metadata.
+importer reads as well. What a file holds is written back as it was read: unknown keys
+of an entry go into its metadata (their names under ``entry_keys``) and come back beside
+the known keys; unknown keys of a session go into the session's metadata and come back
+at the top level; unknown keys of ``token_usage``, ``tool_stats`` and tasks are kept in
+place; times written as epoch numbers stay epoch numbers (an entry's in its metadata as
+``source_timestamp``).
 """
 
 from __future__ import annotations
@@ -54,6 +58,12 @@ from workbench.formats.base import (
 )
 
 NAME = "context-json"
+SOURCE_TIME = "source_timestamp"
+"""Message metadata key: an entry's ``timestamp`` as the file wrote it (an epoch
+number), written back as it was while the message's time is unchanged."""
+ENTRY_KEYS = "entry_keys"
+"""Message metadata key: the names of the keys an entry had beside the known ones
+(their values are in the metadata), written back beside them on export."""
 
 _SESSION_KEYS = frozenset(
     {
@@ -194,9 +204,14 @@ def parse_history_entry(raw: Any, index: int) -> Message:
     important = metadata.pop("important", False)
     if not isinstance(important, bool):
         raise InvalidEntryError(f"{where}metadata.important must be true or false")
-    for key, value in raw.items():
-        if key not in _ENTRY_KEYS:
-            metadata.setdefault(key, value)
+    unknown = [key for key in raw if key not in _ENTRY_KEYS]
+    for key in unknown:
+        metadata.setdefault(key, raw[key])
+    if unknown:
+        metadata[ENTRY_KEYS] = unknown
+    timestamp = raw.get("timestamp")
+    if isinstance(timestamp, int | float) and not isinstance(timestamp, bool):
+        metadata[SOURCE_TIME] = timestamp
     return Message(
         role=str(role),
         content=content or "",
@@ -327,10 +342,25 @@ def parse_session(raw: Any, fallback_id: str) -> Conversation:
 # --------------------------------------------------------------------------- exporting
 
 
+def _timestamp(message: Message, raw: Any) -> Any:
+    """The entry's time as the file wrote it (an epoch number) while it still holds."""
+    if raw is not None and not isinstance(raw, bool) and isinstance(raw, int | float):
+        try:
+            if parse_time(raw) == message.created_at:
+                return raw
+        except (ValueError, OverflowError, OSError):
+            pass
+    return format_time(message.created_at)
+
+
 def history_entry_json(message: Message) -> dict[str, Any]:
-    """A message as a ``recent_history`` entry: the four plain keys plus what is set."""
+    """A message as a ``recent_history`` entry: the four plain keys plus what is set,
+    and the keys the entry had beside them when it was read from a context file."""
+    metadata = message.public_metadata()
+    raw_time = metadata.pop(SOURCE_TIME, None)
+    own_keys = metadata.pop(ENTRY_KEYS, None)
     entry: dict[str, Any] = {
-        "timestamp": format_time(message.created_at),
+        "timestamp": _timestamp(message, raw_time),
         "role": message.role,
         "content": message.content,
         "token_count": message.token_count,
@@ -345,7 +375,10 @@ def history_entry_json(message: Message) -> dict[str, Any]:
     entry.update({k: v for k, v in optional.items() if v is not None})
     if message.state != MessageState.ACTIVE.value:
         entry["state"] = message.state
-    metadata = message.public_metadata()
+    if isinstance(own_keys, list):
+        for key in own_keys:
+            if isinstance(key, str) and key in metadata and key not in entry:
+                entry[key] = metadata.pop(key)
     if metadata:
         entry["metadata"] = metadata
     return entry
@@ -383,6 +416,11 @@ def session_json(session: ExportSession) -> dict[str, Any]:
         obj["created_at"] = format_time(info.created_at)
     if info.updated_at != last:
         obj["updated_at"] = format_time(info.updated_at)
+    # What the source said about the session: a context file's own extra keys, or
+    # another format's conversation data, beside the context keys (read back the same).
+    for key, value in session.metadata.items():
+        if key not in obj and key not in _SESSION_KEYS:
+            obj[key] = value
     return obj
 
 

@@ -18,7 +18,10 @@ message, and the session is the chain from the root to that tip. ``parts`` of ty
 (a ``{"type": "reasoning"}`` part), ``attachment`` (a part and an ``[attachment: …]``
 line), ``tool_call`` (an assistant tool call) and ``tool_result`` (one tool message per
 result). A turn's model, options, duration and tokens go on the messages it produced,
-its time on those and on its prompt; fragments a turn used are listed on its prompt.
+its time on those and on its prompt; fragments a turn used are listed on its prompt. A
+message no turn produced (the system message at a thread's root, the old turns of a
+conversation continued from the old schema) takes its time from the old ``responses``
+row it came from, or keeps none: a time is never borrowed from another message.
 
 Token counts a response or turn stored go into the assistant message's metadata as
 ``usage`` and, summed, into the session's token usage. The system prompt of the old
@@ -193,14 +196,44 @@ def _sum_usage(messages: list[Message]) -> SessionContext:
     return SessionContext(token_usage=TokenUsage(input_tokens=total_in, output_tokens=total_out))
 
 
-def _fill_missing_times(messages: list[Message]) -> None:
-    """Give untimed messages (a system prompt at a thread's root) the next message's time."""
-    following = None
-    for message in reversed(messages):
-        if message.created_at is None:
-            message.created_at = following
-        else:
-            following = message.created_at
+def _times_from_responses(
+    conn: sqlite3.Connection, tables: set[str], thread_id: str, messages: list[Message]
+) -> None:
+    """Give untimed messages of a thread the times of the old ``responses`` rows they
+    came from (a conversation of llm 0.31 or older continued by a newer llm: its old
+    messages have no turn of their own, but the old rows hold their original times).
+
+    Prompts and replies are matched in order by their text; a message that matches no
+    row keeps no time (a time is never taken from another message).
+    """
+    if "responses" not in tables or all(m.created_at is not None for m in messages):
+        return
+    try:
+        rows = conn.execute(
+            "SELECT prompt, response, datetime_utc FROM responses WHERE conversation_id = ?"
+            " ORDER BY datetime_utc, rowid",
+            (thread_id,),
+        ).fetchall()
+    except sqlite3.Error:
+        return
+    pending: list[tuple[str, str]] = []  # (role, text) to match, with its time
+    times: list[Any] = []
+    for prompt, response, when in rows:
+        for role, text in ((Role.USER.value, prompt), (Role.ASSISTANT.value, response)):
+            if isinstance(text, str) and text:
+                pending.append((role, text))
+                times.append(when)
+    at = 0
+    for message in messages:
+        if at >= len(pending):
+            return
+        role, text = pending[at]
+        if message.role != role:
+            continue
+        if message.content == text or (role == Role.USER.value and message.content.endswith(text)):
+            if message.created_at is None:
+                message.created_at = epoch_time(times[at])
+            at += 1
 
 
 class _CallMatcher:
@@ -321,7 +354,7 @@ class _NewSchema:
                 if used:
                     made[0].metadata["fragments"] = used
             messages.extend(made)
-        _fill_missing_times(messages)
+        _times_from_responses(self.conn, self.lookups.tables, thread_id, messages)
         number_positions(messages)
         name = thread["name"]
         title = (
@@ -339,7 +372,9 @@ class _NewSchema:
             context=_sum_usage(messages),
             source=NAME,
             source_id=thread_id,
-            created_at=epoch_time(thread["datetime_utc"]) or (min(times) if times else None),
+            # The thread row is written just after its first turn: the earliest time.
+            created_at=min([*times, *filter(None, [epoch_time(thread["datetime_utc"])])],
+                           default=None),
             updated_at=max(times) if times else None,
             metadata=metadata,
         )

@@ -10,7 +10,9 @@ Shapes read:
 - JSON Lines with one such object per line.
 
 ``content`` may be a string, ``null`` or a list of content parts; the text parts are
-joined into the message text and the list is kept in ``parts``. ``developer`` messages
+joined into the message text and the list is kept in ``parts``. The export's extension
+fields (:data:`EXTENSION_FIELDS`: ``reasoning_content``, ``parts``, ``created_at``,
+``model``) are read back into the message. ``developer`` messages
 become ``system`` and ``function`` messages become ``tool`` (the original role is kept in
 metadata as ``original_role``); keys the workbench has no field for go into metadata.
 """
@@ -27,7 +29,10 @@ from workbench.core.conversation import (
     Conversation,
     Message,
     Role,
+    SessionContext,
     SkippedEntry,
+    format_time,
+    parse_time,
 )
 from workbench.errors import FormatError
 from workbench.formats.base import (
@@ -136,10 +141,30 @@ def parse_message(raw: Any, where: str = "") -> Message:
                 raise InvalidEntryError(
                     f"{where}tool_calls[{i}] must be an object, not {type_name(call)}"
                 )
+    created_at = None
+    reasoning = raw.get("reasoning_content")
+    extension_parts = raw.get("parts")
     for key, value in raw.items():
         # ``refusal: null`` and the like say nothing; keep only keys with a value.
-        if key not in _MESSAGE_KEYS and value is not None:
-            metadata.setdefault(key, value)
+        if key in _MESSAGE_KEYS or value is None:
+            continue
+        if key == "created_at" and isinstance(value, str):
+            try:
+                created_at = parse_time(value)
+                continue
+            except ValueError:
+                pass
+        if key == "reasoning_content" and isinstance(value, str):
+            continue
+        if key == "parts" and parts is None and _part_list(value):
+            continue
+        metadata.setdefault(key, value)
+    if parts is None and isinstance(extension_parts, list) and _part_list(extension_parts):
+        parts = list(extension_parts)
+    if isinstance(reasoning, str) and not any(
+        isinstance(p, dict) and p.get("type") == "reasoning" for p in parts or []
+    ):
+        parts = [{"type": "reasoning", "text": reasoning}, *(parts or [])]
     return Message(
         role=str(role),
         content=content,
@@ -147,8 +172,13 @@ def parse_message(raw: Any, where: str = "") -> Message:
         tool_calls=tool_calls,
         tool_call_id=_optional_str(raw, "tool_call_id", where),
         parts=parts,
+        created_at=created_at,
         metadata=metadata,
     )
+
+
+def _part_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(p, dict) for p in value)
 
 
 def _list_key(item: dict[str, Any]) -> str | None:
@@ -196,11 +226,23 @@ def parse_conversation(item: Any, file_name: str, index: int) -> Conversation:
         message.position = position
     fallback = f"{file_name}#{index}"
     metadata = {k: v for k, v in item.items() if k != key and k != "title"}
+    times = {}
+    for time_key in ("created_at", "updated_at"):
+        # The export's session times (ISO text); anything else stays metadata.
+        value = metadata.get(time_key)
+        if isinstance(value, str):
+            try:
+                times[time_key] = parse_time(value)
+                del metadata[time_key]
+            except ValueError:
+                pass
     return Conversation(
         title=_title(item, messages, fallback),
         messages=messages,
         source=NAME,
         source_id=_source_id(messages),
+        created_at=times.get("created_at"),
+        updated_at=times.get("updated_at"),
         metadata=metadata,
     )
 
@@ -373,7 +415,8 @@ def _api_parts(message: Message) -> list[dict[str, Any]] | None:
 
 
 def message_json(message: Message) -> dict[str, Any]:
-    """A message in OpenAI chat form, with only the keys that are set."""
+    """A message in OpenAI chat form, with only the keys that are set, and the
+    extension fields (see :data:`EXTENSION_FIELDS`) for what the chat form cannot hold."""
     role = message.role
     original = message.metadata.get("original_role")
     if original in _ROLE_ALIASES and _ROLE_ALIASES[original] == role:
@@ -392,7 +435,66 @@ def message_json(message: Message) -> dict[str, Any]:
         out["tool_calls"] = message.tool_calls
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
+    reasoning = [
+        p.get("text") for p in message.parts or []
+        if isinstance(p, dict) and p.get("type") == "reasoning" and isinstance(p.get("text"), str)
+    ]
+    if reasoning:
+        out["reasoning_content"] = "\n\n".join(t for t in reasoning if t)
+    if parts is None and message.parts and not _reasoning_only(message.parts):
+        out["parts"] = message.parts
+    if message.created_at is not None:
+        out["created_at"] = format_time(message.created_at)
+    model = message.metadata.get("model")
+    if isinstance(model, str) and model:
+        out["model"] = model
     return out
+
+
+EXTENSION_FIELDS = {
+    "reasoning_content": "the message's reasoning text (the field DeepSeek, vLLM and "
+    "llama.cpp use for it)",
+    "parts": "the message's structured parts (code, images, files, reasoning) when they "
+    "are not the chat API's content parts",
+    "created_at": "the message's time, ISO 8601 in UTC",
+    "model": "the model that wrote the message",
+}
+"""Keys the openai-jsonl export adds to a chat message beside the API's own; the
+importer reads each back. A chat API that does not know them ignores them or needs
+them removed first."""
+
+
+def _reasoning_only(parts: Sequence[Any]) -> bool:
+    return all(isinstance(p, dict) and p.get("type") == "reasoning" and set(p) <= {
+        "type", "text"} for p in parts)
+
+
+def cannot_hold(sessions: Sequence[ExportSession]) -> list[str]:
+    """What an openai-jsonl export leaves out of ``sessions`` (one sentence each)."""
+    notes: list[str] = []
+    messages = [m for s in sessions for m in s.messages]
+    out_of_view = sum(1 for m in messages if m.state != "active")
+    if out_of_view:
+        notes.append(
+            f"the state of {out_of_view} folded or evicted message(s) (written as ordinary "
+            "messages)"
+        )
+    important = sum(1 for m in messages if m.important)
+    if important:
+        notes.append(f"the important mark of {important} message(s)")
+    with_meta = sum(1 for m in messages if set(m.metadata) - {"model", "original_role"})
+    if with_meta:
+        notes.append(f"the metadata of {with_meta} message(s) (model names are kept)")
+    with_context = sum(1 for s in sessions if s.context != SessionContext())
+    if with_context:
+        notes.append(
+            f"the context (facts, summary, tasks, tool stats, usage) of {with_context} "
+            "session(s)"
+        )
+    tagged = sum(1 for s in sessions if s.info.tags)
+    if tagged:
+        notes.append(f"the tags of {tagged} session(s)")
+    return notes
 
 
 class OpenAIJsonlExporter:
@@ -401,10 +503,26 @@ class OpenAIJsonlExporter:
     name = EXPORT_NAME
     suffix = ".jsonl"
 
+    def cannot_hold(self, sessions: Sequence[ExportSession]) -> list[str]:
+        """What this format leaves out of ``sessions``."""
+        return cannot_hold(sessions)
+
     def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
         """Write ``sessions`` to ``path`` atomically, one JSON object per line."""
-        lines = [
-            dump_json({"messages": [message_json(m) for m in s.messages]}, indent=None)
-            for s in sessions
-        ]
+        lines = [dump_json(session_line(s), indent=None) for s in sessions]
         write_atomic(Path(path), "".join(line + "\n" for line in lines))
+
+
+def session_line(session: ExportSession) -> dict[str, Any]:
+    """One session as a JSONL object: ``messages``, ``title``, its times, and the keys of the
+    session's metadata beside them (as tau-bench writes ``task_id``, ``reward``,
+    ``info``), which the importer reads back into the metadata."""
+    line: dict[str, Any] = {"messages": [message_json(m) for m in session.messages]}
+    line["title"] = session.info.title
+    if session.metadata.get("time_missing") is not True:
+        line["created_at"] = format_time(session.info.created_at)
+        line["updated_at"] = format_time(session.info.updated_at)
+    for key, value in session.metadata.items():
+        if key not in line and key not in _LIST_KEYS:
+            line[key] = value
+    return line

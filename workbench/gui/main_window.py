@@ -480,7 +480,8 @@ class MainWindow(QMainWindow):
             if infos:
                 noun = "session" if len(infos) == 1 else "sessions"
                 self.statusBar().showMessage(f"Exported {len(infos)} {noun} to {path}.", 8000)
-                dialog.accept()  # nothing to read there that the status bar does not say
+                if not dialog.notes:
+                    dialog.accept()  # nothing to read there that the status bar does not say
             else:
                 self.statusBar().showMessage(f"Export cancelled; {path} not written.", 8000)
 

@@ -30,9 +30,10 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from workbench.core.conversation import ROLES, STATES, Conversation, utcnow
+from workbench.core.identity import fingerprint_messages
 from workbench.errors import StorageError
 from workbench.store.migrations import FTS_PAUSE_SETTING
-from workbench.store.rows import MESSAGE_COLUMNS, context_params
+from workbench.store.rows import MESSAGE_COLUMNS, TIME_MISSING, context_params
 from workbench.store.types import time_to_text
 
 # Each insert is (statement head, one row's VALUES tuple, bound values per row). Rows go
@@ -41,9 +42,10 @@ from workbench.store.types import time_to_text
 # interval. One step per row made that wait cost far more than the insert.
 _SESSION_INSERT = (
     "INSERT INTO sessions (id, agent_id, title, created_at, updated_at, tags, pinned, archived,"
-    " overrides, source, source_id, message_count, token_count) VALUES ",
-    "(?, ?, ?, ?, ?, ?, 0, 0, '{}', ?, ?, ?, ?)",
-    10,
+    " overrides, source, source_id, message_count, token_count, source_file, fingerprint,"
+    " fingerprint_count, metadata) VALUES ",
+    "(?, ?, ?, ?, ?, ?, 0, 0, '{}', ?, ?, ?, ?, ?, ?, ?, ?)",
+    14,
 )
 _CONTEXT_INSERT = (
     "INSERT INTO session_context (session_id, facts, summary, tasks, tool_stats, token_usage,"
@@ -101,7 +103,8 @@ class PreparedConversation:
     """A conversation turned into row values, ready for :func:`insert_batch`."""
 
     conversation: Conversation
-    # title, created_at, updated_at, tags, source, source_id, message_count, token_count
+    # title, created_at, updated_at, tags, source, source_id, message_count, token_count,
+    # source_file, fingerprint, fingerprint_count, metadata
     session: tuple[Any, ...]
     # one tuple per message in ``_ROW_COLUMNS`` order, without the trailing session id
     messages: list[tuple[Any, ...]]
@@ -113,7 +116,7 @@ def session_row(
     session_id: int, agent_id: int, agent_name: str, prepared: PreparedConversation
 ) -> tuple[Any, ...]:
     """The row ``rows.SESSION_SELECT`` reads for a session :func:`insert_batch` wrote."""
-    title, created, updated, tags, source, source_id, messages, tokens = prepared.session
+    title, created, updated, tags, source, source_id, messages, tokens = prepared.session[:8]
     return (
         session_id, title, agent_id, created, updated, tags, 0, 0, None, None, "{}",
         source, source_id, messages, tokens, agent_name,
@@ -152,6 +155,10 @@ def prepare(conversation: Conversation, now: datetime | None = None) -> Prepared
     for position, m in enumerate(conversation.messages):
         meta = m.metadata
         important = m.important
+        created = m.created_at
+        if created is None:
+            # The source gave no time: the column needs one, the mark says it is not.
+            meta = {**meta, TIME_MISSING: True}
         if meta:
             if "important" in meta:
                 meta = dict(meta)
@@ -159,7 +166,6 @@ def prepare(conversation: Conversation, now: datetime | None = None) -> Prepared
             meta_text = _json(meta) if meta else None
         else:
             meta_text = None
-        created = m.created_at
         if created is not None:
             times.append(created)
         count = m.token_count
@@ -183,8 +189,7 @@ def prepare(conversation: Conversation, now: datetime | None = None) -> Prepared
                 m.compaction_id,
             )
         )
-    created_at = conversation.created_at or (min(times) if times else now)
-    updated_at = conversation.updated_at or (max(times) if times else created_at)
+    created_at, updated_at = session_times(conversation, times, now)
     session = (
         conversation.title,
         _time_text(created_at),
@@ -194,9 +199,46 @@ def prepare(conversation: Conversation, now: datetime | None = None) -> Prepared
         conversation.source_id,
         len(rows),
         tokens,
+        conversation.source_file,
+        fingerprint_messages(conversation.messages),
+        len(rows),
+        _json(conversation.metadata) if conversation.metadata else None,
     )
     context = (*context_params(conversation.context).values(), now_text)
     return PreparedConversation(conversation, session, rows, context)
+
+
+def session_times(
+    conversation: Conversation, times: Sequence[datetime], now: datetime
+) -> tuple[datetime, datetime]:
+    """A stored session's created and updated times, from what its source says.
+
+    The source's own times first, else its messages' earliest and latest; a time before
+    1971 is a placeholder (epoch 0), not a time. Updated is never before created. With
+    no time at all the session gets ``now`` (the columns cannot be empty) and its
+    metadata says :data:`SESSION_TIME_MISSING`.
+    """
+    created = _real(conversation.created_at)
+    updated = _real(conversation.updated_at)
+    real = [t for t in times if t.year >= _FIRST_YEAR]
+    if created is None:
+        created = min(real) if real else None
+    if updated is None:
+        updated = max(real) if real else created
+    if created is None:
+        conversation.metadata[SESSION_TIME_MISSING] = True
+        created = updated = updated or now
+    assert updated is not None
+    return created, max(created, updated)
+
+
+_FIRST_YEAR = 1971
+SESSION_TIME_MISSING = "time_missing"
+"""Session metadata key: the source gave the conversation no time at all."""
+
+
+def _real(value: datetime | None) -> datetime | None:
+    return value if value is not None and value.year >= _FIRST_YEAR else None
 
 
 def insert_batch(

@@ -289,6 +289,30 @@ _SUMMARY_LINES = [
 ]
 
 
+# An import recognises a conversation by its source, its id there AND its content (SPEC
+# §11): ids repeat across datasets, so (source, source_id) is no longer unique. Each
+# imported session keeps the file it came from (``source_file``, what ``--replace``
+# matches), and the fingerprint of the messages as imported with their number
+# (``fingerprint``, ``fingerprint_count``; see workbench.core.identity): the same
+# conversation again changes nothing, one that grew in its source gets the new turns.
+# Sessions imported before keep NULLs; the store fingerprints their messages when an
+# import meets them.
+_IMPORT_IDENTITY = [
+    "DROP INDEX ux_sessions_source",
+    "CREATE INDEX ix_sessions_source ON sessions (source, source_id) WHERE source_id IS NOT NULL",
+    "ALTER TABLE sessions ADD COLUMN source_file TEXT",
+    "ALTER TABLE sessions ADD COLUMN fingerprint TEXT",
+    "ALTER TABLE sessions ADD COLUMN fingerprint_count INTEGER",
+]
+
+
+# What a source says about a conversation as a whole (a model, a score, a project, the
+# branch it is of...): free JSON, read with the session's details, never with the list.
+_SESSION_METADATA = [
+    "ALTER TABLE sessions ADD COLUMN metadata TEXT",
+]
+
+
 @dataclass(frozen=True)
 class Migration:
     """A named, ordered schema change."""
@@ -301,4 +325,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", tuple(_INITIAL)),
     Migration("0002_pausable_index_triggers", tuple(_PAUSABLE_INDEX_TRIGGERS)),
     Migration("0003_summary_lines", tuple(_SUMMARY_LINES)),
+    Migration("0004_import_identity", tuple(_IMPORT_IDENTITY)),
+    Migration("0005_session_metadata", tuple(_SESSION_METADATA)),
 )

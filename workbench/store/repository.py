@@ -27,6 +27,7 @@ from workbench.core.conversation import (
     SessionInfo,
     utcnow,
 )
+from workbench.core.identity import fingerprint_messages
 from workbench.core.summarizers import line_cache
 from workbench.errors import NotFoundError, StorageError
 from workbench.store import bulk
@@ -56,7 +57,52 @@ class ImportOutcome:
     """What happened to one conversation handed to :meth:`Repository.import_conversation`."""
 
     session: SessionInfo
-    created: bool  # False when the same source id was already stored and skipped
+    created: bool  # a new session was made
+    status: str = ""
+    """``"created"``, ``"unchanged"`` (stored before, nothing changed) or ``"updated"``
+    (new turns appended, or replaced)."""
+    reused_id: bool = False
+    """Created although a different stored conversation has the same source id."""
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = "created" if self.created else "unchanged"
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """A stored session of a conversation's (source, source id), as import matches it."""
+
+    session_id: int
+    source_file: str | None
+    fingerprint: str | None  # None: imported before fingerprints were kept
+    count: int | None
+
+
+def _import_action(
+    conv: Conversation, stored: list[_Stored], replace: bool, full: str | None = None
+) -> tuple[str, _Stored | None]:
+    """What importing ``conv`` does given the stored sessions of its source id:
+    ``"replace"``, ``"unchanged"``, ``"append"`` (with the session) or ``"create"``.
+    ``full`` is the fingerprint of all of ``conv``'s messages when already known."""
+    if not stored:
+        return "create", None
+    if replace:
+        for candidate in stored:
+            # Sessions imported before source files were kept replace as they used to.
+            if candidate.source_file in (None, conv.source_file):
+                return "replace", candidate
+    total = len(conv.messages)
+    if full is None:
+        full = fingerprint_messages(conv.messages)
+    for candidate in stored:
+        if candidate.count == total and candidate.fingerprint == full:
+            return "unchanged", candidate
+    grown = [c for c in stored if c.count is not None and c.count < total]
+    for candidate in sorted(grown, key=lambda c: c.count or 0, reverse=True):
+        if candidate.fingerprint == fingerprint_messages(conv.messages, candidate.count):
+            return "append", candidate
+    return "create", None
 
 
 def _check_role(role: str) -> None:
@@ -468,8 +514,14 @@ class Repository:
     def append_message(self, session_id: int, message: Message) -> Message:
         return self.append_messages(session_id, [message])[0]
 
-    def insert_message(self, session_id: int, position: int, message: Message) -> Message:
-        """Insert a message at ``position`` (0 = first); later messages move down one."""
+    def insert_message(
+        self, session_id: int, position: int, message: Message, *,
+        keep_missing_time: bool = False,
+    ) -> Message:
+        """Insert a message at ``position`` (0 = first); later messages move down one.
+
+        A message without a time gets the current one, unless ``keep_missing_time``
+        (a message put back as it was read: its time stays missing)."""
         _check_role(message.role)
         _check_state(message.state)
         with self.db.write() as conn:
@@ -484,7 +536,9 @@ class Repository:
                 " WHERE session_id = ? AND position >= ?",
                 (session_id, position),
             )
-            self._insert_messages(conn, session_id, position, [message])
+            self._insert_messages(
+                conn, session_id, position, [message], keep_missing_time=keep_missing_time
+            )
             self._refresh_counts(conn, session_id)
             row = conn.exec_driver_sql(
                 f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND position = ?",
@@ -493,12 +547,14 @@ class Repository:
         return message_from_row(row)
 
     def _insert_messages(
-        self, conn: Connection, session_id: int, start: int, messages: Sequence[Message]
+        self, conn: Connection, session_id: int, start: int, messages: Sequence[Message],
+        *, keep_missing_time: bool = False,
     ) -> None:
         now = utcnow()
         lines, line_tokens = line_cache(messages)
         params = [
-            (*message_params(m, session_id, start + i, now), line, tokens)
+            (*message_params(m, session_id, start + i, now, keep_missing_time=keep_missing_time),
+             line, tokens)
             for i, (m, line, tokens) in enumerate(zip(messages, lines, line_tokens, strict=True))
         ]
         if params:
@@ -959,8 +1015,18 @@ class Repository:
     ) -> ImportOutcome:
         """Store a whole conversation (session, messages, context) in one transaction.
 
-        A conversation whose ``(source, source_id)`` is already stored is skipped, or
-        with ``replace=True`` its messages and context are replaced in place.
+        A conversation is recognised by its ``(source, source_id)`` and the fingerprint
+        of its messages (:mod:`workbench.core.identity`):
+
+        * the same messages as a stored session of that id: nothing changes
+          (``"unchanged"``);
+        * the stored session's messages followed by new ones (the source grew): the new
+          ones are appended to it (``"updated"``);
+        * with ``replace=True``, a stored session of that id read from the same
+          ``source_file``: its messages, context and compactions are replaced
+          (``"updated"``);
+        * anything else is a new session (``"created"``; ``reused_id`` when another
+          stored conversation has the same id).
         """
         for i, m in enumerate(conversation.messages):
             if m.role not in ROLES:
@@ -969,48 +1035,160 @@ class Repository:
         if agent_id is None:
             agent_id = self.default_agent().id
         with self.db.write() as conn:
-            existing = None
-            if conversation.source_id is not None:
-                existing = conn.exec_driver_sql(
-                    "SELECT id FROM sessions WHERE source = ? AND source_id = ?",
-                    (conversation.source, conversation.source_id),
-                ).first()
-            if existing is not None and not replace:
-                session_id, created = int(existing[0]), False
+            candidates = self._candidates(conn, conversation)
+            action, target = _import_action(conversation, candidates, replace)
+            reused = action == "create" and bool(candidates)
+            if action == "unchanged":
+                assert target is not None
+                session_id, status = target.session_id, "unchanged"
+            elif action == "replace":
+                assert target is not None
+                session_id, status = target.session_id, "updated"
+                self._replace_imported(conn, session_id, conversation)
+            elif action == "append":
+                assert target is not None
+                session_id, status = target.session_id, "updated"
+                self._append_imported(conn, session_id, conversation, target.count or 0)
             else:
-                if existing is not None:
-                    session_id = int(existing[0])
-                    conn.exec_driver_sql(
-                        "DELETE FROM messages WHERE session_id = ?", (session_id,)
-                    )
-                    conn.exec_driver_sql(
-                        "UPDATE sessions SET title = ?, tags = ? WHERE id = ?",
-                        (
-                            conversation.title,
-                            json_text(list(dict.fromkeys(conversation.tags))),
-                            session_id,
-                        ),
-                    )
-                else:
-                    times = [m.created_at for m in conversation.messages if m.created_at]
-                    first = conversation.created_at or (min(times) if times else None)
-                    updated = conversation.updated_at or (max(times) if times else first)
-                    session_id = self._insert_session(
-                        conn,
-                        conversation.title,
-                        agent_id,
-                        conversation.tags,
-                        conversation.source,
-                        conversation.source_id,
-                        first,
-                        updated,
-                        None,
-                    )
-                self._insert_messages(conn, session_id, 0, conversation.messages)
+                status = "created"
+                times = [m.created_at for m in conversation.messages if m.created_at]
+                first, updated = bulk.session_times(conversation, times, utcnow())
+                session_id = self._insert_session(
+                    conn,
+                    conversation.title,
+                    agent_id,
+                    conversation.tags,
+                    conversation.source,
+                    conversation.source_id,
+                    first,
+                    updated,
+                    None,
+                )
+                self._insert_messages(
+                    conn, session_id, 0, conversation.messages, keep_missing_time=True
+                )
                 self._write_context(conn, session_id, conversation.context)
                 self._refresh_counts(conn, session_id, touch=False)
-                created = True
-        return ImportOutcome(self.get_session(session_id), created)
+                self._set_identity(conn, session_id, conversation)
+        return ImportOutcome(
+            self.get_session(session_id), status == "created", status, reused_id=reused
+        )
+
+    def _candidates(self, conn: Connection, conversation: Conversation) -> list[_Stored]:
+        """The stored sessions of the conversation's ``(source, source_id)``, oldest first,
+        each with its fingerprint (computed now for sessions imported before 0004)."""
+        if conversation.source_id is None or conversation.source is None:
+            return []
+        rows = conn.exec_driver_sql(
+            "SELECT id, source_file, fingerprint, fingerprint_count FROM sessions"
+            " WHERE source = ? AND source_id = ? ORDER BY id",
+            (conversation.source, conversation.source_id),
+        ).all()
+        found: list[_Stored] = []
+        for session_id, source_file, fp, count in rows:
+            if fp is None or count is None:
+                fp, count = self._fingerprint_stored(conn, int(session_id))
+            found.append(_Stored(int(session_id), source_file, fp, int(count)))
+        return found
+
+    def _fingerprint_stored(self, conn: Connection, session_id: int) -> tuple[str, int]:
+        """Fingerprint a session imported before fingerprints were kept, and keep it."""
+        rows = conn.exec_driver_sql(
+            f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? ORDER BY position",
+            (session_id,),
+        ).all()
+        messages = [message_from_row(r) for r in rows]
+        fp = fingerprint_messages(messages)
+        conn.exec_driver_sql(
+            "UPDATE sessions SET fingerprint = ?, fingerprint_count = ? WHERE id = ?",
+            (fp, len(messages), session_id),
+        )
+        return fp, len(messages)
+
+    @staticmethod
+    def _set_identity(conn: Connection, session_id: int, conversation: Conversation) -> None:
+        """Keep what a later import recognises the conversation by, and its metadata."""
+        conn.exec_driver_sql(
+            "UPDATE sessions SET source_file = ?, fingerprint = ?, fingerprint_count = ?,"
+            " metadata = ? WHERE id = ?",
+            (
+                conversation.source_file,
+                fingerprint_messages(conversation.messages),
+                len(conversation.messages),
+                json_text(conversation.metadata) if conversation.metadata else None,
+                session_id,
+            ),
+        )
+
+    def session_metadata(self, session_id: int) -> dict[str, Any]:
+        """What the source said about the session as a whole (empty when nothing)."""
+        with self.db.read() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT metadata FROM sessions WHERE id = ?", (session_id,)
+            ).first()
+        if row is None:
+            raise NotFoundError(f"There is no session with id {session_id}.")
+        value = json_value(row[0])
+        return value if isinstance(value, dict) else {}
+
+    def set_fork_origin(self, session_id: int, from_session_id: int, position: int) -> None:
+        """Record that a session was forked from another at the message at ``position``
+        (an imported branch of a conversation tree); nothing when that message is gone."""
+        with self.db.write() as conn:
+            conn.exec_driver_sql(
+                "UPDATE sessions SET forked_from_session_id = ?, forked_from_message_id ="
+                " (SELECT id FROM messages WHERE session_id = ? AND position = ?)"
+                " WHERE id = ? AND EXISTS"
+                " (SELECT 1 FROM messages WHERE session_id = ? AND position = ?)",
+                (from_session_id, from_session_id, position, session_id, from_session_id,
+                 position),
+            )
+
+    def _replace_imported(
+        self, conn: Connection, session_id: int, conversation: Conversation
+    ) -> None:
+        """Replace an imported session's messages, context and compaction records."""
+        conn.exec_driver_sql("DELETE FROM messages WHERE session_id = ?", (session_id,))
+        # The compactions folded messages that are gone now: undoing one would report
+        # messages "active again" that were never folded.
+        conn.exec_driver_sql("DELETE FROM compactions WHERE session_id = ?", (session_id,))
+        conn.exec_driver_sql(
+            "UPDATE sessions SET title = ?, tags = ? WHERE id = ?",
+            (
+                conversation.title,
+                json_text(list(dict.fromkeys(conversation.tags))),
+                session_id,
+            ),
+        )
+        self._insert_messages(conn, session_id, 0, conversation.messages, keep_missing_time=True)
+        self._write_context(conn, session_id, conversation.context)
+        self._refresh_counts(conn, session_id, touch=False)
+        self._set_identity(conn, session_id, conversation)
+
+    def _append_imported(
+        self, conn: Connection, session_id: int, conversation: Conversation, known: int
+    ) -> None:
+        """Append the messages after the first ``known`` to an imported session."""
+        new = conversation.messages[known:]
+        start = int(
+            conn.exec_driver_sql(
+                "SELECT ifnull(max(position) + 1, 0) FROM messages WHERE session_id = ?",
+                (session_id,),
+            ).scalar_one()
+        )
+        self._insert_messages(conn, session_id, start, new, keep_missing_time=True)
+        if conversation.context != SessionContext():
+            # The grown source's context (a context file's facts, tasks, usage) is newer.
+            self._write_context(conn, session_id, conversation.context)
+        self._refresh_counts(conn, session_id, touch=False)
+        self._set_identity(conn, session_id, conversation)
+        times = [m.created_at for m in new if m.created_at is not None]
+        latest = max(times) if times else conversation.updated_at
+        if latest is not None:
+            conn.exec_driver_sql(
+                "UPDATE sessions SET updated_at = max(updated_at, ?) WHERE id = ?",
+                (time_to_text(latest), session_id),
+            )
 
     def import_many(
         self,
@@ -1022,38 +1200,54 @@ class Repository:
         """Store a batch of conversations in ONE transaction, the fast way (see
         :mod:`workbench.store.bulk`). All or nothing: on an error nothing of the batch
         is stored, so a caller can retry conversations one by one to isolate a bad one.
-        Already-stored source ids are skipped (or replaced one by one with ``replace``).
         Conversations may come already prepared by :func:`workbench.store.bulk.prepare`.
+
+        Conversations whose source id is stored are matched as :meth:`import_conversation`
+        says: unchanged ones change nothing and different ones are new sessions of the
+        batch; those that grew, those ``replace`` replaces, and a source id repeated in
+        the batch go through :meth:`import_conversation` after the batch, one by one.
         """
         if agent_id is None:
             agent_id = self.default_agent().id
-        convs = [
-            c.conversation if isinstance(c, bulk.PreparedConversation) else c
+        now = utcnow()
+        batch = [
+            c if isinstance(c, bulk.PreparedConversation) else bulk.prepare(c, now)
             for c in conversations
         ]
         fresh: list[bulk.PreparedConversation] = []
-        known: dict[int, int] = {}  # index in batch -> existing session id
-        now = utcnow()
+        unchanged: dict[int, int] = {}  # index in batch -> stored session id
+        reused: set[int] = set()  # indexes of new sessions whose source id is taken
+        deferred: list[int] = []
         with self.db.write() as conn:
-            stored = self._stored_sources(conn, convs)
+            stored = self._stored_sources(conn, [p.conversation for p in batch])
             seen: set[tuple[str | None, str]] = set()
-            for i, conv in enumerate(convs):
+            for i, prepared in enumerate(batch):
+                conv = prepared.conversation
                 if conv.source_id is not None:
                     key = (conv.source, conv.source_id)
-                    existing = stored.get(key)
-                    if existing is not None:
-                        known[i] = existing
-                        continue
                     if key in seen:
-                        raise StorageError(
-                            f"Source id {conv.source_id!r} appears twice in one import batch."
-                        )
+                        deferred.append(i)
+                        continue
                     seen.add(key)
-                item = conversations[i]
-                fresh.append(item if isinstance(item, bulk.PreparedConversation)
-                             else bulk.prepare(item, now))
+                    known = stored.get(key)
+                    if known:
+                        if any(c.fingerprint is None for c in known):
+                            deferred.append(i)  # fingerprinted in import_conversation
+                            continue
+                        action, target = _import_action(
+                            conv, known, replace, full=prepared.session[9]
+                        )
+                        if action == "unchanged" and target is not None:
+                            unchanged[i] = target.session_id
+                        elif action == "create":
+                            reused.add(i)
+                            fresh.append(prepared)
+                        else:
+                            deferred.append(i)  # appended to or replaced, one by one
+                        continue
+                fresh.append(prepared)
             new_ids = bulk.insert_batch(conn, fresh, agent_id)
-            infos = self._sessions_by_id(conn, list(known.values()))
+            infos = self._sessions_by_id(conn, list(unchanged.values()))
             if new_ids:
                 agent_name = conn.exec_driver_sql(
                     "SELECT name FROM agents WHERE id = ?", (agent_id,)
@@ -1065,36 +1259,46 @@ class Repository:
                     )
         outcomes: list[ImportOutcome] = []
         next_new = iter(new_ids)
-        for i, conv in enumerate(convs):
-            if i in known:
-                if replace:
-                    outcomes.append(self.import_conversation(conv, replace=True))
-                else:
-                    outcomes.append(ImportOutcome(infos[known[i]], False))
+        later = set(deferred)
+        for i, prepared in enumerate(batch):
+            if i in later:
+                outcomes.append(
+                    self.import_conversation(
+                        prepared.conversation, agent_id=agent_id, replace=replace
+                    )
+                )
+            elif i in unchanged:
+                outcomes.append(ImportOutcome(infos[unchanged[i]], False, "unchanged"))
             else:
-                outcomes.append(ImportOutcome(infos[next(next_new)], True))
+                outcomes.append(
+                    ImportOutcome(infos[next(next_new)], True, "created", reused_id=i in reused)
+                )
         return outcomes
 
     @staticmethod
     def _stored_sources(
         conn: Connection, conversations: Sequence[Conversation]
-    ) -> dict[tuple[str | None, str], int]:
-        """Session ids already stored under the conversations' (source, source id)."""
+    ) -> dict[tuple[str | None, str], list[_Stored]]:
+        """The sessions already stored under the conversations' (source, source id)."""
         wanted: dict[str, list[str]] = {}
         for conv in conversations:
             # A NULL source never matches (``source = NULL`` is never true), as before.
             if conv.source_id is not None and conv.source is not None:
                 wanted.setdefault(conv.source, []).append(conv.source_id)
-        found: dict[tuple[str | None, str], int] = {}
+        found: dict[tuple[str | None, str], list[_Stored]] = {}
         for source, source_ids in wanted.items():
             # One row of JSON: every fetched row costs a trip through the interpreter
             # lock, which a busy reading thread makes slow.
             text = conn.exec_driver_sql(
-                "SELECT json_group_array(json_array(source_id, id)) FROM sessions"
+                "SELECT json_group_array(json_array(source_id, id, source_file, fingerprint,"
+                " fingerprint_count)) FROM sessions"
                 " WHERE source = ? AND source_id IN (SELECT value FROM json_each(?))",
                 (source, json_text(source_ids)),
             ).scalar_one()
-            found.update(((source, sid), int(rid)) for sid, rid in json_value(text))
+            for sid, rid, source_file, fp, count in json_value(text):
+                found.setdefault((source, sid), []).append(
+                    _Stored(int(rid), source_file, fp, count)
+                )
         return found
 
     @staticmethod

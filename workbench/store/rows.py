@@ -57,11 +57,24 @@ SESSION_SELECT = (
 SESSION_FROM = "sessions AS s JOIN agents AS a ON a.id = s.agent_id"
 
 
+TIME_MISSING = "time_missing"
+"""Metadata key of a stored message whose source gave no time: the column holds the
+import time (it cannot be empty), and reading the message gives ``created_at=None``
+again, so a missing time stays missing (never shown or exported as a real one)."""
+
+
 def message_params(
-    msg: Message, session_id: int, position: int, now: datetime
+    msg: Message, session_id: int, position: int, now: datetime, *,
+    keep_missing_time: bool = False,
 ) -> tuple[Any, ...]:
-    """The values of one message in :data:`MESSAGE_COLUMNS` order, ready for SQLite."""
+    """The values of one message in :data:`MESSAGE_COLUMNS` order, ready for SQLite.
+
+    A message without a time gets ``now``; with ``keep_missing_time`` (imports) it is
+    also marked :data:`TIME_MISSING`, so that it reads back without one.
+    """
     meta = dict(msg.metadata) if msg.metadata else {}
+    if keep_missing_time and msg.created_at is None:
+        meta[TIME_MISSING] = True
     important = bool(msg.important or meta.pop("important", False))
     return (
         session_id,
@@ -84,6 +97,12 @@ def message_params(
 
 def message_from_row(row: Any) -> Message:
     """A :class:`Message` from a row selected with :data:`MESSAGE_SELECT`."""
+    meta = json_value(row[14]) or {}
+    if TIME_MISSING in meta:
+        meta = {k: v for k, v in meta.items() if k != TIME_MISSING}
+        created = None
+    else:
+        created = text_to_time(row[9])
     return Message(
         id=row[0],
         session_id=row[1],
@@ -94,12 +113,12 @@ def message_from_row(row: Any) -> Message:
         name=row[6],
         tool_calls=json_value(row[7]),
         tool_call_id=row[8],
-        created_at=text_to_time(row[9]),
+        created_at=created,
         token_count=row[10],
         token_encoding=row[11],
         state=row[12],
         important=bool(row[13]),
-        metadata=json_value(row[14]) or {},
+        metadata=meta,
         compaction_id=row[15],
     )
 
@@ -133,13 +152,36 @@ def context_params(ctx: SessionContext) -> dict[str, Any]:
         "summary": ctx.summary or "",
         "tasks": json_text([t.to_json() for t in ctx.tasks]),
         "tool_stats": json_text(ctx.tool_stats.to_json()),
-        "token_usage": json_text(
-            {"total_input": ctx.token_usage.input_tokens,
-             "total_output": ctx.token_usage.output_tokens}
-        ),
+        "token_usage": json_text(_usage_column(ctx.token_usage)),
         "system_state": json_text(ctx.system_state or {}),
         "environment": json_text(ctx.environment or {}),
     }
+
+
+def _usage_column(usage: TokenUsage) -> dict[str, Any]:
+    """The ``token_usage`` column: the two totals, plus (for a usage read from a file)
+    the keys it had and the values the workbench has no field for."""
+    column: dict[str, Any] = {
+        "total_input": usage.input_tokens,
+        "total_output": usage.output_tokens,
+    }
+    if usage.extra:
+        column["extra"] = usage.extra
+    if usage.keys is not None:
+        column["keys"] = list(usage.keys)
+    return column
+
+
+def _usage_from_column(value: Any) -> TokenUsage:
+    data = value if isinstance(value, dict) else {}
+    keys = data.get("keys")
+    extra = data.get("extra")
+    return TokenUsage(
+        input_tokens=int(data.get("total_input", 0) or 0),
+        output_tokens=int(data.get("total_output", 0) or 0),
+        extra=dict(extra) if isinstance(extra, dict) else {},
+        keys=tuple(keys) if isinstance(keys, list) else None,
+    )
 
 
 def context_from_row(row: Mapping[str, Any] | Any | None) -> SessionContext:
@@ -151,7 +193,7 @@ def context_from_row(row: Mapping[str, Any] | Any | None) -> SessionContext:
         summary=row["summary"] or "",
         tasks=[Task.from_json(t) for t in json_value(row["tasks"]) or []],
         tool_stats=ToolStats.from_json(json_value(row["tool_stats"])),
-        token_usage=TokenUsage.from_json(json_value(row["token_usage"])),
+        token_usage=_usage_from_column(json_value(row["token_usage"])),
         system_state=json_value(row["system_state"]) or {},
         environment=json_value(row["environment"]) or {},
     )

@@ -57,6 +57,13 @@ class SessionRow(SQLModel, table=True):
     source_id: str | None = None
     message_count: int = 0
     token_count: int = 0
+    # What an import recognises a conversation by (0004_import_identity): the file it
+    # came from, and the fingerprint of its first ``fingerprint_count`` messages.
+    source_file: str | None = None
+    fingerprint: str | None = None
+    fingerprint_count: int | None = None
+    # What the source said about the conversation as a whole (0005_session_metadata).
+    metadata_: Any = Field(default=None, sa_type=JSONText, sa_column_kwargs={"name": "metadata"})
 
 
 class MessageRow(SQLModel, table=True):

@@ -516,6 +516,8 @@ class MessageDelegate(QStyledItemDelegate):
         right = []
         if message.created_at is not None:
             right.append(message.created_at.astimezone().strftime("%Y-%m-%d %H:%M"))
+        elif message.id is not None:
+            right.append("time unknown")  # the source gave none; none is made up
         if message.token_count is not None:
             right.append(f"{message.token_count:,} tok")
         right_rect = geo.header.adjusted(0, 0, -geo.star.width() - 4, 0)

@@ -34,6 +34,7 @@ class ExportProgressDialog(JobProgressDialog):
         self.format = format
         self.exported: list[SessionInfo] | None = None
         self.error: BaseException | None = None
+        self.notes: list[str] = []  # what the format could not hold, filled by the export
         self.bar.setRange(0, len(self.session_ids))
 
     def start(self) -> None:
@@ -41,7 +42,8 @@ class ExportProgressDialog(JobProgressDialog):
         self._begin()
         workspace, ids, fmt, path = self.ctx.workspace, self.session_ids, self.format, self.path
         self.ctx.workers.read(
-            lambda: workspace.export_sessions(ids, fmt, path, progress=self._progress),
+            lambda: workspace.export_sessions(ids, fmt, path, progress=self._progress,
+                                              notes=self.notes),
             name=f"export {path.name}", on_done=self._done, on_error=self._failed,
         )
 
@@ -57,7 +59,11 @@ class ExportProgressDialog(JobProgressDialog):
             self.label.setText(f"Export cancelled; {self.path.name} was not written.")
         else:
             noun = "session" if len(infos) == 1 else "sessions"
-            self.label.setText(f"Exported {len(infos):,} {noun} to {self.path}.")
+            lines = [f"Exported {len(infos):,} {noun} to {self.path}."]
+            if self.notes:
+                lines.append(f"{self.format} could not hold:")
+                lines.extend(f"  • {note}" for note in self.notes)
+            self.label.setText("\n".join(lines))
         self.export_finished.emit(infos)
 
     def _failed(self, error: BaseException) -> None:

@@ -23,13 +23,18 @@ SKIPPED_SHOWN = 5
 
 def report_text(report: ImportReport) -> str:
     """What an import did, in sentences."""
-    created = sum(1 for _info, new in report.sessions if new)
-    known = len(report.sessions) - created
+    counts = report.counts()
+    created, known = counts["created"], counts["unchanged"]
     noun = "session" if created == 1 else "sessions"
     lines = [f"Imported {created:,} {noun}."]
+    if counts["updated"]:
+        lines.append(f"{counts['updated']:,} imported before got the turns added since.")
     if known:
         lines.append(f"{known:,} {'was' if known == 1 else 'were'} already in the workspace "
                      "and left as they were.")
+    if report.reused_ids:
+        lines.append(f"{len(report.reused_ids):,} reuse the id of a different conversation "
+                     "imported before and were imported as new sessions.")
     if report.cancelled:
         lines.append("The import was cancelled: the conversations read until then are stored "
                      "whole, nothing after them.")

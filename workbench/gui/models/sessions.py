@@ -13,11 +13,15 @@ from typing import Any
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
 from workbench.core.conversation import SessionInfo
+from workbench.core.identity import metadata_lines
 from workbench.engine.workspace import Workspace
+from workbench.errors import WorkbenchError
 
 _Index = QModelIndex | QPersistentModelIndex
 
 PAGE = 100
+_DETAIL_LINES = 12  # metadata lines a tooltip shows at most
+TIME_UNKNOWN = "time unknown"
 SessionRole = Qt.ItemDataRole.UserRole + 1
 
 
@@ -158,11 +162,33 @@ class SessionListModel(QAbstractListModel):
             return info.title
         if role == Qt.ItemDataRole.ToolTipRole:
             updated = info.updated_at.astimezone().strftime("%Y-%m-%d %H:%M")
-            return f"{info.title}\n{session_summary(info)}\nUpdated {updated}"
+            details = self._details(info)
+            when = (f"Time unknown (imported {updated})" if TIME_UNKNOWN in details
+                    else f"Updated {updated}")
+            return "\n".join(
+                [f"{info.title}", session_summary(info), when,
+                 *(d for d in details if d != TIME_UNKNOWN)]
+            )
         if role == Qt.ItemDataRole.AccessibleTextRole:
             pinned = "pinned, " if info.pinned else ""
             return f"{info.title}, {pinned}{session_summary(info)}"
         return None
+
+    def _details(self, info: SessionInfo) -> list[str]:
+        """Where an imported session came from and what its source said about it."""
+        lines: list[str] = []
+        if info.source:
+            lines.append(f"Imported from {info.source}")
+        if info.forked_from_session_id is not None:
+            lines.append(f"Forked from session {info.forked_from_session_id}")
+        try:
+            metadata = self._workspace.session_metadata(info.id)
+        except WorkbenchError:
+            return lines  # deleted meanwhile: the next reload drops the row
+        if metadata.get("time_missing") is True:
+            lines.append(TIME_UNKNOWN)
+            metadata = {k: v for k, v in metadata.items() if k != "time_missing"}
+        return lines + metadata_lines(metadata, limit=80)[:_DETAIL_LINES]
 
     def flags(self, index: _Index) -> Qt.ItemFlag:
         if not index.isValid():
