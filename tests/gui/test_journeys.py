@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QPlainTextEdit, QWidget
 from pytestqt.qtbot import QtBot
@@ -25,6 +26,16 @@ CTRL = Qt.KeyboardModifier.ControlModifier
 SHIFT = Qt.KeyboardModifier.ShiftModifier
 
 
+@pytest.fixture
+def chat_open(workspace: Workspace, make_session: Callable[..., SessionInfo],
+              open_window: Callable[..., MainWindow]) -> tuple[SessionInfo, MainWindow]:
+    """The CHAT session, stored and open in a shown window."""
+    info = make_session(workspace, "Chat", CHAT)
+    window = open_window(workspace)
+    window.open_session(info.id)
+    return info, window
+
+
 def _contents(ws: Workspace, session_id: int) -> list[tuple[str, str]]:
     return [(m.role, m.content) for m in ws.repo.list_messages(session_id)]
 
@@ -42,12 +53,9 @@ def _to_timeline_row(qtbot: QtBot, window: MainWindow, row: int) -> None:
 
 
 def test_f2_puts_the_caret_in_the_editor_and_typing_edits_the_message(
-    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
-    open_window: Callable[..., MainWindow],
+    qtbot: QtBot, workspace: Workspace, chat_open: tuple[SessionInfo, MainWindow],
 ) -> None:
-    info = make_session(workspace, "Chat", CHAT)
-    window = open_window(workspace)
-    window.open_session(info.id)
+    info, window = chat_open
     _to_timeline_row(qtbot, window, 1)
     press(qtbot, Qt.Key.Key_F2)
     editor = focus()
@@ -63,12 +71,9 @@ def test_f2_puts_the_caret_in_the_editor_and_typing_edits_the_message(
 
 
 def test_double_click_opens_the_editor_with_the_caret_in_it(
-    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
-    open_window: Callable[..., MainWindow],
+    qtbot: QtBot, workspace: Workspace, chat_open: tuple[SessionInfo, MainWindow],
 ) -> None:
-    info = make_session(workspace, "Chat", CHAT)
-    window = open_window(workspace)
-    window.open_session(info.id)
+    info, window = chat_open
     view = window.timeline.view
     rect = view.visualRect(window.timeline.model.index(2, 0))
     # A real double click: a first click, then the second press that Qt reports as a
@@ -85,12 +90,9 @@ def test_double_click_opens_the_editor_with_the_caret_in_it(
 
 
 def test_insert_below_and_above_put_the_caret_in_the_new_message(
-    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
-    open_window: Callable[..., MainWindow],
+    qtbot: QtBot, workspace: Workspace, chat_open: tuple[SessionInfo, MainWindow],
 ) -> None:
-    info = make_session(workspace, "Chat", CHAT)
-    window = open_window(workspace)
-    window.open_session(info.id)
+    info, window = chat_open
     _to_timeline_row(qtbot, window, 1)
     typed: list[str] = []
 
@@ -172,12 +174,9 @@ def test_the_session_list_follows_edits_inserts_and_activity(
 
 
 def test_deleting_the_open_session_clears_the_role_chips(
-    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
-    open_window: Callable[..., MainWindow],
+    qtbot: QtBot, workspace: Workspace, chat_open: tuple[SessionInfo, MainWindow],
 ) -> None:
-    info = make_session(workspace, "Chat", CHAT)
-    window = open_window(workspace)
-    window.open_session(info.id)
+    info, window = chat_open
     chips = window.timeline.chips.chips
     qtbot.waitUntil(lambda: chips["user"].text().endswith("2"))
     window.browser.view.setFocus()

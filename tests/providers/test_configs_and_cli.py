@@ -285,24 +285,31 @@ def test_chat_unknown_session_needs_new(cli: Cli, server: ProtocolServer) -> Non
     assert server.chat_requests() == []
 
 
+# The child restores Python's own SIGINT handling, which a parent may have disabled.
+CHAT_CHILD = textwrap.dedent("""
+    import signal, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    from workbench.cli import main
+    raise SystemExit(main(sys.argv[1:]))
+""")
+
+
+def _chat_child(db_path: Path, *args: str) -> subprocess.Popen[str]:
+    """``workbench chat ARGS`` in a child process that Ctrl+C (SIGINT) can interrupt."""
+    return subprocess.Popen(
+        [sys.executable, "-c", CHAT_CHILD, "chat", *args, "--db", str(db_path)],
+        cwd=REPO_ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def test_ctrl_c_stops_the_chat_and_leaves_the_session_unchanged(
     cli: Cli, server: ProtocolServer, db_path: Path
 ) -> None:
     _add_provider(cli, server)
     assert cli("chat", "Trip", "Hello", "--new").code == 0
     server.script(Fault("stall", after=2))
-    # The child restores Python's own SIGINT handling, which a parent may have disabled.
-    program = textwrap.dedent("""
-        import signal, sys
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        from workbench.cli import main
-        raise SystemExit(main(sys.argv[1:]))
-    """)
-    child = subprocess.Popen(
-        [sys.executable, "-c", program, "chat", "Trip", "Tell me more", "--db", str(db_path)],
-        cwd=REPO_ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )
+    child = _chat_child(db_path, "Trip", "Tell me more")
     try:
         assert server.stalling.wait(60), "the chat never reached the server"
         child.send_signal(signal.SIGINT)
@@ -326,18 +333,7 @@ def test_ctrl_c_with_keep_partial_stores_the_prompt_and_the_partial_reply(
     _add_provider(cli, server)
     assert cli("chat", "Trip", "Hello", "--new").code == 0
     server.script(Fault("stall", after=2))
-    program = textwrap.dedent("""
-        import signal, sys
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        from workbench.cli import main
-        raise SystemExit(main(sys.argv[1:]))
-    """)
-    child = subprocess.Popen(
-        [sys.executable, "-c", program, "chat", "Trip", "Tell me more", "--keep-partial",
-         "--db", str(db_path)],
-        cwd=REPO_ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )
+    child = _chat_child(db_path, "Trip", "Tell me more", "--keep-partial")
     streamed = "".join(server.reply_words[:2])
     try:
         assert server.stalling.wait(60), "the chat never reached the server"
