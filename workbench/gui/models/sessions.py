@@ -14,6 +14,7 @@ from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelInde
 
 from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace
+from workbench.gui.delegates.markdown import plain_tooltip
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -158,7 +159,7 @@ class SessionListModel(QAbstractListModel):
             return info.title
         if role == Qt.ItemDataRole.ToolTipRole:
             updated = info.updated_at.astimezone().strftime("%Y-%m-%d %H:%M")
-            return f"{info.title}\n{session_summary(info)}\nUpdated {updated}"
+            return plain_tooltip(f"{info.title}\n{session_summary(info)}\nUpdated {updated}")
         if role == Qt.ItemDataRole.AccessibleTextRole:
             pinned = "pinned, " if info.pinned else ""
             return f"{info.title}, {pinned}{session_summary(info)}"

@@ -1,0 +1,353 @@
+"""Message Markdown as a document that shows its content and never obeys it.
+
+A message's text is data from a model, a user or an imported file. It is rendered as
+GitHub-flavoured Markdown with every piece of raw HTML shown as the text it is (so a
+``<script>``, ``<style>`` or 40 px red ``<span>`` hides nothing after it). The document
+never reads a file or a URL: :class:`SafeDocument` refuses every resource, and images
+become visible links naming their target (the user may open a web link; nothing is
+fetched to paint it). A link shows its target after its text when the two differ, and a
+link reference definition (which Markdown would swallow) stays a visible line: nothing
+the model receives is invisible in the timeline.
+
+Code blocks get a tinted background, Pygments highlighting (colours set on the text
+that is already in the document: content is never re-parsed as markup) and room for a
+header strip that the delegate paints with the language and a copy button. Tables get
+borders, padding and a bold, shaded header row.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFont,
+    QTextBlock,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextFormat,
+    QTextFrameFormat,
+    QTextTable,
+    QTextTableCellFormat,
+    QTextTableFormat,
+)
+
+HIGHLIGHT_CHARS = 20_000  # longer code blocks are shown without colours
+_IMAGE_ALT = getattr(QTextFormat.Property, "ImageAltText", None)
+_FEATURES = QTextDocument.MarkdownFeature(
+    QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
+    | QTextDocument.MarkdownFeature.MarkdownNoHTML.value
+)
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_REFERENCE = re.compile(r"^( {0,3})\[([^\]\n]+)\]:")
+
+
+class SafeDocument(QTextDocument):
+    """A text document that never loads a resource (no file, no URL, no data).
+
+    Qt asks :meth:`loadResource` for every image it lays out; the answer is always
+    nothing. ``refused`` counts the requests (for tests and curiosity).
+    """
+
+    refused = 0
+
+    def loadResource(self, kind: int, name: QUrl) -> Any:  # noqa: N802 - Qt's name
+        SafeDocument.refused += 1
+        return None
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """A fenced code block of a rendered document: its blocks, language and text."""
+
+    first: int  # block number of its first line
+    last: int  # block number of its last line
+    language: str
+    text: str
+
+
+def keep_visible(markdown: str) -> str:
+    """``markdown`` with link reference definitions escaped so they stay on screen.
+
+    Lines inside fenced code blocks are left alone.
+    """
+    if "]:" not in markdown:
+        return markdown
+    out: list[str] = []
+    fence = ""
+    for line in markdown.split("\n"):
+        opened = _FENCE.match(line)
+        if fence:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
+                fence = ""
+        elif opened:
+            fence = opened.group(1)
+        else:
+            line = _REFERENCE.sub(r"\1\\[\2]:", line)
+        out.append(line)
+    return "\n".join(out)
+
+
+def render_markdown(doc: QTextDocument, markdown: str, dark: bool,
+                    code_header: float) -> list[CodeBlock]:
+    """Fill ``doc`` with ``markdown`` (see the module docstring); its code blocks.
+
+    ``code_header`` is the height kept free above each code block for its header strip.
+    """
+    doc.setMarkdown(keep_visible(markdown), _FEATURES)
+    _show_images_and_targets(doc, dark)
+    blocks = _style_code_blocks(doc, dark, code_header)
+    _style_tables(doc, dark)
+    return blocks
+
+
+def _link_colour(dark: bool) -> QColor:
+    return QColor("#8ab4f8") if dark else QColor("#1a5fb4")
+
+
+def _show_images_and_targets(doc: QTextDocument, dark: bool) -> None:
+    """Replace each image by a link naming it; show link targets that the text hides."""
+    images: list[tuple[int, str, str]] = []
+    targets: list[tuple[int, str]] = []
+    block = doc.begin()
+    while block.isValid():
+        it = block.begin()
+        anchor_end: tuple[int, str, str] | None = None
+        while not it.atEnd():
+            fragment = it.fragment()
+            fmt = fragment.charFormat()
+            if fmt.isImageFormat():
+                image = fmt.toImageFormat()
+                alt = str(image.property(_IMAGE_ALT) or "") if _IMAGE_ALT is not None else ""
+                images.append((fragment.position(), image.name(), alt))
+            elif fmt.isAnchor() and fmt.anchorHref():
+                href = fmt.anchorHref()
+                if anchor_end is not None and anchor_end[1] == href:
+                    anchor_end = (fragment.position() + fragment.length(), href,
+                                  anchor_end[2] + fragment.text())
+                else:
+                    if anchor_end is not None:
+                        targets.append(anchor_end[:2])
+                    anchor_end = (fragment.position() + fragment.length(), href,
+                                  fragment.text())
+            elif anchor_end is not None:
+                targets.append(anchor_end[:2])
+                anchor_end = None
+            it += 1
+        if anchor_end is not None:
+            targets.append(anchor_end[:2])
+        block = block.next()
+    # Links whose visible text is their target need nothing more.
+    edits: list[tuple[int, str, str, bool]] = [
+        (pos, href, alt, True) for pos, href, alt in images
+    ]
+    edits.extend((end, href, "", False) for end, href in targets)
+    if not edits:
+        return
+    link = QTextCharFormat()
+    link.setForeground(_link_colour(dark))
+    link.setFontUnderline(True)
+    muted = QTextCharFormat()
+    muted.setForeground(QColor("#9aa0a6") if dark else QColor("#5f6368"))
+    cursor = QTextCursor(doc)
+    cursor.beginEditBlock()
+    # From the end, so earlier positions stay valid.
+    for pos, href, alt, is_image in sorted(edits, key=lambda e: e[0], reverse=True):
+        if is_image:
+            cursor.setPosition(pos)
+            cursor.setPosition(pos + 1, QTextCursor.MoveMode.KeepAnchor)
+            fmt = QTextCharFormat(link)
+            fmt.setAnchor(True)
+            fmt.setAnchorHref(href)
+            fmt.setToolTip(href)
+            label = f"[image: {alt}]" if alt else "[image]"
+            cursor.insertText(f"{label} ({href})", fmt)
+        else:
+            shown = _anchor_text(doc, pos, href)
+            if shown.strip() == href.strip() or shown.strip() == _bare(href):
+                continue
+            cursor.setPosition(pos)
+            cursor.insertText(f" ({href})", muted)
+    cursor.endEditBlock()
+
+
+def _anchor_text(doc: QTextDocument, end: int, href: str) -> str:
+    """The visible text of the link ending at ``end``."""
+    block = doc.findBlock(end - 1)
+    it = block.begin()
+    text = ""
+    while not it.atEnd():
+        fragment = it.fragment()
+        fmt = fragment.charFormat()
+        if fragment.position() >= end:
+            break
+        if fmt.isAnchor() and fmt.anchorHref() == href:
+            text += fragment.text()
+        else:
+            text = ""
+        it += 1
+    return text
+
+
+def _bare(href: str) -> str:
+    for prefix in ("mailto:", "https://", "http://"):
+        if href.startswith(prefix):
+            return href[len(prefix):]
+    return href
+
+
+def _is_code(block: QTextBlock) -> bool:
+    return block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence)
+
+
+def _style_code_blocks(doc: QTextDocument, dark: bool, header: float) -> list[CodeBlock]:
+    background = QColor(255, 255, 255, 18) if dark else QColor(0, 0, 0, 13)
+    found: list[CodeBlock] = []
+    block = doc.begin()
+    cursor: QTextCursor | None = None
+    while block.isValid():
+        if not _is_code(block):
+            block = block.next()
+            continue
+        if cursor is None:
+            cursor = QTextCursor(doc)
+            cursor.beginEditBlock()
+        first = block
+        language = first.blockFormat().stringProperty(QTextFormat.Property.BlockCodeLanguage)
+        lines = []
+        last = block
+        while block.isValid() and _is_code(block) and (
+            block.blockFormat().stringProperty(QTextFormat.Property.BlockCodeLanguage)
+            == language
+        ):
+            lines.append(block.text())
+            cursor.setPosition(block.position())
+            fmt = block.blockFormat()
+            fmt.setBackground(background)
+            fmt.setLeftMargin(6)
+            fmt.setRightMargin(0)
+            fmt.setNonBreakableLines(False)
+            if block == first:
+                fmt.setTopMargin(header)
+            cursor.setBlockFormat(fmt)
+            last = block
+            block = block.next()
+        text = "\n".join(lines)
+        found.append(CodeBlock(first.blockNumber(), last.blockNumber(), language.strip(), text))
+        _highlight(cursor, first.position(), text, language.strip(), dark)
+    if cursor is not None:
+        cursor.endEditBlock()
+    return found
+
+
+@lru_cache(maxsize=64)
+def _lexer(language: str) -> Any:
+    if not language:
+        return None
+    try:
+        from pygments.lexers import get_lexer_by_name
+        from pygments.util import ClassNotFound
+    except ImportError:  # pragma: no cover - pygments is a dependency
+        return None
+    try:
+        return get_lexer_by_name(language.lower(), stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return None
+
+
+@lru_cache(maxsize=2)
+def _palette(dark: bool) -> dict[Any, QTextCharFormat]:
+    from pygments.styles import get_style_by_name
+
+    style = get_style_by_name("monokai" if dark else "default")
+    formats: dict[Any, QTextCharFormat] = {}
+    for token, spec in style:
+        fmt = QTextCharFormat()
+        if spec["color"]:
+            fmt.setForeground(QColor("#" + spec["color"]))
+        if spec["bold"]:
+            fmt.setFontWeight(QFont.Weight.Bold)
+        if spec["italic"]:
+            fmt.setFontItalic(True)
+        if fmt.properties():
+            formats[token] = fmt
+    return formats
+
+
+def _format_for(token: Any, formats: dict[Any, QTextCharFormat]) -> QTextCharFormat | None:
+    while token is not None:
+        fmt = formats.get(token)
+        if fmt is not None:
+            return fmt
+        token = token.parent
+    return None
+
+
+def _highlight(cursor: QTextCursor, start: int, text: str, language: str, dark: bool) -> None:
+    """Colour ``text`` (a code block starting at document position ``start``)."""
+    if len(text) > HIGHLIGHT_CHARS:
+        return
+    lexer = _lexer(language)
+    if lexer is None:
+        return
+    formats = _palette(dark)
+    for offset, token, value in lexer.get_tokens_unprocessed(text):
+        fmt = _format_for(token, formats)
+        if fmt is None or not value.strip():
+            continue
+        cursor.setPosition(start + offset)
+        cursor.setPosition(start + offset + len(value), QTextCursor.MoveMode.KeepAnchor)
+        cursor.mergeCharFormat(fmt)
+
+
+def _style_tables(doc: QTextDocument, dark: bool) -> None:
+    tables = [f for f in doc.rootFrame().childFrames() if isinstance(f, QTextTable)]
+    if not tables:
+        return
+    border = QColor("#5f6368") if dark else QColor("#c0c4c8")
+    shade = QColor(255, 255, 255, 26) if dark else QColor(0, 0, 0, 16)
+    for table in tables:
+        fmt = QTextTableFormat(table.format())
+        fmt.setBorder(1)
+        fmt.setBorderBrush(QBrush(border))
+        fmt.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
+        fmt.setBorderCollapse(True)
+        fmt.setCellSpacing(0)
+        fmt.setCellPadding(4)
+        fmt.setHeaderRowCount(1)
+        table.setFormat(fmt)
+        cursor = QTextCursor(doc)
+        for column in range(table.columns()):
+            cell = table.cellAt(0, column)
+            cell_fmt = QTextTableCellFormat()
+            cell_fmt.setBackground(shade)
+            cell_fmt.setFontWeight(QFont.Weight.Bold)
+            cell.setFormat(cell_fmt)
+            # The header sits over its column the way the column's cells are aligned.
+            if table.rows() > 1:
+                body = doc.findBlock(table.cellAt(1, column).firstPosition())
+                align = body.blockFormat().alignment()
+                cursor.setPosition(cell.firstPosition())
+                cursor.setPosition(cell.lastPosition(), QTextCursor.MoveMode.KeepAnchor)
+                block_fmt = QTextBlockFormat()
+                block_fmt.setAlignment(align)
+                cursor.mergeBlockFormat(block_fmt)
+
+
+def plain_tooltip(text: str | None) -> str | None:
+    """``text`` as a tooltip that shows it literally.
+
+    Qt renders a tooltip as rich text when it merely looks like HTML (and would load
+    the images it names); this escapes it and keeps its line breaks.
+    """
+    if not text:
+        return text
+    return "<qt>" + html.escape(text).replace("\n", "<br>") + "</qt>"
