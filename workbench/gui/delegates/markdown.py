@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import QByteArray, QUrl
 from PySide6.QtGui import (
     QBrush,
     QColor,
     QFont,
+    QImage,
     QTextBlock,
     QTextBlockFormat,
     QTextCharFormat,
@@ -53,15 +55,21 @@ _REFERENCE = re.compile(r"^( {0,3})\[([^\]\n]+)\]:")
 class SafeDocument(QTextDocument):
     """A text document that never loads a resource (no file, no URL, no data).
 
-    Qt asks :meth:`loadResource` for every image it lays out; the answer is always
-    nothing. ``refused`` counts the requests (for tests and curiosity).
+    Qt asks :meth:`loadResource` for every image it lays out; the answer is always an
+    empty 1×1 image. (Not ``None``: given no image, Qt's image handler reads the file
+    named by the image itself, which is how ``/dev/zero`` used to exhaust memory.)
+    ``refused`` counts the requests (for tests and curiosity).
     """
 
     refused = 0
 
     def loadResource(self, kind: int, name: QUrl) -> Any:  # noqa: N802 - Qt's name
         SafeDocument.refused += 1
-        return None
+        if int(getattr(kind, "value", kind)) != QTextDocument.ResourceType.ImageResource.value:
+            return QByteArray()
+        image = QImage(1, 1, QImage.Format.Format_ARGB32)
+        image.fill(0)
+        return image
 
 
 @dataclass(frozen=True)
@@ -97,15 +105,19 @@ def keep_visible(markdown: str) -> str:
 
 
 def render_markdown(doc: QTextDocument, markdown: str, dark: bool,
-                    code_header: float) -> list[CodeBlock]:
+                    code_header: float, highlight: bool = True) -> list[CodeBlock]:
     """Fill ``doc`` with ``markdown`` (see the module docstring); its code blocks.
 
     ``code_header`` is the height kept free above each code block for its header strip.
+    With ``highlight`` false the code is left uncoloured, for :func:`highlight_code` to
+    colour later (the timeline does that after the first paint).
     """
     doc.setMarkdown(keep_visible(markdown), _FEATURES)
     _show_images_and_targets(doc, dark)
     blocks = _style_code_blocks(doc, dark, code_header)
     _style_tables(doc, dark)
+    if highlight:
+        highlight_code(doc, blocks, dark)
     return blocks
 
 
@@ -242,7 +254,6 @@ def _style_code_blocks(doc: QTextDocument, dark: bool, header: float) -> list[Co
             block = block.next()
         text = "\n".join(lines)
         found.append(CodeBlock(first.blockNumber(), last.blockNumber(), language.strip(), text))
-        _highlight(cursor, first.position(), text, language.strip(), dark)
     if cursor is not None:
         cursor.endEditBlock()
     return found
@@ -264,48 +275,82 @@ def _lexer(language: str) -> Any:
 
 
 @lru_cache(maxsize=2)
-def _palette(dark: bool) -> dict[Any, QTextCharFormat]:
+def _palette(dark: bool) -> dict[Any, str]:
+    """Token type to colour in the Pygments style for the theme.
+
+    Colours only: bold or italic could change a line's width and so the row's height
+    after it was measured (highlighting happens after the first paint).
+    """
     from pygments.styles import get_style_by_name
 
     style = get_style_by_name("monokai" if dark else "default")
-    formats: dict[Any, QTextCharFormat] = {}
-    for token, spec in style:
-        fmt = QTextCharFormat()
-        if spec["color"]:
-            fmt.setForeground(QColor("#" + spec["color"]))
-        if spec["bold"]:
-            fmt.setFontWeight(QFont.Weight.Bold)
-        if spec["italic"]:
-            fmt.setFontItalic(True)
-        if fmt.properties():
-            formats[token] = fmt
-    return formats
+    return {token: "#" + spec["color"] for token, spec in style if spec["color"]}
 
 
-def _format_for(token: Any, formats: dict[Any, QTextCharFormat]) -> QTextCharFormat | None:
+def _colour_for(token: Any, colours: dict[Any, str]) -> str | None:
     while token is not None:
-        fmt = formats.get(token)
-        if fmt is not None:
-            return fmt
+        colour = colours.get(token)
+        if colour is not None:
+            return colour
         token = token.parent
     return None
 
 
-def _highlight(cursor: QTextCursor, start: int, text: str, language: str, dark: bool) -> None:
-    """Colour ``text`` (a code block starting at document position ``start``)."""
+@lru_cache(maxsize=512)
+def code_colours(language: str, text: str, dark: bool) -> tuple[tuple[int, int, str], ...]:
+    """The coloured runs of a code block, ``(offset, length, colour)``; cached.
+
+    Empty for an unknown language or a block longer than :data:`HIGHLIGHT_CHARS`.
+    """
     if len(text) > HIGHLIGHT_CHARS:
-        return
+        return ()
     lexer = _lexer(language)
     if lexer is None:
-        return
-    formats = _palette(dark)
+        return ()
+    colours = _palette(dark)
+    runs: list[tuple[int, int, str]] = []
     for offset, token, value in lexer.get_tokens_unprocessed(text):
-        fmt = _format_for(token, formats)
-        if fmt is None or not value.strip():
+        colour = _colour_for(token, colours)
+        if colour is None or not value.strip():
             continue
-        cursor.setPosition(start + offset)
-        cursor.setPosition(start + offset + len(value), QTextCursor.MoveMode.KeepAnchor)
-        cursor.mergeCharFormat(fmt)
+        if runs and runs[-1][2] == colour and runs[-1][0] + runs[-1][1] == offset:
+            runs[-1] = (runs[-1][0], runs[-1][1] + len(value), colour)
+        else:
+            runs.append((offset, len(value), colour))
+    return tuple(runs)
+
+
+def can_highlight(blocks: Sequence[CodeBlock]) -> bool:
+    """Whether any of ``blocks`` is in a language Pygments knows (and short enough)."""
+    return any(len(b.text) <= HIGHLIGHT_CHARS and _lexer(b.language) is not None
+               for b in blocks)
+
+
+def highlight_code(doc: QTextDocument, blocks: Sequence[CodeBlock], dark: bool) -> None:
+    """Colour the code blocks of a rendered document (their text does not change)."""
+    cursor: QTextCursor | None = None
+    formats: dict[str, QTextCharFormat] = {}
+    for code in blocks:
+        runs = code_colours(code.language, code.text, dark)
+        if not runs:
+            continue
+        first = doc.findBlockByNumber(code.first)
+        if not first.isValid():
+            continue
+        if cursor is None:
+            cursor = QTextCursor(doc)
+            cursor.beginEditBlock()
+        start = first.position()
+        for offset, length, colour in runs:
+            fmt = formats.get(colour)
+            if fmt is None:
+                fmt = formats[colour] = QTextCharFormat()
+                fmt.setForeground(QColor(colour))
+            cursor.setPosition(start + offset)
+            cursor.setPosition(start + offset + length, QTextCursor.MoveMode.KeepAnchor)
+            cursor.mergeCharFormat(fmt)
+    if cursor is not None:
+        cursor.endEditBlock()
 
 
 def _style_tables(doc: QTextDocument, dark: bool) -> None:

@@ -20,6 +20,7 @@ out once however often it is painted.
 from __future__ import annotations
 
 import json
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ from PySide6.QtCore import (
     QRectF,
     QSize,
     Qt,
+    QTimer,
     QUrl,
     Signal,
 )
@@ -64,6 +66,7 @@ from workbench.core.conversation import Message
 from workbench.gui.delegates.markdown import (
     CodeBlock,
     SafeDocument,
+    highlight_code,
     plain_tooltip,
     render_markdown,
 )
@@ -85,6 +88,7 @@ COLLAPSED_LINES = 24
 COLLAPSED_CHARS = 2_400
 EXPANDED_CHARS = 200_000
 DOC_CACHE = 300
+COLOUR_BUDGET_S = 0.008  # highlighting per event-loop turn
 COPY_LABEL = "Copy"
 COPY_CODE_LABEL = "Copy code"
 MARKER_SUMMARY_LINES = 12
@@ -311,6 +315,8 @@ class _Rendered:
     doc: QTextDocument
     truncated: bool
     code_blocks: tuple[CodeBlock, ...]
+    dark: bool = False
+    coloured: bool = True  # False until its code blocks are highlighted
 
 
 @dataclass
@@ -338,6 +344,11 @@ class MessageDelegate(QStyledItemDelegate):
         super().__init__(parent)
         self._docs: OrderedDict[tuple[Any, ...], _Rendered] = OrderedDict()
         self._expanded: set[int] = set()
+        self._to_colour: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+        self._colour_timer = QTimer(self)
+        self._colour_timer.setSingleShot(True)
+        self._colour_timer.setInterval(0)
+        self._colour_timer.timeout.connect(self._colour_pending)
         self.link_activated.connect(open_link)
 
     # -- documents ---------------------------------------------------------------------
@@ -355,6 +366,7 @@ class MessageDelegate(QStyledItemDelegate):
 
     def clear_cache(self) -> None:
         self._docs.clear()
+        self._to_colour.clear()
 
     def _document(self, index: _Index, message: Message, width: int,
                   font: QFont, dark: bool) -> tuple[QTextDocument, bool]:
@@ -377,13 +389,44 @@ class MessageDelegate(QStyledItemDelegate):
         # Long code lines and unbroken tokens wrap rather than run past the bubble.
         wrap.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         doc.setDefaultTextOption(wrap)
-        blocks = render_markdown(doc, text, dark, _code_header_height(QFontMetrics(font)))
+        # Code is coloured after the paint (see _colour_pending): lexing costs more than
+        # the rest of the row, and a screenful of new rows should not wait for it.
+        blocks = render_markdown(doc, text, dark, _code_header_height(QFontMetrics(font)),
+                                 highlight=False)
         doc.setTextWidth(max(40, width))
-        entry = _Rendered(doc, truncated, tuple(blocks))
+        to_colour = any(b.language for b in blocks)
+        entry = _Rendered(doc, truncated, tuple(blocks), dark, coloured=not to_colour)
+        if to_colour:
+            self._to_colour[key] = None
+            if not self._colour_timer.isActive():
+                self._colour_timer.start()
         self._docs[key] = entry
         while len(self._docs) > DOC_CACHE:
             self._docs.popitem(last=False)
         return entry
+
+    def _colour_pending(self) -> None:
+        """Highlight the code of rendered rows, a few milliseconds' worth per turn."""
+        started = time.perf_counter()
+        coloured = False
+        while self._to_colour and time.perf_counter() - started < COLOUR_BUDGET_S:
+            key, _ = self._to_colour.popitem(last=False)
+            entry = self._docs.get(key)
+            if entry is None or entry.coloured:
+                continue
+            highlight_code(entry.doc, entry.code_blocks, entry.dark)
+            entry.coloured = True
+            coloured = True
+        if self._to_colour:
+            self._colour_timer.start()
+        view = self.parent()
+        if coloured and isinstance(view, QAbstractItemView):
+            view.viewport().update()
+
+    def is_coloured(self, index: _Index) -> bool:
+        """Whether every rendered document of the row at ``index`` has its code coloured."""
+        key = index.data(KeyRole)
+        return all(entry.coloured for k, entry in self._docs.items() if k[0] == key)
 
     def _summary_document(self, index: _Index, width: int, font: QFont
                           ) -> QTextDocument | None:
