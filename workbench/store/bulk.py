@@ -33,7 +33,7 @@ from workbench.core.conversation import ROLES, STATES, Conversation, utcnow
 from workbench.errors import StorageError
 from workbench.store.migrations import FTS_PAUSE_SETTING
 from workbench.store.rows import MESSAGE_COLUMNS, context_params
-from workbench.store.types import UNKNOWN_TIME, time_to_text
+from workbench.store.types import time_to_text
 
 # Each insert is (statement head, one row's VALUES tuple, bound values per row). Rows go
 # in hundreds to a statement: after each step SQLite hands back the interpreter lock,
@@ -174,7 +174,7 @@ def prepare(conversation: Conversation, now: datetime | None = None) -> Prepared
                 m.name,
                 _json(m.tool_calls),
                 m.tool_call_id,
-                UNKNOWN_TIME if created is None else _time_text(created),
+                now_text if created is None else _time_text(created),
                 count,
                 m.token_encoding if count is not None else None,
                 m.state,

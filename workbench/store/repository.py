@@ -493,11 +493,9 @@ class Repository:
         return message_from_row(row)
 
     def _insert_messages(
-        self, conn: Connection, session_id: int, start: int, messages: Sequence[Message],
-        *, imported: bool = False,
+        self, conn: Connection, session_id: int, start: int, messages: Sequence[Message]
     ) -> None:
-        # A new message without a time was written now; an imported one keeps no time.
-        now = None if imported else utcnow()
+        now = utcnow()
         lines, line_tokens = line_cache(messages)
         params = [
             (*message_params(m, session_id, start + i, now), line, tokens)
@@ -1008,8 +1006,7 @@ class Repository:
                         updated,
                         None,
                     )
-                self._insert_messages(conn, session_id, 0, conversation.messages,
-                                      imported=True)
+                self._insert_messages(conn, session_id, 0, conversation.messages)
                 self._write_context(conn, session_id, conversation.context)
                 self._refresh_counts(conn, session_id, touch=False)
                 created = True

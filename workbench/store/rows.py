@@ -16,14 +16,7 @@ from workbench.core.conversation import (
     TokenUsage,
     ToolStats,
 )
-from workbench.store.types import (
-    UNKNOWN_TIME,
-    json_text,
-    json_value,
-    text_to_known_time,
-    text_to_time,
-    time_to_text,
-)
+from workbench.store.types import json_text, json_value, text_to_time, time_to_text
 
 # Column order used by every raw message insert (bulk import, append, fork).
 MESSAGE_COLUMNS: tuple[str, ...] = (
@@ -65,13 +58,9 @@ SESSION_FROM = "sessions AS s JOIN agents AS a ON a.id = s.agent_id"
 
 
 def message_params(
-    msg: Message, session_id: int, position: int, now: datetime | None
+    msg: Message, session_id: int, position: int, now: datetime
 ) -> tuple[Any, ...]:
-    """The values of one message in :data:`MESSAGE_COLUMNS` order, ready for SQLite.
-
-    A message without a time gets ``now``, or :data:`UNKNOWN_TIME` when ``now`` is
-    ``None`` (an imported message whose source recorded no time).
-    """
+    """The values of one message in :data:`MESSAGE_COLUMNS` order, ready for SQLite."""
     meta = dict(msg.metadata) if msg.metadata else {}
     important = bool(msg.important or meta.pop("important", False))
     return (
@@ -83,8 +72,7 @@ def message_params(
         msg.name,
         json_text(msg.tool_calls),
         msg.tool_call_id,
-        UNKNOWN_TIME if msg.created_at is None and now is None
-        else time_to_text(msg.created_at or now),  # type: ignore[arg-type]
+        time_to_text(msg.created_at or now),
         msg.token_count,
         msg.token_encoding if msg.token_count is not None else None,
         msg.state,
@@ -106,7 +94,7 @@ def message_from_row(row: Any) -> Message:
         name=row[6],
         tool_calls=json_value(row[7]),
         tool_call_id=row[8],
-        created_at=text_to_known_time(row[9]),
+        created_at=text_to_time(row[9]),
         token_count=row[10],
         token_encoding=row[11],
         state=row[12],

@@ -199,7 +199,7 @@ def _message_filters(query: SearchQuery, alias: str = "m") -> tuple[list[str], l
         clauses.append(f"{alias}.created_at >= ?")
         params.append(time_to_text(query.date_from))
     if query.date_to is not None:
-        clauses.append(f"{alias}.created_at < ? AND {alias}.created_at != ''")
+        clauses.append(f"{alias}.created_at < ?")
         params.append(time_to_text(query.date_to))
     if query.agent_id is not None or not query.include_archived:
         sub = []

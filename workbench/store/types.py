@@ -15,11 +15,6 @@ from workbench.core.conversation import as_utc
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
-# What a message's ``created_at`` column holds when its source recorded no time (an
-# imported message without one): the time stays unknown rather than becoming the import's.
-UNKNOWN_TIME = ""
-
-
 def time_to_text(value: datetime) -> str:
     """A datetime as the text the store keeps (UTC, fixed width)."""
     return as_utc(value).strftime(TIME_FORMAT)
@@ -29,11 +24,6 @@ def text_to_time(value: str) -> datetime:
     """The stored text back as an aware UTC datetime."""
     parsed = datetime.fromisoformat(value)
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-
-
-def text_to_known_time(value: str | None) -> datetime | None:
-    """A message's stored time, ``None`` when it was stored as :data:`UNKNOWN_TIME`."""
-    return None if not value else text_to_time(value)
 
 
 def json_text(value: Any) -> str | None:
@@ -57,7 +47,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         return None if value is None else time_to_text(value)
 
     def process_result_value(self, value: str | None, dialect: Any) -> datetime | None:
-        return text_to_known_time(value)
+        return None if value is None else text_to_time(value)
 
 
 class JSONText(TypeDecorator[Any]):

@@ -161,6 +161,14 @@ def marker_summary_text(summary: str) -> str:
     return cut
 
 
+def header_room(fm: QFontMetrics, right_rect: QRect, left: int, right_text: str) -> int:
+    """The width a header's middle text may take from ``left`` up to the right-aligned
+    ``right_text`` of ``right_rect`` (a gap kept between them)."""
+    right_left = right_rect.right() - fm.horizontalAdvance(right_text) if right_text \
+        else right_rect.right()
+    return max(0, right_left - 12 - left)
+
+
 def will_fold_color(dark: bool) -> QColor:
     """The tint of messages a compaction preview would fold."""
     return QColor(WILL_FOLD_DARK if dark else WILL_FOLD_LIGHT)
@@ -269,7 +277,7 @@ def message_details(message: Message) -> str:
     if message.created_at is None:
         lines.append("Time: unknown (the source did not record one)")
     else:
-        lines.append("Time: " + message.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"))
+        lines.append("Time: " + message_time_text(message))
     if message.token_count is not None:
         lines.append(f"Tokens in context: {message.token_count:,}")
     return "\n".join(lines)
@@ -676,29 +684,27 @@ class MessageDelegate(QStyledItemDelegate):
             extras.append(message.state)
         if will_fold:
             extras.append("will fold")
-        if message.metadata.get("stopped"):
-            extras.append("stopped")
         if pending:
             extras.append(str(message.metadata.get("note", "receiving…")))
+        elif message.metadata.get("stopped"):
+            extras.append("stopped")
         right = []
-        if not pending or message.created_at is not None:
-            right.append(message_time_text(message))
+        if message.created_at is not None:
+            right.append(message.created_at.astimezone().strftime("%Y-%m-%d %H:%M"))
+        elif message.id is not None:
+            right.append("time unknown")  # the source gave none; none is made up
         if message.token_count is not None:
             right.append(f"{message.token_count:,} tok")
-        right_text = "  ·  ".join(right)
         right_rect = geo.header.adjusted(0, 0, -geo.star.width() - geo.copy.width() - 8, 0)
-        right_width = min(fm.horizontalAdvance(right_text) + 2, max(0, right_rect.right() - x))
-        right_text = fm.elidedText(right_text, Qt.TextElideMode.ElideLeft, right_width)
-        painter.drawText(right_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                         right_text)
         if extras:
-            # The left details never run under the time: they are elided first.
-            room = right_rect.right() - right_width - 12 - x
-            if room > fm.horizontalAdvance("…"):
-                painter.drawText(QRect(x, geo.header.top(), room, geo.header.height()),
-                                 Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                                 fm.elidedText(" · ".join(extras), Qt.TextElideMode.ElideRight,
-                                               room))
+            # Up to the time and tokens on the right, elided there: never drawn over them.
+            room = header_room(fm, right_rect, x, "  ·  ".join(right))
+            painter.drawText(QRect(x, geo.header.top(), room, geo.header.height()),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             fm.elidedText(" · ".join(extras), Qt.TextElideMode.ElideRight,
+                                           room))
+        painter.drawText(right_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                         "  ·  ".join(right))
         if not pending:
             hovered = bool(option.state & QStyle.StateFlag.State_MouseOver)
             if message.important:
