@@ -141,13 +141,13 @@ def test_markdown_shows_html_as_text_images_as_links_and_link_targets(qapp: QApp
     doc = render(
         'a ![chart](/etc/passwd "t") b <img src="/dev/zero"> c <script>x()</script> d '
         '<style>*{display:none}</style> e <iframe src="http://x"></iframe> f '
-        "[docs](https://example.com/d) g"
+        '[docs](https://example.com/d) g [t](https://e.x "hidden title") h'
     )
     text = doc.toPlainText()
     assert text == (
-        'a [image: chart] (/etc/passwd) b <img src="/dev/zero"> c <script>x()</script> d '
+        'a [image: chart] (/etc/passwd "t") b <img src="/dev/zero"> c <script>x()</script> d '
         '<style>*{display:none}</style> e <iframe src="http://x"></iframe> f '
-        "docs (https://example.com/d) g"
+        'docs (https://example.com/d) g t (https://e.x "hidden title") h'
     )
     block = doc.begin()
     it = block.begin()

@@ -44,6 +44,7 @@ from PySide6.QtGui import (
 
 HIGHLIGHT_CHARS = 20_000  # longer code blocks are shown without colours
 _IMAGE_ALT = getattr(QTextFormat.Property, "ImageAltText", None)
+_IMAGE_TITLE = getattr(QTextFormat.Property, "ImageTitle", None)
 _FEATURES = QTextDocument.MarkdownFeature(
     QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
     | QTextDocument.MarkdownFeature.MarkdownNoHTML.value
@@ -125,44 +126,52 @@ def _link_colour(dark: bool) -> QColor:
     return QColor("#8ab4f8") if dark else QColor("#1a5fb4")
 
 
-def _show_images_and_targets(doc: QTextDocument, dark: bool) -> None:
-    """Replace each image by a link naming it; show link targets that the text hides."""
-    images: list[tuple[int, str, str]] = []
-    targets: list[tuple[int, str]] = []
+@dataclass
+class _Link:
+    end: int  # document position just after the link's text (or the image)
+    href: str
+    text: str  # what the link shows ("" for an image)
+    title: str  # its title, which Markdown shows only as a tooltip
+    image: bool
+    alt: str = ""
+
+
+def _links(doc: QTextDocument) -> list[_Link]:
+    """The document's links and images, in order."""
+    found: list[_Link] = []
     block = doc.begin()
     while block.isValid():
         it = block.begin()
-        anchor_end: tuple[int, str, str] | None = None
+        current: _Link | None = None
         while not it.atEnd():
             fragment = it.fragment()
             fmt = fragment.charFormat()
+            end = fragment.position() + fragment.length()
             if fmt.isImageFormat():
                 image = fmt.toImageFormat()
                 alt = str(image.property(_IMAGE_ALT) or "") if _IMAGE_ALT is not None else ""
-                images.append((fragment.position(), image.name(), alt))
+                title = str(image.property(_IMAGE_TITLE) or "") \
+                    if _IMAGE_TITLE is not None else ""
+                found.append(_Link(fragment.position(), image.name(), "", title, True, alt))
+                current = None
             elif fmt.isAnchor() and fmt.anchorHref():
                 href = fmt.anchorHref()
-                if anchor_end is not None and anchor_end[1] == href:
-                    anchor_end = (fragment.position() + fragment.length(), href,
-                                  anchor_end[2] + fragment.text())
+                if current is not None and current.href == href and not current.image:
+                    current.end, current.text = end, current.text + fragment.text()
                 else:
-                    if anchor_end is not None:
-                        targets.append(anchor_end[:2])
-                    anchor_end = (fragment.position() + fragment.length(), href,
-                                  fragment.text())
-            elif anchor_end is not None:
-                targets.append(anchor_end[:2])
-                anchor_end = None
+                    current = _Link(end, href, fragment.text(), fmt.toolTip(), False)
+                    found.append(current)
+            else:
+                current = None
             it += 1
-        if anchor_end is not None:
-            targets.append(anchor_end[:2])
         block = block.next()
-    # Links whose visible text is their target need nothing more.
-    edits: list[tuple[int, str, str, bool]] = [
-        (pos, href, alt, True) for pos, href, alt in images
-    ]
-    edits.extend((end, href, "", False) for end, href in targets)
-    if not edits:
+    return found
+
+
+def _show_images_and_targets(doc: QTextDocument, dark: bool) -> None:
+    """Replace each image by a link naming it; show link targets and titles the text hides."""
+    links = _links(doc)
+    if not links:
         return
     link = QTextCharFormat()
     link.setForeground(_link_colour(dark))
@@ -172,41 +181,24 @@ def _show_images_and_targets(doc: QTextDocument, dark: bool) -> None:
     cursor = QTextCursor(doc)
     cursor.beginEditBlock()
     # From the end, so earlier positions stay valid.
-    for pos, href, alt, is_image in sorted(edits, key=lambda e: e[0], reverse=True):
-        if is_image:
-            cursor.setPosition(pos)
-            cursor.setPosition(pos + 1, QTextCursor.MoveMode.KeepAnchor)
+    for item in reversed(links):
+        title = f' "{item.title}"' if item.title else ""
+        if item.image:
+            cursor.setPosition(item.end)
+            cursor.setPosition(item.end + 1, QTextCursor.MoveMode.KeepAnchor)
             fmt = QTextCharFormat(link)
             fmt.setAnchor(True)
-            fmt.setAnchorHref(href)
-            fmt.setToolTip(href)
-            label = f"[image: {alt}]" if alt else "[image]"
-            cursor.insertText(f"{label} ({href})", fmt)
-        else:
-            shown = _anchor_text(doc, pos, href)
-            if shown.strip() == href.strip() or shown.strip() == _bare(href):
-                continue
-            cursor.setPosition(pos)
-            cursor.insertText(f" ({href})", muted)
+            fmt.setAnchorHref(item.href)
+            fmt.setToolTip(item.href)
+            label = f"[image: {item.alt}]" if item.alt else "[image]"
+            cursor.insertText(f"{label} ({item.href}{title})", fmt)
+            continue
+        shown = item.text.strip()
+        if not title and shown in (item.href.strip(), _bare(item.href)):
+            continue  # the text is the target: nothing is hidden
+        cursor.setPosition(item.end)
+        cursor.insertText(f" ({item.href}{title})", muted)
     cursor.endEditBlock()
-
-
-def _anchor_text(doc: QTextDocument, end: int, href: str) -> str:
-    """The visible text of the link ending at ``end``."""
-    block = doc.findBlock(end - 1)
-    it = block.begin()
-    text = ""
-    while not it.atEnd():
-        fragment = it.fragment()
-        fmt = fragment.charFormat()
-        if fragment.position() >= end:
-            break
-        if fmt.isAnchor() and fmt.anchorHref() == href:
-            text += fragment.text()
-        else:
-            text = ""
-        it += 1
-    return text
 
 
 def _bare(href: str) -> str:
