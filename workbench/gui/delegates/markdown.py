@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -249,6 +250,33 @@ def _style_code_blocks(doc: QTextDocument, dark: bool, header: float) -> list[Co
     if cursor is not None:
         cursor.endEditBlock()
     return found
+
+
+COMMON_LANGUAGES = ("python", "javascript", "typescript", "bash", "json", "sql", "rust",
+                    "go", "c", "cpp", "java", "html", "css", "yaml", "toml", "diff")
+_warming = threading.Lock()
+_warmed = False
+
+
+def warm_up() -> None:
+    """Load Pygments and the lexers of common languages on a background thread, once.
+
+    A lexer's first use imports its module and compiles its patterns (3-30 ms each):
+    done here, the first code blocks of a session are coloured without a stall.
+    """
+    global _warmed
+    with _warming:
+        if _warmed:
+            return
+        _warmed = True
+
+    def load() -> None:
+        for dark in (False, True):
+            _palette(dark)
+        for language in COMMON_LANGUAGES:
+            _lexer(language)
+
+    threading.Thread(target=load, name="pygments-warm-up", daemon=True).start()
 
 
 @lru_cache(maxsize=64)

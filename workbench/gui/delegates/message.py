@@ -69,6 +69,7 @@ from workbench.gui.delegates.markdown import (
     highlight_code,
     plain_tooltip,
     render_markdown,
+    warm_up,
 )
 from workbench.gui.delegates.message_editor import MessageEditor
 from workbench.gui.models.timeline import (
@@ -358,6 +359,7 @@ class MessageDelegate(QStyledItemDelegate):
         self._colour_timer.setInterval(0)
         self._colour_timer.timeout.connect(self._colour_pending)
         self.link_activated.connect(open_link)
+        warm_up()
 
     # -- documents ---------------------------------------------------------------------
 
