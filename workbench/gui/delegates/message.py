@@ -794,7 +794,9 @@ class MessageDelegate(QStyledItemDelegate):
             if not strip.intersects(option.rect):
                 continue
             painter.fillRect(strip, strip_colour)
-            painter.setPen(palette.color(QPalette.ColorRole.PlaceholderText))
+            label_colour = QColor(palette.color(QPalette.ColorRole.Text))
+            label_colour.setAlpha(175)  # quieter than the code, readable in both themes
+            painter.setPen(label_colour)
             painter.drawText(strip.adjusted(6, 0, -button.width() - 8, 0),
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                              fm.elidedText(code.language or "code", Qt.TextElideMode.ElideRight,
