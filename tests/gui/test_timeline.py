@@ -10,6 +10,7 @@ from pytestqt.qtbot import QtBot
 
 from workbench.core.conversation import Message, SessionInfo
 from workbench.engine.workspace import Workspace
+from workbench.gui.delegates.markdown import SafeDocument
 from workbench.gui.main_window import MainWindow
 from workbench.gui.models.timeline import (
     KindRole,
@@ -264,7 +265,9 @@ def test_folded_messages_collapse_behind_a_marker_that_expands(
     kinds = [model.index(r, 0).data(KindRole) for r in range(model.rowCount())]
     assert kinds == ["message", "marker", "message", "message"]
     # The marker tells what the folded messages became.
-    assert model.index(1, 0).data(Qt.ItemDataRole.ToolTipRole) == "Summary:\nThey talked."
+    tip = SafeDocument()
+    tip.setHtml(model.index(1, 0).data(Qt.ItemDataRole.ToolTipRole))
+    assert tip.toPlainText() == "Summary:\nThey talked."
     assert model.index(1, 0).data(Qt.ItemDataRole.DisplayRole).startswith(
         "3 messages folded into the summary")
     view = window.timeline.view

@@ -20,6 +20,7 @@ out once however often it is painted.
 from __future__ import annotations
 
 import json
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -34,25 +35,42 @@ from PySide6.QtCore import (
     QRectF,
     QSize,
     Qt,
+    QTimer,
+    QUrl,
     Signal,
 )
 from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
     QColor,
+    QDesktopServices,
     QFont,
     QFontMetrics,
+    QGuiApplication,
+    QHelpEvent,
     QMouseEvent,
     QPainter,
     QPalette,
-    QTextBlockFormat,
-    QTextCursor,
     QTextDocument,
-    QTextFormat,
     QTextOption,
 )
-from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QToolTip,
+    QWidget,
+)
 
 from workbench.core.conversation import Message
+from workbench.gui.delegates.markdown import (
+    CodeBlock,
+    SafeDocument,
+    highlight_code,
+    plain_tooltip,
+    render_markdown,
+    warm_up,
+)
 from workbench.gui.delegates.message_editor import MessageEditor
 from workbench.gui.models.timeline import (
     CompactionsRole,
@@ -71,6 +89,9 @@ COLLAPSED_LINES = 24
 COLLAPSED_CHARS = 2_400
 EXPANDED_CHARS = 200_000
 DOC_CACHE = 300
+COLOUR_BUDGET_S = 0.008  # highlighting per event-loop turn
+COPY_LABEL = "Copy"
+COPY_CODE_LABEL = "Copy code"
 MARKER_SUMMARY_LINES = 12
 MARKER_SUMMARY_CHARS = 1_500
 WILL_FOLD_LIGHT = QColor("#e69500")
@@ -191,12 +212,130 @@ def message_markdown(message: Message, expanded: bool = False) -> tuple[str, boo
     return "\n\n".join(pieces), truncated, lines
 
 
+_INPUT_KEYS = ("input_tokens", "prompt_tokens", "input")
+_OUTPUT_KEYS = ("output_tokens", "completion_tokens", "output")
+
+
+def _first_number(usage: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        value = usage.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return int(value)
+    return None
+
+
+def usage_text(usage: Any) -> str:
+    """Billed usage as one line ("1,200 input + 85 output tokens"), or ``""``."""
+    if not isinstance(usage, dict) or not usage:
+        return ""
+    used = _first_number(usage, _INPUT_KEYS)
+    made = _first_number(usage, _OUTPUT_KEYS)
+    pieces = []
+    if used is not None:
+        pieces.append(f"{used:,} input")
+    if made is not None:
+        pieces.append(f"{made:,} output")
+    if pieces:
+        return " + ".join(pieces) + " tokens"
+    shown = [f"{k} {v:,}" for k, v in usage.items()
+             if isinstance(v, int) and not isinstance(v, bool)]
+    return ", ".join(shown)
+
+
+def message_model(message: Message) -> str:
+    """The model that wrote an assistant message, as its metadata names it (or ``""``)."""
+    if message.role != "assistant":
+        return ""
+    meta = message.metadata or {}
+    model = meta.get("model") or meta.get("resolved_model")
+    return str(model) if model else ""
+
+
+def message_time_text(message: Message) -> str:
+    """The message's local time, or "time unknown" when it was stored without one."""
+    if message.created_at is None:
+        return "time unknown"
+    return message.created_at.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def message_details(message: Message) -> str:
+    """The hover text of a message header: model, finish reason, billed usage, time."""
+    meta = message.metadata or {}
+    lines = []
+    model = message_model(message)
+    if model:
+        lines.append(f"Model: {model}")
+    resolved = meta.get("resolved_model")
+    if resolved and str(resolved) != model:
+        lines.append(f"Resolved model: {resolved}")
+    if message.role == "assistant":
+        reason = meta.get("finish_reason")
+        lines.append(f"Finish reason: {reason}" if reason else "Finish reason: not recorded")
+        usage = usage_text(meta.get("usage"))
+        lines.append(f"Billed usage: {usage}" if usage else "Billed usage: not recorded")
+        if meta.get("stopped"):
+            lines.append("Stopped before the reply was complete")
+    if message.created_at is None:
+        lines.append("Time: unknown (the source did not record one)")
+    else:
+        lines.append("Time: " + message_time_text(message))
+    if message.token_count is not None:
+        lines.append(f"Tokens in context: {message.token_count:,}")
+    return "\n".join(lines)
+
+
+def open_link(href: str) -> None:
+    """Open a clicked link in the desktop's browser: web and mail links only.
+
+    A local path or any other scheme is never opened from a message (a message is data).
+    """
+    url = QUrl(href)
+    if url.scheme().lower() in ("http", "https", "mailto"):
+        QDesktopServices.openUrl(url)
+
+
+def message_details_line(message: Message) -> str:
+    """The muted line under an assistant message's header: model, finish reason, usage.
+
+    Empty when the message carries none of them (most imported user and tool messages).
+    """
+    if message.role != "assistant":
+        return ""
+    meta = message.metadata or {}
+    pieces = []
+    model = message_model(message)
+    if model:
+        pieces.append(model)
+    reason = meta.get("finish_reason")
+    if reason:
+        pieces.append(f"finish: {reason}")
+    usage = usage_text(meta.get("usage"))
+    if usage:
+        pieces.append(usage)
+    return " · ".join(pieces)
+
+
+def _code_header_height(fm: QFontMetrics) -> int:
+    return fm.height() + 6
+
+
+@dataclass
+class _Rendered:
+    doc: QTextDocument
+    truncated: bool
+    code_blocks: tuple[CodeBlock, ...]
+    dark: bool = False
+    coloured: bool = True  # False until its code blocks are highlighted
+
+
 @dataclass
 class _Geometry:
     bubble: QRect
     badge: QRect
     header: QRect
     star: QRect
+    copy: QRect
+    details: QRect | None
     doc_origin: QPointF
     more: QRect | None
 
@@ -207,11 +346,20 @@ class MessageDelegate(QStyledItemDelegate):
     importance_toggled = Signal(object)  # the Message whose star was clicked
     marker_toggled = Signal(int)  # the row of a folded-run marker that was clicked
     expansion_changed = Signal(object)  # the model index whose "show all" was clicked
+    copied = Signal(str)  # text a copy button put on the clipboard
+    link_activated = Signal(str)  # the target of a link that was clicked in a message
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
-        self._docs: OrderedDict[tuple[Any, ...], tuple[QTextDocument, bool]] = OrderedDict()
+        self._docs: OrderedDict[tuple[Any, ...], _Rendered] = OrderedDict()
         self._expanded: set[int] = set()
+        self._to_colour: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+        self._colour_timer = QTimer(self)
+        self._colour_timer.setSingleShot(True)
+        self._colour_timer.setInterval(0)
+        self._colour_timer.timeout.connect(self._colour_pending)
+        self.link_activated.connect(open_link)
+        warm_up()
 
     # -- documents ---------------------------------------------------------------------
 
@@ -228,9 +376,15 @@ class MessageDelegate(QStyledItemDelegate):
 
     def clear_cache(self) -> None:
         self._docs.clear()
+        self._to_colour.clear()
 
     def _document(self, index: _Index, message: Message, width: int,
                   font: QFont, dark: bool) -> tuple[QTextDocument, bool]:
+        entry = self._rendered(index, message, width, font, dark)
+        return entry.doc, entry.truncated
+
+    def _rendered(self, index: _Index, message: Message, width: int,
+                  font: QFont, dark: bool) -> _Rendered:
         expanded = self.is_expanded(message)
         key = (index.data(KeyRole), width, expanded, dark, font.key())
         cached = self._docs.get(key)
@@ -238,21 +392,51 @@ class MessageDelegate(QStyledItemDelegate):
             self._docs.move_to_end(key)
             return cached
         text, truncated, _lines = message_markdown(message, expanded)
-        doc = QTextDocument()
+        doc = SafeDocument()
         doc.setDocumentMargin(0)
         doc.setDefaultFont(font)
         wrap = doc.defaultTextOption()
         # Long code lines and unbroken tokens wrap rather than run past the bubble.
         wrap.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         doc.setDefaultTextOption(wrap)
-        doc.setMarkdown(text)
-        self._style_code_blocks(doc, dark)
+        # Code is coloured after the paint (see _colour_pending): lexing costs more than
+        # the rest of the row, and a screenful of new rows should not wait for it.
+        blocks = render_markdown(doc, text, dark, _code_header_height(QFontMetrics(font)),
+                                 highlight=False)
         doc.setTextWidth(max(40, width))
-        entry = (doc, truncated)
+        to_colour = any(b.language for b in blocks)
+        entry = _Rendered(doc, truncated, tuple(blocks), dark, coloured=not to_colour)
+        if to_colour:
+            self._to_colour[key] = None
+            if not self._colour_timer.isActive():
+                self._colour_timer.start()
         self._docs[key] = entry
         while len(self._docs) > DOC_CACHE:
             self._docs.popitem(last=False)
         return entry
+
+    def _colour_pending(self) -> None:
+        """Highlight the code of rendered rows, a few milliseconds' worth per turn."""
+        started = time.perf_counter()
+        coloured = False
+        while self._to_colour and time.perf_counter() - started < COLOUR_BUDGET_S:
+            key, _ = self._to_colour.popitem(last=False)
+            entry = self._docs.get(key)
+            if entry is None or entry.coloured:
+                continue
+            highlight_code(entry.doc, entry.code_blocks, entry.dark)
+            entry.coloured = True
+            coloured = True
+        if self._to_colour:
+            self._colour_timer.start()
+        view = self.parent()
+        if coloured and isinstance(view, QAbstractItemView):
+            view.viewport().update()
+
+    def is_coloured(self, index: _Index) -> bool:
+        """Whether every rendered document of the row at ``index`` has its code coloured."""
+        key = index.data(KeyRole)
+        return all(entry.coloured for k, entry in self._docs.items() if k[0] == key)
 
     def _summary_document(self, index: _Index, width: int, font: QFont
                           ) -> QTextDocument | None:
@@ -267,8 +451,8 @@ class MessageDelegate(QStyledItemDelegate):
         cached = self._docs.get(key)
         if cached is not None:
             self._docs.move_to_end(key)
-            return cached[0]
-        doc = QTextDocument()
+            return cached.doc
+        doc = SafeDocument()
         doc.setDocumentMargin(0)
         doc.setDefaultFont(font)
         wrap = doc.defaultTextOption()
@@ -276,7 +460,7 @@ class MessageDelegate(QStyledItemDelegate):
         doc.setDefaultTextOption(wrap)
         doc.setPlainText(text)
         doc.setTextWidth(max(40, width))
-        self._docs[key] = (doc, False)
+        self._docs[key] = _Rendered(doc, False, ())
         while len(self._docs) > DOC_CACHE:
             self._docs.popitem(last=False)
         return doc
@@ -294,24 +478,6 @@ class MessageDelegate(QStyledItemDelegate):
     def _marker_summary_width(width: int) -> int:
         return width - 4 * MARGIN_X - 2 * PAD - 6
 
-    @staticmethod
-    def _style_code_blocks(doc: QTextDocument, dark: bool) -> None:
-        background = QColor(255, 255, 255, 18) if dark else QColor(0, 0, 0, 13)
-        block = doc.begin()
-        cursor: QTextCursor | None = None
-        while block.isValid():
-            fmt = block.blockFormat()
-            if fmt.hasProperty(QTextFormat.Property.BlockCodeFence):
-                if cursor is None:
-                    cursor = QTextCursor(doc)
-                cursor.setPosition(block.position())
-                extra = QTextBlockFormat()
-                extra.setBackground(background)
-                extra.setLeftMargin(4)
-                extra.setNonBreakableLines(False)
-                cursor.mergeBlockFormat(extra)
-            block = block.next()
-
     # -- geometry ----------------------------------------------------------------------
 
     @staticmethod
@@ -319,7 +485,7 @@ class MessageDelegate(QStyledItemDelegate):
         return fm.height() + 4
 
     def _geometry(self, rect: QRect, fm: QFontMetrics, doc_height: int,
-                  truncated: bool) -> _Geometry:
+                  truncated: bool, details: bool = False) -> _Geometry:
         bubble = rect.adjusted(MARGIN_X, MARGIN_Y, -MARGIN_X, -MARGIN_Y)
         badge = QRect(bubble.left() + PAD, bubble.top() + PAD, BADGE, BADGE)
         left = badge.right() + GAP
@@ -327,12 +493,19 @@ class MessageDelegate(QStyledItemDelegate):
                        self._header_height(fm))
         star_size = fm.height() + 2
         star = QRect(header.right() - star_size, header.top(), star_size, header.height())
-        doc_origin = QPointF(left, header.bottom() + 4)
+        copy_width = fm.horizontalAdvance(COPY_LABEL) + 10
+        copy = QRect(star.left() - copy_width - 2, header.top(), copy_width, header.height())
+        details_rect = None
+        body_top = header.bottom() + 4
+        if details:
+            details_rect = QRect(left, header.bottom() + 1, header.width(), fm.height())
+            body_top = details_rect.bottom() + 4
+        doc_origin = QPointF(left, body_top)
         more = None
         if truncated:
             more = QRect(left, int(doc_origin.y()) + doc_height + 2,
                          fm.horizontalAdvance("Show all ▾ 00000000 lines") + 8, fm.height() + 4)
-        return _Geometry(bubble, badge, header, star, doc_origin, more)
+        return _Geometry(bubble, badge, header, star, copy, details_rect, doc_origin, more)
 
     @staticmethod
     def _text_width(width: int) -> int:
@@ -356,6 +529,8 @@ class MessageDelegate(QStyledItemDelegate):
                                         is_dark(option.palette))
         height = (MARGIN_Y * 2 + PAD + self._header_height(fm) + 4 + int(doc.size().height())
                   + PAD)
+        if message_details_line(message):
+            height += fm.height() + 1
         if truncated:
             height += fm.height() + 6
         return QSize(width, max(height, BADGE + 2 * PAD + 2 * MARGIN_Y))
@@ -443,9 +618,11 @@ class MessageDelegate(QStyledItemDelegate):
             painter.drawText(option.rect.adjusted(PAD * 2, 0, 0, 0),
                              Qt.AlignmentFlag.AlignVCenter, "Loading…")
             return
-        doc, truncated = self._document(index, message, self._text_width(option.rect.width()),
-                                        option.font, dark)
-        geo = self._geometry(option.rect, fm, int(doc.size().height()), truncated)
+        rendered = self._rendered(index, message, self._text_width(option.rect.width()),
+                                  option.font, dark)
+        doc, truncated = rendered.doc, rendered.truncated
+        details = message_details_line(message)
+        geo = self._geometry(option.rect, fm, int(doc.size().height()), truncated, bool(details))
         colour = role_color(message.role, dark)
         greyed = message.state != "active"
         will_fold = bool(index.data(WillFoldRole)) and not pending
@@ -520,7 +697,7 @@ class MessageDelegate(QStyledItemDelegate):
             right.append("time unknown")  # the source gave none; none is made up
         if message.token_count is not None:
             right.append(f"{message.token_count:,} tok")
-        right_rect = geo.header.adjusted(0, 0, -geo.star.width() - 4, 0)
+        right_rect = geo.header.adjusted(0, 0, -geo.star.width() - geo.copy.width() - 8, 0)
         if extras:
             # Up to the time and tokens on the right, elided there: never drawn over them.
             room = header_room(fm, right_rect, x, "  ·  ".join(right))
@@ -538,6 +715,17 @@ class MessageDelegate(QStyledItemDelegate):
             elif hovered or selected:
                 painter.setPen(muted)
                 painter.drawText(geo.star, Qt.AlignmentFlag.AlignCenter, "☆")
+            if hovered:
+                self._paint_button(painter, geo.copy, COPY_LABEL, palette)
+
+        if geo.details is not None:
+            painter.setPen(muted)
+            painter.setFont(option.font)
+            painter.drawText(geo.details,
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             fm.elidedText(details, Qt.TextElideMode.ElideRight,
+                                           geo.details.width()))
+        self._paint_code_headers(painter, option, geo, rendered, dark)
 
         # Body.
         painter.save()
@@ -560,6 +748,88 @@ class MessageDelegate(QStyledItemDelegate):
             painter.drawText(geo.more, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                              label)
 
+    @staticmethod
+    def _paint_button(painter: QPainter, rect: QRect, label: str, palette: QPalette) -> None:
+        painter.save()
+        fill = QColor(palette.color(QPalette.ColorRole.Button))
+        painter.setBrush(fill)
+        painter.setPen(palette.color(QPalette.ColorRole.Mid))
+        painter.drawRoundedRect(QRectF(rect).adjusted(0.5, 1.5, -0.5, -1.5), 4, 4)
+        painter.setPen(palette.color(QPalette.ColorRole.ButtonText))
+        painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, label)
+        painter.restore()
+
+    @staticmethod
+    def _code_regions(rendered: _Rendered, geo: _Geometry, fm: QFontMetrics
+                      ) -> list[tuple[CodeBlock, QRect, QRect]]:
+        """Each code block's header strip and copy button, in view coordinates."""
+        doc = rendered.doc
+        header = _code_header_height(fm)
+        regions = []
+        width = int(doc.textWidth())
+        for code in rendered.code_blocks:
+            block = doc.findBlockByNumber(code.first)
+            if not block.isValid() or block.layout() is None:
+                continue
+            top = block.layout().position().y() - header
+            strip = QRect(int(geo.doc_origin.x()), int(geo.doc_origin.y() + top), width,
+                          header)
+            label_width = fm.horizontalAdvance(COPY_CODE_LABEL) + 12
+            button = QRect(strip.right() - label_width - 2, strip.top() + 1, label_width,
+                           strip.height() - 2)
+            regions.append((code, strip, button))
+        return regions
+
+    def _paint_code_headers(self, painter: QPainter, option: QStyleOptionViewItem,
+                            geo: _Geometry, rendered: _Rendered, dark: bool) -> None:
+        if not rendered.code_blocks:
+            return
+        fm = QFontMetrics(option.font)
+        palette = option.palette
+        strip_colour = QColor(255, 255, 255, 34) if dark else QColor(0, 0, 0, 26)
+        painter.save()
+        painter.setClipRect(option.rect)
+        painter.setFont(option.font)
+        for code, strip, button in self._code_regions(rendered, geo, fm):
+            if not strip.intersects(option.rect):
+                continue
+            painter.fillRect(strip, strip_colour)
+            label_colour = QColor(palette.color(QPalette.ColorRole.Text))
+            label_colour.setAlpha(175)  # quieter than the code, readable in both themes
+            painter.setPen(label_colour)
+            painter.drawText(strip.adjusted(6, 0, -button.width() - 8, 0),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             fm.elidedText(code.language or "code", Qt.TextElideMode.ElideRight,
+                                           max(0, strip.width() - button.width() - 14)))
+            self._paint_button(painter, button, COPY_CODE_LABEL, palette)
+        painter.restore()
+
+    def hit_regions(self, option: QStyleOptionViewItem, index: _Index) -> dict[str, Any]:
+        """Where a message row's controls are, in view coordinates (None when absent).
+
+        ``copy`` is the copy-message button, ``star`` the importance star, ``code`` a list
+        of (code block, copy button) pairs, ``header`` the header line.
+        """
+        message = index.data(MessageRole)
+        if index.data(KindRole) != "message" or message is None:
+            return {}
+        fm = QFontMetrics(option.font)
+        rendered = self._rendered(index, message, self._text_width(option.rect.width()),
+                                  option.font, is_dark(option.palette))
+        geo = self._geometry(option.rect, fm, int(rendered.doc.size().height()),
+                             rendered.truncated, bool(message_details_line(message)))
+        return {
+            "copy": geo.copy,
+            "star": geo.star,
+            "header": geo.header,
+            "details": geo.details,
+            "more": geo.more,
+            "code": [(code, button) for code, _strip, button
+                     in self._code_regions(rendered, geo, fm)],
+            "doc_origin": geo.doc_origin,
+            "doc": rendered.doc,
+        }
+
     # -- clicks ------------------------------------------------------------------------
 
     def editorEvent(self, event: QEvent, model: QAbstractItemModel,
@@ -578,20 +848,56 @@ class MessageDelegate(QStyledItemDelegate):
         message = index.data(MessageRole)
         if message is None:
             return False
-        fm = QFontMetrics(option.font)
-        doc, truncated = self._document(index, message, self._text_width(option.rect.width()),
-                                        option.font, is_dark(option.palette))
-        geo = self._geometry(option.rect, fm, int(doc.size().height()), truncated)
+        regions = self.hit_regions(option, index)
         point = event.position().toPoint()
-        if geo.star.contains(point):
+        if regions["star"].contains(point):
             self.importance_toggled.emit(message)
             return True
-        if geo.more is not None and geo.more.contains(point):
+        if regions["copy"].contains(point):
+            QGuiApplication.clipboard().setText(message.content or "")
+            self.copied.emit(message.content or "")
+            return True
+        for code, button in regions["code"]:
+            if button.contains(point):
+                QGuiApplication.clipboard().setText(code.text)
+                self.copied.emit(code.text)
+                return True
+        href = regions["doc"].documentLayout().anchorAt(QPointF(point) - regions["doc_origin"])
+        if href:
+            self.link_activated.emit(href)
+            return True
+        more = regions["more"]
+        if more is not None and more.contains(point):
             self.set_expanded(message, not self.is_expanded(message))
             self.expansion_changed.emit(QModelIndex(index))
             self.sizeHintChanged.emit(QModelIndex(index))
             return True
         return False
+
+    def helpEvent(self, event: QHelpEvent, view: QAbstractItemView,  # noqa: N802 - Qt's name
+                  option: QStyleOptionViewItem, index: _Index) -> bool:
+        regions = self.hit_regions(option, index)
+        message = index.data(MessageRole)
+        if not regions or message is None or event is None:
+            return super().helpEvent(event, view, option, index)
+        point = event.pos()
+        tip = ""
+        if regions["copy"].contains(point):
+            tip = "Copy the message's text"
+        elif any(button.contains(point) for _code, button in regions["code"]):
+            tip = "Copy the code block"
+        elif regions["header"].contains(point) or (
+                regions["details"] is not None and regions["details"].contains(point)):
+            tip = message_details(message)
+        else:
+            tip = regions["doc"].documentLayout().anchorAt(
+                QPointF(point) - regions["doc_origin"])
+        if not tip:
+            QToolTip.hideText()
+            return super().helpEvent(event, view, option, index)
+        QToolTip.showText(event.globalPos(), plain_tooltip(tip),
+                          view.viewport() if view else None)
+        return True
 
     # -- editing -----------------------------------------------------------------------
 

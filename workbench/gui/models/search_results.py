@@ -9,6 +9,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
 from workbench.core.conversation import SearchHit
+from workbench.gui.delegates.markdown import plain_tooltip
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -83,5 +84,5 @@ class SearchResultsModel(QAbstractListModel):
             what = hit.role or hit.kind
             return f"{self.title_of(hit)}, {what}: {plain_snippet(hit.snippet)}"
         if role == Qt.ItemDataRole.ToolTipRole:
-            return plain_snippet(hit.snippet)
+            return plain_tooltip(plain_snippet(hit.snippet))
         return None

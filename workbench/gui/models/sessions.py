@@ -16,6 +16,7 @@ from workbench.core.conversation import SessionInfo
 from workbench.core.identity import metadata_lines
 from workbench.engine.workspace import Workspace
 from workbench.errors import WorkbenchError
+from workbench.gui.delegates.markdown import plain_tooltip
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -165,10 +166,10 @@ class SessionListModel(QAbstractListModel):
             details = self._details(info)
             when = (f"Time unknown (imported {updated})" if TIME_UNKNOWN in details
                     else f"Updated {updated}")
-            return "\n".join(
+            return plain_tooltip("\n".join(
                 [f"{info.title}", session_summary(info), when,
                  *(d for d in details if d != TIME_UNKNOWN)]
-            )
+            ))
         if role == Qt.ItemDataRole.AccessibleTextRole:
             pinned = "pinned, " if info.pinned else ""
             return f"{info.title}, {pinned}{session_summary(info)}"

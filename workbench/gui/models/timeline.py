@@ -57,6 +57,7 @@ from workbench.core.conversation import ROLES, Message
 from workbench.engine import compaction
 from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError
+from workbench.gui.delegates.markdown import plain_tooltip
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -663,7 +664,7 @@ class TimelineModel(QAbstractListModel):
             if role == SummaryRole:
                 return self._run_summary(run, records)
             if role == Qt.ItemDataRole.ToolTipRole:
-                return self._run_tooltip(run, records)
+                return plain_tooltip(self._run_tooltip(run, records))
             return None
         if role == KindRole:
             return "message"

@@ -68,6 +68,7 @@ from workbench.engine.compaction_view import (
 )
 from workbench.errors import NotFoundError
 from workbench.gui.context import AppContext
+from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.errors import describe_error
 from workbench.gui.layout import FittedComboBox, FlowLayout, VerticalScrollArea
 from workbench.gui.panels.compaction_commands import (
@@ -898,7 +899,8 @@ class CompactionPanel(QWidget):
                                           | Qt.AlignmentFlag.AlignVCenter)
                 if record.undone:
                     item.setForeground(self.palette().placeholderText())
-                item.setToolTip(f"Summary:\n{record.summary[:600]}" if record.summary else "")
+                summary = f"Summary:\n{record.summary[:600]}" if record.summary else ""
+                item.setToolTip(plain_tooltip(summary))
                 table.setItem(row, column, item)
         self.history_empty.setVisible(not records)
         table.setVisible(bool(records))

@@ -54,6 +54,7 @@ from workbench.core.compaction import dedupe_facts
 from workbench.core.conversation import MemoryEntry, Task, TaskStatus, utcnow
 from workbench.engine.session_context import ContextOverview, new_task, read_session_context
 from workbench.gui.context import AppContext
+from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.layout import FlowLayout, VerticalScrollArea
 from workbench.gui.panels.context_commands import (
     AddMemoryEntryCommand,
@@ -183,6 +184,7 @@ class ContextPanel(QWidget):
         self.title_label = QLabel("No session is open.")
         self.title_label.setWordWrap(True)
         self.title_label.setAccessibleName("Context of")
+        self.title_label.setTextFormat(Qt.TextFormat.PlainText)  # a title is data, not markup
         font = QFont(self.title_label.font())
         font.setBold(True)
         self.title_label.setFont(font)
@@ -531,7 +533,7 @@ class ContextPanel(QWidget):
             for row, task in enumerate(tasks):
                 item = QTableWidgetItem(task.description)
                 item.setData(TaskRole, task)
-                item.setToolTip(f"{task.description}\nid: {task.id}")
+                item.setToolTip(plain_tooltip(f"{task.description}\nid: {task.id}"))
                 table.setItem(row, 0, item)
                 status = QTableWidgetItem(task.status)
                 table.setItem(row, 1, status)
@@ -549,7 +551,7 @@ class ContextPanel(QWidget):
             content = QTableWidgetItem(" ".join(entry.content.split()))
             content.setData(EntryRole, entry)
             when = entry.created_at.strftime("%Y-%m-%d %H:%M") if entry.created_at else "?"
-            content.setToolTip(f"{entry.content}\n\nstored {when} UTC")
+            content.setToolTip(plain_tooltip(f"{entry.content}\n\nstored {when} UTC"))
             table.setItem(row, 0, content)
             scope = "session" if entry.scope == "session" else "agent"
             table.setItem(row, 1, QTableWidgetItem(scope))

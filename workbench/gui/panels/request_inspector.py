@@ -65,6 +65,7 @@ from workbench.core.gcpause import collector_paused
 from workbench.engine.chat import GAUGE_PREFLIGHT_LIMIT, left_out_previews, preflight_turn
 from workbench.engine.workspace import Workspace
 from workbench.gui.context import AppContext
+from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.errors import describe_error
 from workbench.gui.theme import is_dark, monospace_font, role_color
 
@@ -340,7 +341,7 @@ class LeftOutModel(QAbstractListModel):
             return f"{number} {preview[0]}: {preview[1] or '(empty)'}"
         if role == Qt.ItemDataRole.ToolTipRole:
             head = f"Message {number} (id {item.message_id}): {item.reason}."
-            return head + ("\n\n" + preview[1] if preview and preview[1] else "")
+            return plain_tooltip(head + ("\n\n" + preview[1] if preview and preview[1] else ""))
         if role == Qt.ItemDataRole.ForegroundRole and preview is not None:
             return role_color(preview[0])
         if role == self.LeftOutRole:

@@ -91,6 +91,7 @@ class TimelinePanel(QWidget):
         self.setObjectName("TimelinePanel")
         self.title_label = QLabel(self)
         self.title_label.setAccessibleName("Session title")
+        self.title_label.setTextFormat(Qt.TextFormat.PlainText)  # a title is data, not markup
         font = self.title_label.font()
         font.setBold(True)
         font.setPointSizeF(font.pointSizeF() * 1.15)

@@ -1,0 +1,323 @@
+"""How messages and titles are shown: content is data, never markup; copy, code, tables,
+the model and usage of a reply, and messages whose time is unknown."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+
+from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtGui import QContextMenuEvent, QGuiApplication, QHelpEvent, QTextDocument, QTextTable
+from PySide6.QtWidgets import QApplication, QMenu, QToolTip
+from pytestqt.qtbot import QtBot
+
+from workbench.core.conversation import Message, SessionInfo
+from workbench.engine.workspace import Workspace
+from workbench.gui.delegates.markdown import SafeDocument, plain_tooltip, render_markdown
+from workbench.gui.delegates.message import (
+    message_details,
+    message_details_line,
+    message_markdown,
+    message_time_text,
+)
+from workbench.gui.main_window import MainWindow
+from workbench.gui.models.sessions import SessionListModel
+from workbench.gui.models.timeline import MessageRole
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_hostile() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "hostile_window", Path(__file__).with_name("hostile_window.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+hostile_window = _load_hostile()
+T0 = datetime(2025, 5, 1, 9, 0, tzinfo=UTC)
+CODE = 'def greet(name):\n    return f"<b>{name}</b>"  # not bold'
+REPLY = (
+    "Here you go:\n\n"
+    f"```python\n{CODE}\n```\n\n"
+    "| Name | Size |\n|:-----|-----:|\n| alpha | 1 |\n| beta | 22,000 |\n"
+)
+META = {"model": "gemma-3-270m-it", "finish_reason": "length",
+        "usage": {"input_tokens": 1200, "output_tokens": 85}}
+
+
+def rendered_text(tip: str) -> str:
+    """What a rich tooltip or label shows, as plain text."""
+    doc = SafeDocument()
+    doc.setHtml(tip)
+    return doc.toPlainText()
+
+
+def render(markdown: str) -> QTextDocument:
+    doc = SafeDocument()
+    render_markdown(doc, markdown, dark=False, code_header=16)
+    doc.setTextWidth(600)
+    doc.size()  # lays it out, which is when Qt would fetch images
+    return doc
+
+
+def open_chat(workspace: Workspace, open_window: Callable[..., MainWindow],
+              make_session: Callable[..., SessionInfo]) -> MainWindow:
+    info = make_session(workspace, "Chat", [
+        Message(role="user", content="Show me code", created_at=T0, token_count=3),
+        Message(role="assistant", content=REPLY, created_at=T0, token_count=40,
+                metadata=dict(META)),
+    ])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    return window
+
+
+def row_regions(window: MainWindow, row: int) -> dict:
+    view = window.timeline.view
+    index = window.timeline.model.index(row, 0)
+    view.scrollTo(index)
+    QApplication.processEvents()
+    option = view._option(view.visualRect(index))  # noqa: SLF001 - the option rows paint with
+    return window.timeline.delegate.hit_regions(option, index)
+
+
+# == hostile content ==========================================================================
+
+
+def test_hostile_sessions_open_under_a_memory_cap_and_show_every_word(tmp_path: Path) -> None:
+    # A window that read /dev/zero as an image would allocate into the cap and abort.
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT),
+               WORKBENCH_HOME=str(tmp_path / "home"))
+    done = subprocess.run(
+        [sys.executable, hostile_window.__file__, str(tmp_path / "hostile.db"), "1500"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "DONE"
+    reports = [json.loads(line) for line in lines[:-1]]
+    assert len(reports) == len(hostile_window.PAYLOADS)
+    for name, report in zip(hostile_window.PAYLOADS, reports, strict=True):
+        assert report["visible"]
+        # Titles are plain text: the markup is shown, not obeyed.
+        assert report["title_format"] == "PlainText"
+        assert report["title_label"].startswith(hostile_window.TITLE)
+        assert report["window_title"].startswith(hostile_window.TITLE)
+        assert len(report["texts"]) == 2
+        for text in report["texts"]:
+            assert "\ufffc" not in text  # no object (image) left in the document
+            if name == "huge":
+                assert text.endswith("word")  # its first lines, with "Show all" below
+            else:
+                assert text.endswith(hostile_window.TAIL), (name, text)
+    texts = {name: r["texts"][0] for name, r in zip(hostile_window.PAYLOADS, reports,
+                                                    strict=True)}
+    assert "<script>alert('hidden')</script>" in texts["script"]
+    assert '<span style="font-size:40px;color:red">shout</span>' in texts["red span"]
+    assert "[image: x] (/dev/zero)" in texts["markdown image"]
+    assert 'file:///dev/zero "hidden words"' in texts["reference"]
+
+
+def test_the_document_never_loads_a_resource(qapp: QApplication) -> None:
+    before = SafeDocument.refused
+    doc = SafeDocument()
+    doc.setHtml('<p>a <img src="/dev/zero" width="10"> b</p>')
+    doc.setTextWidth(300)
+    doc.size()
+    assert SafeDocument.refused > before  # Qt asked, and got nothing
+    assert doc.size().height() < 200
+
+
+def test_markdown_shows_html_as_text_images_as_links_and_link_targets(qapp: QApplication) -> None:
+    doc = render(
+        'a ![chart](/etc/passwd "t") b <img src="/dev/zero"> c <script>x()</script> d '
+        '<style>*{display:none}</style> e <iframe src="http://x"></iframe> f '
+        '[docs](https://example.com/d) g [t](https://e.x "hidden title") h'
+    )
+    text = doc.toPlainText()
+    assert text == (
+        'a [image: chart] (/etc/passwd "t") b <img src="/dev/zero"> c <script>x()</script> d '
+        '<style>*{display:none}</style> e <iframe src="http://x"></iframe> f '
+        'docs (https://example.com/d) g t (https://e.x "hidden title") h'
+    )
+    block = doc.begin()
+    it = block.begin()
+    while not it.atEnd():
+        assert not it.fragment().charFormat().isImageFormat()
+        it += 1
+
+
+def test_titles_are_plain_text_in_the_label_the_list_and_its_tooltip(
+    workspace: Workspace, open_window: Callable[..., MainWindow],
+    make_session: Callable[..., SessionInfo],
+) -> None:
+    title = '<b>bold?</b> <img src="/dev/zero"> <a href="x">link</a>'
+    info = make_session(workspace, title, [("user", "hi")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    label = window.timeline.title_label
+    assert label.textFormat() == Qt.TextFormat.PlainText
+    assert label.text() == title
+    assert window.windowTitle().startswith(title)
+    model = window.browser.model
+    assert isinstance(model, SessionListModel)
+    row = next(r for r in range(model.rowCount())
+               if model.index(r, 0).data(Qt.ItemDataRole.DisplayRole) == title)
+    tip = model.index(row, 0).data(Qt.ItemDataRole.ToolTipRole)
+    assert rendered_text(tip).startswith(title)
+
+
+def test_plain_tooltip_shows_markup_literally(qapp: QApplication) -> None:
+    shown = rendered_text(plain_tooltip('<img src="/dev/zero">\n<b>x</b>'))
+    assert shown == '<img src="/dev/zero">\n<b>x</b>'
+
+
+# == code, tables and copying ===================================================================
+
+
+def test_code_blocks_are_highlighted_and_keep_their_text(qapp: QApplication) -> None:
+    doc = render(f"```python\n{CODE}\n```")
+    assert doc.toPlainText() == CODE  # highlighting adds colour, never text or markup
+    block = doc.begin()
+    colours = set()
+    it = block.begin()
+    while not it.atEnd():
+        colours.add(it.fragment().charFormat().foreground().color().name())
+        it += 1
+    assert len(colours) > 1  # the keyword and the name differ in colour
+
+
+def test_tables_get_a_bold_header_row_aligned_like_its_column(qapp: QApplication) -> None:
+    doc = render("| Name | Size |\n|:-----|-----:|\n| alpha | 1 |\n")
+    (table,) = [f for f in doc.rootFrame().childFrames() if isinstance(f, QTextTable)]
+    assert table.format().headerRowCount() == 1
+    assert table.format().border() == 1
+    size_header = doc.findBlock(table.cellAt(0, 1).firstPosition())
+    size_value = doc.findBlock(table.cellAt(1, 1).firstPosition())
+    assert size_header.blockFormat().alignment() & Qt.AlignmentFlag.AlignRight
+    assert size_value.blockFormat().alignment() & Qt.AlignmentFlag.AlignRight
+    assert table.cellAt(0, 0).format().fontWeight() > 400
+
+
+def test_the_copy_button_on_hover_copies_the_message(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    make_session: Callable[..., SessionInfo],
+) -> None:
+    window = open_chat(workspace, open_window, make_session)
+    QGuiApplication.clipboard().clear()
+    regions = row_regions(window, 1)
+    point = regions["copy"].center()
+    viewport = window.timeline.view.viewport()
+    qtbot.mouseMove(viewport, point)
+    qtbot.mouseClick(viewport, Qt.MouseButton.LeftButton, pos=point)
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == REPLY)
+
+
+def test_the_code_block_copy_button_copies_only_the_code(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    make_session: Callable[..., SessionInfo],
+) -> None:
+    window = open_chat(workspace, open_window, make_session)
+    QGuiApplication.clipboard().clear()
+    regions = row_regions(window, 1)
+    ((code, button),) = regions["code"]
+    assert code.language == "python"
+    # The code is coloured after the row's first paint, its text unchanged.
+    index = window.timeline.model.index(1, 0)
+    qtbot.waitUntil(lambda: window.timeline.delegate.is_coloured(index))
+    doc = row_regions(window, 1)["doc"]
+    block = doc.findBlockByNumber(code.first)
+    assert block.text() == CODE.split("\n")[0]
+    colours = set()
+    it = block.begin()
+    while not it.atEnd():
+        colours.add(it.fragment().charFormat().foreground().color().name())
+        it += 1
+    assert len(colours) > 1
+    qtbot.mouseClick(window.timeline.view.viewport(), Qt.MouseButton.LeftButton,
+                     pos=button.center())
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == CODE)
+
+
+def test_the_context_menu_copies_the_message(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    make_session: Callable[..., SessionInfo],
+) -> None:
+    window = open_chat(workspace, open_window, make_session)
+    QGuiApplication.clipboard().clear()
+    view = window.timeline.view
+    index = window.timeline.model.index(0, 0)
+    point = view.visualRect(index).center()
+    chosen: list[str] = []
+
+    def choose() -> None:
+        menu = QApplication.activePopupWidget()
+        if not isinstance(menu, QMenu):
+            QTimer.singleShot(20, choose)
+            return
+        action = next(a for a in menu.actions() if a.text().replace("&", "") == "Copy Text")
+        chosen.append(action.text())
+        menu.setActiveAction(action)
+        qtbot.keyClick(menu, Qt.Key.Key_Return)
+
+    QTimer.singleShot(0, choose)
+    # A right-click: the press, then the context-menu event the window system sends.
+    qtbot.mousePress(view.viewport(), Qt.MouseButton.RightButton, pos=point)
+    QApplication.sendEvent(view.viewport(), QContextMenuEvent(
+        QContextMenuEvent.Reason.Mouse, point, view.viewport().mapToGlobal(point)))
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == "Show me code")
+    assert chosen
+
+
+# == the model, finish reason and usage; unknown times ===========================================
+
+
+def test_a_reply_shows_its_model_and_the_tooltip_its_finish_reason_and_usage(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    make_session: Callable[..., SessionInfo],
+) -> None:
+    window = open_chat(workspace, open_window, make_session)
+    regions = row_regions(window, 1)
+    assert regions["details"] is not None  # the line under the header
+    assert row_regions(window, 0)["details"] is None  # a user message has none
+    view = window.timeline.view
+    point = regions["header"].center()
+    event = QHelpEvent(QEvent.Type.ToolTip, point, view.viewport().mapToGlobal(point))
+    QApplication.sendEvent(view.viewport(), event)
+    qtbot.waitUntil(QToolTip.isVisible)
+    shown = rendered_text(QToolTip.text())
+    assert "Model: gemma-3-270m-it" in shown
+    assert "Finish reason: length" in shown
+    assert "Billed usage: 1,200 input + 85 output tokens" in shown
+    QToolTip.hideText()
+    message = window.timeline.model.index(1, 0).data(MessageRole)
+    assert message_details_line(message) == (
+        "gemma-3-270m-it · finish: length · 1,200 input + 85 output tokens")
+
+
+def test_a_message_without_a_time_says_time_unknown() -> None:
+    # An imported message whose source recorded no time reads back with created_at None
+    # (the store's side of this is issue 16's); the row and its tooltip say so.
+    unknown = Message(role="user", content="when was this?", id=5)
+    known = Message(role="user", content="then", id=6, created_at=T0)
+    assert message_time_text(unknown) == "time unknown"
+    assert message_time_text(known) == T0.astimezone().strftime("%Y-%m-%d %H:%M")
+    assert "Time: unknown" in message_details(unknown)
+    assert "Time: unknown" not in message_details(known)
+
+
+def test_tool_call_arguments_and_results_stay_code(qapp: QApplication) -> None:
+    message = Message(role="assistant", content="calling",
+                      tool_calls=[{"id": "c1", "function": {"name": "f",
+                                                             "arguments": '{"a": "<b>"}'}}])
+    doc = render(message_markdown(message)[0])
+    assert '"a": "<b>"' in doc.toPlainText()

@@ -1,0 +1,418 @@
+"""Message Markdown as a document that shows its content and never obeys it.
+
+A message's text is data from a model, a user or an imported file. It is rendered as
+GitHub-flavoured Markdown with every piece of raw HTML shown as the text it is (so a
+``<script>``, ``<style>`` or 40 px red ``<span>`` hides nothing after it). The document
+never reads a file or a URL: :class:`SafeDocument` refuses every resource, and images
+become visible links naming their target (the user may open a web link; nothing is
+fetched to paint it). A link shows its target after its text when the two differ, and a
+link reference definition (which Markdown would swallow) stays a visible line: nothing
+the model receives is invisible in the timeline.
+
+Code blocks get a tinted background, Pygments highlighting (colours set on the text
+that is already in the document: content is never re-parsed as markup) and room for a
+header strip that the delegate paints with the language and a copy button. Tables get
+borders, padding and a bold, shaded header row.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QUrl
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFont,
+    QImage,
+    QTextBlock,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextFormat,
+    QTextFrameFormat,
+    QTextTable,
+    QTextTableCellFormat,
+    QTextTableFormat,
+)
+
+HIGHLIGHT_CHARS = 20_000  # longer code blocks are shown without colours
+_IMAGE_ALT = getattr(QTextFormat.Property, "ImageAltText", None)
+_IMAGE_TITLE = getattr(QTextFormat.Property, "ImageTitle", None)
+_FEATURES = QTextDocument.MarkdownFeature(
+    QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
+    | QTextDocument.MarkdownFeature.MarkdownNoHTML.value
+)
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_REFERENCE = re.compile(r"^( {0,3})\[([^\]\n]+)\]:")
+
+
+class SafeDocument(QTextDocument):
+    """A text document that never loads a resource (no file, no URL, no data).
+
+    Qt asks :meth:`loadResource` for every image it lays out; the answer is always an
+    empty 1×1 image. (Not ``None``: given no image, Qt's image handler reads the file
+    named by the image itself, which is how ``/dev/zero`` used to exhaust memory.)
+    ``refused`` counts the requests (for tests and curiosity).
+    """
+
+    refused = 0
+
+    def loadResource(self, kind: int, name: QUrl) -> Any:  # noqa: N802 - Qt's name
+        SafeDocument.refused += 1
+        if int(getattr(kind, "value", kind)) != QTextDocument.ResourceType.ImageResource.value:
+            return QByteArray()
+        image = QImage(1, 1, QImage.Format.Format_ARGB32)
+        image.fill(0)
+        return image
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """A fenced code block of a rendered document: its blocks, language and text."""
+
+    first: int  # block number of its first line
+    last: int  # block number of its last line
+    language: str
+    text: str
+
+
+def keep_visible(markdown: str) -> str:
+    """``markdown`` with link reference definitions escaped so they stay on screen.
+
+    Lines inside fenced code blocks are left alone.
+    """
+    if "]:" not in markdown:
+        return markdown
+    out: list[str] = []
+    fence = ""
+    for line in markdown.split("\n"):
+        opened = _FENCE.match(line)
+        if fence:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
+                fence = ""
+        elif opened:
+            fence = opened.group(1)
+        else:
+            line = _REFERENCE.sub(r"\1\\[\2]:", line)
+        out.append(line)
+    return "\n".join(out)
+
+
+def render_markdown(doc: QTextDocument, markdown: str, dark: bool,
+                    code_header: float, highlight: bool = True) -> list[CodeBlock]:
+    """Fill ``doc`` with ``markdown`` (see the module docstring); its code blocks.
+
+    ``code_header`` is the height kept free above each code block for its header strip.
+    With ``highlight`` false the code is left uncoloured, for :func:`highlight_code` to
+    colour later (the timeline does that after the first paint).
+    """
+    doc.setMarkdown(keep_visible(markdown), _FEATURES)
+    _show_images_and_targets(doc, dark)
+    blocks = _style_code_blocks(doc, dark, code_header)
+    _style_tables(doc, dark)
+    if highlight:
+        highlight_code(doc, blocks, dark)
+    return blocks
+
+
+def _link_colour(dark: bool) -> QColor:
+    return QColor("#8ab4f8") if dark else QColor("#1a5fb4")
+
+
+@dataclass
+class _Link:
+    end: int  # document position just after the link's text (or the image)
+    href: str
+    text: str  # what the link shows ("" for an image)
+    title: str  # its title, which Markdown shows only as a tooltip
+    image: bool
+    alt: str = ""
+
+
+def _links(doc: QTextDocument) -> list[_Link]:
+    """The document's links and images, in order."""
+    found: list[_Link] = []
+    block = doc.begin()
+    while block.isValid():
+        it = block.begin()
+        current: _Link | None = None
+        while not it.atEnd():
+            fragment = it.fragment()
+            fmt = fragment.charFormat()
+            end = fragment.position() + fragment.length()
+            if fmt.isImageFormat():
+                image = fmt.toImageFormat()
+                alt = str(image.property(_IMAGE_ALT) or "") if _IMAGE_ALT is not None else ""
+                title = str(image.property(_IMAGE_TITLE) or "") \
+                    if _IMAGE_TITLE is not None else ""
+                found.append(_Link(fragment.position(), image.name(), "", title, True, alt))
+                current = None
+            elif fmt.isAnchor() and fmt.anchorHref():
+                href = fmt.anchorHref()
+                if current is not None and current.href == href and not current.image:
+                    current.end, current.text = end, current.text + fragment.text()
+                else:
+                    current = _Link(end, href, fragment.text(), fmt.toolTip(), False)
+                    found.append(current)
+            else:
+                current = None
+            it += 1
+        block = block.next()
+    return found
+
+
+def _show_images_and_targets(doc: QTextDocument, dark: bool) -> None:
+    """Replace each image by a link naming it; show link targets and titles the text hides."""
+    links = _links(doc)
+    if not links:
+        return
+    link = QTextCharFormat()
+    link.setForeground(_link_colour(dark))
+    link.setFontUnderline(True)
+    muted = QTextCharFormat()
+    muted.setForeground(QColor("#9aa0a6") if dark else QColor("#5f6368"))
+    cursor = QTextCursor(doc)
+    cursor.beginEditBlock()
+    # From the end, so earlier positions stay valid.
+    for item in reversed(links):
+        title = f' "{item.title}"' if item.title else ""
+        if item.image:
+            cursor.setPosition(item.end)
+            cursor.setPosition(item.end + 1, QTextCursor.MoveMode.KeepAnchor)
+            fmt = QTextCharFormat(link)
+            fmt.setAnchor(True)
+            fmt.setAnchorHref(item.href)
+            fmt.setToolTip(item.href)
+            label = f"[image: {item.alt}]" if item.alt else "[image]"
+            cursor.insertText(f"{label} ({item.href}{title})", fmt)
+            continue
+        shown = item.text.strip()
+        if not title and shown in (item.href.strip(), _bare(item.href)):
+            continue  # the text is the target: nothing is hidden
+        cursor.setPosition(item.end)
+        cursor.insertText(f" ({item.href}{title})", muted)
+    cursor.endEditBlock()
+
+
+def _bare(href: str) -> str:
+    for prefix in ("mailto:", "https://", "http://"):
+        if href.startswith(prefix):
+            return href[len(prefix):]
+    return href
+
+
+def _is_code(block: QTextBlock) -> bool:
+    return block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence)
+
+
+def _style_code_blocks(doc: QTextDocument, dark: bool, header: float) -> list[CodeBlock]:
+    background = QColor(255, 255, 255, 18) if dark else QColor(0, 0, 0, 13)
+    found: list[CodeBlock] = []
+    block = doc.begin()
+    cursor: QTextCursor | None = None
+    while block.isValid():
+        if not _is_code(block):
+            block = block.next()
+            continue
+        if cursor is None:
+            cursor = QTextCursor(doc)
+            cursor.beginEditBlock()
+        first = block
+        language = first.blockFormat().stringProperty(QTextFormat.Property.BlockCodeLanguage)
+        lines = []
+        last = block
+        while block.isValid() and _is_code(block) and (
+            block.blockFormat().stringProperty(QTextFormat.Property.BlockCodeLanguage)
+            == language
+        ):
+            lines.append(block.text())
+            cursor.setPosition(block.position())
+            fmt = block.blockFormat()
+            fmt.setBackground(background)
+            fmt.setLeftMargin(6)
+            fmt.setRightMargin(0)
+            fmt.setNonBreakableLines(False)
+            if block == first:
+                fmt.setTopMargin(header)
+            cursor.setBlockFormat(fmt)
+            last = block
+            block = block.next()
+        text = "\n".join(lines)
+        found.append(CodeBlock(first.blockNumber(), last.blockNumber(), language.strip(), text))
+    if cursor is not None:
+        cursor.endEditBlock()
+    return found
+
+
+COMMON_LANGUAGES = ("python", "javascript", "typescript", "bash", "json", "sql", "rust",
+                    "go", "c", "cpp", "java", "html", "css", "yaml", "toml", "diff")
+_warming = threading.Lock()
+_warmed = False
+
+
+def warm_up() -> None:
+    """Load Pygments and the lexers of common languages on a background thread, once.
+
+    A lexer's first use imports its module and compiles its patterns (3-30 ms each):
+    done here, the first code blocks of a session are coloured without a stall.
+    """
+    global _warmed
+    with _warming:
+        if _warmed:
+            return
+        _warmed = True
+
+    def load() -> None:
+        for dark in (False, True):
+            _palette(dark)
+        for language in COMMON_LANGUAGES:
+            _lexer(language)
+
+    threading.Thread(target=load, name="pygments-warm-up", daemon=True).start()
+
+
+@lru_cache(maxsize=64)
+def _lexer(language: str) -> Any:
+    if not language:
+        return None
+    try:
+        from pygments.lexers import get_lexer_by_name
+        from pygments.util import ClassNotFound
+    except ImportError:  # pragma: no cover - pygments is a dependency
+        return None
+    try:
+        return get_lexer_by_name(language.lower(), stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return None
+
+
+@lru_cache(maxsize=2)
+def _palette(dark: bool) -> dict[Any, str]:
+    """Token type to colour in the Pygments style for the theme.
+
+    Colours only: bold or italic could change a line's width and so the row's height
+    after it was measured (highlighting happens after the first paint).
+    """
+    from pygments.styles import get_style_by_name
+
+    style = get_style_by_name("monokai" if dark else "default")
+    return {token: "#" + spec["color"] for token, spec in style if spec["color"]}
+
+
+def _colour_for(token: Any, colours: dict[Any, str]) -> str | None:
+    while token is not None:
+        colour = colours.get(token)
+        if colour is not None:
+            return colour
+        token = token.parent
+    return None
+
+
+@lru_cache(maxsize=512)
+def code_colours(language: str, text: str, dark: bool) -> tuple[tuple[int, int, str], ...]:
+    """The coloured runs of a code block, ``(offset, length, colour)``; cached.
+
+    Empty for an unknown language or a block longer than :data:`HIGHLIGHT_CHARS`.
+    """
+    if len(text) > HIGHLIGHT_CHARS:
+        return ()
+    lexer = _lexer(language)
+    if lexer is None:
+        return ()
+    colours = _palette(dark)
+    runs: list[tuple[int, int, str]] = []
+    for offset, token, value in lexer.get_tokens_unprocessed(text):
+        colour = _colour_for(token, colours)
+        if colour is None or not value.strip():
+            continue
+        if runs and runs[-1][2] == colour and runs[-1][0] + runs[-1][1] == offset:
+            runs[-1] = (runs[-1][0], runs[-1][1] + len(value), colour)
+        else:
+            runs.append((offset, len(value), colour))
+    return tuple(runs)
+
+
+def can_highlight(blocks: Sequence[CodeBlock]) -> bool:
+    """Whether any of ``blocks`` is in a language Pygments knows (and short enough)."""
+    return any(len(b.text) <= HIGHLIGHT_CHARS and _lexer(b.language) is not None
+               for b in blocks)
+
+
+def highlight_code(doc: QTextDocument, blocks: Sequence[CodeBlock], dark: bool) -> None:
+    """Colour the code blocks of a rendered document (their text does not change)."""
+    cursor: QTextCursor | None = None
+    formats: dict[str, QTextCharFormat] = {}
+    for code in blocks:
+        runs = code_colours(code.language, code.text, dark)
+        if not runs:
+            continue
+        first = doc.findBlockByNumber(code.first)
+        if not first.isValid():
+            continue
+        if cursor is None:
+            cursor = QTextCursor(doc)
+            cursor.beginEditBlock()
+        start = first.position()
+        for offset, length, colour in runs:
+            fmt = formats.get(colour)
+            if fmt is None:
+                fmt = formats[colour] = QTextCharFormat()
+                fmt.setForeground(QColor(colour))
+            cursor.setPosition(start + offset)
+            cursor.setPosition(start + offset + length, QTextCursor.MoveMode.KeepAnchor)
+            cursor.mergeCharFormat(fmt)
+    if cursor is not None:
+        cursor.endEditBlock()
+
+
+def _style_tables(doc: QTextDocument, dark: bool) -> None:
+    tables = [f for f in doc.rootFrame().childFrames() if isinstance(f, QTextTable)]
+    if not tables:
+        return
+    border = QColor("#5f6368") if dark else QColor("#c0c4c8")
+    shade = QColor(255, 255, 255, 26) if dark else QColor(0, 0, 0, 16)
+    for table in tables:
+        fmt = QTextTableFormat(table.format())
+        fmt.setBorder(1)
+        fmt.setBorderBrush(QBrush(border))
+        fmt.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
+        fmt.setBorderCollapse(True)
+        fmt.setCellSpacing(0)
+        fmt.setCellPadding(4)
+        fmt.setHeaderRowCount(1)
+        table.setFormat(fmt)
+        cursor = QTextCursor(doc)
+        for column in range(table.columns()):
+            cell = table.cellAt(0, column)
+            cell_fmt = QTextTableCellFormat()
+            cell_fmt.setBackground(shade)
+            cell_fmt.setFontWeight(QFont.Weight.Bold)
+            cell.setFormat(cell_fmt)
+            # The header sits over its column the way the column's cells are aligned.
+            if table.rows() > 1:
+                body = doc.findBlock(table.cellAt(1, column).firstPosition())
+                align = body.blockFormat().alignment()
+                cursor.setPosition(cell.firstPosition())
+                cursor.setPosition(cell.lastPosition(), QTextCursor.MoveMode.KeepAnchor)
+                block_fmt = QTextBlockFormat()
+                block_fmt.setAlignment(align)
+                cursor.mergeBlockFormat(block_fmt)
+
+
+def plain_tooltip(text: str | None) -> str | None:
+    """``text`` as a tooltip that shows it literally.
+
+    Qt renders a tooltip as rich text when it merely looks like HTML (and would load
+    the images it names); this escapes it and keeps its line breaks.
+    """
+    if not text:
+        return text
+    return "<qt>" + html.escape(text).replace("\n", "<br>") + "</qt>"
