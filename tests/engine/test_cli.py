@@ -127,8 +127,8 @@ def test_import_json_shape(cli: Callable[..., Any], trip_file: Path) -> None:
     result = cli("import", trip_file, "--json")
     assert result.code == 0, result.err
     data = result.json()
-    assert set(data) == {"sessions", "skipped"}
-    assert data["skipped"] == []
+    assert set(data) == {"sessions", "skipped", "notes"}
+    assert data["skipped"] == [] and data["notes"] == []
     assert len(data["sessions"]) == 1
     session = data["sessions"][0]
     assert set(session) == {"id", "title", "messages"}

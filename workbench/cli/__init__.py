@@ -174,6 +174,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"Imported {created} session(s) with {messages} message(s) from {args.path}.")
         if kept:
             print(f"{kept} session(s) were already imported and were left as they are.")
+        for note in report.notes:
+            print(f"Changed {note.entry}: {note.note}", file=sys.stderr)
         for skipped in report.skipped:
             print(f"Skipped {skipped.entry}: {skipped.reason}", file=sys.stderr)
     if not report.sessions and report.skipped:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from workbench.core.conversation import Conversation, SkippedEntry, utcnow
+from workbench.core.conversation import Conversation, ImportNote, SkippedEntry, utcnow
 from workbench.core.handoff import quick_handoff
 from workbench.core.tokens import TokenCounter, fill_counts, get_counter
 from workbench.errors import WorkbenchError
@@ -68,7 +68,7 @@ IMPORT_SWITCH_INTERVAL = 0.001
 
 def import_conversations(
     repo: Repository,
-    items: Iterable[Conversation | SkippedEntry],
+    items: Iterable[Conversation | SkippedEntry | ImportNote],
     *,
     replace: bool = False,
     progress: ProgressCallback | None = None,
@@ -113,8 +113,16 @@ def import_conversations(
                 if batch_messages >= MIN_BATCH_MESSAGES:
                     flush()
                 continue
+            if isinstance(item, _Stopped):
+                # Reading failed part-way: what was read is still stored, and the
+                # report says where reading stopped and why.
+                report.skipped.append(item.entry)
+                break
             if isinstance(item, SkippedEntry):
                 report.skipped.append(item)
+                continue
+            if isinstance(item, ImportNote):
+                report.notes.append(item)
                 continue
             read += 1
             if isinstance(item, _Refused):
@@ -173,6 +181,27 @@ class _Failure:
     error: BaseException
 
 
+@dataclass(frozen=True)
+class _Stopped:
+    """Reading stopped on an error after some items (yielded by :class:`_Reader`)."""
+
+    entry: SkippedEntry
+
+
+def _stopped(exc: Exception, read: int) -> _Stopped:
+    after = f"after {read:,} conversation(s)" if read else "before any conversation"
+    if isinstance(exc, WorkbenchError):
+        entry = getattr(exc, "entry", None) or "the rest of the file"
+        reason = f"{exc} Reading stopped there ({after}); nothing after it was imported."
+    else:
+        entry = "the rest of the file"
+        reason = (
+            f"Reading stopped {after} on an unexpected error ({type(exc).__name__}: {exc}); "
+            "nothing after it was imported."
+        )
+    return _Stopped(SkippedEntry(entry=entry, reason=reason))
+
+
 _END = object()
 _WAITING = object()  # yielded by _Reader when nothing is ready yet
 
@@ -193,7 +222,9 @@ class _Reader:
     """
 
     def __init__(
-        self, items: Iterable[Conversation | SkippedEntry], counter: TokenCounter | None
+        self,
+        items: Iterable[Conversation | SkippedEntry | ImportNote],
+        counter: TokenCounter | None,
     ) -> None:
         self._items = items
         self._counter = counter
@@ -221,6 +252,7 @@ class _Reader:
             pass
 
     def __iter__(self) -> Iterator[Any]:
+        read = 0
         while True:
             try:
                 chunk = self._queue.get_nowait()
@@ -230,7 +262,12 @@ class _Reader:
             if chunk is _END:
                 return
             if isinstance(chunk, _Failure):
-                raise chunk.error
+                error = chunk.error
+                if not isinstance(error, Exception) or isinstance(error, MemoryError):
+                    raise error
+                yield _stopped(error, read)
+                return
+            read += sum(1 for item in chunk if not isinstance(item, SkippedEntry | ImportNote))
             yield from chunk
 
     # -- on the reader thread ------------------------------------------------------------
@@ -273,7 +310,8 @@ class _Reader:
             if isinstance(item, Conversation):
                 try:
                     prepared.append(bulk.prepare(item, now))
-                except WorkbenchError as exc:
+                except (WorkbenchError, ValueError, TypeError, RecursionError) as exc:
+                    # ValueError and the rest: a value the JSON columns cannot hold.
                     prepared.append(_refusal(item, exc))
             else:
                 prepared.append(item)
@@ -292,7 +330,9 @@ def _store_batch(
 ) -> None:
     try:
         outcomes = repo.import_many(batch, agent_id=agent_id, replace=replace)
-    except (WorkbenchError, SQLAlchemyError):
+    except (WorkbenchError, SQLAlchemyError, ValueError):
+        # ValueError: text SQLite cannot take (UnicodeEncodeError is one); the
+        # conversations are stored one by one below so that only the bad one is lost.
         outcomes = None
     if outcomes is not None:
         report.sessions.extend((o.session, o.created) for o in outcomes)
@@ -301,7 +341,7 @@ def _store_batch(
         conv = prepared.conversation
         try:
             outcome = repo.import_conversation(conv, agent_id=agent_id, replace=replace)
-        except (WorkbenchError, SQLAlchemyError) as exc:
+        except (WorkbenchError, SQLAlchemyError, ValueError) as exc:
             label = conv.source_id or conv.title
             reason = str(getattr(exc, "orig", None) or exc)
             report.skipped.append(SkippedEntry(entry=str(label), reason=reason))

@@ -15,6 +15,7 @@ from typing import Any
 
 from workbench.core.conversation import (
     Conversation,
+    ImportNote,
     Message,
     SearchHit,
     SessionContext,
@@ -53,6 +54,8 @@ class ImportReport:
 
     sessions: list[tuple[SessionInfo, bool]] = field(default_factory=list)  # (info, created)
     skipped: list[SkippedEntry] = field(default_factory=list)
+    notes: list[ImportNote] = field(default_factory=list)
+    """Entries imported with something changed (a replaced character), and what."""
     cancelled: bool = False
 
     def to_json(self) -> dict[str, Any]:
@@ -67,6 +70,7 @@ class ImportReport:
                 for s, created in self.sessions
             ],
             "skipped": [{"entry": s.entry, "reason": s.reason} for s in self.skipped],
+            "notes": [{"entry": n.entry, "note": n.note} for n in self.notes],
         }
 
 

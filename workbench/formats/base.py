@@ -28,15 +28,18 @@ from typing import Any, Protocol, runtime_checkable
 
 from workbench.core.conversation import (
     Conversation,
+    ImportNote,
     Message,
     SessionContext,
     SessionInfo,
     SkippedEntry,
 )
 from workbench.errors import FormatError
+from workbench.formats._reading import TooDeepError, decode_value, problem, too_deep_reason
 
-ImportItem = Conversation | SkippedEntry
-"""What an importer yields: a parsed conversation, or an entry it had to skip."""
+ImportItem = Conversation | SkippedEntry | ImportNote
+"""What an importer yields: a parsed conversation, an entry it had to skip, or a note
+about something it changed in an entry it imported (such as a replaced character)."""
 
 HEAD_SIZE = 64 * 1024
 """How many leading bytes of a file :meth:`Importer.sniff` gets to look at."""
@@ -173,24 +176,34 @@ def read_text(path: Path) -> str:
 
 
 def load_json(path: Path) -> Any:
-    """Parse ``path`` as one JSON document; malformed JSON names the file, line and column."""
+    """Parse ``path`` as one JSON document; malformed JSON names the file, line and column.
+
+    Lone surrogates are replaced and noted (see :mod:`workbench.formats._reading`); a
+    document nested too deep raises ``FormatError``.
+    """
     text = read_text(path)
     try:
-        return json.loads(text)
+        return decode_value(text, f"file {path.name}")
     except json.JSONDecodeError as exc:
         raise FormatError(
-            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
+            f"{path} is not valid JSON: {problem(exc)} at line {exc.lineno}, "
+            f"column {exc.colno}.",
             path=str(path),
             entry=f"line {exc.lineno}",
         ) from exc
+    except TooDeepError as exc:
+        raise FormatError(f"{path}: {too_deep_reason('The document')}", path=str(path)) from exc
 
 
-def decode_json_line(text: str) -> Any:
-    """Parse one JSON Lines line; raises ``ValueError`` with a sentence on bad JSON."""
+def decode_json_line(text: str, where: str = "") -> Any:
+    """Parse one JSON Lines line; raises ``ValueError`` with a sentence on bad JSON or on
+    a value nested too deep. Lone surrogates are replaced and noted under ``where``."""
     try:
-        return json.loads(text)
+        return decode_value(text, where)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc.msg} at column {exc.colno}") from exc
+        raise ValueError(f"not valid JSON: {problem(exc)} at column {exc.colno}") from exc
+    except TooDeepError as exc:
+        raise ValueError(too_deep_reason("The line")) from exc
 
 
 def write_atomic(path: Path, text: str) -> None:

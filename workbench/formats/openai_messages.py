@@ -18,7 +18,8 @@ metadata as ``original_role``); keys the workbench has no field for go into meta
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ from workbench.core.conversation import (
     SkippedEntry,
 )
 from workbench.errors import FormatError
+from workbench.formats._reading import BrokenJsonError
+from workbench.formats._support import file_entries, first_char, guarded, primed
 from workbench.formats.base import (
     ExportSession,
     ImportItem,
@@ -38,6 +41,7 @@ from workbench.formats.base import (
     fingerprint,
     load_json,
     peek_json,
+    read_head,
     shorten,
     type_name,
     write_atomic,
@@ -205,10 +209,6 @@ def parse_conversation(item: Any, file_name: str, index: int) -> Conversation:
     )
 
 
-def _conversation_list(data: list[Any]) -> bool:
-    return any(isinstance(x, dict) and _list_key(x) is not None for x in data)
-
-
 # --------------------------------------------------------------------------- detection
 
 
@@ -286,11 +286,9 @@ class OpenAIMessagesImporter:
             )
         if _probe_jsonl(path):
             return self._read_jsonl(path)
+        if first_char(read_head(path).decode("utf-8", errors="replace").lstrip("\ufeff")) == "[":
+            return primed(guarded(self._read_array(path, file_entries(path))))
         data = load_json(path)
-        if isinstance(data, list):
-            if _conversation_list(data):
-                return self._read_conversations(path, data)
-            return self._read_messages(path, data)
         if isinstance(data, dict) and _list_key(data) is not None:
             return self._read_conversations(path, [data])
         raise FormatError(
@@ -299,25 +297,55 @@ class OpenAIMessagesImporter:
             path=str(path),
         )
 
-    def _read_conversations(self, path: Path, data: list[Any]) -> Iterator[ImportItem]:
+    def _read_array(self, path: Path, items: Iterator[Any]) -> Iterator[ImportItem]:
+        """A JSON array read element by element: conversations when its first object
+        holds a ``messages`` (or ``traj``) list, otherwise one conversation of messages."""
+        first: list[Any] = []
+        for item in items:
+            first.append(item)
+            if isinstance(item, dict):
+                break
+        rest = chain(first, items)
+        if first and isinstance(first[-1], dict) and _list_key(first[-1]) is not None:
+            return self._read_conversations(path, rest)
+        return self._read_messages(path, rest)
+
+    def _read_conversations(self, path: Path, data: Iterable[Any]) -> Iterator[ImportItem]:
         for i, item in enumerate(data):
+            if isinstance(item, SkippedEntry):  # unreadable: reported in its place
+                yield item
+                continue
             try:
                 yield parse_conversation(item, path.name, i)
             except InvalidEntryError as exc:
                 yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
 
-    def _read_messages(self, path: Path, data: list[Any]) -> Iterator[ImportItem]:
+    def _read_messages(self, path: Path, data: Iterable[Any]) -> Iterator[ImportItem]:
         messages: list[Message] = []
-        for i, raw in enumerate(data):
-            try:
-                messages.append(parse_message(raw))
-            except InvalidEntryError as exc:
-                yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
-        if not messages:
-            return
+        broken: BrokenJsonError | None = None
+        try:
+            for i, raw in enumerate(data):
+                if isinstance(raw, SkippedEntry):  # unreadable: reported in its place
+                    yield raw
+                    continue
+                try:
+                    messages.append(parse_message(raw))
+                except InvalidEntryError as exc:
+                    yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
+        except BrokenJsonError as exc:
+            # The messages before the break are the conversation; the break is reported.
+            if not messages:
+                raise
+            broken = exc
+        if messages:
+            yield self._messages_conversation(path, messages)
+        if broken is not None:
+            raise broken
+
+    def _messages_conversation(self, path: Path, messages: list[Message]) -> Conversation:
         for position, message in enumerate(messages):
             message.position = position
-        yield Conversation(
+        return Conversation(
             title=_title({}, messages, path.stem),
             messages=messages,
             source=NAME,
@@ -346,7 +374,7 @@ class OpenAIMessagesImporter:
         if not line:
             return None
         try:
-            value = decode_json_line(line)
+            value = decode_json_line(line, where)
             return parse_conversation(value, path.name, number - 1)
         except ValueError as exc:
             return SkippedEntry(entry=where, reason=_sentence(exc))

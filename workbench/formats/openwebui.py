@@ -40,13 +40,11 @@ from workbench.formats._support import (
     alternate_branches,
     epoch_seconds,
     epoch_time,
-    first_char,
+    file_entries,
     first_element,
     first_user_title,
     guarded,
-    iter_json_array,
     latest_leaf,
-    load_json_text,
     mark_branch_start,
     number_positions,
     primed,
@@ -54,7 +52,7 @@ from workbench.formats._support import (
     text_of,
     tool_call,
 )
-from workbench.formats.base import ImportItem, read_text, type_name
+from workbench.formats.base import ImportItem, type_name
 
 NAME = "openwebui"
 
@@ -419,17 +417,14 @@ class OpenWebUIImporter:
     def read(self, path: Path) -> Iterator[ImportItem]:
         """Sessions and branch conversations of ``path``, one chat at a time."""
         path = Path(path)
-        text = read_text(path)
-        label = str(path)
-        if first_char(text) == "{":
-            items: Iterator[Any] = iter([load_json_text(text, label, path)])
-        else:
-            items = iter_json_array(text, label, path)
-        return primed(guarded(self._read_items(path, items)))
+        return primed(guarded(self._read_items(path, file_entries(path))))
 
     def _read_items(self, path: Path, items: Iterator[Any]) -> Iterator[ImportItem]:
         seen: set[str] = set()
         for index, item in enumerate(items):
+            if isinstance(item, SkippedEntry):  # unreadable: reported in its place
+                yield item
+                continue
             where = f"item {index}"
             for result in parse_chat(item, where, f"{path.name}#{index}"):
                 if isinstance(result, Conversation) and result.source_id is not None:

@@ -35,10 +35,10 @@ from typing import Any
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
 from workbench.errors import FormatError
 from workbench.formats._support import (
+    file_entries,
     first_char,
     first_user_title,
     guarded,
-    iter_json_array,
     load_json_text,
     number_positions,
     primed,
@@ -49,6 +49,7 @@ from workbench.formats.base import (
     ImportItem,
     decode_json_line,
     peek_json,
+    read_head,
     read_text,
     shorten,
     type_name,
@@ -274,10 +275,10 @@ class ShareGPTImporter:
                 f"{path} is a directory; the sharegpt format reads one JSON or JSONL file.",
                 path=str(path),
             )
+        if first_char(read_head(path).decode("utf-8", errors="replace").lstrip("\ufeff")) == "[":
+            return primed(_unique(guarded(self._items(file_entries(path)))))
         text = read_text(path)
         label = str(path)
-        if first_char(text) == "[":
-            return primed(_unique(guarded(self._items(iter_json_array(text, label, path)))))
         if self._is_jsonl(text):
             return primed(_unique(self._lines(text)))
         return primed(_unique(self._items(iter([load_json_text(text, label, path)]))))
@@ -296,6 +297,9 @@ class ShareGPTImporter:
 
     def _items(self, items: Iterator[Any]) -> Iterator[ImportItem]:
         for index, entry in enumerate(items):
+            if isinstance(entry, SkippedEntry):  # unreadable: reported in its place
+                yield entry
+                continue
             yield from parse_entry(entry, f"item {index}")
 
     def _lines(self, text: str) -> Iterator[ImportItem]:
@@ -304,7 +308,7 @@ class ShareGPTImporter:
                 continue
             where = f"line {number}"
             try:
-                entry = decode_json_line(line)
+                entry = decode_json_line(line, where)
             except ValueError as exc:
                 yield SkippedEntry(entry=where, reason=sentence(str(exc)))
                 continue
