@@ -213,9 +213,12 @@ def write_atomic(path: Path, text: str) -> None:
     untouched.
     """
     directory = path.parent if str(path.parent) else Path(".")
+    remove_stale_temporaries(path)
     tmp_name: str | None = None
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        fd, tmp_name = tempfile.mkstemp(
+            prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=directory
+        )
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
             handle.flush()
@@ -228,6 +231,46 @@ def write_atomic(path: Path, text: str) -> None:
         if tmp_name is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Delete the temporary files an earlier write of ``path`` left behind (a process
+    killed mid-write); returns them. A temporary is stale when the process named in it
+    is gone: one still being written by a live process is left alone."""
+    directory = path.parent if str(path.parent) else Path(".")
+    removed: list[Path] = []
+    try:
+        candidates = list(directory.glob(f".{glob_escape(path.name)}.*.tmp"))
+    except OSError:
+        return removed
+    for candidate in candidates:
+        middle = candidate.name[len(path.name) + 2 : -len(".tmp")]
+        pid_text = middle.split(".", 1)[0]
+        if pid_text.isdigit() and _process_alive(int(pid_text)):
+            continue
+        with contextlib.suppress(OSError):
+            candidate.unlink()
+            removed.append(candidate)
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with the characters ``glob`` treats specially taken literally."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    except OSError:
+        return False
+    return True
 
 
 def dump_json(value: Any, *, indent: int | None = 2) -> str:

@@ -80,6 +80,10 @@ def _with_notes(items: Iterator[ImportItem], sink: NoteSink) -> Iterator[ImportI
                 break
             if sink.unclean_text and isinstance(item, Conversation):
                 repair_conversation(item, f"conversation {item.source_id or item.title}")
-        yield from sink.drain()
+        for note in sink.drain():
+            if not note.entry and isinstance(item, Conversation):
+                # Made while reading this conversation, somewhere without a position.
+                note.entry = f"conversation {item.source_id or item.title}"
+            yield note
         yield item
     yield from sink.drain()
