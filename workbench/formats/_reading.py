@@ -23,6 +23,7 @@ are handed out just before the item they concern.
 from __future__ import annotations
 
 import codecs
+import gc
 import json
 import re
 import threading
@@ -30,6 +31,7 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import compress
 from pathlib import Path
 from typing import IO, Any
 
@@ -71,11 +73,19 @@ class NoteSink:
     @contextmanager
     def active(self) -> Iterator[NoteSink]:
         """Make this the sink that :func:`add_note` adds to on this thread."""
-        _sinks.stack.append(self)
+        self.push()
         try:
             yield self
         finally:
-            _sinks.stack.pop()
+            self.pop()
+
+    def push(self) -> None:
+        """Make this the active sink until :meth:`pop` (as :meth:`active` does)."""
+        _sinks.stack.append(self)
+
+    def pop(self) -> None:
+        """Undo :meth:`push`."""
+        _sinks.stack.pop()
 
     def drain(self) -> list[ImportNote]:
         """The notes collected so far, removed from the sink."""
@@ -200,27 +210,31 @@ def repair_conversation(conversation: Conversation, entry: str) -> bool:
 # --------------------------------------------------------------------------- nesting
 
 
+_IS_CONTAINER = frozenset({dict, list}).__contains__
+
+
 def nesting_depth(value: Any, limit: int = MAX_NESTING) -> int:
-    """How many arrays and objects deep ``value`` nests (0 for a scalar), counted up to
-    one past ``limit``."""
-    level = [value] if type(value) is dict or type(value) is list else []
+    """How many arrays and objects deep a decoded JSON value nests (0 for a scalar),
+    counted up to one past ``limit``.
+
+    One level at a time, and each level in C: ``gc.get_referents`` gives every key, value
+    and item the containers of a level hold, and the containers among them are the next
+    level. (A Python loop over every value costs more than decoding does.)
+    """
+    level = [value] if _IS_CONTAINER(type(value)) else []
     depth = 0
     while level and depth <= limit:
         depth += 1
-        level = [
-            item
-            for container in level
-            for item in (container.values() if type(container) is dict else container)
-            if type(item) is dict or type(item) is list
-        ]
+        held = gc.get_referents(*level)
+        level = list(compress(held, map(_IS_CONTAINER, map(type, held))))
     return depth
 
 
 def too_deep(text: str, start: int, end: int, value: Any) -> bool:
     """Whether ``value`` (decoded from ``text[start:end]``) nests more than
-    :data:`MAX_NESTING` deep; the count of brackets answers most cases without a walk."""
-    if text.count("[", start, end) + text.count("{", start, end) <= MAX_NESTING:
-        return False
+    :data:`MAX_NESTING` deep; a short text answers without a walk."""
+    if end - start <= 2 * MAX_NESTING:
+        return False  # too short to hold that many brackets
     return nesting_depth(value) > MAX_NESTING
 
 
@@ -339,11 +353,10 @@ class JsonStream:
         pos = self._pos
         if pos < CHUNK_BYTES:
             return
-        dropped = self._buf[:pos]
-        newlines = dropped.count("\n")
+        newlines = self._buf.count("\n", 0, pos)
         if newlines:
             self._lines_before += newlines
-            self._column_before = pos - (dropped.rfind("\n") + 1)
+            self._column_before = pos - (self._buf.rfind("\n", 0, pos) + 1)
         else:
             self._column_before += pos
         self._buf = self._buf[pos:]

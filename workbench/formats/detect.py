@@ -73,13 +73,16 @@ def _with_notes(items: Iterator[ImportItem], sink: NoteSink) -> Iterator[ImportI
     is repaired whole and noted under its id.
     """
     while True:
-        with sink.active():
-            try:
-                item = next(items)
-            except StopIteration:
-                break
+        # (push/pop by hand: a context manager per item costs more than small items do)
+        sink.push()
+        try:
+            item = next(items)
             if sink.unclean_text and isinstance(item, Conversation):
                 repair_conversation(item, f"conversation {item.source_id or item.title}")
+        except StopIteration:
+            break
+        finally:
+            sink.pop()
         for note in sink.drain():
             if not note.entry and isinstance(item, Conversation):
                 # Made while reading this conversation, somewhere without a position.
