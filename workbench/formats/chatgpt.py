@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
+from workbench.formats._reading import safe_json
 from workbench.formats._support import (
     ExportDocument,
     MessageTree,
@@ -324,11 +325,8 @@ def _tool_message(
 def _call_arguments(kind: str | None, text: str) -> str:
     stripped = text.strip()
     if stripped.startswith("{"):
-        try:
-            if isinstance(json.loads(stripped), dict):
-                return stripped
-        except ValueError:
-            pass
+        if isinstance(safe_json(stripped), dict):  # None when not JSON or too deep
+            return stripped
     key = "code" if kind == "code" else "input"
     return json.dumps({key: text}, ensure_ascii=False)
 

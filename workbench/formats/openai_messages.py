@@ -39,7 +39,6 @@ from workbench.formats.base import (
     decode_json_line,
     dump_json,
     fingerprint,
-    load_json,
     peek_json,
     read_head,
     shorten,
@@ -235,6 +234,18 @@ def looks_like_openai(value: Any) -> bool:
     return _holds_messages(value)
 
 
+def _whole_value(line: str) -> bool:
+    """Whether ``line`` is one whole JSON value (a bad first entry still starts JSONL; the
+    first line of a pretty-printed document is no whole value)."""
+    try:
+        json.loads(line)
+    except RecursionError:
+        return True  # whole, only nested too deep: reported when the line is read
+    except ValueError:
+        return False
+    return True
+
+
 def _probe_jsonl(path: Path) -> bool:
     """Whether ``path`` is JSON Lines: several lines, one of the first a conversation."""
     probed = 0
@@ -245,7 +256,7 @@ def _probe_jsonl(path: Path) -> bool:
                 line = raw.decode("utf-8", errors="replace").strip().lstrip("\ufeff")
                 if not line:
                     continue
-                if probed == 0 and not line.startswith("{"):
+                if probed == 0 and not _whole_value(line):
                     return False
                 probed += 1
                 if probed > _JSONL_PROBE_LINES:
@@ -253,7 +264,7 @@ def _probe_jsonl(path: Path) -> bool:
                 if not found:
                     try:
                         value = json.loads(line)
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         continue
                     found = isinstance(value, dict) and _list_key(value) is not None
     except OSError as exc:
@@ -288,7 +299,9 @@ class OpenAIMessagesImporter:
             return self._read_jsonl(path)
         if first_char(read_head(path).decode("utf-8", errors="replace").lstrip("\ufeff")) == "[":
             return primed(guarded(self._read_array(path, file_entries(path))))
-        data = load_json(path)
+        (data,) = file_entries(path)  # one object: the document, or why it was skipped
+        if isinstance(data, SkippedEntry):
+            return iter([data])
         if isinstance(data, dict) and _list_key(data) is not None:
             return self._read_conversations(path, [data])
         raise FormatError(
@@ -299,14 +312,17 @@ class OpenAIMessagesImporter:
 
     def _read_array(self, path: Path, items: Iterator[Any]) -> Iterator[ImportItem]:
         """A JSON array read element by element: conversations when its first object
-        holds a ``messages`` (or ``traj``) list, otherwise one conversation of messages."""
+        with a ``messages`` (or ``traj``) list or a ``role`` has the list, otherwise one
+        conversation of messages. (Elements before that one are held until it comes.)"""
         first: list[Any] = []
+        conversations = False
         for item in items:
             first.append(item)
-            if isinstance(item, dict):
+            if isinstance(item, dict) and (_list_key(item) is not None or "role" in item):
+                conversations = _list_key(item) is not None
                 break
         rest = chain(first, items)
-        if first and isinstance(first[-1], dict) and _list_key(first[-1]) is not None:
+        if conversations:
             return self._read_conversations(path, rest)
         return self._read_messages(path, rest)
 

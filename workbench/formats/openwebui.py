@@ -28,13 +28,13 @@ are not kept).
 from __future__ import annotations
 
 import html
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
+from workbench.formats._reading import safe_json
 from workbench.formats._support import (
     MessageTree,
     alternate_branches,
@@ -155,10 +155,7 @@ class _Turn:
 def _unescape_result(value: str) -> str:
     text = html.unescape(value)
     # Open WebUI stores a tool's result JSON-encoded; a plain JSON string reads better bare.
-    try:
-        decoded = json.loads(text)
-    except ValueError:
-        return text
+    decoded = safe_json(text)  # None for text that is not JSON (or nests too deep)
     return decoded if isinstance(decoded, str) else text
 
 

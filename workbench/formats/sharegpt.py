@@ -34,12 +34,12 @@ from typing import Any
 
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
 from workbench.errors import FormatError
+from workbench.formats._reading import safe_json
 from workbench.formats._support import (
     file_entries,
     first_char,
     first_user_title,
     guarded,
-    load_json_text,
     number_positions,
     primed,
     sentence,
@@ -161,10 +161,7 @@ class _Reader:
             raise InvalidTurnError(f"speaker {speaker!r} is not one this importer knows")
 
     def _calls(self, value: str, meta: dict[str, Any]) -> None:
-        try:
-            decoded = json.loads(value)
-        except ValueError:
-            decoded = None
+        decoded = safe_json(value)  # None when not JSON (or nested too deep)
         items = decoded if isinstance(decoded, list) else [decoded]
         calls = []
         if all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items) and items:
@@ -231,10 +228,9 @@ def parse_entry(entry: Any, where: str) -> list[ImportItem]:
     metadata = {k: v for k, v in entry.items() if k not in (*_TURN_LISTS, "system", "title")}
     tools = metadata.get("tools")
     if isinstance(tools, str):
-        try:
-            metadata["tools"] = json.loads(tools)
-        except ValueError:
-            pass
+        decoded = safe_json(tools)
+        if decoded is not None:
+            metadata["tools"] = decoded
     results.append(
         Conversation(
             title=title, messages=messages, source=NAME, source_id=source_id, metadata=metadata
@@ -281,7 +277,7 @@ class ShareGPTImporter:
         label = str(path)
         if self._is_jsonl(text):
             return primed(_unique(self._lines(text)))
-        return primed(_unique(self._items(iter([load_json_text(text, label, path)]))))
+        return primed(_unique(self._items(file_entries(path, label))))
 
     @staticmethod
     def _is_jsonl(text: str) -> bool:
@@ -291,6 +287,8 @@ class ShareGPTImporter:
             return False
         try:
             json.loads(lines[0])
+        except RecursionError:
+            return True  # a whole value on its line, only nested too deep: reported later
         except ValueError:
             return False
         return True
