@@ -382,6 +382,8 @@ def _check(layout: Layout, made: list[Entry], cut: float | None, folder: Path) -
                 layout.title_shown(f"T{e.index}-")
             ) or any(t.startswith(f"U{e.index}:") for t in texts):
                 return e.index
+            if e.where == "entry" and not texts and title.endswith(f"#{e.index}"):
+                return e.index  # an object with no fields: an empty session, named by place
         return None
 
     owners = [owner(title, texts) for title, texts in stored]

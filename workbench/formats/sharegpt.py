@@ -271,7 +271,9 @@ class ShareGPTImporter:
                 f"{path} is a directory; the sharegpt format reads one JSON or JSONL file.",
                 path=str(path),
             )
-        if first_char(read_head(path).decode("utf-8", errors="replace").lstrip("\ufeff")) == "[":
+        head = read_head(path).decode("utf-8", errors="replace").lstrip("\ufeff")
+        # (JSON Lines whose first line is an array is JSON Lines, not one array)
+        if first_char(head) == "[" and not self._is_jsonl(head):
             return primed(_unique(guarded(self._items(file_entries(path)))))
         text = read_text(path)
         label = str(path)
