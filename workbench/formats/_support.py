@@ -1,9 +1,12 @@
 """Helpers shared by the importers of other tools' exports (ChatGPT, Claude, Open WebUI,
 simonw/llm, ShareGPT).
 
-- Reading large JSON arrays one element at a time (:func:`iter_json_array`), so a 100 MB
-  export never exists as one giant list of dicts, and finding the ``conversations*.json``
-  files of an export given as a file, a ZIP or a folder (:func:`export_documents`).
+- Reading the entries of a JSON file, a ZIP member or a folder's file one at a time,
+  in chunks (:func:`file_entries`, :func:`document_entries`; the reading itself, with its
+  limits and repairs, is :mod:`workbench.formats._reading`), so a 100 MB export never
+  exists in memory whole, and finding the ``conversations*.json`` files of an export
+  given as a file, a ZIP or a folder (:func:`export_documents`). :func:`iter_json_array`
+  does the same over text already in memory.
 - Walking message trees (ChatGPT's ``mapping``, Open WebUI's ``history.messages``):
   the session's path from the root to a chosen leaf, and the other leaves whose paths
   become branch conversations (:class:`MessageTree`).

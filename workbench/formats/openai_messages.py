@@ -66,7 +66,6 @@ _API_PART_TYPES = frozenset(
         "refusal",
     }
 )
-_JSONL_PROBE_LINES = 5
 
 
 class InvalidEntryError(ValueError):
@@ -247,9 +246,9 @@ def _whole_value(line: str) -> bool:
 
 
 def _probe_jsonl(path: Path) -> bool:
-    """Whether ``path`` is JSON Lines: several lines, one of the first a conversation."""
+    """Whether ``path`` is JSON Lines: a first line that is one whole JSON value, and more
+    lines after it (which one JSON document could not have)."""
     probed = 0
-    found = False
     try:
         with path.open("rb") as handle:
             for raw in handle:
@@ -259,17 +258,11 @@ def _probe_jsonl(path: Path) -> bool:
                 if probed == 0 and not _whole_value(line):
                     return False
                 probed += 1
-                if probed > _JSONL_PROBE_LINES:
-                    break
-                if not found:
-                    try:
-                        value = json.loads(line)
-                    except (ValueError, RecursionError):
-                        continue
-                    found = isinstance(value, dict) and _list_key(value) is not None
+                if probed > 1:
+                    return True
     except OSError as exc:
         raise FormatError(f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)) from exc
-    return found and probed > 1
+    return False
 
 
 # --------------------------------------------------------------------------- the format
