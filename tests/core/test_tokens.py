@@ -515,3 +515,40 @@ def test_a_vocabulary_file_is_parsed_line_by_line() -> None:
     assert parse_vocabulary(b"IQ== 0\nYWI= 1\n\n") == {b"!": 0, b"ab": 1}
     with pytest.raises(ValueError, match="line 2"):
         parse_vocabulary(b"IQ== 0\nnot base64! x\n")
+
+
+# --------------------------------------------------------------------------- long texts
+
+# Letters, spaces and newlines (where the pieces are cut) mixed with what sits around them
+# in real text: other whitespace, punctuation, contractions, digits, accents, CJK.
+PIECE_TEXT = st.lists(
+    st.sampled_from(list("ab Z\n\t.'9é字") + ["  ", "\n\n", "'s", " \n", "\r\n", "Ab"]),
+    max_size=120,
+).map("".join)
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+@settings(max_examples=300, deadline=None)
+@given(text=PIECE_TEXT, piece=st.integers(1, 40))
+def test_a_long_text_counted_in_pieces_gives_the_count_of_the_whole(
+    name: str, text: str, piece: int
+) -> None:
+    encoding = get_counter(name).encoding
+    assert encoding is not None
+    encode = encoding.encode_ordinary
+    assert tokens.encoded_length(encode, text, piece=piece) == len(encode(text))
+
+
+def test_a_very_long_message_is_counted_without_its_token_list(fresh: Path) -> None:
+    counter = get_counter("cl100k_base")
+    assert counter.encoding is not None
+    text = "word and more words\nNext line " * (tokens.LONG_TEXT // 10)
+    pieces: list[int] = []
+    encode = counter.encoding.encode_ordinary
+
+    def recording(chunk: str) -> list[int]:
+        pieces.append(len(chunk))
+        return encode(chunk)
+
+    assert tokens.encoded_length(recording, text) == len(encode(text))
+    assert len(pieces) > 1 and max(pieces) <= tokens.LONG_TEXT + 40

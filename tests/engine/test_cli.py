@@ -127,8 +127,8 @@ def test_import_json_shape(cli: Callable[..., Any], trip_file: Path) -> None:
     result = cli("import", trip_file, "--json")
     assert result.code == 0, result.err
     data = result.json()
-    assert set(data) == {"sessions", "counts", "skipped"}
-    assert data["skipped"] == []
+    assert set(data) == {"sessions", "counts", "skipped", "notes"}
+    assert data["skipped"] == [] and data["notes"] == []
     assert data["counts"] == {"created": 1, "updated": 0, "unchanged": 0, "skipped": 0}
     assert len(data["sessions"]) == 1
     session = data["sessions"][0]

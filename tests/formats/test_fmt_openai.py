@@ -234,16 +234,31 @@ def test_long_first_user_message_gives_a_short_title(tmp_path: Path) -> None:
 
 def test_malformed_json_names_file_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "broken.json"
-    path.write_text('[\n  {"role": "user", "content": "hi"},\n  {"role": }\n]\n', encoding="utf-8")
+    path.write_text('[\n  {"role": }\n]\n', encoding="utf-8")
 
     with pytest.raises(FormatError) as info:
         list(read_conversations(path, format="openai"))
 
     message = str(info.value)
     assert "broken.json" in message
-    assert "line 3" in message
+    assert "line 2" in message
     assert "column" in message
     assert info.value.path == str(path)
+
+
+def test_json_breaking_after_some_messages_keeps_them_and_names_the_place(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text('[\n  {"role": "user", "content": "hi"},\n  {"role": }\n]\n', encoding="utf-8")
+
+    items = list(read_conversations(path, format="openai"))
+
+    (conv,) = conversations(items)
+    assert [(m.role, m.content) for m in conv.messages] == [("user", "hi")]
+    (skip,) = skipped(items)
+    assert skip.entry == "line 3"
+    assert "broken.json" in skip.reason and "column" in skip.reason
 
 
 def test_object_without_messages_is_a_format_error(tmp_path: Path) -> None:

@@ -125,3 +125,28 @@ def test_a_file_that_cannot_be_read_fails_with_a_sentence(
     assert not dialog.running
     assert dialog.label.text().endswith(".")
     assert "notes.txt" in dialog.label.text()
+
+
+def test_hostile_files_are_reported_in_the_dialog_and_the_rest_imported(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    folder = write_context_files(tmp_path / "hostile", 2)
+    # A lone surrogate in a title, an entry nested 1,500 deep, and a file cut short.
+    (folder / "surrogate.json").write_text(
+        '{"session_id": "s-1", "title": "bad \\ud800 title",'
+        ' "recent_history": [{"role": "user", "content": "hi"}]}', encoding="utf-8")
+    (folder / "deep.json").write_text(
+        '{"session_id": "d-1", "facts": ' + "[" * 1500 + "]" * 1500 + "}", encoding="utf-8")
+    good = json.dumps({"session_id": "t-1", "recent_history": [{"role": "user", "content": "x"}]})
+    (folder / "truncated.json").write_text(f"[{good}, {good[:20]}", encoding="utf-8")
+    window = open_window(workspace)
+    dialog = window.start_import(folder, format="context-json")
+    with qtbot.waitSignal(dialog.import_finished, timeout=20_000) as finished:
+        pass
+    report = finished.args[0]
+    titles = sorted(info.title for info, new in report.sessions if new)
+    assert titles == ["Conversation 0", "Conversation 1", "bad \ufffd title", "x"]
+    text = dialog.label.text()
+    assert "1 entry was imported with changes" in text and "\\ud800" in text
+    assert "file deep.json" in text and "100 levels deep" in text
+    assert "truncated.json" in text and "line 1" in text

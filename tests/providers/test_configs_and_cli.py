@@ -268,6 +268,27 @@ def test_chat_failure_is_one_line_and_adds_nothing(cli: Cli, server: ProtocolSer
     assert len(_messages(cli, "Trip")) == 2
 
 
+@pytest.mark.parametrize("fault", ["status", "error_event"])
+def test_a_failed_chat_new_leaves_no_empty_session_behind(
+    cli: Cli, server: ProtocolServer, fault: str
+) -> None:
+    _add_provider(cli, server)
+    if fault == "status":
+        server.script(Fault("status", 401, openai_error("bad key", "invalid_request_error")))
+    else:
+        server.script(Fault("error_event", after=1))
+    failed = cli("chat", "Fresh start", "Hello", "--new")
+    assert failed.code == 1
+    listed = cli("sessions", "--json")
+    assert listed.code == 0, listed.err
+    assert [s["title"] for s in json.loads(listed.out)] == []
+    # A session that already existed is kept as it was when its turn fails.
+    assert cli("chat", "Kept", "Hello", "--new").code == 0
+    server.script(Fault("status", 401, openai_error("bad key", "invalid_request_error")))
+    assert cli("chat", "Kept", "Again", "--new").code == 1
+    assert len(_messages(cli, "Kept")) == 2
+
+
 def test_chat_retries_a_rate_limit_and_says_so(cli: Cli, server: ProtocolServer) -> None:
     _add_provider(cli, server)
     server.script(Fault("status", 429, openai_error("slow down", "rate_limit_error"),

@@ -322,6 +322,25 @@ def test_error_event_inside_the_stream_is_typed(kind: str, server: ProtocolServe
         make(kind, server, Waits()).complete(chat())
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_error_event_inside_a_200_stream_gives_the_servers_message_not_a_status(
+    kind: str, server: ProtocolServer
+) -> None:
+    body = (
+        anthropic_error("Shard 4 lost its GPU", "overloaded_error")
+        if kind == "anthropic"
+        else openai_error("Shard 4 lost its GPU", "server_error")
+    )
+    server.script(Fault("error_event", after=1, body=body))
+    with pytest.raises(ServerError) as caught:
+        make(kind, server, Waits()).complete(chat())
+    text = str(caught.value)
+    # The reply began with HTTP 200: no status is invented; the event's words are shown.
+    assert "HTTP" not in text
+    assert "Shard 4 lost its GPU" in text
+    assert ("overloaded_error" if kind == "anthropic" else "server_error") in text
+
+
 def test_stream_ending_without_its_end_event_is_interrupted(server: ProtocolServer) -> None:
     server.script(Fault("truncate", after=2))
     with pytest.raises(StreamInterruptedError, match="ended the stream"):

@@ -205,6 +205,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                 f"Session {info.id} ({info.title!r}) reuses the source id {info.source_id!r}"
                 " of a different conversation imported before: imported as a new session."
             )
+        for note in report.notes:
+            print(f"Changed {note.entry}: {note.note}", file=sys.stderr)
         for skipped in report.skipped:
             print(f"Skipped {skipped.entry}: {skipped.reason}", file=sys.stderr)
     if not report.sessions and report.skipped:

@@ -17,9 +17,10 @@ from typing import Any
 
 from workbench.cli import open_workspace, print_json
 from workbench.core.provider import CancelToken
-from workbench.errors import CancelledError, NotFoundError
+from workbench.errors import CancelledError, NotFoundError, WorkbenchError
 
 EXIT_INTERRUPTED = 130
+EXIT_FAILED = 1
 
 
 def _positive_int(text: str) -> int:
@@ -38,32 +39,49 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from workbench.engine.providers import ProviderSettings
 
     with open_workspace(args) as ws:
+        created = False
         try:
             info = ws.repo.find_session(args.session)
         except NotFoundError:
             if not args.new:
                 raise
             info = ws.repo.create_session(args.session)
-        settings = ProviderSettings(ws.db)
-        memory = Memory.open(ws.repo, info.id)
-        agent = memory.agent() or ws.repo.default_agent()
-        name = settings.choose(args.provider, agent.provider)
-
-        def retrying(notice: Any) -> None:
-            print(f"workbench: {notice.error} Retrying in {notice.delay:.1f} s "
-                  f"(attempt {notice.attempt} of {notice.attempts}).", file=sys.stderr)
-
-        provider = settings.build(name, on_retry=retrying)
+            created = True
+        status = EXIT_FAILED
         try:
-            model = Model(
-                provider,
-                instructions=agent.instructions or None,
-                max_tokens=args.max_tokens,
-                stream=not args.no_stream,
-            ).with_memory(memory, auto=True)
-            return _run(model, args)
+            settings = ProviderSettings(ws.db)
+            memory = Memory.open(ws.repo, info.id)
+            agent = memory.agent() or ws.repo.default_agent()
+            name = settings.choose(args.provider, agent.provider)
+
+            def retrying(notice: Any) -> None:
+                print(f"workbench: {notice.error} Retrying in {notice.delay:.1f} s "
+                      f"(attempt {notice.attempt} of {notice.attempts}).", file=sys.stderr)
+
+            provider = settings.build(name, on_retry=retrying)
+            try:
+                model = Model(
+                    provider,
+                    instructions=agent.instructions or None,
+                    max_tokens=args.max_tokens,
+                    stream=not args.no_stream,
+                ).with_memory(memory, auto=True)
+                status = _run(model, args)
+                return status
+            finally:
+                provider.close()
         finally:
-            provider.close()
+            if created and status != 0:
+                _remove_if_empty(ws, info.id)
+
+
+def _remove_if_empty(ws: Any, session_id: int) -> None:
+    """Delete a session ``--new`` created for a turn that failed, if nothing was added."""
+    try:
+        if ws.repo.get_session(session_id).message_count == 0:
+            ws.repo.delete_session(session_id)
+    except WorkbenchError as exc:
+        print(f"workbench: the empty session could not be removed: {exc}", file=sys.stderr)
 
 
 def _run(model: Any, args: argparse.Namespace) -> int:

@@ -401,6 +401,18 @@ class SkippedEntry:
 
 
 @dataclass
+class ImportNote:
+    """Something an import had to change in an entry it still imported, and where.
+
+    ``entry`` names the entry as :class:`SkippedEntry` does (``"item 3"``, ``"line 7"``,
+    or the conversation's id); ``note`` is a sentence saying what was changed.
+    """
+
+    entry: str
+    note: str
+
+
+@dataclass
 class SearchHit:
     """One search result: a message, a session title or a memory entry."""
 

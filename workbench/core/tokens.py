@@ -31,9 +31,10 @@ import json
 import logging
 import math
 import os
+import re
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -354,7 +355,7 @@ class TokenCounter:
         """Tokens of one text."""
         if self._encoding is None:
             return estimate_tokens(text)
-        return len(self._encoding.encode_ordinary(text))
+        return encoded_length(self._encoding.encode_ordinary, text)
 
     def count_texts(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text, encoding large batches on several threads."""
@@ -421,7 +422,43 @@ class TokenCounter:
 
 def _count_serially(encoding: tiktoken.Encoding, texts: Sequence[str]) -> list[int]:
     encode = encoding.encode_ordinary
-    return [len(encode(text)) for text in texts]
+    return [
+        len(encode(text)) if len(text) <= LONG_TEXT else encoded_length(encode, text)
+        for text in texts
+    ]
+
+
+LONG_TEXT = 1 << 20
+"""Texts longer than this many characters are counted in pieces of about this size."""
+
+# Where both encodings' pre-tokenizers always start a new piece: before a space that
+# sits between two ASCII letters ("word| word"), and after a newline followed by an
+# ASCII letter ("line\n|Next"). Tokens never cross a pre-token boundary, so counting
+# the text in pieces cut there gives exactly the count of the whole.
+_PIECE_BOUNDARY = re.compile(r"(?<=[A-Za-z])(?= [A-Za-z])|(?<=\n)(?=[A-Za-z])")
+
+
+def encoded_length(
+    encode: Callable[[str], Sequence[int]], text: str, piece: int = LONG_TEXT
+) -> int:
+    """``len(encode(text))`` without holding the token list of a long text at once.
+
+    A 200 MB message encodes to tens of millions of tokens, a list of Python ints far
+    larger than the text; counting it in pieces of about ``piece`` characters, cut where
+    no token can cross (see ``_PIECE_BOUNDARY``), keeps memory near the piece's size.
+    Text without such places (no spaces between letters, no lines) is counted whole.
+    """
+    if len(text) <= piece:
+        return len(encode(text))
+    total = 0
+    start = 0
+    while len(text) - start > piece:
+        cut = _PIECE_BOUNDARY.search(text, start + piece)
+        if cut is None:
+            break
+        total += len(encode(text[start : cut.start()]))
+        start = cut.start()
+    return total + len(encode(text[start:]))
 
 
 # --------------------------------------------------------------------------- registry

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from workbench.core.conversation import Conversation, SkippedEntry, utcnow
+from workbench.core.conversation import Conversation, ImportNote, SkippedEntry, utcnow
 from workbench.core.handoff import quick_handoff
 from workbench.core.tokens import TokenCounter, fill_counts, get_counter
 from workbench.errors import WorkbenchError
@@ -68,7 +68,7 @@ IMPORT_SWITCH_INTERVAL = 0.001
 
 def import_conversations(
     repo: Repository,
-    items: Iterable[Conversation | SkippedEntry],
+    items: Iterable[Conversation | SkippedEntry | ImportNote],
     *,
     replace: bool = False,
     progress: ProgressCallback | None = None,
@@ -123,8 +123,16 @@ def import_conversations(
                 if batch_messages >= MIN_BATCH_MESSAGES:
                     flush()
                 continue
+            if isinstance(item, _Stopped):
+                # Reading failed part-way: what was read is still stored, and the
+                # report says where reading stopped and why.
+                report.skipped.append(item.entry)
+                break
             if isinstance(item, SkippedEntry):
                 report.skipped.append(item)
+                continue
+            if isinstance(item, ImportNote):
+                report.notes.append(item)
                 continue
             read += 1
             if isinstance(item, _Refused):
@@ -184,6 +192,27 @@ class _Failure:
     error: BaseException
 
 
+@dataclass(frozen=True)
+class _Stopped:
+    """Reading stopped on an error after some items (yielded by :class:`_Reader`)."""
+
+    entry: SkippedEntry
+
+
+def _stopped(exc: Exception, read: int) -> _Stopped:
+    after = f"after {read:,} conversation(s)" if read else "before any conversation"
+    if isinstance(exc, WorkbenchError):
+        entry = getattr(exc, "entry", None) or "the rest of the file"
+        reason = f"{exc} Reading stopped there ({after}); nothing after it was imported."
+    else:
+        entry = "the rest of the file"
+        reason = (
+            f"Reading stopped {after} on an unexpected error ({type(exc).__name__}: {exc}); "
+            "nothing after it was imported."
+        )
+    return _Stopped(SkippedEntry(entry=entry, reason=reason))
+
+
 _END = object()
 _WAITING = object()  # yielded by _Reader when nothing is ready yet
 
@@ -205,7 +234,7 @@ class _Reader:
 
     def __init__(
         self,
-        items: Iterable[Conversation | SkippedEntry],
+        items: Iterable[Conversation | SkippedEntry | ImportNote],
         counter: TokenCounter | None,
         source_file: str | None = None,
     ) -> None:
@@ -236,6 +265,7 @@ class _Reader:
             pass
 
     def __iter__(self) -> Iterator[Any]:
+        read = 0
         while True:
             try:
                 chunk = self._queue.get_nowait()
@@ -245,7 +275,12 @@ class _Reader:
             if chunk is _END:
                 return
             if isinstance(chunk, _Failure):
-                raise chunk.error
+                error = chunk.error
+                if not isinstance(error, Exception) or isinstance(error, MemoryError):
+                    raise error
+                yield _stopped(error, read)
+                return
+            read += sum(1 for item in chunk if not isinstance(item, SkippedEntry | ImportNote))
             yield from chunk
 
     # -- on the reader thread ------------------------------------------------------------
@@ -290,7 +325,8 @@ class _Reader:
                     item.source_file = self._source_file
                 try:
                     prepared.append(bulk.prepare(item, now))
-                except WorkbenchError as exc:
+                except (WorkbenchError, ValueError, TypeError, RecursionError) as exc:
+                    # ValueError and the rest: a value the JSON columns cannot hold.
                     prepared.append(_refusal(item, exc))
             else:
                 prepared.append(item)
@@ -342,7 +378,9 @@ def _store_batch(
 ) -> None:
     try:
         outcomes = repo.import_many(batch, agent_id=agent_id, replace=replace)
-    except (WorkbenchError, SQLAlchemyError):
+    except (WorkbenchError, SQLAlchemyError, ValueError):
+        # ValueError: text SQLite cannot take (UnicodeEncodeError is one); the
+        # conversations are stored one by one below so that only the bad one is lost.
         outcomes = None
     if outcomes is not None:
         for prepared, outcome in zip(batch, outcomes, strict=True):
@@ -353,7 +391,7 @@ def _store_batch(
         conv = prepared.conversation
         try:
             outcome = repo.import_conversation(conv, agent_id=agent_id, replace=replace)
-        except (WorkbenchError, SQLAlchemyError) as exc:
+        except (WorkbenchError, SQLAlchemyError, ValueError) as exc:
             label = conv.source_id or conv.title
             reason = str(getattr(exc, "orig", None) or exc)
             report.skipped.append(SkippedEntry(entry=str(label), reason=reason))

@@ -15,6 +15,7 @@ from typing import Any
 
 from workbench.core.conversation import (
     Conversation,
+    ImportNote,
     Message,
     SearchHit,
     SessionContext,
@@ -59,6 +60,8 @@ class ImportReport:
 
     sessions: list[tuple[SessionInfo, bool]] = field(default_factory=list)  # (info, created)
     skipped: list[SkippedEntry] = field(default_factory=list)
+    notes: list[ImportNote] = field(default_factory=list)
+    """Entries imported with something changed (a replaced character), and what."""
     cancelled: bool = False
     updated: list[SessionInfo] = field(default_factory=list)
     reused_ids: list[SessionInfo] = field(default_factory=list)
@@ -107,6 +110,7 @@ class ImportReport:
             ],
             "counts": self.counts(),
             "skipped": [{"entry": s.entry, "reason": s.reason} for s in self.skipped],
+            "notes": [{"entry": n.entry, "note": n.note} for n in self.notes],
         }
 
 

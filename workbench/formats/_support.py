@@ -1,9 +1,12 @@
 """Helpers shared by the importers of other tools' exports (ChatGPT, Claude, Open WebUI,
 simonw/llm, ShareGPT).
 
-- Reading large JSON arrays one element at a time (:func:`iter_json_array`), so a 100 MB
-  export never exists as one giant list of dicts, and finding the ``conversations*.json``
-  files of an export given as a file, a ZIP or a folder (:func:`export_documents`).
+- Reading the entries of a JSON file, a ZIP member or a folder's file one at a time,
+  in chunks (:func:`file_entries`, :func:`document_entries`; the reading itself, with its
+  limits and repairs, is :mod:`workbench.formats._reading`), so a 100 MB export never
+  exists in memory whole, and finding the ``conversations*.json`` files of an export
+  given as a file, a ZIP or a folder (:func:`export_documents`). :func:`iter_json_array`
+  does the same over text already in memory.
 - Walking message trees (ChatGPT's ``mapping``, Open WebUI's ``history.messages``):
   the session's path from the root to a chosen leaf, and the other leaves whose paths
   become branch conversations (:class:`MessageTree`).
@@ -21,10 +24,19 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 from workbench.core.conversation import Message, Role, SkippedEntry, parse_time
 from workbench.errors import FormatError
+from workbench.formats._reading import (
+    BrokenJsonError,
+    TooDeepError,
+    decode_value,
+    open_file,
+    problem,
+    stream_entries,
+    too_deep_reason,
+)
 from workbench.formats.base import peek_json, read_head, shorten
 
 T = TypeVar("T")
@@ -45,15 +57,6 @@ def sentence(text: str) -> str:
 # --------------------------------------------------------------------------- JSON arrays
 
 
-class BrokenJsonError(FormatError):
-    """The JSON text stopped being valid after ``items_read`` complete elements."""
-
-    def __init__(self, message: str, *, path: str, line: int, items_read: int) -> None:
-        super().__init__(message, path=path, entry=f"line {line}")
-        self.line = line
-        self.items_read = items_read
-
-
 def decode_text(data: bytes, label: str, path: Path) -> str:
     """UTF-8 text of ``data`` (a leading byte-order mark dropped); ``label`` names it."""
     try:
@@ -71,15 +74,38 @@ def first_char(text: str) -> str:
 
 
 def load_json_text(text: str, label: str, path: Path) -> Any:
-    """Parse a whole JSON document; malformed JSON names ``label``, the line and column."""
+    """Parse a whole JSON document; malformed JSON names ``label``, the line and column.
+
+    The document is checked as an entry is (:func:`~workbench.formats._reading.decode_value`):
+    lone surrogates are replaced and noted, and one nested too deep raises ``FormatError``.
+    """
     try:
-        return json.loads(text)
+        return decode_value(text, "item 0")
     except json.JSONDecodeError as exc:
         raise FormatError(
-            f"{label} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
+            f"{label} is not valid JSON: {problem(exc)} at line {exc.lineno}, "
+            f"column {exc.colno}.",
             path=str(path),
             entry=f"line {exc.lineno}",
         ) from exc
+    except TooDeepError as exc:
+        raise FormatError(
+            f"{label}: {too_deep_reason('The document')}", path=str(path)
+        ) from exc
+
+
+def file_entries(path: Path, label: str | None = None, entry_prefix: str = "") -> Iterator[Any]:
+    """The entries of the JSON file ``path``, read in chunks (see
+    :func:`~workbench.formats._reading.stream_entries`): an array's elements, or the
+    document itself when it is an object. Unreadable entries come as
+    :class:`SkippedEntry` in their place."""
+    label = label or str(path)
+    return stream_entries(open_file(path, label), label, path, entry_prefix)
+
+
+def document_entries(document: ExportDocument, path: Path) -> Iterator[Any]:
+    """The entries of one document of an export, as :func:`file_entries` gives them."""
+    return stream_entries(document.open(), document.label, path, document.entry_prefix)
 
 
 def iter_json_array(text: str, label: str, path: Path) -> Iterator[Any]:
@@ -104,7 +130,7 @@ def iter_json_array(text: str, label: str, path: Path) -> Iterator[Any]:
         try:
             value, pos = _DECODER.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            raise _broken(label, path, exc.msg, exc.lineno, exc.colno, count) from exc
+            raise _broken(label, path, problem(exc), exc.lineno, exc.colno, count) from exc
         count += 1
         yield value
         pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
@@ -198,6 +224,10 @@ class ExportDocument:
     several documents; empty for a single document."""
 
     load: Callable[[], str]
+    """The whole text (for small documents; importers stream through :attr:`open`)."""
+
+    open: Callable[[], IO[bytes]]
+    """The document as a binary file; the caller closes it."""
 
 
 def conversation_member_names(names: Iterable[str]) -> list[str]:
@@ -281,6 +311,7 @@ def export_documents(path: Path, what: str) -> list[ExportDocument]:
                 label=str(path / name),
                 entry_prefix=f"{name} " if len(names) > 1 else "",
                 load=_file_loader(path / name),
+                open=_file_opener(path / name),
             )
             for name in names
         ]
@@ -296,10 +327,15 @@ def export_documents(path: Path, what: str) -> list[ExportDocument]:
                 label=f"{path}:{name}",
                 entry_prefix=f"{name} " if len(names) > 1 else "",
                 load=_zip_loader(path, name),
+                open=_zip_opener(path, name),
             )
             for name in names
         ]
-    return [ExportDocument(label=str(path), entry_prefix="", load=_file_loader(path))]
+    return [
+        ExportDocument(
+            label=str(path), entry_prefix="", load=_file_loader(path), open=_file_opener(path)
+        )
+    ]
 
 
 def _file_loader(path: Path) -> Callable[[], str]:
@@ -313,6 +349,47 @@ def _file_loader(path: Path) -> Callable[[], str]:
         return decode_text(data, str(path), path)
 
     return load
+
+
+def _file_opener(path: Path) -> Callable[[], IO[bytes]]:
+    return lambda: open_file(path)
+
+
+def _zip_opener(path: Path, name: str) -> Callable[[], IO[bytes]]:
+    def open_member() -> IO[bytes]:
+        archive: zipfile.ZipFile | None = None
+        try:
+            archive = zipfile.ZipFile(path)
+            return cast(IO[bytes], _ZipMember(archive, archive.open(name)))
+        except (OSError, zipfile.BadZipFile, KeyError) as exc:
+            if archive is not None:
+                archive.close()
+            raise FormatError(f"Cannot read {name} in {path}: {exc}.", path=str(path)) from exc
+
+    return open_member
+
+
+class _ZipMember:
+    """A ZIP member opened for reading that closes its archive with it."""
+
+    def __init__(self, archive: zipfile.ZipFile, member: IO[bytes]) -> None:
+        self._archive = archive
+        self._member = member
+
+    def read(self, size: int = -1) -> bytes:
+        return self._member.read(size)
+
+    def close(self) -> None:
+        try:
+            self._member.close()
+        finally:
+            self._archive.close()
+
+    def __enter__(self) -> _ZipMember:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _zip_loader(path: Path, name: str) -> Callable[[], str]:

@@ -28,15 +28,18 @@ from typing import Any, Protocol, runtime_checkable
 
 from workbench.core.conversation import (
     Conversation,
+    ImportNote,
     Message,
     SessionContext,
     SessionInfo,
     SkippedEntry,
 )
 from workbench.errors import FormatError
+from workbench.formats._reading import TooDeepError, decode_value, problem, too_deep_reason
 
-ImportItem = Conversation | SkippedEntry
-"""What an importer yields: a parsed conversation, or an entry it had to skip."""
+ImportItem = Conversation | SkippedEntry | ImportNote
+"""What an importer yields: a parsed conversation, an entry it had to skip, or a note
+about something it changed in an entry it imported (such as a replaced character)."""
 
 HEAD_SIZE = 64 * 1024
 """How many leading bytes of a file :meth:`Importer.sniff` gets to look at."""
@@ -175,24 +178,34 @@ def read_text(path: Path) -> str:
 
 
 def load_json(path: Path) -> Any:
-    """Parse ``path`` as one JSON document; malformed JSON names the file, line and column."""
+    """Parse ``path`` as one JSON document; malformed JSON names the file, line and column.
+
+    Lone surrogates are replaced and noted (see :mod:`workbench.formats._reading`); a
+    document nested too deep raises ``FormatError``.
+    """
     text = read_text(path)
     try:
-        return json.loads(text)
+        return decode_value(text, f"file {path.name}")
     except json.JSONDecodeError as exc:
         raise FormatError(
-            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
+            f"{path} is not valid JSON: {problem(exc)} at line {exc.lineno}, "
+            f"column {exc.colno}.",
             path=str(path),
             entry=f"line {exc.lineno}",
         ) from exc
+    except TooDeepError as exc:
+        raise FormatError(f"{path}: {too_deep_reason('The document')}", path=str(path)) from exc
 
 
-def decode_json_line(text: str) -> Any:
-    """Parse one JSON Lines line; raises ``ValueError`` with a sentence on bad JSON."""
+def decode_json_line(text: str, where: str = "") -> Any:
+    """Parse one JSON Lines line; raises ``ValueError`` with a sentence on bad JSON or on
+    a value nested too deep. Lone surrogates are replaced and noted under ``where``."""
     try:
-        return json.loads(text)
+        return decode_value(text, where)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc.msg} at column {exc.colno}") from exc
+        raise ValueError(f"not valid JSON: {problem(exc)} at column {exc.colno}") from exc
+    except TooDeepError as exc:
+        raise ValueError(too_deep_reason("The line")) from exc
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -202,9 +215,12 @@ def write_atomic(path: Path, text: str) -> None:
     untouched.
     """
     directory = path.parent if str(path.parent) else Path(".")
+    remove_stale_temporaries(path)
     tmp_name: str | None = None
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        fd, tmp_name = tempfile.mkstemp(
+            prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=directory
+        )
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
             handle.flush()
@@ -217,6 +233,46 @@ def write_atomic(path: Path, text: str) -> None:
         if tmp_name is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Delete the temporary files an earlier write of ``path`` left behind (a process
+    killed mid-write); returns them. A temporary is stale when the process named in it
+    is gone: one still being written by a live process is left alone."""
+    directory = path.parent if str(path.parent) else Path(".")
+    removed: list[Path] = []
+    try:
+        candidates = list(directory.glob(f".{glob_escape(path.name)}.*.tmp"))
+    except OSError:
+        return removed
+    for candidate in candidates:
+        middle = candidate.name[len(path.name) + 2 : -len(".tmp")]
+        pid_text = middle.split(".", 1)[0]
+        if pid_text.isdigit() and _process_alive(int(pid_text)):
+            continue
+        with contextlib.suppress(OSError):
+            candidate.unlink()
+            removed.append(candidate)
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with the characters ``glob`` treats specially taken literally."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    except OSError:
+        return False
+    return True
 
 
 def dump_json(value: Any, *, indent: int | None = 2) -> str:

@@ -59,22 +59,21 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
+from workbench.formats._reading import safe_json
 from workbench.formats._support import (
     ExportDocument,
     MessageTree,
     alternate_branches,
+    document_entries,
     epoch_seconds,
     epoch_time,
     export_documents,
     export_head,
-    first_char,
     first_element,
     first_user_title,
     guarded,
     is_zip,
-    iter_json_array,
     latest_leaf,
-    load_json_text,
     mark_branch_start,
     number_positions,
     primed,
@@ -364,11 +363,8 @@ def _tool_message(
 def _call_arguments(kind: str | None, text: str) -> str:
     stripped = text.strip()
     if stripped.startswith("{"):
-        try:
-            if isinstance(json.loads(stripped), dict):
-                return stripped
-        except ValueError:
-            pass
+        if isinstance(safe_json(stripped), dict):  # None when not JSON or too deep
+            return stripped
     key = "code" if kind == "code" else "input"
     return json.dumps({key: text}, ensure_ascii=False)
 
@@ -546,13 +542,12 @@ class ChatGPTImporter:
     def _read_document(
         self, path: Path, document: ExportDocument, seen: dict[str, str]
     ) -> Iterator[ImportItem]:
-        text = document.load()
-        if first_char(text) == "{":
-            items: Iterator[Any] = iter([load_json_text(text, document.label, path)])
-        else:
-            items = iter_json_array(text, document.label, path)
+        items = document_entries(document, path)
         stem = Path(document.label.rsplit(":", 1)[-1]).name
         for index, item in enumerate(items):
+            if isinstance(item, SkippedEntry):  # unreadable: reported in its place
+                yield item
+                continue
             where = f"{document.entry_prefix}item {index}"
             for result in parse_conversation(item, where, f"{stem}#{index}"):
                 if isinstance(result, Conversation) and result.source_id is not None:

@@ -29,16 +29,14 @@ from typing import Any
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
 from workbench.formats._support import (
     ExportDocument,
+    document_entries,
     epoch_time,
     export_documents,
     export_head,
-    first_char,
     first_element,
     first_user_title,
     guarded,
     is_zip,
-    iter_json_array,
-    load_json_text,
     number_positions,
     primed,
     sentence,
@@ -314,14 +312,13 @@ class ClaudeImporter:
                 yield item
 
     def _read_document(self, path: Path, document: ExportDocument) -> Iterator[ImportItem]:
-        text = document.load()
-        if first_char(text) == "{":
-            items: Iterator[Any] = iter([load_json_text(text, document.label, path)])
-        else:
-            items = iter_json_array(text, document.label, path)
+        items = document_entries(document, path)
         stem = Path(document.label.rsplit(":", 1)[-1]).name
         seen: set[str] = set()
         for index, item in enumerate(items):
+            if isinstance(item, SkippedEntry):  # unreadable: reported in its place
+                yield item
+                continue
             where = f"{document.entry_prefix}item {index}"
             for result in parse_conversation(item, where, f"{stem}#{index}"):
                 if isinstance(result, Conversation) and result.source_id is not None:

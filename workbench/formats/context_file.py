@@ -23,7 +23,7 @@ place; times written as epoch numbers stay epoch numbers (an entry's in its meta
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -44,12 +44,13 @@ from workbench.core.conversation import (
     parse_time,
 )
 from workbench.errors import FormatError
+from workbench.formats._reading import JsonStream, open_file
+from workbench.formats._support import guarded, primed
 from workbench.formats.base import (
     ExportSession,
     ImportItem,
     dump_json,
     fingerprint,
-    load_json,
     peek_json,
     read_head,
     shorten,
@@ -450,33 +451,45 @@ class ContextFileImporter:
         path = Path(path)
         if path.is_dir():
             return self._read_directory(_json_files(path))
-        data = load_json(path)
-        if not isinstance(data, dict | list):
-            raise FormatError(
-                f"{path} holds {type_name(data)}, not a context session object or a list of them.",
-                path=str(path),
-            )
-        return _sessions(path, data, prefix="", whole=f"file {path.name}")
+        return primed(_read_file(path, prefix="", whole=f"file {path.name}", alone=True))
 
     def _read_directory(self, files: list[Path]) -> Iterator[ImportItem]:
         for file in files:
             where = f"file {file.name}"
             try:
-                data = load_json(file)
+                yield from _read_file(file, prefix=f"{where} ", whole=where, alone=False)
             except FormatError as exc:
                 yield SkippedEntry(entry=where, reason=str(exc))
-                continue
-            if not isinstance(data, dict | list):
-                yield SkippedEntry(
-                    entry=where,
-                    reason=f"it holds {type_name(data)}, not a context session object.",
-                )
-                continue
-            yield from _sessions(file, data, prefix=f"{where} ", whole=where)
+
+
+def _read_file(path: Path, prefix: str, whole: str, alone: bool) -> Iterator[ImportItem]:
+    """The sessions of one file, read in chunks. ``alone``: the file is all there is to
+    read, so a file that cannot be read at all raises instead of being reported."""
+    with open_file(path) as handle:
+        stream = JsonStream(handle, str(path), path)
+        char = stream.first_char()
+        if char == "[":
+            yield from guarded(
+                _sessions(path, stream.elements(prefix), prefix, whole),
+                prefix,
+                fatal_at_start=alone,
+            )
+            return
+        data = stream.document(whole)
+        if isinstance(data, SkippedEntry):
+            yield data
+            return
+        if not isinstance(data, dict):
+            raise FormatError(
+                f"{path} holds {type_name(data)}, not a context session object or a list "
+                "of them.",
+                path=str(path),
+            )
+        yield from _sessions(path, data, prefix, whole)
 
 
 def _sessions(
-    path: Path, data: dict[str, Any] | list[Any], prefix: str, whole: str
+    path: Path, data: dict[str, Any] | Iterable[Any], prefix: str, whole: str
 ) -> Iterator[ImportItem]:
     if isinstance(data, dict):
         try:
@@ -485,6 +498,9 @@ def _sessions(
             yield SkippedEntry(entry=whole, reason=_sentence(exc))
         return
     for i, item in enumerate(data):
+        if isinstance(item, SkippedEntry):  # unreadable: reported in its place
+            yield item
+            continue
         try:
             yield parse_session(item, fallback_id=f"{path.name}#{i}")
         except InvalidEntryError as exc:

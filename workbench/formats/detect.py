@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from workbench.core.conversation import Conversation
 from workbench.errors import FormatError, UnknownFormatError
+from workbench.formats._reading import NoteSink, repair_conversation
 from workbench.formats.base import (
     Importer,
     ImportItem,
@@ -34,7 +36,7 @@ def detect_format(path: Path) -> Importer:
         try:
             if importer.sniff(path, head):
                 return importer
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             # A sniffer that trips over foreign input simply does not recognise it.
             continue
     known = "; ".join(f"{imp.name} ({imp.description})" for imp in candidates)
@@ -46,7 +48,7 @@ def detect_format(path: Path) -> Importer:
 
 
 def read_conversations(path: Path, format: str | None = None) -> Iterator[ImportItem]:
-    """The conversations (and skipped entries) of ``path``.
+    """The conversations (and skipped entries, and notes) of ``path``.
 
     ``format`` names an importer; without it the format is detected. An unknown name or
     a missing path raises :class:`~workbench.errors.FormatError` at once; a file that
@@ -57,4 +59,34 @@ def read_conversations(path: Path, format: str | None = None) -> Iterator[Import
     _require_exists(path)
     if importer is None:
         importer = detect_format(path)
-    return importer.read(path)
+    sink = NoteSink()
+    with sink.active():
+        items = importer.read(path)
+    return _with_notes(iter(items), sink)
+
+
+def _with_notes(items: Iterator[ImportItem], sink: NoteSink) -> Iterator[ImportItem]:
+    """``items`` with the notes made while reading each one handed out before it.
+
+    When a source let invalid text through (see
+    :func:`~workbench.formats._reading.flag_unclean_text`), each conversation after it
+    is repaired whole and noted under its id.
+    """
+    while True:
+        # (push/pop by hand: a context manager per item costs more than small items do)
+        sink.push()
+        try:
+            item = next(items)
+            if sink.unclean_text and isinstance(item, Conversation):
+                repair_conversation(item, f"conversation {item.source_id or item.title}")
+        except StopIteration:
+            break
+        finally:
+            sink.pop()
+        for note in sink.drain():
+            if not note.entry and isinstance(item, Conversation):
+                # Made while reading this conversation, somewhere without a position.
+                note.entry = f"conversation {item.source_id or item.title}"
+            yield note
+        yield item
+    yield from sink.drain()

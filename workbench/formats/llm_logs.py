@@ -52,6 +52,7 @@ from workbench.core.conversation import (
     TokenUsage,
 )
 from workbench.errors import FormatError
+from workbench.formats._reading import flag_unclean_text, safe_json
 from workbench.formats._support import (
     epoch_time,
     first_user_title,
@@ -84,8 +85,22 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
             last = exc
             continue
         conn.row_factory = sqlite3.Row
+        conn.text_factory = _text
         return conn
-    raise FormatError(f"Cannot open {path} as an SQLite database: {last}.", path=str(path))
+    raise FormatError(
+        f"Cannot open {path} as an SQLite database: it is damaged or cut short ({last}).",
+        path=str(path),
+    )
+
+
+def _text(data: bytes) -> str:
+    """A TEXT value; one that is not UTF-8 keeps its bad bytes as lone surrogates, which
+    the import replaces (and notes) in the conversation holding them."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        flag_unclean_text()
+        return data.decode("utf-8", errors="surrogateescape")
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
@@ -104,10 +119,8 @@ def _has_rows(conn: sqlite3.Connection, table: str) -> bool:
 def _json(text: Any) -> Any:
     if not isinstance(text, str) or not text:
         return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
+    # Not JSON, or nested too deep to keep: read as absent (see formats._reading).
+    return safe_json(text)
 
 
 def _join_bits(bits: list[str]) -> str:
@@ -698,11 +711,14 @@ class LlmLogsImporter:
         try:
             conn = connect_readonly(path)
         except FormatError:
-            return False
+            # An SQLite file whose tables cannot even be listed is damaged (cut short, or
+            # overwritten): claimed here so that reading it says so, rather than
+            # detection saying it cannot tell the format.
+            return True
         try:
             tables = _tables(conn)
         except sqlite3.Error:
-            return False
+            return True
         finally:
             conn.close()
         return _OLD_TABLES <= tables or _NEW_TABLES <= tables
@@ -717,7 +733,10 @@ class LlmLogsImporter:
             tables = _tables(conn)
         except sqlite3.Error as exc:
             conn.close()
-            raise FormatError(f"Cannot read {path}: {exc}.", path=str(path)) from exc
+            raise FormatError(
+                f"Cannot read {path}: the database is damaged or cut short ({exc}).",
+                path=str(path),
+            ) from exc
         has_old = _OLD_TABLES <= tables or "responses" in tables
         has_new = _NEW_TABLES <= tables
         if not has_old and not has_new:
@@ -747,6 +766,10 @@ class LlmLogsImporter:
             if new is not None:
                 yield from new.read()
         except sqlite3.Error as exc:
-            raise FormatError(f"Cannot read {path}: {exc}.", path=str(path)) from exc
+            damaged = isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+                exc, sqlite3.OperationalError
+            )
+            why = f"the database is damaged or cut short ({exc})" if damaged else str(exc)
+            raise FormatError(f"Cannot read {path}: {why}.", path=str(path)) from exc
         finally:
             conn.close()

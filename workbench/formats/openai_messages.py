@@ -20,7 +20,8 @@ metadata as ``original_role``); keys the workbench has no field for go into meta
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +36,16 @@ from workbench.core.conversation import (
     parse_time,
 )
 from workbench.errors import FormatError
+from workbench.formats._reading import BrokenJsonError
+from workbench.formats._support import file_entries, first_char, guarded, primed
 from workbench.formats.base import (
     ExportSession,
     ImportItem,
     decode_json_line,
     dump_json,
     fingerprint,
-    load_json,
     peek_json,
+    read_head,
     shorten,
     type_name,
     write_atomic,
@@ -68,7 +71,6 @@ _API_PART_TYPES = frozenset(
         "refusal",
     }
 )
-_JSONL_PROBE_LINES = 5
 
 
 class InvalidEntryError(ValueError):
@@ -247,10 +249,6 @@ def parse_conversation(item: Any, file_name: str, index: int) -> Conversation:
     )
 
 
-def _conversation_list(data: list[Any]) -> bool:
-    return any(isinstance(x, dict) and _list_key(x) is not None for x in data)
-
-
 # --------------------------------------------------------------------------- detection
 
 
@@ -277,30 +275,36 @@ def looks_like_openai(value: Any) -> bool:
     return _holds_messages(value)
 
 
+def _whole_value(line: str) -> bool:
+    """Whether ``line`` is one whole JSON value (a bad first entry still starts JSONL; the
+    first line of a pretty-printed document is no whole value)."""
+    try:
+        json.loads(line)
+    except RecursionError:
+        return True  # whole, only nested too deep: reported when the line is read
+    except ValueError:
+        return False
+    return True
+
+
 def _probe_jsonl(path: Path) -> bool:
-    """Whether ``path`` is JSON Lines: several lines, one of the first a conversation."""
+    """Whether ``path`` is JSON Lines: a first line that is one whole JSON value, and more
+    lines after it (which one JSON document could not have)."""
     probed = 0
-    found = False
     try:
         with path.open("rb") as handle:
             for raw in handle:
                 line = raw.decode("utf-8", errors="replace").strip().lstrip("\ufeff")
                 if not line:
                     continue
-                if probed == 0 and not line.startswith("{"):
+                if probed == 0 and not _whole_value(line):
                     return False
                 probed += 1
-                if probed > _JSONL_PROBE_LINES:
-                    break
-                if not found:
-                    try:
-                        value = json.loads(line)
-                    except ValueError:
-                        continue
-                    found = isinstance(value, dict) and _list_key(value) is not None
+                if probed > 1:
+                    return True
     except OSError as exc:
         raise FormatError(f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)) from exc
-    return found and probed > 1
+    return False
 
 
 # --------------------------------------------------------------------------- the format
@@ -328,11 +332,11 @@ class OpenAIMessagesImporter:
             )
         if _probe_jsonl(path):
             return self._read_jsonl(path)
-        data = load_json(path)
-        if isinstance(data, list):
-            if _conversation_list(data):
-                return self._read_conversations(path, data)
-            return self._read_messages(path, data)
+        if first_char(read_head(path).decode("utf-8", errors="replace").lstrip("\ufeff")) == "[":
+            return primed(guarded(self._read_array(path, file_entries(path))))
+        (data,) = file_entries(path)  # one object: the document, or why it was skipped
+        if isinstance(data, SkippedEntry):
+            return iter([data])
         if isinstance(data, dict) and _list_key(data) is not None:
             return self._read_conversations(path, [data])
         raise FormatError(
@@ -341,25 +345,58 @@ class OpenAIMessagesImporter:
             path=str(path),
         )
 
-    def _read_conversations(self, path: Path, data: list[Any]) -> Iterator[ImportItem]:
+    def _read_array(self, path: Path, items: Iterator[Any]) -> Iterator[ImportItem]:
+        """A JSON array read element by element: conversations when its first object
+        with a ``messages`` (or ``traj``) list or a ``role`` has the list, otherwise one
+        conversation of messages. (Elements before that one are held until it comes.)"""
+        first: list[Any] = []
+        conversations = False
+        for item in items:
+            first.append(item)
+            if isinstance(item, dict) and (_list_key(item) is not None or "role" in item):
+                conversations = _list_key(item) is not None
+                break
+        rest = chain(first, items)
+        if conversations:
+            return self._read_conversations(path, rest)
+        return self._read_messages(path, rest)
+
+    def _read_conversations(self, path: Path, data: Iterable[Any]) -> Iterator[ImportItem]:
         for i, item in enumerate(data):
+            if isinstance(item, SkippedEntry):  # unreadable: reported in its place
+                yield item
+                continue
             try:
                 yield parse_conversation(item, path.name, i)
             except InvalidEntryError as exc:
                 yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
 
-    def _read_messages(self, path: Path, data: list[Any]) -> Iterator[ImportItem]:
+    def _read_messages(self, path: Path, data: Iterable[Any]) -> Iterator[ImportItem]:
         messages: list[Message] = []
-        for i, raw in enumerate(data):
-            try:
-                messages.append(parse_message(raw))
-            except InvalidEntryError as exc:
-                yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
-        if not messages:
-            return
+        broken: BrokenJsonError | None = None
+        try:
+            for i, raw in enumerate(data):
+                if isinstance(raw, SkippedEntry):  # unreadable: reported in its place
+                    yield raw
+                    continue
+                try:
+                    messages.append(parse_message(raw))
+                except InvalidEntryError as exc:
+                    yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
+        except BrokenJsonError as exc:
+            # The messages before the break are the conversation; the break is reported.
+            if not messages:
+                raise
+            broken = exc
+        if messages:
+            yield self._messages_conversation(path, messages)
+        if broken is not None:
+            raise broken
+
+    def _messages_conversation(self, path: Path, messages: list[Message]) -> Conversation:
         for position, message in enumerate(messages):
             message.position = position
-        yield Conversation(
+        return Conversation(
             title=_title({}, messages, path.stem),
             messages=messages,
             source=NAME,
@@ -388,7 +425,7 @@ class OpenAIMessagesImporter:
         if not line:
             return None
         try:
-            value = decode_json_line(line)
+            value = decode_json_line(line, where)
             return parse_conversation(value, path.name, number - 1)
         except ValueError as exc:
             return SkippedEntry(entry=where, reason=_sentence(exc))

@@ -28,25 +28,23 @@ are not kept).
 from __future__ import annotations
 
 import html
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
+from workbench.formats._reading import safe_json
 from workbench.formats._support import (
     MessageTree,
     alternate_branches,
     epoch_seconds,
     epoch_time,
-    first_char,
+    file_entries,
     first_element,
     first_user_title,
     guarded,
-    iter_json_array,
     latest_leaf,
-    load_json_text,
     mark_branch_start,
     number_positions,
     primed,
@@ -54,7 +52,7 @@ from workbench.formats._support import (
     text_of,
     tool_call,
 )
-from workbench.formats.base import ImportItem, read_text, type_name
+from workbench.formats.base import ImportItem, type_name
 
 NAME = "openwebui"
 
@@ -157,10 +155,7 @@ class _Turn:
 def _unescape_result(value: str) -> str:
     text = html.unescape(value)
     # Open WebUI stores a tool's result JSON-encoded; a plain JSON string reads better bare.
-    try:
-        decoded = json.loads(text)
-    except ValueError:
-        return text
+    decoded = safe_json(text)  # None for text that is not JSON (or nests too deep)
     return decoded if isinstance(decoded, str) else text
 
 
@@ -419,17 +414,14 @@ class OpenWebUIImporter:
     def read(self, path: Path) -> Iterator[ImportItem]:
         """Sessions and branch conversations of ``path``, one chat at a time."""
         path = Path(path)
-        text = read_text(path)
-        label = str(path)
-        if first_char(text) == "{":
-            items: Iterator[Any] = iter([load_json_text(text, label, path)])
-        else:
-            items = iter_json_array(text, label, path)
-        return primed(guarded(self._read_items(path, items)))
+        return primed(guarded(self._read_items(path, file_entries(path))))
 
     def _read_items(self, path: Path, items: Iterator[Any]) -> Iterator[ImportItem]:
         seen: set[str] = set()
         for index, item in enumerate(items):
+            if isinstance(item, SkippedEntry):  # unreadable: reported in its place
+                yield item
+                continue
             where = f"item {index}"
             for result in parse_chat(item, where, f"{path.name}#{index}"):
                 if isinstance(result, Conversation) and result.source_id is not None:

@@ -34,12 +34,12 @@ from typing import Any
 
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
 from workbench.errors import FormatError
+from workbench.formats._reading import safe_json
 from workbench.formats._support import (
+    file_entries,
     first_char,
     first_user_title,
     guarded,
-    iter_json_array,
-    load_json_text,
     number_positions,
     primed,
     sentence,
@@ -49,6 +49,7 @@ from workbench.formats.base import (
     ImportItem,
     decode_json_line,
     peek_json,
+    read_head,
     read_text,
     shorten,
     type_name,
@@ -160,10 +161,7 @@ class _Reader:
             raise InvalidTurnError(f"speaker {speaker!r} is not one this importer knows")
 
     def _calls(self, value: str, meta: dict[str, Any]) -> None:
-        try:
-            decoded = json.loads(value)
-        except ValueError:
-            decoded = None
+        decoded = safe_json(value)  # None when not JSON (or nested too deep)
         items = decoded if isinstance(decoded, list) else [decoded]
         calls = []
         if all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items) and items:
@@ -230,10 +228,9 @@ def parse_entry(entry: Any, where: str) -> list[ImportItem]:
     metadata = {k: v for k, v in entry.items() if k not in (*_TURN_LISTS, "system", "title")}
     tools = metadata.get("tools")
     if isinstance(tools, str):
-        try:
-            metadata["tools"] = json.loads(tools)
-        except ValueError:
-            pass
+        decoded = safe_json(tools)
+        if decoded is not None:
+            metadata["tools"] = decoded
     results.append(
         Conversation(
             title=title, messages=messages, source=NAME, source_id=source_id, metadata=metadata
@@ -274,13 +271,15 @@ class ShareGPTImporter:
                 f"{path} is a directory; the sharegpt format reads one JSON or JSONL file.",
                 path=str(path),
             )
+        head = read_head(path).decode("utf-8", errors="replace").lstrip("\ufeff")
+        # (JSON Lines whose first line is an array is JSON Lines, not one array)
+        if first_char(head) == "[" and not self._is_jsonl(head):
+            return primed(_unique(guarded(self._items(file_entries(path)))))
         text = read_text(path)
         label = str(path)
-        if first_char(text) == "[":
-            return primed(_unique(guarded(self._items(iter_json_array(text, label, path)))))
         if self._is_jsonl(text):
             return primed(_unique(self._lines(text)))
-        return primed(_unique(self._items(iter([load_json_text(text, label, path)]))))
+        return primed(_unique(self._items(file_entries(path, label))))
 
     @staticmethod
     def _is_jsonl(text: str) -> bool:
@@ -290,12 +289,17 @@ class ShareGPTImporter:
             return False
         try:
             json.loads(lines[0])
+        except RecursionError:
+            return True  # a whole value on its line, only nested too deep: reported later
         except ValueError:
             return False
         return True
 
     def _items(self, items: Iterator[Any]) -> Iterator[ImportItem]:
         for index, entry in enumerate(items):
+            if isinstance(entry, SkippedEntry):  # unreadable: reported in its place
+                yield entry
+                continue
             yield from parse_entry(entry, f"item {index}")
 
     def _lines(self, text: str) -> Iterator[ImportItem]:
@@ -304,7 +308,7 @@ class ShareGPTImporter:
                 continue
             where = f"line {number}"
             try:
-                entry = decode_json_line(line)
+                entry = decode_json_line(line, where)
             except ValueError as exc:
                 yield SkippedEntry(entry=where, reason=sentence(str(exc)))
                 continue

@@ -251,7 +251,7 @@ class HttpProvider:
         return error_from_reply(
             status, body, {}, where=self._http.where, model=self.model, provider=self.name,
             secrets=self._http.secrets, key_sent=self._http.key_sent,
-            key_hint=self._http.key_hint,
+            key_hint=self._http.key_hint, in_stream=True,
         )
 
     @staticmethod

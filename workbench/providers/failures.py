@@ -201,11 +201,15 @@ def error_from_reply(
     secrets: Iterable[str | None] = (),
     key_sent: bool = True,
     key_hint: str = "",
+    in_stream: bool = False,
 ) -> ProviderError:
     """The typed error for an HTTP error reply (``status`` ≥ 400) or an in-stream error.
 
     ``where`` names the server for the sentence ("127.0.0.1:8080"), ``key_hint`` says
-    where the key comes from ("the environment variable OPENAI_API_KEY").
+    where the key comes from ("the environment variable OPENAI_API_KEY"). With
+    ``in_stream`` the error arrived as an event inside a reply that began with HTTP 200:
+    ``status`` then only chooses the kind of error, and the sentence gives the event's
+    type and message rather than a status the server never sent.
     """
     secrets = list(secrets)
     info = read_error_body(body)
@@ -215,6 +219,11 @@ def error_from_reply(
     said = said.rstrip(" .")  # the sentence adds its own full stop
     tail = f": {said}" if said else ""
     kind = (info.type + " " + info.code).lower()
+    if in_stream:
+        shown_type = scrub(info.type or info.code, secrets)
+        how = "an error event in the reply" + (f", type {shown_type}" if shown_type else "")
+    else:
+        how = f"HTTP {status}"
 
     error: ProviderError
     if is_context_error(info):
@@ -225,13 +234,13 @@ def error_from_reply(
         else:
             advice = f"Check the key{' in ' + key_hint if key_hint else ''}."
         error = AuthenticationError(
-            f"{where} refused the request (HTTP {status}){tail}. {advice}",
+            f"{where} refused the request ({how}){tail}. {advice}",
             status=status,
             provider=provider,
         )
     elif info.code == "model_not_found" or (status in (400, 404) and _MODEL_MISSING.search(said)):
         error = UnknownModelError(
-            f"{where} does not serve the model {model!r} (HTTP {status}){tail}. "
+            f"{where} does not serve the model {model!r} ({how}){tail}. "
             "Check the model name in the provider's settings.",
             status=status,
             provider=provider,
@@ -240,32 +249,32 @@ def error_from_reply(
         wait = retry_after_seconds(headers)
         hint = f"; it asks to wait {wait:g} s" if wait is not None else ""
         error = RateLimitError(
-            f"{where} is limiting requests (HTTP {status}{hint}){tail}. Wait a moment and retry.",
+            f"{where} is limiting requests ({how}{hint}){tail}. Wait a moment and retry.",
             retry_after=wait,
             status=status,
             provider=provider,
         )
     elif status == 408:
         error = ProviderTimeoutError(
-            f"{where} gave up waiting for the request (HTTP 408){tail}.",
+            f"{where} gave up waiting for the request ({how}){tail}.",
             status=status,
             provider=provider,
         )
     elif status >= 500 or status == 409 or "overloaded" in kind or "api_error" in kind:
         error = ServerError(
-            f"{where} failed with HTTP {status}{tail}. Try again in a moment.",
+            f"{where} failed with {how}{tail}. Try again in a moment.",
             status=status,
             provider=provider,
         )
     elif status == 404:
         error = ProviderError(
-            f"{where} has no such endpoint (HTTP 404){tail}. Check the provider's base URL.",
+            f"{where} has no such endpoint ({how}){tail}. Check the provider's base URL.",
             status=status,
             provider=provider,
         )
     else:
         error = ProviderError(
-            f"{where} rejected the request (HTTP {status}){tail}.",
+            f"{where} rejected the request ({how}){tail}.",
             status=status,
             provider=provider,
         )

@@ -147,6 +147,14 @@ def _like_pattern(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+# What SQLite says when a query is too big or too deep for it to parse or plan.
+_TOO_COMPLEX = re.compile(
+    r"parser stack overflow|Expression tree is too large|too many terms|too many SQL "
+    r"variables|pattern too complex|string or blob too big|too many arguments",
+    re.IGNORECASE,
+)
+
+
 def _validate(query: SearchQuery) -> None:
     for role in query.roles or ():
         if role not in ROLES:
@@ -168,14 +176,23 @@ def search(db: Database, query: SearchQuery) -> list[SearchHit]:
     if not terms:
         return []
     hits: list[SearchHit] = []
-    with db.read() as conn:
-        if "message" in query.kinds:
-            hits += _search_messages(conn, query, terms)
-        fts = _fts_expression(terms)
-        if fts is not None and "session" in query.kinds and query.session_id is None:
-            hits += _search_sessions(conn, query, fts)
-        if fts is not None and "memory" in query.kinds:
-            hits += _search_memory(conn, query, fts)
+    try:
+        with db.read() as conn:
+            if "message" in query.kinds:
+                hits += _search_messages(conn, query, terms)
+            fts = _fts_expression(terms)
+            if fts is not None and "session" in query.kinds and query.session_id is None:
+                hits += _search_sessions(conn, query, fts)
+            if fts is not None and "memory" in query.kinds:
+                hits += _search_memory(conn, query, fts)
+    except StorageError as exc:
+        if _TOO_COMPLEX.search(str(exc)):
+            # SQLite's own words ("fts5: parser stack overflow") say nothing to a user.
+            raise StorageError(
+                f"The search query is too long ({len(terms):,} terms, "
+                f"{len(query.text):,} characters); search for fewer words."
+            ) from exc
+        raise
     hits.sort(key=lambda h: h.score, reverse=True)
     return hits[: query.limit]
 

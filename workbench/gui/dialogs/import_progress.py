@@ -38,6 +38,13 @@ def report_text(report: ImportReport) -> str:
     if report.cancelled:
         lines.append("The import was cancelled: the conversations read until then are stored "
                      "whole, nothing after them.")
+    if report.notes:
+        noun = "entry was" if len(report.notes) == 1 else "entries were"
+        lines.append(f"{len(report.notes):,} {noun} imported with changes:")
+        for note in report.notes[:SKIPPED_SHOWN]:
+            lines.append(f"  • {note.entry}: {note.note}")
+        if len(report.notes) > SKIPPED_SHOWN:
+            lines.append(f"  … and {len(report.notes) - SKIPPED_SHOWN:,} more.")
     if report.skipped:
         skipped = len(report.skipped)
         lines.append(f"{skipped:,} {'entry was' if skipped == 1 else 'entries were'} skipped:")
