@@ -33,37 +33,30 @@ def _positive_int(text: str) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from workbench.engine.memory import Memory
-    from workbench.engine.model import Model
-    from workbench.engine.providers import ProviderSettings
+    from workbench.engine.turn import prepare_turn
 
     with open_workspace(args) as ws:
         try:
-            info = ws.repo.find_session(args.session)
+            ws.repo.find_session(args.session)
         except NotFoundError:
             if not args.new:
                 raise
-            info = ws.repo.create_session(args.session)
-        settings = ProviderSettings(ws.db)
-        memory = Memory.open(ws.repo, info.id)
-        agent = memory.agent() or ws.repo.default_agent()
-        name = settings.choose(args.provider, agent.provider)
+            ws.repo.create_session(args.session)
 
         def retrying(notice: Any) -> None:
             print(f"workbench: {notice.error} Retrying in {notice.delay:.1f} s "
                   f"(attempt {notice.attempt} of {notice.attempts}).", file=sys.stderr)
 
-        provider = settings.build(name, on_retry=retrying)
-        try:
-            model = Model(
-                provider,
-                instructions=agent.instructions or None,
-                max_tokens=args.max_tokens,
-                stream=not args.no_stream,
-            ).with_memory(memory, auto=True)
-            return _run(model, args)
-        finally:
-            provider.close()
+        with prepare_turn(
+            ws,
+            args.session,
+            provider=args.provider,
+            max_tokens=args.max_tokens,
+            stream=not args.no_stream,
+            auto=True,
+            on_retry=retrying,
+        ) as setup:
+            return _run(setup.model, args)
 
 
 def _run(model: Any, args: argparse.Namespace) -> int:
@@ -131,17 +124,22 @@ def _run(model: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    """Add ``chat`` to the ``workbench`` parser."""
-    p = subparsers.add_parser("chat", parents=[common],
-                              help="send a prompt in a session and stream the reply")
-    p.add_argument("session", help="session id, source id or title")
-    p.add_argument("prompt")
+def add_turn_options(p: argparse.ArgumentParser) -> None:
+    """The options that decide how a turn is sent, shared by ``chat`` and ``preflight``."""
     p.add_argument("--provider", metavar="NAME",
                    help="provider to use (default: the agent's, else the only one)")
     p.add_argument("--no-stream", action="store_true", help="wait for the whole reply")
     p.add_argument("--max-tokens", type=_positive_int, metavar="N",
                    help="longest reply, in tokens")
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``chat`` to the ``workbench`` parser."""
+    p = subparsers.add_parser("chat", parents=[common],
+                              help="send a prompt in a session and stream the reply")
+    p.add_argument("session", help="session id, source id or title")
+    p.add_argument("prompt", help="the new user prompt")
+    add_turn_options(p)
     p.add_argument("--keep-partial", action="store_true",
                    help="on Ctrl+C, keep the partial reply (marked as stopped)")
     p.add_argument("--new", action="store_true",
