@@ -560,8 +560,10 @@ def test_request_tokens_are_what_request_assembly_counts(
 
     sid = build_rich_session(workspace)
     history = load_active(workspace.db, sid)
+    # The history as it stands: a leading reply counts (strict order is for requests).
     expected = assemble(
-        RequestParts(instructions=instructions, summary=summary, history=history),
+        RequestParts(instructions=instructions, summary=summary, history=history,
+                     strict_order=False),
         counter=COUNTER,
     ).tokens.total
     assert compaction.request_tokens(instructions, summary, history, COUNTER) == expected

@@ -180,7 +180,7 @@ def request_tokens(
     plain = 0
     if isinstance(history, MessageSelection):
         history, plain = _split_plain(history, counter)
-    parts = RequestParts(instructions=instructions, history=history)
+    parts = RequestParts(instructions=instructions, history=history, strict_order=False)
     total = assemble(parts, counter=counter).tokens.total + plain
     text = (summary or "").strip()
     if text:

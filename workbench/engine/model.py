@@ -50,6 +50,7 @@ from workbench.core.assembly import (
     AssembledRequest,
     Budget,
     RequestParts,
+    alternating_messages,
     assemble,
     context_text,
     tools_tokens,
@@ -219,6 +220,7 @@ class _Plan:
     summary: str | None
     history: list[Message]
     context: str | None
+    alternate: bool = False
 
 
 @dataclass
@@ -599,7 +601,19 @@ class Model:
             summary=summary,
             history=history,
             context=context_text(self._context),
+            alternate=self._needs_alternation(),
         )
+
+    def _needs_alternation(self) -> bool:
+        """Whether the provider's chat template needs strict user/assistant alternation
+        (asked once per client; a provider that cannot tell needs none)."""
+        ask = getattr(self.provider, "needs_alternation", None)
+        if not callable(ask):
+            return False
+        try:
+            return bool(ask())
+        except Exception:  # noqa: BLE001 - a question about shape never stops a send
+            return False
 
     def _assemble(self, plan: _Plan, turn: Sequence[Message]) -> AssembledRequest:
         parts = RequestParts(
@@ -620,8 +634,11 @@ class Model:
     def _request(
         self, plan: _Plan, assembled: AssembledRequest, schema: dict[str, Any] | None
     ) -> ChatRequest:
+        messages = assembled.messages
+        if plan.alternate:
+            messages = alternating_messages(messages)
         return ChatRequest(
-            messages=assembled.messages,
+            messages=messages,
             tools=[t.spec() for t in plan.tools],
             max_tokens=self.max_tokens,
             temperature=self.temperature,
