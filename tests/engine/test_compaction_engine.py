@@ -715,3 +715,20 @@ def test_a_preview_from_kept_summary_lines_equals_one_from_the_texts(
         session_id=sid,
     )
     assert plan.to_json() == expected.to_json()
+
+
+def test_auto_compaction_that_would_not_lower_the_tokens_is_not_applied(
+    workspace: Workspace,
+) -> None:
+    """Issue 15.3: a fold whose summary costs more than what it folds is left alone."""
+    overrides = {"compaction": {"auto": True, "max_messages": 3, "keep_messages": 2}}
+    messages = [Message("user" if i % 2 == 0 else "assistant", "ok") for i in range(4)]
+    sid = store_session(workspace, messages, overrides=overrides)
+    plan = compaction.preview(workspace, sid, auto=True)
+    assert plan.changed and plan.tokens_after >= plan.tokens_before
+    before = snapshot(workspace, sid)
+    result = compaction.maybe_compact_before_send(workspace, sid)
+    assert result is not None and not result.changed
+    assert "would not lower" in result.message
+    assert snapshot(workspace, sid) == before
+    assert compaction.history(workspace, sid) == []

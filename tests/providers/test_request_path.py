@@ -97,3 +97,29 @@ def test_preflight_without_any_provider_assumes_one_and_chat_refuses(cli: Cli) -
     # chat --new made the session before it found no provider; preflight assumes one.
     assert with_session.code == 0, with_session.err
     assert json.loads(with_session.out)["provider"]["assumed"] is True
+
+
+def test_chat_names_the_auto_compaction_in_its_reply(
+    cli: Cli, server: ProtocolServer, db_path: Path
+) -> None:
+    """Issue 15.3: the CLI prints the compaction that ran before the send; --json has it."""
+    assert cli("providers", "add", "local", "--kind", "openai", "--base-url", server.url,
+               "--model", server.model).code == 0
+    assert cli("chat", "Long", "first question " * 30, "--new").code == 0
+    with Workspace.open(db_path) as ws:
+        info = ws.repo.find_session("Long")
+        for i in range(6):
+            assert cli("chat", "Long", f"question {i} " + "words " * 40).code == 0
+        ws.repo.set_overrides(info.id, {"compaction": {
+            "auto": True, "max_messages": 10, "keep_messages": 4}})
+    printed = cli("chat", "Long", "And now?")
+    assert printed.code == 0, printed.err
+    assert "Auto-compaction 1: Folded" in printed.err
+    assert "undo-compaction" in printed.err
+    replies = [json.loads(cli("chat", "Long", f"more {i} " + "words " * 40, "--json").out)
+               for i in range(4)]
+    named = [r["compaction"] for r in replies if r["compaction"] is not None]
+    assert len(named) == 1  # the session grew past the trigger once more
+    assert named[0]["id"] == 2
+    assert named[0]["message"].startswith("Auto-compaction 2: Folded")
+    assert replies[0]["compaction"] is None

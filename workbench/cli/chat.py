@@ -113,6 +113,10 @@ def _run(model: Any, args: argparse.Namespace) -> int:
             "model": response.model,
             "usage": response.usage.to_json() if response.usage else None,
             "appended": [m.id for m in response.messages] if response.appended else [],
+            "compaction": (
+                {"id": response.compaction_id, "message": response.compaction_note}
+                if response.compaction_id is not None else None
+            ),
         })
     else:
         if not printed["any"] and response.text:
@@ -121,6 +125,9 @@ def _run(model: Any, args: argparse.Namespace) -> int:
         tokens = (f"{usage.input_tokens} in, {usage.output_tokens} out"
                   if usage is not None else "usage not reported")
         print(f"[{tokens}; finish: {response.finish_reason or '?'}]", file=sys.stderr)
+        if response.compaction_id is not None:
+            print(f"workbench: {response.compaction_note} Undo it with: workbench "
+                  f"undo-compaction {args.session!r}", file=sys.stderr)
     return 0
 
 

@@ -441,6 +441,24 @@ class CompactionPlan:
         return self.tokens_before - self.tokens_after
 
     @property
+    def lowers_tokens(self) -> bool:
+        """Whether applying makes the request smaller (auto-compaction needs it)."""
+        return self.tokens_after < self.tokens_before
+
+    @property
+    def warning(self) -> str:
+        """A sentence when folding would not make the request smaller, else ``""``:
+        a manual compaction shows it before applying."""
+        if not self.folded_ids or self.lowers_tokens:
+            return ""
+        n = len(self.folded_ids)
+        return (
+            f"Folding {n} message{'s' if n != 1 else ''} would not lower the request's "
+            f"tokens ({self.tokens_before} before, {self.tokens_after} after): the summary "
+            "costs as much as what it replaces."
+        )
+
+    @property
     def new_summary(self) -> str:
         """The long-term summary after applying."""
         if not self.changed:

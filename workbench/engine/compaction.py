@@ -667,6 +667,10 @@ def maybe_compact_before_send(
             now=now,
             auto=True,
         )
+        if plan.changed and not plan.lowers_tokens:
+            # Not applied automatically: the send would carry as many tokens or more.
+            return CompactionResult(False, plan, None, "Auto-compaction skipped: " + (
+                plan.warning or "it would not lower the request's tokens."))
         result = apply(target, plan, counter=counter)
     except CompactionError as exc:
         log.warning("Auto-compaction of session %s did not run: %s", sid, exc)

@@ -170,8 +170,10 @@ class Response:
     step_limit_reached: bool = False
     recalled: list[MemoryEntry] = field(default_factory=list)
     tool_stats: ToolStats = field(default_factory=ToolStats)
-    # The auto-compaction that ran before the send (SPEC §4), when one changed the session.
+    # The auto-compaction that ran before the send (SPEC §4), when one changed the session,
+    # and the sentence that names it ("Folded 41 messages into the summary; …").
     compaction_id: int | None = None
+    compaction_note: str = ""
 
 
 @dataclass
@@ -554,18 +556,24 @@ class Model:
 
     # -- planning -------------------------------------------------------------------------
 
-    def _auto_compact(self) -> int | None:
+    def _auto_compact(self) -> tuple[int | None, str]:
         """Before a send, compact the session if it opted in and a trigger fires
-        (SPEC §4); a failure never stops the send. Returns the new compaction's id."""
+        (SPEC §4); a failure never stops the send. Returns the new compaction's id (None
+        when nothing changed) and the sentence naming it."""
         memory = self.active_memory
         if memory is None or memory.session_id is None:
-            return None
+            return None, ""
         from workbench.engine.compaction import maybe_compact_before_send
 
         result = maybe_compact_before_send(memory, provider=self.provider)
-        if result is not None and result.message:
+        if result is None:
+            return None, ""
+        if result.message:
             log.info("Auto-compaction before send: %s", result.message)
-        return result.compaction_id if result is not None and result.changed else None
+        if result.changed:
+            return result.compaction_id, f"Auto-compaction {result.compaction_id}: " + (
+                result.message)
+        return None, ""
 
     def _plan(self, prompt: str) -> _Plan:
         memory = self.active_memory
@@ -877,7 +885,7 @@ class Model:
         self, prompt: str, cancel: CancelToken, keep_partial: bool
     ) -> Generator[RunEvent, None, Response]:
         user = self._user(prompt)
-        compaction_id = self._auto_compact()
+        compaction_id, compaction_note = self._auto_compact()
         plan = self._plan(prompt)
         if plan.memory is not None:
             plan.memory.begin_run()
@@ -885,6 +893,7 @@ class Model:
         stored, appended = self._commit(plan, turn)
         response = self._response(plan, turn, stored, appended)
         response.compaction_id = compaction_id
+        response.compaction_note = compaction_note
         return response
 
     def stream_run(
