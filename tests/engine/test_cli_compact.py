@@ -226,3 +226,24 @@ def test_a_reversed_range_is_an_error(cli: CliRunner, workspace: Workspace) -> N
     assert result.code == 1
     assert "--range 5 2" in result.err and len(result.err.strip().splitlines()) == 1
     assert state(workspace, sid) == before
+
+
+def test_compact_tidies_facts_and_tasks_when_nothing_folds(
+    cli: CliRunner, workspace: Workspace
+) -> None:
+    """Seed 002: fact de-duplication and task pruning run on every compact()."""
+    from datetime import timedelta
+
+    from workbench.core.conversation import Task, utcnow
+
+    sid = make_session(workspace, 4)
+    old = utcnow() - timedelta(hours=30)
+    workspace.repo.set_context(sid, SessionContext(
+        facts=["b", "a", "A."],
+        tasks=[Task(id="t", description="done", status="Completed", updated_at=old)]))
+    result = cli("compact", sid)
+    assert result.code == 0, result.err
+    assert "Nothing folds" in result.out and "Completed tasks pruned: 1." in result.out
+    context = workspace.repo.get_context(sid)
+    assert context.facts == ["a", "b"] and context.tasks == []
+    assert workspace.repo.message_count(sid, states=["active"]) == 5

@@ -76,6 +76,13 @@ def _print_human(args: argparse.Namespace, session_id: int, plan: Any, compactio
     if not plan.changed:
         print(plan.reason or "Nothing to compact.")
         return
+    if not plan.folded_count:
+        print(plan.reason)
+        if plan.facts_removed or plan.facts_after != plan.facts_before:
+            print(f"Facts sorted; duplicates removed: {len(plan.facts_removed)}.")
+        if plan.tasks_pruned:
+            print(f"Completed tasks pruned: {len(plan.tasks_pruned)}.")
+        return
     verb = "Would fold" if args.dry_run else "Folded"
     ranges = ", ".join(
         f"{r.first_position}" if r.first_position == r.last_position

@@ -667,7 +667,7 @@ def maybe_compact_before_send(
             now=now,
             auto=True,
         )
-        if plan.changed and not plan.lowers_tokens:
+        if plan.folded_ids and not plan.lowers_tokens:
             # Not applied automatically: the send would carry as many tokens or more.
             return CompactionResult(False, plan, None, "Auto-compaction skipped: " + (
                 plan.warning or "it would not lower the request's tokens."))

@@ -12,6 +12,9 @@ What the desktop's Context panel (and any other front end) needs beyond
   after, which is what an undo needs;
 * :func:`dedupe_session_facts`: drop repeated facts the way compaction does (normalized
   text, first spelling kept, order stable);
+* :func:`load_context`: a session's context by id, source id or title, the way seed
+  002's ``ContextManager.load`` works: with ``create=True`` a missing session is created
+  (titled by the name asked for) and its empty context returned;
 * :func:`add_memory_entry`, :func:`delete_memory_entry`, :func:`restore_memory_entry`:
   the agent's long-term memory entries, one at a time.
 """
@@ -34,6 +37,7 @@ __all__ = [
     "add_memory_entry",
     "dedupe_session_facts",
     "delete_memory_entry",
+    "load_context",
     "memory_entries_for",
     "new_task",
     "read_session_context",
@@ -74,6 +78,24 @@ class ContextChange:
     @property
     def changed(self) -> bool:
         return self.before.to_json() != self.after.to_json()
+
+
+def load_context(ws: Any, session: str | int, *, create: bool = False) -> SessionContext:
+    """The context of ``session`` (an id, source id or title).
+
+    A missing session raises :class:`~workbench.errors.NotFoundError`, unless ``create``
+    is true: then a session titled ``session`` is created and its (empty) context
+    returned, as seed 002's ``load`` "creates new if not exists".
+    """
+    from workbench.errors import NotFoundError
+
+    try:
+        info = ws.repo.find_session(session)
+    except NotFoundError:
+        if not create:
+            raise
+        info = ws.repo.create_session(str(session))
+    return ws.repo.get_context(info.id)
 
 
 def _policy(ws: Any, session_id: int) -> MemoryPolicy:
