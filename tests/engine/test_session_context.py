@@ -67,7 +67,9 @@ def test_memory_entries_of_a_session_and_their_round_trip(workspace: Workspace) 
     sid = _session(workspace)
     other = _session(workspace, "Other")
     kept, new = add_memory_entry(workspace, sid, "  Likes tea.  ")
-    assert new and kept.content == "Likes tea." and kept.scope == "agent"
+    # The scope the session's policy recalls with: the default agent's is "session".
+    assert new and kept.content == "Likes tea." and kept.scope == "session"
+    assert kept.session_id == sid
     assert kept.namespace == "default"
     mine, _ = add_memory_entry(workspace, sid, "Only here.", scope="session", namespace="n")
     add_memory_entry(workspace, other, "Only there.", scope="session")

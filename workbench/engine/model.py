@@ -56,7 +56,7 @@ from workbench.core.assembly import (
     tools_tokens,
 )
 from workbench.core.conversation import MemoryEntry, Message, SessionContext, ToolStats
-from workbench.core.policy import MemoryPolicy
+from workbench.core.policy import MemoryPolicy, resolve_namespace
 from workbench.core.provider import (
     CancelToken,
     ChatRequest,
@@ -593,6 +593,9 @@ class Model:
             tools=tools_tokens([t.spec() for t in tools], counter),
             cap=policy.token_budget,
         )
+        if not isinstance(policy.namespace, str) or "{" in policy.namespace:
+            # A namespace resolved per turn from the turn's context (seed 004).
+            policy = policy.replace(namespace=resolve_namespace(policy.namespace, self._context))
         long_term = memory.long_term(policy) if memory is not None else None
         recalled = long_term.recall(prompt) if long_term is not None else []
         summary = memory.context().summary if memory is not None else None

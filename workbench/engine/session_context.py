@@ -207,21 +207,26 @@ def add_memory_entry(
     session_id: int,
     content: str,
     *,
-    scope: str = "agent",
+    scope: str | None = None,
     namespace: str | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> tuple[MemoryEntry, bool]:
     """Add a long-term memory entry for the session's agent; returns it and whether it
     is new (the same text in the same scope and namespace is stored once).
 
-    ``scope="session"`` ties it to this session; ``namespace`` defaults to the one the
-    session's memory policy recalls from.
+    ``scope="session"`` ties it to this session; ``scope`` and ``namespace`` default to
+    the ones the session's memory policy recalls with, and the policy's ``metadata``
+    goes into the entry's.
     """
     text = content.strip()
     if not text:
         raise RequestError("A memory entry needs some text.")
     info = ws.repo.get_session(session_id)
-    space = (namespace or "").strip() or _policy(ws, session_id).namespace
+    policy = _policy(ws, session_id)
+    scope = scope or policy.scope
+    metadata = {**policy.metadata, **(metadata or {})}
+    default_space = policy.namespace if isinstance(policy.namespace, str) else "default"
+    space = (namespace or "").strip() or default_space
     return ws.repo.add_memory_entry(
         info.agent_id,
         text,
