@@ -125,24 +125,29 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("add", parents=[common], help="add a provider (the key stays outside)")
     p.add_argument("name")
-    p.add_argument("--kind", required=True, choices=PROVIDER_KINDS)
+    p.add_argument("--kind", required=True, choices=PROVIDER_KINDS,
+                   help="the API the server speaks")
     p.add_argument("--base-url", required=True, metavar="URL",
                    help="e.g. http://127.0.0.1:8080, https://api.openai.com/v1, "
                    "https://api.anthropic.com")
-    p.add_argument("--model", required=True, metavar="M")
+    p.add_argument("--model", required=True, metavar="M", help="the model to ask for")
     p.add_argument("--api-key-env", metavar="VAR",
                    help="the environment variable that holds the API key")
     p.add_argument("--keyring-entry", metavar="E",
                    help="the OS keyring entry that holds the API key")
     p.add_argument("--context-window", type=_positive_int, metavar="N",
                    help="tokens, used when the server does not say and the model is unknown")
-    p.add_argument("--max-output-tokens", type=_positive_int, metavar="N")
-    p.add_argument("--temperature", type=float, metavar="T")
+    p.add_argument("--max-output-tokens", type=_positive_int, metavar="N",
+                   help="longest reply, in tokens, unless a turn says otherwise")
+    p.add_argument("--temperature", type=float, metavar="T", help="sampling temperature")
     p.add_argument("--header", type=_header, action="append", metavar="NAME=VALUE",
                    help="an extra header for every request (not for secrets)")
-    p.add_argument("--timeout-connect", type=float, metavar="S")
-    p.add_argument("--timeout-read", type=float, metavar="S")
-    p.add_argument("--timeout-total", type=float, metavar="S")
+    p.add_argument("--timeout-connect", type=float, metavar="S",
+                   help="seconds to wait for the connection")
+    p.add_argument("--timeout-read", type=float, metavar="S",
+                   help="seconds to wait between two pieces of the reply")
+    p.add_argument("--timeout-total", type=float, metavar="S",
+                   help="seconds a whole request may take")
     p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("list", parents=[common], help="list providers")
