@@ -245,12 +245,13 @@ class LongTermMemory:
             return []
         if self.policy.scope == "session" and self.session_id is None:
             return []
-        options = {"scope": self.policy.scope, "namespace": self.namespace,
-                   "session_id": self.session_id, "limit": self.policy.max_entries}
-        found = self.store.recall(prompt, **options)
+        scope, namespace, limit = self.policy.scope, self.namespace, self.policy.max_entries
+        found = self.store.recall(prompt, scope=scope, namespace=namespace,
+                                  session_id=self.session_id, limit=limit)
         if found:
             return found
-        return self.store.recent(**options)
+        return self.store.recent(scope=scope, namespace=namespace, session_id=self.session_id,
+                                 limit=limit)
 
     def remember(
         self, content: str, metadata: Mapping[str, Any] | None = None

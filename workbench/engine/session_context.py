@@ -98,6 +98,12 @@ def load_context(ws: Any, session: str | int, *, create: bool = False) -> Sessio
     return ws.repo.get_context(info.id)
 
 
+def _namespace_name(policy: MemoryPolicy) -> str:
+    """The policy's namespace as stored (a callable, from the Python API, shows as
+    ``default``)."""
+    return policy.namespace if isinstance(policy.namespace, str) else "default"
+
+
 def _policy(ws: Any, session_id: int) -> MemoryPolicy:
     info = ws.repo.get_session(session_id)
     agent = ws.repo.get_agent(info.agent_id)
@@ -138,7 +144,7 @@ def read_session_context(ws: Any, session_id: int) -> ContextOverview:
         context=repo.get_context(session_id),
         local_tokens=repo.token_total(session_id, states=("active",)),
         active_messages=repo.message_count(session_id, states=("active",)),
-        namespace=_policy(ws, session_id).namespace,
+        namespace=_namespace_name(_policy(ws, session_id)),
         entries=memory_entries_for(ws, session_id),
     )
 
@@ -225,8 +231,7 @@ def add_memory_entry(
     policy = _policy(ws, session_id)
     scope = scope or policy.scope
     metadata = {**policy.metadata, **(metadata or {})}
-    default_space = policy.namespace if isinstance(policy.namespace, str) else "default"
-    space = (namespace or "").strip() or default_space
+    space = (namespace or "").strip() or _namespace_name(policy)
     return ws.repo.add_memory_entry(
         info.agent_id,
         text,
