@@ -18,11 +18,13 @@ from workbench.core.assembly import (
     MEMORY_HEADING,
     REASON_BUDGET,
     REASON_EXCLUDED_SYSTEM,
+    REASON_LEADING_REPLY,
     REASON_ORPHAN_RESULT,
     REASON_UNANSWERED_CALL,
     SUMMARY_HEADING,
     Budget,
     RequestParts,
+    alternating_messages,
     assemble,
     call_ids,
     tool_units,
@@ -166,16 +168,17 @@ def test_a_tool_group_leaves_whole(counter: TokenCounter) -> None:
             assistant("checking", "c1", "c2"),
             result("c1", "first result " * 5),
             result("c2", "second result " * 5),
+            user("go on"),
             assistant("done"),
         ]
     )
     parts = RequestParts(history=history, turn=[user("next")])
     whole = assemble(parts, counter=counter)
-    # Room for the last message and the second tool result, not for the whole group.
-    tail = (history[4].token_count or 0) + (history[3].token_count or 0)
+    # Room for the last turn and the second tool result, not for the whole group.
+    tail = sum(history[i].token_count or 0 for i in (3, 4, 5))
     budget = Budget(cap=whole.tokens.total - whole.tokens.history + tail)
     built = assemble(parts, counter=counter, budget=budget)
-    assert contents(built.history) == ["done"]
+    assert contents(built.history) == ["go on", "done"]
     assert {o.message_id for o in built.left_out} == {100, 101, 102, 103}
     assert all(o.reason == REASON_BUDGET for o in built.left_out)
 
@@ -233,8 +236,9 @@ def test_reused_call_ids_pair_with_the_nearest_call(counter: TokenCounter) -> No
         ]
     )
     assert tool_units(history) == [[0, 1], [2, 3]]
-    built = assemble(RequestParts(history=history, turn=[user("p")]), counter=counter)
-    assert contents(built.history) == ["", "one", "", "two"]
+    built = assemble(RequestParts(history=[user("q"), *history], turn=[user("p")]),
+                     counter=counter)
+    assert contents(built.history) == ["q", "", "one", "", "two"]
 
 
 def test_system_messages_can_be_excluded(counter: TokenCounter) -> None:
@@ -410,3 +414,54 @@ def test_a_compaction_summary_is_headed_once_and_a_plain_one_gets_a_heading() ->
             assert "Summary of the earlier conversation:" not in text
         else:
             assert first_line == "Summary of the earlier conversation:"
+
+
+def test_a_cut_never_leaves_the_history_starting_with_a_reply(counter: TokenCounter) -> None:
+    """Issue 15.2: 40 messages trimmed to the window; the first kept one would have been
+    an assistant reply, which Gemma's template and Anthropic's API refuse."""
+    turns: list[Message] = []
+    for i in range(20):
+        turns += [user(f"question {i} " * 3), assistant(f"answer {i} " * 3)]
+    history = numbered(turns)
+    parts = RequestParts(instructions="Be brief.", history=history, turn=[user("next")])
+    whole = assemble(parts, counter=counter)
+    # Room for the last seven messages: the oldest of them is an answer.
+    tail = sum(m.token_count or 0 for m in history[-7:])
+    built = assemble(parts, counter=counter,
+                     budget=Budget(cap=whole.tokens.total - whole.tokens.history + tail))
+    assert history[-7].role == "assistant"
+    assert [m.role for m in built.history][:1] == ["user"]
+    assert len(built.history) == 6
+    reasons = {o.message_id: o.reason for o in built.left_out}
+    assert reasons[history[-7].id] == REASON_LEADING_REPLY
+    assert len(built.left_out) == 34
+    assert built.tokens.history == sum(m.token_count or 0 for m in history[-6:])
+    # A tool group in front of the first user message leaves whole, also reported.
+    tools = numbered([assistant("", "c1"), result("c1", "r"), user("hi"), assistant("yo")])
+    shaped = assemble(RequestParts(history=tools, turn=[user("p")]), counter=counter)
+    assert contents(shaped.history) == ["hi", "yo"]
+    assert [o.reason for o in shaped.left_out] == [REASON_LEADING_REPLY] * 2
+
+
+def test_alternating_messages_merge_roles_in_the_payload_only() -> None:
+    messages = [
+        Message(role="system", content="Rules."),
+        Message(role="system", content="Summary."),
+        user("one"),
+        user("two"),
+        assistant("", "c1"),
+        result("c1", "42"),
+        Message(role="system", content="Mid note."),
+        assistant("done"),
+        user("three"),
+    ]
+    before = [m.copy() for m in messages]
+    shaped = alternating_messages(messages)
+    roles = [m.role for m in shaped]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert shaped[0].content == "Rules.\n\nSummary."
+    assert shaped[1].content == "one\n\ntwo"
+    assert "[called tool lookup with {}]" in (shaped[2].content or "")
+    assert "42" in (shaped[3].content or "") and "Mid note." in (shaped[3].content or "")
+    assert all(not m.tool_calls for m in shaped)
+    assert messages == before  # the messages given are not changed

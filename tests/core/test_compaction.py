@@ -133,12 +133,19 @@ def test_a_session_within_the_policy_has_nothing_to_compact() -> None:
         assert result.tokens_after == result.tokens_before
 
 
-def test_nothing_to_compact_leaves_facts_and_tasks_alone_even_with_duplicates() -> None:
+def test_facts_and_tasks_are_tidied_on_every_compact_even_when_nothing_folds() -> None:
+    """Seed 002: after the history steps, "Fact Deduplication - Sort facts - Remove
+    duplicates" and "Task Pruning - Keep running tasks - Keep completed tasks < 24h old
+    - Remove older completed tasks" run on every compact()."""
     context = SessionContext(facts=["x", "X"], tasks=[_task("done", "completed", days=9)])
     result = plan(chat(4), context)
-    assert not result.changed
-    assert result.context_after(context).facts == ["x", "X"]
-    assert len(result.context_after(context).tasks) == 1
+    assert result.changed and result.folded_ids == []
+    assert result.context_after(context).facts == ["x"]
+    assert result.context_after(context).tasks == []
+    assert result.reason.startswith("Nothing folds")
+    assert result.new_summary == ""
+    tidy = SessionContext(facts=["a"], tasks=[_task("run", "running", days=9)])
+    assert not plan(chat(4), tidy).changed
 
 
 def test_only_active_messages_count() -> None:
@@ -155,21 +162,52 @@ def test_only_active_messages_count() -> None:
 
 
 def test_the_token_trigger_folds_the_oldest_half() -> None:
+    """Seed 002: "Tokens > 100k? Yes: Take oldest 50% of entries"."""
     messages = chat(10, words=80)
-    policy = CompactionPolicy(max_tokens=200)
+    policy = CompactionPolicy(max_tokens=2000)
     result = plan(messages, policy=policy)
     assert result.trigger == TRIGGER_TOKENS
     assert result.folded_ids == [m.id for m in messages[1:6]]
     assert result.active_after == 5
+    assert result.tokens_after <= 2000
 
 
-def test_when_both_triggers_fire_the_one_that_folds_more_wins() -> None:
-    policy = CompactionPolicy(max_messages=8, keep_messages=6, max_tokens=100)
-    result = plan(chat(10), policy=policy)
+def test_the_token_step_halves_again_while_still_over() -> None:
+    messages = chat(10, words=80)
+    result = plan(messages, policy=CompactionPolicy(max_tokens=500))
     assert result.trigger == TRIGGER_TOKENS
-    assert result.active_after == 5
-    policy = CompactionPolicy(max_messages=8, keep_messages=2, max_tokens=100)
-    assert plan(chat(10), policy=policy).active_after == 2
+    assert result.active_after < 5
+    assert result.tokens_after <= 500 or result.active_after == 1
+
+
+def test_when_both_triggers_fire_both_steps_run() -> None:
+    """Seed 002: "History > 50? Take oldest (len - 30) entries", then "Tokens > 100k?
+    Take oldest 50% of entries": both steps, so the session ends below the trigger."""
+    messages = chat(60, words=80)
+    policy = CompactionPolicy(max_messages=50, keep_messages=30, max_tokens=8000)
+    result = plan(messages, policy=policy)
+    assert result.trigger == TRIGGER_MESSAGES
+    assert result.tokens_before > 8000
+    assert result.active_after < 30  # the token step folded more than the message step
+    assert result.tokens_after <= 8000
+    assert "then over 8000 tokens" in result.policy
+    # Only the message step when the rest is under the token trigger.
+    roomy = CompactionPolicy(max_messages=50, keep_messages=30, max_tokens=10**6)
+    assert plan(messages, policy=roomy).active_after == 30
+
+
+def test_completed_tasks_match_whatever_the_case_and_facts_are_sorted() -> None:
+    """Seed 002: ``task.status != "Completed" || task.updated_at > cutoff`` keeps a task;
+    "Sort facts, Remove duplicates"."""
+    context = SessionContext(
+        facts=["Prefers tea.", "Lives in Porto", "prefers tea", "Book trains"],
+        tasks=[_task("old", "Completed", hours=25), _task("new", "COMPLETED", hours=2)],
+    )
+    result = plan(chat(4), context)
+    after = result.context_after(context)
+    assert [t.id for t in after.tasks] == ["new"]
+    assert after.facts == ["Book trains", "Lives in Porto", "Prefers tea."]
+    assert result.facts_removed == ["prefers tea"]
 
 
 def test_triggers_can_be_turned_off() -> None:

@@ -234,8 +234,12 @@ def start_server(
     n_predict: int = 64,
     alias: str = ALIAS,
     wait_s: float = 120.0,
+    template: Path | None = None,
 ) -> RunningServer:
-    """Start llama.cpp's server on a free port and wait until ``/health`` says ok."""
+    """Start llama.cpp's server on a free port and wait until ``/health`` says ok.
+
+    ``template`` is a chat template file to use instead of the installation's lenient one.
+    """
     port = free_port()
     log = install.home / "logs" / f"server-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -245,7 +249,7 @@ def start_server(
                 str(install.python), str(install.serve_script),
                 "--model", str(install.model), "--port", str(port), "--ctx", str(ctx),
                 "--threads", str(threads), "--n-predict", str(n_predict), "--alias", alias,
-                "--template", str(install.template),
+                "--template", str(template or install.template),
             ],
             stdout=out,
             stderr=subprocess.STDOUT,

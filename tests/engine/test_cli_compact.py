@@ -191,3 +191,59 @@ def test_compact_runs_as_a_real_command(
     assert result.json()["folded"] == 21
     undone = run_workbench("undo-compaction", str(sid), "--json")
     assert undone.code == 0 and undone.json()["undone"] is True
+
+
+def _short_session(ws: Workspace, count: int) -> int:
+    info = ws.repo.create_session("Short talk")
+    messages = [Message("user" if i % 2 == 0 else "assistant", "ok") for i in range(count)]
+    fill_counts(messages, get_counter())
+    ws.repo.append_messages(info.id, messages)
+    return info.id
+
+
+def test_a_fold_that_adds_tokens_warns_first(cli: CliRunner, workspace: Workspace) -> None:
+    """Issue 15.3: "All but the newest 30" of 32 short messages would add tokens."""
+    sid = _short_session(workspace, 32)
+    dry = cli("compact", sid, "--keep", "30", "--dry-run", "--json").json()
+    assert dry["would_change"] and dry["tokens_after"] >= dry["tokens_before"]
+    assert "would not lower the request's tokens" in dry["warning"]
+    before = state(workspace, sid)
+    refused = cli("compact", sid, "--keep", "30")
+    assert refused.code == 1
+    assert "would not lower" in refused.err and "--force" in refused.err
+    assert len(refused.err.strip().splitlines()) == 1
+    assert state(workspace, sid) == before
+    forced = cli("compact", sid, "--keep", "30", "--force")
+    assert forced.code == 0, forced.err
+    assert "Warning:" in forced.out
+    assert workspace.repo.message_count(sid, states=["active"]) == 30
+
+
+def test_a_reversed_range_is_an_error(cli: CliRunner, workspace: Workspace) -> None:
+    sid = make_session(workspace, 8)
+    before = state(workspace, sid)
+    result = cli("compact", sid, "--range", "5", "2")
+    assert result.code == 1
+    assert "--range 5 2" in result.err and len(result.err.strip().splitlines()) == 1
+    assert state(workspace, sid) == before
+
+
+def test_compact_tidies_facts_and_tasks_when_nothing_folds(
+    cli: CliRunner, workspace: Workspace
+) -> None:
+    """Seed 002: fact de-duplication and task pruning run on every compact()."""
+    from datetime import timedelta
+
+    from workbench.core.conversation import Task, utcnow
+
+    sid = make_session(workspace, 4)
+    old = utcnow() - timedelta(hours=30)
+    workspace.repo.set_context(sid, SessionContext(
+        facts=["b", "a", "A."],
+        tasks=[Task(id="t", description="done", status="Completed", updated_at=old)]))
+    result = cli("compact", sid)
+    assert result.code == 0, result.err
+    assert "Nothing folds" in result.out and "Completed tasks pruned: 1." in result.out
+    context = workspace.repo.get_context(sid)
+    assert context.facts == ["a", "b"] and context.tasks == []
+    assert workspace.repo.message_count(sid, states=["active"]) == 5

@@ -104,16 +104,26 @@ def test_appended_reports_what_the_run_added(make: MakeMemory) -> None:
 
 
 def test_a_window_of_twenty_after_a_hundred_exchanges(make: MakeMemory) -> None:
+    """SPEC §2: "100 exchanges into a window of 20 leave len() == 20"; seed 000:
+    "Memory::new(N) -- sliding window of N messages. When exceeded, oldest messages are
+    dropped". System messages are counted apart: the window holds N others besides."""
+    plain = make(20)
+    for i in range(100):
+        exchange(plain, i)
+    assert len(plain) == 20
+    assert plain.messages()[0].content == "question 90"
     memory = make(20)
     memory.append("system", "rules")
     for i in range(100):
         exchange(memory, i)
-    assert len(memory) == 20
     kept = memory.messages()
+    assert len([m for m in kept if m.role != "system"]) == 20
+    assert len(memory) == 21
     assert kept[0].content == "rules"  # system messages are not evicted
     assert kept[-1].content == "answer 99"
-    assert [m.content for m in kept[1:3]] == ["answer 90", "question 91"]
-    assert len(memory.evicted()) == 181
+    assert [m.content for m in kept[1:3]] == ["question 90", "answer 90"]
+    assert len(memory.evicted()) == 180
+    assert memory.window_note == ""
 
 
 def test_the_window_never_splits_a_tool_group(make: MakeMemory) -> None:
@@ -125,8 +135,37 @@ def test_the_window_never_splits_a_tool_group(make: MakeMemory) -> None:
     # Four messages in a window of three: the oldest (the user message) leaves.
     assert [m.content for m in memory.messages()] == ["", "r1", "r2"]
     memory.append("assistant", "done")
-    # Now the group is oldest: it leaves whole, even below the window's size.
+    # Now the group is oldest: it leaves whole, even below the window's size, and the
+    # memory says why it holds fewer than three.
     assert [m.content for m in memory.messages()] == ["done"]
+    assert memory.window_note.startswith("The window holds 1 of 3 messages")
+
+
+def test_prune_keeps_important_messages_like_compaction(make: MakeMemory) -> None:
+    """Seed 001: "Prune removes old messages to stay under token limit", "Tag important
+    messages" with ``metadata["important"]``; important messages are kept, as
+    compaction never folds them."""
+    memory = make()
+    memory.append("system", "rules")
+    memory.append("user", "keep me " * 20, important=True)
+    memory.append("assistant", "and me " * 20, metadata={"important": True})
+    for i in range(5):
+        exchange(memory, i)
+    evicted = memory.prune(0)
+    assert {m.content for m in evicted} == {f"question {i}" for i in range(5)} | {
+        f"answer {i}" for i in range(5)}
+    assert [m.role for m in memory.messages()] == ["system", "user", "assistant"]
+
+
+def test_messages_given_before_the_first_run_are_not_appended(make: MakeMemory) -> None:
+    """Seed 003: "appended() returns only messages added after initialization (new this
+    run)"."""
+    memory = make()
+    exchange(memory, 0)
+    assert memory.appended() == []
+    memory.begin_run()
+    exchange(memory, 1)
+    assert [m.content for m in memory.appended()] == ["question 1", "answer 1"]
 
 
 def test_a_window_comes_from_the_agents_policy(workspace: Workspace) -> None:
@@ -294,3 +333,29 @@ def test_threads_can_append_at_the_same_time(make: MakeMemory) -> None:
     for n in range(8):  # each thread's messages stay in its own order
         own = [m.content for m in messages if m.content.startswith(f"thread {n} ")]
         assert own == [f"thread {n} message {i}" for i in range(25)]
+
+
+def test_a_summarizing_memory_over_an_in_memory_memory() -> None:
+    """Seed 003: "This strategy automatically summarizes older messages to keep the
+    context window manageable": over ``maxMessages`` the older messages become a
+    summary and the recent ones stay; no database needed."""
+    from workbench.engine.model import Model
+    from workbench.engine.preflight import OfflineProvider
+    from workbench.engine.summarizing import SummarizingMemory
+
+    memory = SummarizingMemory(Memory(), max_messages=6, keep_messages=4)
+    memory.append("system", "rules")
+    for i in range(4):
+        exchange(memory, i)  # type: ignore[arg-type]
+    # The seventh message went over six: the oldest three folded, four stayed.
+    kept = memory.messages()
+    assert [m.content for m in kept] == ["rules", "answer 1", "question 2", "answer 2",
+                                         "question 3", "answer 3"]
+    assert "question 0" in memory.summary and "question 1" in memory.summary
+    assert "answer 1" not in memory.summary
+    assert all(m.state == "folded" for m in memory.evicted())
+    # The summary goes out with the next request, before the kept history.
+    sent = Model(OfflineProvider()).with_memory(memory.memory).preflight("next").payload
+    texts = [m["content"] for m in sent["messages"]]
+    assert any("question 0" in (t or "") for t in texts)
+    assert texts[-1] == "next"

@@ -67,7 +67,9 @@ def test_memory_entries_of_a_session_and_their_round_trip(workspace: Workspace) 
     sid = _session(workspace)
     other = _session(workspace, "Other")
     kept, new = add_memory_entry(workspace, sid, "  Likes tea.  ")
-    assert new and kept.content == "Likes tea." and kept.scope == "agent"
+    # The scope the session's policy recalls with: the default agent's is "session".
+    assert new and kept.content == "Likes tea." and kept.scope == "session"
+    assert kept.session_id == sid
     assert kept.namespace == "default"
     mine, _ = add_memory_entry(workspace, sid, "Only here.", scope="session", namespace="n")
     add_memory_entry(workspace, other, "Only there.", scope="session")
@@ -119,3 +121,19 @@ def test_preflight_turn_builds_with_the_chosen_provider_and_model(workspace: Wor
     assert sorted(previews) == positions
     assert previews[positions[0]][0] == "user"
     assert previews[positions[0]][1].startswith(f"Message {positions[0]} word")
+
+
+def test_load_context_of_a_missing_session_can_create_it(workspace: Workspace) -> None:
+    """Seed 002: ``load(session_id)`` "Load context (creates new if not exists)"."""
+    from workbench.engine.session_context import load_context
+    from workbench.errors import NotFoundError
+
+    with pytest.raises(NotFoundError):
+        load_context(workspace, "user1:agent1:123")
+    context = load_context(workspace, "user1:agent1:123", create=True)
+    assert context.facts == [] and context.summary == ""
+    info = workspace.repo.find_session("user1:agent1:123")
+    assert info.title == "user1:agent1:123"
+    # Loading again finds the same session, and does not create another.
+    load_context(workspace, "user1:agent1:123", create=True)
+    assert workspace.repo.count_sessions() == 1

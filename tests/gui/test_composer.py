@@ -244,7 +244,9 @@ def test_an_auto_compaction_before_the_send_reloads_the_timeline_with_its_marker
     qtbot: QtBot, chat_workspace: Workspace, make_session: Callable[..., SessionInfo],
     open_window: Callable[..., MainWindow],
 ) -> None:
-    turns = [(role, f"{role} message {i}") for i in range(6) for role in ("user", "assistant")]
+    # Messages long enough that folding them into summary lines lowers the request.
+    turns = [(role, f"{role} message {i}: " + "about the trip and its trains " * 8)
+             for i in range(6) for role in ("user", "assistant")]
     info = make_session(chat_workspace, "Long chat", turns)
     chat_workspace.repo.set_overrides(info.id, {
         "compaction": {"auto": True, "max_messages": 8, "keep_messages": 4}})
@@ -260,6 +262,10 @@ def test_an_auto_compaction_before_the_send_reloads_the_timeline_with_its_marker
     # Eight messages folded before the send; the four kept and the new turn stay active.
     states = [m.state for m in chat_workspace.repo.list_messages(info.id)]
     assert states.count("folded") == 8 and states.count("active") == 6
+    # The status line names the compaction (issue 15.3).
+    qtbot.waitUntil(lambda: "Auto-compaction" in window.statusBar().currentMessage(),
+                    timeout=5_000)
+    assert "Folded 8 messages" in window.statusBar().currentMessage()
 
 
 def test_each_session_keeps_its_own_draft_across_restarts(

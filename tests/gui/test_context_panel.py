@@ -230,7 +230,7 @@ def test_memory_entries_add_and_delete_persist(
 ) -> None:
     info = _session(workspace, make_session)
     other = _session(workspace, make_session, "Other")
-    add_memory_entry(workspace, info.id, "The user is vegetarian.")
+    add_memory_entry(workspace, info.id, "The user is vegetarian.", scope="agent")
     add_memory_entry(workspace, other.id, "Only about the other session.", scope="session")
     window = open_window(workspace)
     panel = _open(window, qtbot, info.id)

@@ -65,6 +65,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+    raw: bytes = b""
 
 
 def openai_error(message: str, type_: str, code: str | int | None = None,
@@ -205,7 +206,9 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError:
             body = None
-        owner.requests.append(RecordedRequest("POST", self.path, _lower(self.headers), body))
+        owner.requests.append(
+            RecordedRequest("POST", self.path, _lower(self.headers), body, raw)
+        )
         anthropic = self.path == ANTHROPIC_MESSAGES
         if self.path not in (OPENAI_CHAT, ANTHROPIC_MESSAGES):
             self._json(404, openai_error("File Not Found", "not_found_error", 404))

@@ -456,3 +456,18 @@ def test_common_word_with_other_terms_and_filters(
     not_early = _find(repo.db, "plover NOT early", limit=300)
     assert _ids(not_early) == set(common_word["user"])
     assert _ids(_find(repo.db, "plov*", roles=["assistant"])) == set(common_word["assistant"])
+
+
+def test_two_symbol_only_terms_together_find_what_each_finds(
+    repo: Repository, session: int
+) -> None:
+    """Issue 15.7: ``__init__ ->`` finds the message that ``__init__`` and ``->`` each
+    find alone (``->`` is a term, not the exclusion of ``>``)."""
+    both, dunder, arrow = _add(
+        repo, session, "def __init__(self) -> None:", "plain __init__ here", "a -> b")
+    assert _ids(_find(repo.db, "__init__")) == {both, dunder}
+    assert _ids(_find(repo.db, "->")) == {both, arrow}
+    assert _ids(_find(repo.db, "__init__ ->")) == {both}
+    assert _ids(_find(repo.db, "-> __init__")) == {both}
+    # A minus before a word still excludes it.
+    assert _ids(_find(repo.db, "__init__ -plain")) == {both}

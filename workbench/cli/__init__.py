@@ -32,6 +32,11 @@ EXTRA_COMMANDS: tuple[str, ...] = (
     "workbench.cli.preflight",
     "workbench.cli.chat",
     "workbench.cli.compact",
+    "workbench.cli.message",
+    "workbench.cli.session",
+    "workbench.cli.context",
+    "workbench.cli.memory",
+    "workbench.cli.agents",
 )
 
 
@@ -73,6 +78,11 @@ def _message_json(m: Message) -> dict[str, Any]:
     }
 
 
+# Public names for the command modules.
+session_json = _session_json
+message_json = _message_json
+
+
 def _shorten(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -90,7 +100,11 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         print_json([_session_json(s) for s in sessions])
         return 0
     if not sessions:
-        print("No sessions yet. Import some with: workbench import PATH")
+        if args.filter:
+            print(f"No sessions match {args.filter!r}"
+                  + ("." if args.all else " (archived ones are shown with --all)."))
+        else:
+            print("No sessions yet. Import some with: workbench import PATH")
         return 0
     print(f"{'ID':>6}  {'MSGS':>7}  {'TOKENS':>9}  {'UPDATED':<16}  TITLE")
     for s in sessions:
@@ -284,12 +298,17 @@ def cmd_search(args: argparse.Namespace) -> int:
             kinds=("message",) if message_filters else KINDS,
         )
         hits = ws.search(query)
+        titles: dict[int, str] = {}
+        for h in hits:
+            if h.session_id is not None and h.session_id not in titles:
+                titles[h.session_id] = h.title or ws.repo.get_session(h.session_id).title
     if args.json:
         print_json(
             [
                 {
                     "kind": h.kind,
                     "session_id": h.session_id,
+                    "session_title": titles.get(h.session_id) if h.session_id else None,
                     "message_id": h.message_id,
                     "position": h.position,
                     "role": h.role,
@@ -304,10 +323,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"Nothing found for {args.query!r}.")
         return 0
     for h in hits:
+        title = _shorten(titles.get(h.session_id, ""), 40) if h.session_id else ""
         where = (
-            f"session {h.session_id} message {h.message_id} ({h.role})"
+            f"{title!r} (session {h.session_id}) message {h.message_id} ({h.role})"
             if h.kind == "message"
-            else f"{h.kind} {h.memory_id or h.session_id}"
+            else f"session {title!r} ({h.session_id})" if h.kind == "session"
+            else f"memory {h.memory_id}" + (f" of {title!r}" if title else "")
         )
         print(f"{h.score:8.3f}  {where}: {_shorten(h.snippet, 100)}")
     return 0
@@ -368,7 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sessions", parents=[common], help="list sessions")
     p.add_argument("--all", action="store_true", help="include archived sessions")
     p.add_argument("--filter", metavar="TEXT", help="only titles or tags containing TEXT")
-    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="show at most N sessions")
     p.set_defaults(func=cmd_sessions)
 
     p = sub.add_parser("show", parents=[common], help="print a session with its context")
@@ -388,7 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("session", nargs="+", help="session id(s), source id(s) or title(s)")
     p.add_argument("--format", required=True, metavar="F",
                    help=", ".join(export_format_names()))
-    p.add_argument("-o", "--output", required=True, metavar="PATH")
+    p.add_argument("-o", "--output", required=True, metavar="PATH",
+                   help="the file (or folder) to write")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("search", parents=[common], help="full-text search")
@@ -398,7 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="S", help="only this session")
     p.add_argument("--since", type=_date, metavar="DATE", help="messages from this date on")
     p.add_argument("--until", type=_date, metavar="DATE", help="messages before this date")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=int, default=50, metavar="N",
+                   help="show at most N hits (default 50)")
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("stats", parents=[common], help="counts over the database")
@@ -407,6 +431,16 @@ def build_parser() -> argparse.ArgumentParser:
     for module_name in EXTRA_COMMANDS:
         importlib.import_module(module_name).register(sub, common)
     return parser
+
+
+def _silence_stdout() -> None:
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (captured output)
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -428,6 +462,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_gui(Path(args.db) if args.db else None)
     try:
         return int(args.func(args))
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, and keep Python from
+        # complaining when it flushes stdout on the way out.
+        _silence_stdout()
+        return 0
     except WorkbenchError as exc:
         print(f"workbench: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -34,9 +34,7 @@ def _positive_int(text: str) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from workbench.engine.memory import Memory
-    from workbench.engine.model import Model
-    from workbench.engine.providers import ProviderSettings
+    from workbench.engine.turn import prepare_turn
 
     with open_workspace(args) as ws:
         created = False
@@ -49,27 +47,22 @@ def cmd_chat(args: argparse.Namespace) -> int:
             created = True
         status = EXIT_FAILED
         try:
-            settings = ProviderSettings(ws.db)
-            memory = Memory.open(ws.repo, info.id)
-            agent = memory.agent() or ws.repo.default_agent()
-            name = settings.choose(args.provider, agent.provider)
 
             def retrying(notice: Any) -> None:
                 print(f"workbench: {notice.error} Retrying in {notice.delay:.1f} s "
                       f"(attempt {notice.attempt} of {notice.attempts}).", file=sys.stderr)
 
-            provider = settings.build(name, on_retry=retrying)
-            try:
-                model = Model(
-                    provider,
-                    instructions=agent.instructions or None,
-                    max_tokens=args.max_tokens,
-                    stream=not args.no_stream,
-                ).with_memory(memory, auto=True)
-                status = _run(model, args)
+            with prepare_turn(
+                ws,
+                args.session,
+                provider=args.provider,
+                max_tokens=args.max_tokens,
+                stream=not args.no_stream,
+                auto=True,
+                on_retry=retrying,
+            ) as setup:
+                status = _run(setup.model, args)
                 return status
-            finally:
-                provider.close()
         finally:
             if created and status != 0:
                 _remove_if_empty(ws, info.id)
@@ -146,6 +139,10 @@ def _run(model: Any, args: argparse.Namespace) -> int:
             "model": response.model,
             "usage": response.usage.to_json() if response.usage else None,
             "appended": [m.id for m in response.messages] if response.appended else [],
+            "compaction": (
+                {"id": response.compaction_id, "message": response.compaction_note}
+                if response.compaction_id is not None else None
+            ),
         })
     else:
         if not printed["any"] and response.text:
@@ -154,7 +151,19 @@ def _run(model: Any, args: argparse.Namespace) -> int:
         tokens = (f"{usage.input_tokens} in, {usage.output_tokens} out"
                   if usage is not None else "usage not reported")
         print(f"[{tokens}; finish: {response.finish_reason or '?'}]", file=sys.stderr)
+        if response.compaction_id is not None:
+            print(f"workbench: {response.compaction_note} Undo it with: workbench "
+                  f"undo-compaction {args.session!r}", file=sys.stderr)
     return 0
+
+
+def add_turn_options(p: argparse.ArgumentParser) -> None:
+    """The options that decide how a turn is sent, shared by ``chat`` and ``preflight``."""
+    p.add_argument("--provider", metavar="NAME",
+                   help="provider to use (default: the agent's, else the only one)")
+    p.add_argument("--no-stream", action="store_true", help="wait for the whole reply")
+    p.add_argument("--max-tokens", type=_positive_int, metavar="N",
+                   help="longest reply, in tokens")
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -162,12 +171,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser("chat", parents=[common],
                               help="send a prompt in a session and stream the reply")
     p.add_argument("session", help="session id, source id or title")
-    p.add_argument("prompt")
-    p.add_argument("--provider", metavar="NAME",
-                   help="provider to use (default: the agent's, else the only one)")
-    p.add_argument("--no-stream", action="store_true", help="wait for the whole reply")
-    p.add_argument("--max-tokens", type=_positive_int, metavar="N",
-                   help="longest reply, in tokens")
+    p.add_argument("prompt", help="the new user prompt")
+    add_turn_options(p)
     p.add_argument("--keep-partial", action="store_true",
                    help="on Ctrl+C, keep the partial reply (marked as stopped)")
     p.add_argument("--new", action="store_true",

@@ -17,6 +17,7 @@ from typing import Any
 
 from workbench.cli import open_workspace, print_json
 from workbench.core.compaction import SUMMARIZERS
+from workbench.errors import WorkbenchError
 
 
 def _non_negative(text: str) -> int:
@@ -32,6 +33,11 @@ def _non_negative(text: str) -> int:
 def cmd_compact(args: argparse.Namespace) -> int:
     from workbench.engine import compaction
 
+    if args.range and args.range[0] > args.range[1]:
+        raise WorkbenchError(
+            f"--range {args.range[0]} {args.range[1]}: the first position comes after the "
+            "last; give FIRST <= LAST."
+        )
     with open_workspace(args) as ws:
         info = ws.repo.find_session(args.session)
         plan = compaction.preview(
@@ -46,11 +52,16 @@ def cmd_compact(args: argparse.Namespace) -> int:
         )
         if args.dry_run or not plan.changed:
             result = compaction.CompactionResult(False, plan, None, plan.reason)
+        elif plan.warning and not args.force:
+            raise WorkbenchError(
+                f"{plan.warning} Nothing was changed; apply it anyway with --force."
+            )
         else:
             result = compaction.apply(ws, plan)
     if args.json:
         data = result.to_json()
         data["dry_run"] = bool(args.dry_run)
+        data["warning"] = plan.warning
         if args.dry_run:
             # A dry run changes nothing, but says whether applying would.
             data["changed"] = False
@@ -64,6 +75,13 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def _print_human(args: argparse.Namespace, session_id: int, plan: Any, compaction_id: Any) -> None:
     if not plan.changed:
         print(plan.reason or "Nothing to compact.")
+        return
+    if not plan.folded_count:
+        print(plan.reason)
+        if plan.facts_removed or plan.facts_after != plan.facts_before:
+            print(f"Facts sorted; duplicates removed: {len(plan.facts_removed)}.")
+        if plan.tasks_pruned:
+            print(f"Completed tasks pruned: {len(plan.tasks_pruned)}.")
         return
     verb = "Would fold" if args.dry_run else "Folded"
     ranges = ", ".join(
@@ -79,6 +97,8 @@ def _print_human(args: argparse.Namespace, session_id: int, plan: Any, compactio
         f"Request tokens: {plan.tokens_before} -> {plan.tokens_after} "
         f"(saves {plan.tokens_saved})."
     )
+    if plan.warning:
+        print(f"Warning: {plan.warning}")
     if plan.facts_removed:
         print(f"Duplicate facts removed: {len(plan.facts_removed)}.")
     if plan.tasks_pruned:
@@ -149,6 +169,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
                    help="provider for the model summarizer (implies --summarizer model; "
                    "default: the policy's or the agent's)")
     p.add_argument("--prompt", metavar="TEXT", help="instructions for the model summarizer")
+    p.add_argument("--force", action="store_true",
+                   help="apply even when folding would not lower the request's tokens")
     p.set_defaults(func=cmd_compact)
 
     p = sub.add_parser("undo-compaction", parents=[common],

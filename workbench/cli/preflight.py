@@ -31,6 +31,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         metavar="N",
         help="assume this context window instead of the provider's",
     )
+    from workbench.cli.chat import add_turn_options
+
+    add_turn_options(p)
     p.set_defaults(func=cmd_preflight)
 
 
@@ -39,7 +42,13 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
     with open_workspace(args) as ws:
         result = preflight_session(
-            ws, args.session, args.prompt, context_window=args.context_window
+            ws,
+            args.session,
+            args.prompt,
+            provider=args.provider,
+            max_tokens=args.max_tokens,
+            stream=not args.no_stream,
+            context_window=args.context_window,
         )
     data = result.to_json()
     if args.json:

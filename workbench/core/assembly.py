@@ -15,6 +15,12 @@ History leaves oldest first, one *unit* at a time: an assistant message with too
 and the tool messages answering it form one unit that stays or leaves whole, so the
 request never holds half of one. The kept history is always a recent suffix.
 
+Strict role order: after the system messages, the history a request carries starts with
+a user message; assistant and tool messages a cut leaves in front of the first kept user
+message are left out (``the history may not start with an assistant or tool message``).
+For providers whose chat template needs strict alternation,
+:func:`alternating_messages` reshapes the payload's messages (never memory).
+
 Two shapes a provider would refuse are left out with a reason rather than sent: a tool
 result whose call is not in the history (``tool result without its call``) and an
 assistant tool call some of whose results are missing, together with the results it has
@@ -47,6 +53,7 @@ __all__ = [
     "MEMORY_HEADING",
     "REASON_BUDGET",
     "REASON_EXCLUDED_SYSTEM",
+    "REASON_LEADING_REPLY",
     "REASON_ORPHAN_RESULT",
     "REASON_UNANSWERED_CALL",
     "SUMMARY_HEADING",
@@ -56,6 +63,7 @@ __all__ = [
     "LeftOut",
     "RequestParts",
     "TokenBreakdown",
+    "alternating_messages",
     "assemble",
     "call_ids",
     "context_text",
@@ -80,6 +88,7 @@ REASON_BUDGET = "did not fit the token budget"
 REASON_ORPHAN_RESULT = "tool result without its call"
 REASON_UNANSWERED_CALL = "tool call without its result"
 REASON_EXCLUDED_SYSTEM = "system message excluded by the memory policy"
+REASON_LEADING_REPLY = "the history may not start with an assistant or tool message"
 
 #: ``metadata["request_part"]`` of the messages assembly creates, so a viewer can tell
 #: them from stored history.
@@ -147,6 +156,9 @@ class RequestParts:
     go (``instructions`` or ``context``). ``context`` is structured context already
     rendered as text (see :func:`context_text`). ``history`` holds the session's active
     messages in order; ``turn`` the new prompt and what the current turn added.
+    ``strict_order`` (the default for requests) leaves out the assistant and tool
+    messages in front of the first kept user message; measuring a session's history as
+    it stands (compaction's figures) turns it off.
     """
 
     instructions: str | None = None
@@ -157,6 +169,7 @@ class RequestParts:
     history: Sequence[Message] = ()
     turn: Sequence[Message] = ()
     exclude_system: bool = False
+    strict_order: bool = True
 
 
 @dataclass
@@ -530,6 +543,19 @@ def assemble(
             leftover.extend(indices)
 
     kept.sort()
+    # Strict role order: after the system messages the history starts with a user turn
+    # (providers and chat templates refuse anything else), so the assistant and tool
+    # messages that a cut left in front of the first kept user message are left out.
+    first_turn = 0
+    strict = parts.strict_order
+    while strict and first_turn < len(kept) and history[kept[first_turn]].role != "user":
+        j = kept[first_turn]
+        if history[j].role != "system":
+            skipped[j] = REASON_LEADING_REPLY
+            used -= cost(history[j])
+        first_turn += 1
+    if first_turn:
+        kept = [j for j in kept[:first_turn] if history[j].role == "system"] + kept[first_turn:]
     kept_messages = [history[j] for j in kept]
     tokens.history = used
     messages = list(head)
@@ -551,3 +577,55 @@ def assemble(
         _skipped=skipped,
         _exclude_system=exclude_system,
     )
+
+
+def _call_text(message: Message) -> str:
+    lines = [message.content.strip()] if message.content and message.content.strip() else []
+    for call in message.tool_calls or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        function = function if isinstance(function, dict) else {}
+        arguments = function.get("arguments", "")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        lines.append(f"[called tool {function.get('name') or '?'} with {arguments or '{}'}]")
+    return "\n".join(lines)
+
+
+def alternating_messages(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` reshaped for a provider whose chat template needs strict alternation.
+
+    One system message first (the leading system messages joined), then user and
+    assistant turns in alternation: a later system message and a tool result become user
+    text, an assistant tool call becomes assistant text naming the call, and consecutive
+    messages of one role are joined into one (paragraphs in order). The messages given
+    are not changed; this shapes a payload, never memory.
+    """
+    out: list[Message] = []
+    index = 0
+    system: list[str] = []
+    while index < len(messages) and messages[index].role == "system":
+        if messages[index].content and messages[index].content.strip():
+            system.append(messages[index].content.strip())
+        index += 1
+    if system:
+        out.append(Message(role="system", content="\n\n".join(system)))
+    names: dict[str, str] = {}
+    for message in messages[index:]:
+        if message.role == "assistant":
+            for call in message.tool_calls or ():
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict) and call.get("id"):
+                    names[str(call["id"])] = str(function.get("name") or "?")
+            role, text = "assistant", _call_text(message)
+        elif message.role == "tool":
+            name = message.name or names.get(message.tool_call_id or "", "?")
+            role, text = "user", f"[result of tool {name}]\n{message.content or ''}".rstrip()
+        elif message.role == "system":
+            role, text = "user", f"[system note]\n{message.content or ''}".rstrip()
+        else:
+            role, text = "user", message.content or ""
+        if out and out[-1].role == role and role != "system":
+            out[-1].content = (out[-1].content or "") + "\n\n" + text
+        else:
+            out.append(Message(role=role, content=text))
+    return out

@@ -246,17 +246,16 @@ class CompactionPolicy:
     def trigger(self, active_count: int, request_tokens: int) -> tuple[str, int] | None:
         """The trigger that fires for a session, with how many messages to keep.
 
-        When both fire, the one that folds more wins. ``None`` when neither fires.
+        The message trigger runs first (fold down to ``keep_messages``); the token
+        trigger then folds the oldest half of what is left while the request is still
+        over ``max_tokens`` (seed 002), which the planner checks on the kept messages.
+        ``None`` when neither fires.
         """
-        fired: list[tuple[int, str]] = []
         if self.max_messages is not None and active_count > self.max_messages:
-            fired.append((self.keep_messages, TRIGGER_MESSAGES))
+            return TRIGGER_MESSAGES, self.keep_messages
         if self.max_tokens is not None and request_tokens > self.max_tokens:
-            fired.append((active_count - active_count // 2, TRIGGER_TOKENS))
-        if not fired:
-            return None
-        keep, name = min(fired)
-        return name, keep
+            return TRIGGER_TOKENS, active_count - active_count // 2
+        return None
 
     def describe(self) -> str:
         """The triggers in words."""
@@ -309,6 +308,14 @@ def dedupe_facts(facts: Sequence[str]) -> tuple[list[str], list[str]]:
     return kept, removed
 
 
+def tidy_facts(facts: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(kept, removed)`` as compaction leaves the facts (seed 002: "Sort facts,
+    Remove duplicates"): duplicates (compared normalized, the first spelling kept)
+    and empty facts go, and the rest are sorted by their normalized text."""
+    kept, removed = dedupe_facts(facts)
+    return sorted(kept, key=lambda fact: (normalize_fact(fact), fact)), removed
+
+
 def prune_tasks(
     tasks: Sequence[Task], now: datetime, retention_hours: float = 24.0
 ) -> tuple[list[Task], list[Task]]:
@@ -321,7 +328,7 @@ def prune_tasks(
     for task in tasks:
         stamp = task.updated_at or task.created_at
         if (
-            task.status == TaskStatus.COMPLETED.value
+            str(task.status).casefold() == TaskStatus.COMPLETED.value
             and stamp is not None
             and as_utc(stamp) < limit
         ):
@@ -424,8 +431,14 @@ class CompactionPlan:
 
     @property
     def changed(self) -> bool:
-        """Whether applying the plan changes anything (something folds)."""
-        return bool(self.folded_ids)
+        """Whether applying the plan changes anything: something folds, or the facts
+        are tidied (sorted, duplicates removed) or old completed tasks pruned, which
+        every compaction does even when nothing folds (seed 002)."""
+        return bool(
+            self.folded_ids
+            or self.facts_after != self.facts_before
+            or self.tasks_pruned
+        )
 
     @property
     def folded_count(self) -> int:
@@ -441,9 +454,27 @@ class CompactionPlan:
         return self.tokens_before - self.tokens_after
 
     @property
+    def lowers_tokens(self) -> bool:
+        """Whether applying makes the request smaller (auto-compaction needs it)."""
+        return self.tokens_after < self.tokens_before
+
+    @property
+    def warning(self) -> str:
+        """A sentence when folding would not make the request smaller, else ``""``:
+        a manual compaction shows it before applying."""
+        if not self.folded_ids or self.lowers_tokens:
+            return ""
+        n = len(self.folded_ids)
+        return (
+            f"Folding {n} message{'s' if n != 1 else ''} would not lower the request's "
+            f"tokens ({self.tokens_before} before, {self.tokens_after} after): the summary "
+            "costs as much as what it replaces."
+        )
+
+    @property
     def new_summary(self) -> str:
         """The long-term summary after applying."""
-        if not self.changed:
+        if not self.folded_ids:
             return self.previous_summary
         return combine_summary(self.previous_summary, self.summary, self.summary_mode)
 
@@ -511,10 +542,38 @@ RequestTokens = Callable[[str, Sequence[Message]], int]
 def _nothing(
     base: dict[str, Any], reason: str, trigger: str = TRIGGER_NONE, policy: str = ""
 ) -> CompactionPlan:
+    """A plan that folds nothing; the facts and tasks are still tidied (when they
+    change, the plan changes something and ``reason`` says why nothing folds)."""
     plan = CompactionPlan(**base, trigger=trigger, policy=policy or trigger)
     plan.reason = "Nothing to compact: " + reason
+    if plan.changed:
+        plan.reason = "Nothing folds: " + reason
     plan.tokens_after = plan.tokens_before
     return plan
+
+
+def _halve_while_over(
+    table: MessageTable,
+    systems: Sequence[int],
+    n: int,
+    keep_n: int,
+    policy: CompactionPolicy,
+    previous: str,
+    request_tokens: RequestTokens,
+) -> int:
+    """The keep count after the token step: while the request with the system rows and
+    the newest ``keep_n`` non-system rows is over ``policy.max_tokens``, the oldest half
+    of those rows folds too (at least one row stays)."""
+    if policy.max_tokens is None or keep_n >= n:
+        return keep_n
+    system_set = set(systems)
+    others = [i for i in range(len(table)) if i not in system_set]
+    while keep_n > 1:
+        staying = sorted([*systems, *others[len(others) - keep_n:]])
+        if request_tokens(previous, table.select(staying)) <= policy.max_tokens:
+            break
+        keep_n -= keep_n // 2
+    return keep_n
 
 
 def plan_compaction(
@@ -529,6 +588,7 @@ def plan_compaction(
     fold_range: tuple[int, int] | None = None,
     session_id: int | None = None,
     auto: bool = False,
+    _depth: int = 0,
 ) -> CompactionPlan:
     """Plan a compaction of a session (see the module documentation).
 
@@ -554,15 +614,19 @@ def plan_compaction(
     systems = [i for i in whole if roles[i] == "system"]
     n = size - len(systems)
     previous = context.summary or ""
+    facts_after, facts_removed = tidy_facts(context.facts)
+    tasks_after, tasks_pruned = prune_tasks(context.tasks, now, policy.task_retention_hours)
     base: dict[str, Any] = {
         "session_id": session_id,
         "summarizer": summarizer.name,
         "created_at": now,
         "previous_summary": previous,
         "facts_before": list(context.facts),
-        "facts_after": list(context.facts),
+        "facts_after": facts_after,
+        "facts_removed": facts_removed,
         "tasks_before": [replace(t) for t in context.tasks],
-        "tasks_after": [replace(t) for t in context.tasks],
+        "tasks_after": tasks_after,
+        "tasks_pruned": tasks_pruned,
         "tokens_before": request_tokens(previous, table.everything()),
         "active_before": n,
         "auto": auto,
@@ -603,6 +667,14 @@ def plan_compaction(
                 if trigger == TRIGGER_MESSAGES
                 else f"over {policy.max_tokens} tokens, keep {keep_n} (the newer half)"
             )
+            halved = _halve_while_over(table, systems, n, keep_n, policy, previous,
+                                       request_tokens)
+            if halved != keep_n:
+                label += (
+                    f", then over {policy.max_tokens} tokens, keep {halved} (halved "
+                    "while over)"
+                )
+                keep_n = halved
         if auto:
             label = "auto: " + label
         if n <= keep_n:
@@ -665,10 +737,8 @@ def plan_compaction(
         kept.append(KeptMessage(ids[i], positions[i], roles[i], reason))
 
     draft = summarizer.summarize(table.select(folded), previous)
-    facts_after, facts_removed = dedupe_facts(context.facts)
-    tasks_after, tasks_pruned = prune_tasks(context.tasks, now, policy.task_retention_hours)
     plan = CompactionPlan(
-        **{**base, "facts_after": facts_after, "tasks_after": tasks_after},
+        **base,
         trigger=trigger,
         policy=label,
         folded_ids=folded_ids,  # type: ignore[arg-type]  # no None: checked above
@@ -676,10 +746,29 @@ def plan_compaction(
         kept=kept,
         summary=draft.text,
         summary_mode=draft.mode,
-        facts_removed=facts_removed,
-        tasks_pruned=tasks_pruned,
     )
     plan.tokens_after = request_tokens(plan.new_summary, table.select(staying))
+    if (
+        keep is None
+        and fold_range is None
+        and policy.max_tokens is not None
+        and plan.tokens_after > policy.max_tokens
+        and plan.active_after > 1
+        and _depth < 32
+    ):
+        # Still over the token trigger with the new summary: the oldest half of what
+        # stays folds too, until the session ends below it (seed 002).
+        smaller = plan.active_after - plan.active_after // 2
+        again = plan_compaction(
+            table, context, policy=policy, summarizer=summarizer,
+            request_tokens=request_tokens, now=now, keep=smaller, session_id=session_id,
+            auto=auto, _depth=_depth + 1,
+        )
+        if again.folded_ids:
+            again.trigger = trigger
+            again.policy = (label if ", then over" in label else label + (
+                f", then over {policy.max_tokens} tokens")) + f", keep {smaller}"
+            return again
     return plan
 
 

@@ -23,18 +23,28 @@ key                default           meaning
 ``reserve_output`` none              tokens kept free for the reply (none: the
                                      provider's max output, else a default)
 ``exclude_system`` false             leave system messages inside the history out
+``enabled``        true              false turns long-term memory off: nothing is
+                                     recalled or captured
+``metadata``       ``{}``            free-form; written into every entry this
+                                     policy stores
 =================  ================  ==============================================
+
+``namespace`` may name a value of the turn's context instead of a fixed name: a template
+such as ``"{tenant_id}"`` (or ``"tenant-{tenant_id}"``) is filled in from the context
+given with ``Model.with_context(...)`` for each turn, and in the Python API it may be a
+callable taking that context and returning the name (:func:`resolve_namespace`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from string import Formatter
 from typing import Any
 
 from workbench.errors import RequestError
 
-__all__ = ["CAPTURES", "INJECTS", "MODES", "SCOPES", "MemoryPolicy"]
+__all__ = ["CAPTURES", "INJECTS", "MODES", "SCOPES", "MemoryPolicy", "resolve_namespace"]
 
 MODES = ("auto", "manual")
 SCOPES = ("agent", "session")
@@ -70,7 +80,7 @@ class MemoryPolicy:
 
     mode: str = "auto"
     scope: str = "agent"
-    namespace: str = "default"
+    namespace: str | Callable[[Any], str] = "default"
     capture: str = "manual"
     inject: str = "instructions"
     max_entries: int = 5
@@ -78,14 +88,22 @@ class MemoryPolicy:
     token_budget: int | None = None
     reserve_output: int | None = None
     exclude_system: bool = False
+    enabled: bool = True
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _choice("mode", self.mode, MODES)
         _choice("scope", self.scope, SCOPES)
         _choice("capture", self.capture, CAPTURES)
         _choice("inject", self.inject, INJECTS)
-        if not isinstance(self.namespace, str) or not self.namespace.strip():
+        if not callable(self.namespace) and (
+            not isinstance(self.namespace, str) or not self.namespace.strip()
+        ):
             raise RequestError("Memory policy 'namespace' must be a non-empty name.")
+        if not isinstance(self.enabled, bool):
+            raise RequestError("Memory policy 'enabled' must be true or false.")
+        if not isinstance(self.metadata, Mapping):
+            raise RequestError("Memory policy 'metadata' must be a JSON object.")
         _count("max_entries", self.max_entries, optional=False, minimum=0)
         _count("max_messages", self.max_messages, optional=True, minimum=1)
         _count("token_budget", self.token_budget, optional=True, minimum=1)
@@ -138,3 +156,43 @@ class MemoryPolicy:
     def to_dict(self) -> dict[str, Any]:
         """The policy as the JSON an agent stores."""
         return asdict(self)
+
+
+def _context_values(context: Any) -> Mapping[str, Any]:
+    if context is None:
+        return {}
+    if isinstance(context, Mapping):
+        return context
+    if is_dataclass(context) and not isinstance(context, type):
+        return asdict(context)
+    dump = getattr(context, "model_dump", None)
+    if callable(dump):
+        values = dump()
+        if isinstance(values, Mapping):
+            return values
+    return dict(getattr(context, "__dict__", {}) or {})
+
+
+def resolve_namespace(namespace: str | Callable[[Any], str], context: Any) -> str:
+    """The namespace of one turn: ``namespace`` itself, or filled in from the turn's
+    ``context`` (a template such as ``"{tenant_id}"``, or a callable given the context).
+
+    A template naming a value the context does not hold raises :class:`RequestError`
+    naming it, rather than mixing tenants in one namespace.
+    """
+    if callable(namespace):
+        value = namespace(context)
+        if not isinstance(value, str) or not value.strip():
+            raise RequestError(f"The namespace callable returned {value!r}, not a name.")
+        return value
+    names = [name for _, name, _, _ in Formatter().parse(namespace) if name]
+    if not names:
+        return namespace
+    values = _context_values(context)
+    missing = [name for name in names if name not in values]
+    if missing:
+        raise RequestError(
+            f"The memory namespace {namespace!r} needs {missing[0]!r} from the turn's "
+            "context, and the context has none."
+        )
+    return namespace.format_map({name: values[name] for name in names})

@@ -8,8 +8,8 @@ What the desktop composer (and any other front end) needs around
 * :func:`stream_turn`: one turn in a session as a generator of run events (text as it
   arrives, tool activity) that returns the :class:`~workbench.engine.model.Response`;
   the caller's :class:`~workbench.core.provider.CancelToken` stops it at once;
-* :func:`agent_model`: the model such a turn uses: the agent's instructions and the
-  built-in tools it enables (:mod:`workbench.engine.builtin_tools`);
+* the model such a turn uses (the agent's instructions, the built-in tools it enables,
+  the provider and its options) comes from :func:`workbench.engine.turn.prepare_turn`;
 * :func:`context_gauge`: the tokens the next request would carry against the model's
   context window (from preflight; estimated from the session's cached count for very
   long sessions, whose preflight would read every message);
@@ -25,13 +25,12 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from workbench.core.conversation import Agent, Message
+from workbench.core.conversation import Message
 from workbench.core.provider import CancelToken, Provider
 from workbench.core.tokens import get_counter
-from workbench.engine.builtin_tools import tools_for_agent
-from workbench.engine.memory import Memory
-from workbench.engine.model import Model, Response, RunEvent
+from workbench.engine.model import Response, RunEvent
 from workbench.engine.providers import ProviderSettings, build_provider
+from workbench.engine.turn import prepare_turn
 from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError
 
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 __all__ = [
     "GAUGE_PREFLIGHT_LIMIT",
     "ContextGauge",
-    "agent_model",
     "choose_provider",
     "context_gauge",
     "last_turn",
@@ -89,14 +87,6 @@ def _provider(ws: Workspace, name: str, model: str | None, **options: Any) -> An
     return build_provider(config, **options)
 
 
-def agent_model(ws: Workspace, memory: Memory, client: Provider, agent: Agent) -> Model:
-    """The model a turn in ``memory``'s session uses: ``agent``'s instructions and the
-    built-in tools it enables, bound to the session (memory not attached yet)."""
-    tools = tools_for_agent(agent, ws.repo, session_id=memory.session_id,
-                            policy=memory.policy())
-    return Model(client, instructions=agent.instructions or None, tools=tools)
-
-
 def stream_turn(
     ws: Workspace,
     session_id: int,
@@ -117,26 +107,16 @@ def stream_turn(
     cancelled turn raises :class:`~workbench.errors.CancelledError` (or, with
     ``keep_partial``, keeps the partial reply marked as stopped). ``client`` is a ready
     provider to use instead of building one from the config named ``provider`` (it is
-    not closed here).
+    not closed here). Provider, model, tools and options are decided by
+    :func:`~workbench.engine.turn.prepare_turn`, as for preflight; regenerate resends
+    the prompt through here.
     """
-    if client is None and not provider:
-        raise NotFoundError("Choose a provider for the turn.")
-    owned = client is None
-    active = client if client is not None else _provider(ws, str(provider), model)
-    memory = Memory.open(ws.repo, session_id)
-    try:
-        agent = memory.agent() or ws.repo.default_agent()
-        chat = agent_model(ws, memory, active, agent).with_memory(memory, auto=auto)
-        run = chat.stream_run(prompt, cancel=cancel, keep_partial=keep_partial)
+    with prepare_turn(ws, session_id, provider=provider, model=model, auto=auto,
+                      client=client) as setup:
+        run = setup.model.stream_run(prompt, cancel=cancel, keep_partial=keep_partial)
         yield from run
         assert run.response is not None
         return run.response
-    finally:
-        if owned:
-            close = getattr(active, "close", None)
-            if callable(close):
-                close()
-        memory.close()
 
 
 @dataclass(frozen=True)
@@ -225,13 +205,8 @@ def preflight_turn(
     """
     from workbench.engine.preflight import preflight_session
 
-    client = _provider(ws, provider, model) if provider else None
-    try:
-        return preflight_session(ws, session_id, prompt, provider=client,
-                                 context_window=window)
-    finally:
-        if client is not None:
-            client.close()
+    return preflight_session(ws, session_id, prompt, provider=provider, model=model,
+                             context_window=window)
 
 
 def left_out_previews(

@@ -180,7 +180,7 @@ def request_tokens(
     plain = 0
     if isinstance(history, MessageSelection):
         history, plain = _split_plain(history, counter)
-    parts = RequestParts(instructions=instructions, history=history)
+    parts = RequestParts(instructions=instructions, history=history, strict_order=False)
     total = assemble(parts, counter=counter).tokens.total + plain
     text = (summary or "").strip()
     if text:
@@ -667,6 +667,10 @@ def maybe_compact_before_send(
             now=now,
             auto=True,
         )
+        if plan.folded_ids and not plan.lowers_tokens:
+            # Not applied automatically: the send would carry as many tokens or more.
+            return CompactionResult(False, plan, None, "Auto-compaction skipped: " + (
+                plan.warning or "it would not lower the request's tokens."))
         result = apply(target, plan, counter=counter)
     except CompactionError as exc:
         log.warning("Auto-compaction of session %s did not run: %s", sid, exc)

@@ -100,6 +100,29 @@ class Editing:
         """The message as stored now."""
         return self.repo.get_message(self.aliases.resolve(message_id))
 
+    def find_message(self, session_id: int, ref: str | int) -> Message:
+        """A message of the session by ``#id`` (or a bare id given as an int) or by its
+        position (a whole number as text); raises :class:`NotFoundError` otherwise."""
+        text = str(ref).strip()
+        if isinstance(ref, int) or text.startswith("#"):
+            digits = text.lstrip("#")
+            if not digits.isdigit():
+                raise NotFoundError(f"{text!r} is not a message id (use #ID or a position).")
+            message = self.repo.get_message(self.aliases.resolve(int(digits)))
+            if message.session_id != session_id:
+                raise NotFoundError(f"Message #{digits} is not in session {session_id}.")
+            return message
+        try:
+            position = int(text)
+        except ValueError:
+            raise NotFoundError(
+                f"{text!r} is not a message: give #ID or a position number."
+            ) from None
+        page = self.repo.page_messages(session_id, after_position=position - 1, limit=1)
+        if not page or page[0].position != position:
+            raise NotFoundError(f"Session {session_id} has no message at position {position}.")
+        return page[0]
+
     def edit_message(
         self, message_id: int, *, content: str | None = None, role: str | None = None
     ) -> MessageChange:
@@ -202,6 +225,13 @@ class Editing:
     def set_tags(self, session_id: int, tags: Sequence[str]) -> SessionChange:
         before = self.repo.get_session(session_id)
         return SessionChange(before, self.repo.set_tags(session_id, tags))
+
+    def delete_session(self, session_id: int) -> SessionInfo:
+        """Delete a session with its messages and context for good; returns it as it
+        was. (Front ends with undo hide it in a :class:`SessionTrash` instead.)"""
+        before = self.repo.get_session(session_id)
+        self.repo.delete_session(session_id)
+        return before
 
     def fork_session(
         self, session_id: int, message_id: int, *, title: str | None = None

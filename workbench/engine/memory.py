@@ -7,12 +7,17 @@ keeps them in the workbench database. Both behave the same, through one
 * ``append`` / ``extend`` add messages (their token counts are cached at once);
 * ``messages()``, ``last(n)``, ``by_role``, ``search``, ``important``, ``where`` return
   copies: changing them never changes memory;
-* a window of ``max_messages`` evicts the oldest non-system messages first in, first
-  out; ``clear()`` evicts everything and ``prune(max_tokens)`` evicts the oldest until
-  the total fits, keeping the leading system message. Evicting never splits an
-  assistant's tool calls from their results: they leave together. Evicted messages are
-  never deleted: in the store they keep their rows with state ``evicted``;
-* ``appended()`` returns what was added since :meth:`Memory.begin_run`.
+* a window of ``max_messages`` (``Memory(N)``) keeps the newest N *non-system*
+  messages: system messages are counted apart and never evicted by the window, and the
+  oldest non-system messages leave first in, first out. A tool call and its results
+  leave together, so the window may hold fewer than N; :attr:`Memory.window_note` then
+  says so. ``clear()`` evicts everything and ``prune(max_tokens)`` evicts the oldest
+  until the total fits, keeping the leading system message and the messages marked
+  important (the ``important`` field or ``metadata["important"]``), as compaction does.
+  Evicted messages are never deleted: in the store they keep their rows with state
+  ``evicted``;
+* ``appended()`` returns what was added since :meth:`Memory.begin_run`; messages given
+  before the first run are not in it.
 
 Every method takes the memory's lock, so threads (a GUI and its workers) can share one
 ``Memory``. A store-backed memory caches the session's active messages; before each
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from workbench.core.assembly import call_ids, tool_units
+from workbench.core.compaction import is_protected
 from workbench.core.conversation import (
     ROLES,
     Agent,
@@ -272,6 +278,9 @@ class Memory:
         self._max_messages = max_messages
         self._active: list[Message] = []
         self._appended: list[Message] = []
+        self._run_started = False
+        #: Why the window holds fewer than ``max_messages`` non-system messages ("" if not).
+        self.window_note = ""
         self._stamp: Any = None
         self._reload()
 
@@ -438,7 +447,8 @@ class Memory:
             fill_counts(batch, self.counter)
             stored = self._backing.store(batch)
             self._active.extend(stored)
-            self._appended.extend(stored)
+            if self._run_started:
+                self._appended.extend(stored)
             self._apply_window()
             self._stamp = self._backing.stamp()
             return [copy_message(m) for m in stored]
@@ -488,18 +498,27 @@ class Memory:
 
     def _apply_window(self) -> None:
         limit = self._max_messages
-        if limit is None or len(self._active) <= limit:
+        if limit is None:
             return
-        excess = len(self._active) - limit
+        held = sum(1 for m in self._active if m.role != "system")
+        if held <= limit:
+            return
+        excess = held - limit
         leaving: list[int] = []
         for unit in tool_units(self._active):
             if excess <= 0:
                 break
-            if self._active[unit[0]].role == "system":
+            members = [i for i in unit if self._active[i].role != "system"]
+            if not members:
                 continue
-            leaving.extend(unit)
-            excess -= len(unit)
+            leaving.extend(members)
+            excess -= len(members)
         self._evict_indices(leaving)
+        held = sum(1 for m in self._active if m.role != "system")
+        self.window_note = (
+            f"The window holds {held} of {limit} messages: a tool call and its results "
+            "left together." if held < limit else ""
+        )
 
     def clear(self) -> int:
         """Evict every message (they stay in the store); returns how many."""
@@ -513,7 +532,8 @@ class Memory:
         """Evict the oldest messages until their tokens total at most ``max_tokens``.
 
         The leading system message always stays, and an assistant message with tool
-        calls leaves together with its results. Returns copies of what was evicted.
+        calls leaves together with its results; messages marked important stay (the
+        total may then remain above the budget). Returns copies of what was evicted.
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
             raise RequestError(f"prune needs a token count of 0 or more, not {max_tokens!r}.")
@@ -527,6 +547,8 @@ class Memory:
                     break
                 if unit[0] == 0 and self._active[0].role == "system":
                     continue
+                if any(is_protected(self._active[i]) for i in unit):
+                    continue  # important (or pinned) messages stay, as in compaction
                 leaving.extend(unit)
                 total -= sum(self._active[i].token_count or 0 for i in unit)
             evicted = self._evict_indices(leaving)
@@ -617,9 +639,11 @@ class Memory:
         """Mark the start of a run: :meth:`appended` reports from here on."""
         with self._lock:
             self._appended = []
+            self._run_started = True
 
     def appended(self) -> list[Message]:
-        """Copies of the messages added since the current run began (or since opening)."""
+        """Copies of the messages added since the current run began (none before the
+        first run: messages given beforehand are the conversation's context)."""
         with self._lock:
             return [copy_message(m) for m in self._appended]
 

@@ -50,12 +50,13 @@ from workbench.core.assembly import (
     AssembledRequest,
     Budget,
     RequestParts,
+    alternating_messages,
     assemble,
     context_text,
     tools_tokens,
 )
 from workbench.core.conversation import MemoryEntry, Message, SessionContext, ToolStats
-from workbench.core.policy import MemoryPolicy
+from workbench.core.policy import MemoryPolicy, resolve_namespace
 from workbench.core.provider import (
     CancelToken,
     ChatRequest,
@@ -169,8 +170,10 @@ class Response:
     step_limit_reached: bool = False
     recalled: list[MemoryEntry] = field(default_factory=list)
     tool_stats: ToolStats = field(default_factory=ToolStats)
-    # The auto-compaction that ran before the send (SPEC §4), when one changed the session.
+    # The auto-compaction that ran before the send (SPEC §4), when one changed the session,
+    # and the sentence that names it ("Folded 41 messages into the summary; …").
     compaction_id: int | None = None
+    compaction_note: str = ""
 
 
 @dataclass
@@ -219,6 +222,7 @@ class _Plan:
     summary: str | None
     history: list[Message]
     context: str | None
+    alternate: bool = False
 
 
 @dataclass
@@ -552,18 +556,24 @@ class Model:
 
     # -- planning -------------------------------------------------------------------------
 
-    def _auto_compact(self) -> int | None:
+    def _auto_compact(self) -> tuple[int | None, str]:
         """Before a send, compact the session if it opted in and a trigger fires
-        (SPEC §4); a failure never stops the send. Returns the new compaction's id."""
+        (SPEC §4); a failure never stops the send. Returns the new compaction's id (None
+        when nothing changed) and the sentence naming it."""
         memory = self.active_memory
         if memory is None or memory.session_id is None:
-            return None
+            return None, ""
         from workbench.engine.compaction import maybe_compact_before_send
 
         result = maybe_compact_before_send(memory, provider=self.provider)
-        if result is not None and result.message:
+        if result is None:
+            return None, ""
+        if result.message:
             log.info("Auto-compaction before send: %s", result.message)
-        return result.compaction_id if result is not None and result.changed else None
+        if result.changed:
+            return result.compaction_id, f"Auto-compaction {result.compaction_id}: " + (
+                result.message)
+        return None, ""
 
     def _plan(self, prompt: str) -> _Plan:
         memory = self.active_memory
@@ -583,6 +593,9 @@ class Model:
             tools=tools_tokens([t.spec() for t in tools], counter),
             cap=policy.token_budget,
         )
+        if not isinstance(policy.namespace, str) or "{" in policy.namespace:
+            # A namespace resolved per turn from the turn's context (seed 004).
+            policy = policy.replace(namespace=resolve_namespace(policy.namespace, self._context))
         long_term = memory.long_term(policy) if memory is not None else None
         recalled = long_term.recall(prompt) if long_term is not None else []
         summary = memory.context().summary if memory is not None else None
@@ -599,7 +612,19 @@ class Model:
             summary=summary,
             history=history,
             context=context_text(self._context),
+            alternate=self._needs_alternation(),
         )
+
+    def _needs_alternation(self) -> bool:
+        """Whether the provider's chat template needs strict user/assistant alternation
+        (asked once per client; a provider that cannot tell needs none)."""
+        ask = getattr(self.provider, "needs_alternation", None)
+        if not callable(ask):
+            return False
+        try:
+            return bool(ask())
+        except Exception:  # noqa: BLE001 - a question about shape never stops a send
+            return False
 
     def _assemble(self, plan: _Plan, turn: Sequence[Message]) -> AssembledRequest:
         parts = RequestParts(
@@ -620,8 +645,11 @@ class Model:
     def _request(
         self, plan: _Plan, assembled: AssembledRequest, schema: dict[str, Any] | None
     ) -> ChatRequest:
+        messages = assembled.messages
+        if plan.alternate:
+            messages = alternating_messages(messages)
         return ChatRequest(
-            messages=assembled.messages,
+            messages=messages,
             tools=[t.spec() for t in plan.tools],
             max_tokens=self.max_tokens,
             temperature=self.temperature,
@@ -860,7 +888,7 @@ class Model:
         self, prompt: str, cancel: CancelToken, keep_partial: bool
     ) -> Generator[RunEvent, None, Response]:
         user = self._user(prompt)
-        compaction_id = self._auto_compact()
+        compaction_id, compaction_note = self._auto_compact()
         plan = self._plan(prompt)
         if plan.memory is not None:
             plan.memory.begin_run()
@@ -868,6 +896,7 @@ class Model:
         stored, appended = self._commit(plan, turn)
         response = self._response(plan, turn, stored, appended)
         response.compaction_id = compaction_id
+        response.compaction_note = compaction_note
         return response
 
     def stream_run(

@@ -8,8 +8,9 @@ provider's description of the HTTP request with secrets redacted, the tokens of 
 messages left out with the reason for each.
 
 :func:`preflight_session` does it for a stored session, the way ``workbench preflight``
-does: the session's agent gives the instructions, the memory policy and the provider.
-When the agent has no provider configured (or its configuration cannot be used), an
+does, through :func:`~workbench.engine.turn.prepare_turn`, the function chat uses: the
+same provider (the one named, else the agent's, else the only one configured), model,
+tools, ``max_tokens`` and streaming choice. When no provider can be used, an
 :class:`OfflineProvider` stands in: it builds an OpenAI chat completions body for the
 agent's model (``gpt-4o-mini`` when the agent names none) and assumes a context window of
 128,000 tokens; the preflight says so in :attr:`Preflight.provider`.
@@ -19,11 +20,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.core.assembly import AssembledRequest, Budget, LeftOut, TokenBreakdown
-from workbench.core.conversation import Agent, MemoryEntry, Message
+from workbench.core.conversation import MemoryEntry, Message
 from workbench.core.provider import (
     CancelToken,
     ChatRequest,
@@ -31,7 +32,7 @@ from workbench.core.provider import (
     Provider,
     StreamEvent,
 )
-from workbench.errors import UnreachableError, WorkbenchError
+from workbench.errors import UnreachableError
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -199,73 +200,40 @@ class Preflight:
         }
 
 
-def _configured_provider(ws: Any, agent: Agent) -> tuple[Provider | None, str]:
-    """The provider the agent's configuration names, built without its API key.
-
-    Preflight never reads the key (nor asks the keyring), so nothing secret can reach
-    its output. Returns ``(None, why)`` when there is no usable configuration.
-    """
-    if not agent.provider:
-        return None, "the agent has no provider configured"
-    from workbench.engine.providers import ProviderSettings, build_provider
-
-    try:
-        config = ProviderSettings(ws.db).get(agent.provider)
-        keyless = replace(
-            config, model=agent.model or config.model, api_key_env=None, api_key_keyring=None
-        )
-        return build_provider(keyless), ""
-    except WorkbenchError as exc:
-        return None, f"the agent's provider {agent.provider!r} cannot be used ({exc})"
-
-
 def preflight_session(
     ws: Any,
     session: str | int,
     prompt: str,
     *,
-    provider: Provider | None = None,
+    provider: Provider | str | None = None,
+    model: str | None = None,
+    max_tokens: int | None = None,
+    stream: bool = True,
     context_window: int | None = None,
 ) -> Preflight:
-    """Preflight ``prompt`` in a stored session with its agent's settings.
+    """Preflight ``prompt`` in a stored session exactly as a chat turn would send it.
 
-    ``ws`` is an open :class:`~workbench.engine.workspace.Workspace`. ``provider``
-    overrides the agent's; without either, :class:`OfflineProvider` is assumed.
+    ``ws`` is an open :class:`~workbench.engine.workspace.Workspace`. ``provider`` is a
+    provider config's name or a ready client; ``model``, ``max_tokens``, ``stream`` and
+    ``context_window`` are the chat's. The turn is set up by
+    :func:`~workbench.engine.turn.prepare_turn`, the function chat uses; without any
+    usable provider :class:`OfflineProvider` is assumed and the result says so.
     """
-    from workbench.engine.memory import Memory
-    from workbench.engine.model import Model
+    from workbench.engine.turn import prepare_turn
 
-    info = ws.repo.find_session(session)
-    memory = Memory.open(ws.repo, info.id)
-    agent = memory.agent() or ws.repo.default_agent()
-    assumed = False
-    why = ""
-    built = False
-    if provider is None:
-        provider, why = _configured_provider(ws, agent)
-        built = provider is not None
-    if provider is None:
-        provider = OfflineProvider(agent.model)
-        assumed = True
-        why = (
-            f"{why}; assumed an OpenAI-compatible provider for model {provider.model!r} "
-            f"with a context window of {DEFAULT_CONTEXT_WINDOW} tokens"
-        )
-    # The agent's built-in tools go out with every turn, so they belong in the preview.
-    from workbench.engine.builtin_tools import tools_for_agent
-
-    model = Model(
-        provider,
-        instructions=agent.instructions or None,
-        tools=tools_for_agent(agent, ws.repo, session_id=info.id, policy=memory.policy()),
-        memory=memory,
+    name = provider if isinstance(provider, str) else None
+    client = None if isinstance(provider, str) else provider
+    with prepare_turn(
+        ws,
+        session,
+        provider=name,
+        model=model,
+        max_tokens=max_tokens,
+        stream=stream,
         context_window=context_window,
-    )
-    try:
-        result = model.preflight(prompt)
-    finally:
-        close = getattr(provider, "close", None)
-        if built and callable(close):
-            close()
-    result.provider = provider_note(provider, assumed=assumed, why=why)
+        client=client,
+        for_preflight=True,
+    ) as setup:
+        result = setup.model.preflight(prompt)
+        result.provider = provider_note(setup.client, assumed=setup.assumed, why=setup.note)
     return result

@@ -50,11 +50,14 @@ def build_provider(
     environ: Mapping[str, str] | None = None,
     on_retry: Callable[[RetryNotice], None] | None = None,
     sleep: Callable[..., None] | None = None,
+    without_key: bool = False,
 ) -> HttpProvider:
     """A live client for ``config``, its key resolved.
 
     Raises :class:`AuthenticationError` when the config names a key's place and nothing
-    is there, rather than sending a request that can only be refused.
+    is there, rather than sending a request that can only be refused. ``without_key``
+    (for preflight) never looks the key up: a config that names one gets a stand-in,
+    which the request description redacts like a real key.
     """
     try:
         cls = _KINDS[config.kind]
@@ -62,7 +65,11 @@ def build_provider(
         raise WorkbenchError(
             f"Provider {config.name!r} has kind {config.kind!r}; use openai or anthropic."
         ) from None
-    lookup = find_key(config, environ)
+    if without_key:
+        named = bool(config.api_key_env or config.api_key_keyring)
+        lookup = KeyLookup("[not read]" if named else None, "not read")
+    else:
+        lookup = find_key(config, environ)
     if (config.api_key_env or config.api_key_keyring) and not lookup.found:
         raise AuthenticationError(
             f"No API key for provider {config.name!r}: looked in {lookup.source}. "

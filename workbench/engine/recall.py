@@ -60,6 +60,12 @@ class EntryStore(Protocol):
         """Every entry, newest first."""
         ...
 
+    def recent(
+        self, *, scope: str, namespace: str, session_id: int | None, limit: int
+    ) -> list[MemoryEntry]:
+        """The newest entries recall may return, newest first."""
+        ...
+
 
 class StoreEntries:
     """The entries of one agent in the workbench database."""
@@ -102,6 +108,15 @@ class StoreEntries:
 
     def entries(self) -> list[MemoryEntry]:
         return self.repo.list_memory_entries(agent_id=self.agent_id)
+
+    def recent(
+        self, *, scope: str, namespace: str, session_id: int | None, limit: int
+    ) -> list[MemoryEntry]:
+        found = self.repo.list_memory_entries(
+            agent_id=self.agent_id, namespace=namespace,
+            session_id=session_id if scope == "session" else None,
+        )
+        return found[:max(0, limit)]
 
 
 # BM25's usual constants, as SQLite's FTS5 uses them.
@@ -166,11 +181,7 @@ class LocalEntries:
         frequency = {t: sum(1 for d in docs if t in d) for t in terms}
         scored = []
         for entry, doc in zip(snapshot, docs, strict=True):
-            if not (
-                entry.scope == scope
-                and entry.namespace == namespace
-                and (scope != "session" or entry.session_id == session_id)
-            ):
+            if not _matches(entry, scope, namespace, session_id):
                 continue
             length = sum(doc.values())
             score = 0.0
@@ -190,6 +201,20 @@ class LocalEntries:
         with self._lock:
             return sorted(self._entries, key=lambda e: (-_timestamp(e), -e.id))
 
+    def recent(
+        self, *, scope: str, namespace: str, session_id: int | None, limit: int
+    ) -> list[MemoryEntry]:
+        found = [e for e in self.entries() if _matches(e, scope, namespace, session_id)]
+        return found[:max(0, limit)]
+
+
+def _matches(entry: MemoryEntry, scope: str, namespace: str, session_id: int | None) -> bool:
+    """``agent`` scope: every entry of the agent in the namespace, whatever session wrote
+    it; ``session`` scope: the session's own entries only (exact match)."""
+    if entry.namespace != namespace:
+        return False
+    return scope != "session" or entry.session_id == session_id
+
 
 def _timestamp(entry: MemoryEntry) -> float:
     return entry.created_at.timestamp() if entry.created_at else 0.0
@@ -205,19 +230,28 @@ class LongTermMemory:
         self.policy = policy
         self.session_id = session_id
 
+    @property
+    def namespace(self) -> str:
+        """The policy's namespace as a name (a template or callable not resolved for a
+        turn yet stands for itself)."""
+        value = self.policy.namespace
+        return value if isinstance(value, str) else "default"
+
     def recall(self, prompt: str) -> list[MemoryEntry]:
-        """The policy's ``max_entries`` entries most relevant to ``prompt``."""
-        if self.policy.max_entries <= 0:
+        """The policy's ``max_entries`` entries most relevant to ``prompt``; when no
+        entry matches the prompt's words, the most recent ones (seed 004: "hello"
+        still recalls "User prefers the name Alex."). None when memory is disabled."""
+        if self.policy.max_entries <= 0 or not self.policy.enabled:
             return []
         if self.policy.scope == "session" and self.session_id is None:
             return []
-        return self.store.recall(
-            prompt,
-            scope=self.policy.scope,
-            namespace=self.policy.namespace,
-            session_id=self.session_id,
-            limit=self.policy.max_entries,
-        )
+        scope, namespace, limit = self.policy.scope, self.namespace, self.policy.max_entries
+        found = self.store.recall(prompt, scope=scope, namespace=namespace,
+                                  session_id=self.session_id, limit=limit)
+        if found:
+            return found
+        return self.store.recent(scope=scope, namespace=namespace, session_id=self.session_id,
+                                 limit=limit)
 
     def remember(
         self, content: str, metadata: Mapping[str, Any] | None = None
@@ -231,22 +265,24 @@ class LongTermMemory:
         return self.store.add(
             content,
             scope=self.policy.scope,
-            namespace=self.policy.namespace,
+            namespace=self.namespace,
             session_id=self.session_id,
-            metadata=metadata,
+            metadata={**self.policy.metadata, **(metadata or {})},
         )
 
     def capture(self, prompt: str, reply: str) -> MemoryEntry | None:
         """After a successful turn: the entry written when capture is ``conversation``."""
         if self.policy.capture != "conversation" or not (prompt.strip() or reply.strip()):
             return None
+        if not self.policy.enabled:
+            return None
         if self.policy.scope == "session" and self.session_id is None:
             return None
         entry, _ = self.store.add(
             capture_text(prompt, reply),
             scope=self.policy.scope,
-            namespace=self.policy.namespace,
+            namespace=self.namespace,
             session_id=self.session_id,
-            metadata={"source": "conversation"},
+            metadata={**self.policy.metadata, "source": "conversation"},
         )
         return entry

@@ -12,6 +12,9 @@ What the desktop's Context panel (and any other front end) needs beyond
   after, which is what an undo needs;
 * :func:`dedupe_session_facts`: drop repeated facts the way compaction does (normalized
   text, first spelling kept, order stable);
+* :func:`load_context`: a session's context by id, source id or title, the way seed
+  002's ``ContextManager.load`` works: with ``create=True`` a missing session is created
+  (titled by the name asked for) and its empty context returned;
 * :func:`add_memory_entry`, :func:`delete_memory_entry`, :func:`restore_memory_entry`:
   the agent's long-term memory entries, one at a time.
 """
@@ -34,6 +37,7 @@ __all__ = [
     "add_memory_entry",
     "dedupe_session_facts",
     "delete_memory_entry",
+    "load_context",
     "memory_entries_for",
     "new_task",
     "read_session_context",
@@ -76,6 +80,30 @@ class ContextChange:
         return self.before.to_json() != self.after.to_json()
 
 
+def load_context(ws: Any, session: str | int, *, create: bool = False) -> SessionContext:
+    """The context of ``session`` (an id, source id or title).
+
+    A missing session raises :class:`~workbench.errors.NotFoundError`, unless ``create``
+    is true: then a session titled ``session`` is created and its (empty) context
+    returned, as seed 002's ``load`` "creates new if not exists".
+    """
+    from workbench.errors import NotFoundError
+
+    try:
+        info = ws.repo.find_session(session)
+    except NotFoundError:
+        if not create:
+            raise
+        info = ws.repo.create_session(str(session))
+    return ws.repo.get_context(info.id)
+
+
+def _namespace_name(policy: MemoryPolicy) -> str:
+    """The policy's namespace as stored (a callable, from the Python API, shows as
+    ``default``)."""
+    return policy.namespace if isinstance(policy.namespace, str) else "default"
+
+
 def _policy(ws: Any, session_id: int) -> MemoryPolicy:
     info = ws.repo.get_session(session_id)
     agent = ws.repo.get_agent(info.agent_id)
@@ -116,7 +144,7 @@ def read_session_context(ws: Any, session_id: int) -> ContextOverview:
         context=repo.get_context(session_id),
         local_tokens=repo.token_total(session_id, states=("active",)),
         active_messages=repo.message_count(session_id, states=("active",)),
-        namespace=_policy(ws, session_id).namespace,
+        namespace=_namespace_name(_policy(ws, session_id)),
         entries=memory_entries_for(ws, session_id),
     )
 
@@ -185,21 +213,25 @@ def add_memory_entry(
     session_id: int,
     content: str,
     *,
-    scope: str = "agent",
+    scope: str | None = None,
     namespace: str | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> tuple[MemoryEntry, bool]:
     """Add a long-term memory entry for the session's agent; returns it and whether it
     is new (the same text in the same scope and namespace is stored once).
 
-    ``scope="session"`` ties it to this session; ``namespace`` defaults to the one the
-    session's memory policy recalls from.
+    ``scope="session"`` ties it to this session; ``scope`` and ``namespace`` default to
+    the ones the session's memory policy recalls with, and the policy's ``metadata``
+    goes into the entry's.
     """
     text = content.strip()
     if not text:
         raise RequestError("A memory entry needs some text.")
     info = ws.repo.get_session(session_id)
-    space = (namespace or "").strip() or _policy(ws, session_id).namespace
+    policy = _policy(ws, session_id)
+    scope = scope or policy.scope
+    metadata = {**policy.metadata, **(metadata or {})}
+    space = (namespace or "").strip() or _namespace_name(policy)
     return ws.repo.add_memory_entry(
         info.agent_id,
         text,

@@ -34,8 +34,9 @@ from workbench.core.provider import (
     Usage,
     UsageReport,
 )
-from workbench.errors import ServerError, StreamInterruptedError
-from workbench.providers.base import HttpProvider, tool_call_json
+from workbench.errors import ProviderError, ServerError, StreamInterruptedError
+from workbench.providers.base import _DISCOVERY_LIMITS as DISCOVERY_LIMITS
+from workbench.providers.base import HttpProvider, server_root, tool_call_json
 from workbench.providers.sse import SSEDecoder
 
 # OpenAI accepts ``name`` only in this shape; other names are left out rather than refused.
@@ -97,6 +98,27 @@ class OpenAICompatible(HttpProvider):
             official = host == "api.openai.com" or host.endswith(".openai.azure.com")
             max_tokens_field = "max_completion_tokens" if official else "max_tokens"
         self.max_tokens_field = max_tokens_field
+        self._alternation: bool | None = None
+
+    def needs_alternation(self) -> bool:
+        """Whether the server's chat template demands strictly alternating user and
+        assistant turns (llama.cpp tells its template in ``/props``; Gemma's raises
+        "Conversation roles must alternate"). Asked once; a server that does not say
+        needs none."""
+        with self._window_lock:
+            if self._alternation is None:
+                try:
+                    data = self._http.request_json(
+                        "GET", server_root(self.base_url) + "/props", retries=False,
+                        timeouts=DISCOVERY_LIMITS,
+                    )
+                except ProviderError:
+                    data = None
+                template = data.get("chat_template") if isinstance(data, dict) else None
+                self._alternation = isinstance(template, str) and (
+                    "must alternate" in template.lower()
+                )
+            return self._alternation
 
     @staticmethod
     def normalize_base_url(base_url: str) -> str:

@@ -69,8 +69,9 @@ def recall_entries(
     if not terms or limit <= 0:
         return []
     expression = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-    where = ["memory_fts MATCH ?", "e.agent_id = ?", "e.scope = ?", "e.namespace = ?"]
-    params: list[Any] = [expression, agent_id, scope, namespace]
+    # ``agent`` scope: every entry of the agent, whatever session wrote it.
+    where = ["memory_fts MATCH ?", "e.agent_id = ?", "e.namespace = ?"]
+    params: list[Any] = [expression, agent_id, namespace]
     if scope == "session":
         where.append("e.session_id = ?")
         params.append(session_id)

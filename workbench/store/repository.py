@@ -141,7 +141,12 @@ class Repository:
                 "FROM agents WHERE name = ?",
                 (DEFAULT_AGENT_NAME,),
             ).first()
-        agent = agent_from_row(row) if row is not None else self.create_agent(DEFAULT_AGENT_NAME)
+        # Long-term memory on for the default agent: the session's own entries, injected
+        # into the instructions, 5 at most (seed 004's "Default to scope: :session").
+        agent = agent_from_row(row) if row is not None else self.create_agent(
+            DEFAULT_AGENT_NAME,
+            memory_policy={"scope": "session", "inject": "instructions", "max_entries": 5},
+        )
         self.set_setting(DEFAULT_AGENT_SETTING, agent.id)
         return agent
 

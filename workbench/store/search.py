@@ -102,7 +102,11 @@ def parse_query(text: str) -> list[_Term]:
             continue
         if word in ("AND", "&"):
             continue
-        if word == "NOT" or (word and word.startswith("-") and len(word) > 1 and terms):
+        # "-word" excludes a word; "->" and other symbol runs are terms of their own.
+        if word == "NOT" or (
+            word and word.startswith("-") and len(word) > 1 and terms
+            and _is_word_char(word[1])
+        ):
             if word == "NOT":
                 pending_not = True
                 continue

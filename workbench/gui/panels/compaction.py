@@ -737,7 +737,8 @@ class CompactionPanel(QWidget):
         kept = len(plan.kept)
         self.result_label.setText(
             f"Folds <b>{_plural(plan.folded_count, 'message')}</b> into the summary and keeps "
-            f"{_plural(kept, 'message')} ({_escape(plan.policy)}, {plan.summarizer} summary).")
+            f"{_plural(kept, 'message')} ({_escape(plan.policy)}, {plan.summarizer} summary)."
+            + (f"<br><b>Warning:</b> {_escape(plan.warning)}" if plan.warning else ""))
         self.ranges_label.setText("Folded: " + describe_ranges(plan) + ".")
         reasons = kept_reasons(plan)
         self.kept_label.setText(

@@ -475,9 +475,11 @@ class ComposerPanel(QWidget):
             reply.content = response.text
             model.pending_changed()
         usage = response.usage
-        if usage is not None:
+        if usage is not None or response.compaction_note:
+            reply_line = (f"Reply: {usage.input_tokens:,} tokens in, "
+                          f"{usage.output_tokens:,} out." if usage is not None else "")
             self.ctx.status_reported.emit(
-                f"Reply: {usage.input_tokens:,} tokens in, {usage.output_tokens:,} out.")
+                " ".join(x for x in (response.compaction_note, reply_line) if x))
         self._gauge_timer.start()
         self.turn_finished.emit(response)
 

@@ -1,0 +1,202 @@
+"""The commands for every engine operation (issue 15.8): message, session, context,
+memory and agents, and the small fixes (filter with no match, closed pipe, reversed
+range, help on every option, search hits naming the session)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from workbench.cli import build_parser
+from workbench.core.conversation import Message
+from workbench.engine.workspace import Workspace
+
+CliRunner = Any
+
+
+def _session(ws: Workspace, title: str = "Trip") -> int:
+    info = ws.repo.create_session(title)
+    ws.repo.append_messages(info.id, [
+        Message("user", "Which train goes to Porto?"),
+        Message("assistant", "The Alfa Pendular at 08:09."),
+        Message("user", "And back?"),
+        Message("assistant", "At 18:00."),
+    ])
+    return info.id
+
+
+def _contents(ws: Workspace, sid: int) -> list[str]:
+    return [m.content for m in ws.repo.list_messages(sid)]
+
+
+def test_message_edit_insert_delete_important(cli: CliRunner, workspace: Workspace) -> None:
+    sid = _session(workspace)
+    first = workspace.repo.list_messages(sid)[0]
+    edited = cli("message", "edit", "Trip", f"#{first.id}", "--text", "Which train to Lisbon?",
+                 "--json")
+    assert edited.code == 0, edited.err
+    assert edited.json()["content"] == "Which train to Lisbon?"
+    assert edited.json()["token_count"] > 0
+    assert cli("message", "insert", "Trip", "1", "user", "Also, any bus?").code == 0
+    assert _contents(workspace, sid)[2] == "Also, any bus?"
+    assert cli("message", "insert", "Trip", "0", "system", "Be brief.", "--before").code == 0
+    assert _contents(workspace, sid)[0] == "Be brief."
+    deleted = cli("message", "delete", "Trip", "3")
+    assert deleted.code == 0 and "Deleted message" in deleted.out
+    assert "Also, any bus?" not in _contents(workspace, sid)
+    assert cli("message", "important", sid, "1").code == 0
+    assert workspace.repo.list_messages(sid)[1].important
+    assert cli("message", "important", sid, "1", "--off").code == 0
+    assert not workspace.repo.list_messages(sid)[1].important
+    # Bad input: one line each, nothing changed.
+    before = _contents(workspace, sid)
+    for args in (("message", "delete", "Trip", "99"), ("message", "delete", "Trip", "#x"),
+                 ("message", "edit", "Trip", "1"), ("message", "delete", "Nope", "1")):
+        cli(*args).assert_one_line_error()
+    assert _contents(workspace, sid) == before
+
+
+def test_session_commands(cli: CliRunner, workspace: Workspace) -> None:
+    sid = _session(workspace)
+    assert cli("session", "rename", "Trip", "Porto trip").code == 0
+    assert workspace.repo.get_session(sid).title == "Porto trip"
+    assert cli("session", "pin", sid).code == 0 and workspace.repo.get_session(sid).pinned
+    assert cli("session", "unpin", sid).code == 0
+    assert not workspace.repo.get_session(sid).pinned
+    assert cli("session", "tag", sid, "travel", "rail").code == 0
+    assert cli("session", "untag", sid, "rail").code == 0
+    assert workspace.repo.get_session(sid).tags == ["travel"]
+    cli("session", "untag", sid, "nope").assert_one_line_error()
+    forked = cli("session", "fork", sid, "2", "--title", "Just the way there", "--json")
+    assert forked.code == 0, forked.err
+    new = forked.json()
+    assert new["title"] == "Just the way there" and new["messages"] == 3
+    assert cli("session", "archive", sid).code == 0
+    assert workspace.repo.get_session(sid).archived
+    assert "Porto trip" not in cli("sessions").out
+    cli("session", "delete", new["id"]).assert_one_line_error()  # asks for --yes
+    assert cli("session", "delete", new["id"], "--yes").code == 0
+    assert cli("show", new["id"]).code != 0
+
+
+def test_context_show_and_change(cli: CliRunner, workspace: Workspace) -> None:
+    sid = _session(workspace)
+    changed = cli("context", "Trip", "--add-fact", "Likes trains.", "--add-fact", "Vegan.",
+                  "--summary", "Planning Porto.", "--add-task", "Book the train", "--json")
+    assert changed.code == 0, changed.err
+    data = changed.json()
+    assert data["facts"] == ["Likes trains.", "Vegan."]
+    assert data["summary"] == "Planning Porto."
+    task_id = data["tasks"][0]["id"]
+    assert data["tasks"][0]["status"] == "pending"
+    assert cli("context", "Trip", "--task-status", task_id, "completed",
+               "--remove-fact", "Vegan.").code == 0
+    context = workspace.repo.get_context(sid)
+    assert context.facts == ["Likes trains."] and context.tasks[0].status == "completed"
+    shown = cli("context", "Trip")
+    assert "Likes trains." in shown.out and "Planning Porto." in shown.out
+    cli("context", "Trip", "--task-status", "nope", "completed").assert_one_line_error()
+    cli("context", "Trip", "--task-status", task_id, "done").assert_one_line_error()
+    cli("context", "Trip", "--remove-fact", "Absent").assert_one_line_error()
+
+
+def test_memory_write_then_preflight_shows_it(cli: CliRunner, workspace: Workspace) -> None:
+    """Issue 15.8: the default agent has long-term memory on, so ``memory write …
+    --session S`` then ``preflight S hello`` shows the entry (seed 004's example)."""
+    _session(workspace)
+    written = cli("memory", "write", "User prefers the name Alex.", "--session", "Trip",
+                  "--json")
+    assert written.code == 0, written.err
+    entry = written.json()
+    assert entry["scope"] == "session" and entry["created"] is True
+    shown = cli("preflight", "Trip", "hello", "--json").json()
+    system = shown["payload"]["messages"][0]
+    assert system["role"] == "system" and "User prefers the name Alex." in system["content"]
+    listed = cli("memory", "list", "--session", "Trip", "--json").json()
+    assert [e["content"] for e in listed] == ["User prefers the name Alex."]
+    recalled = cli("memory", "recall", "name", "--session", "Trip", "--json").json()
+    assert [e["id"] for e in recalled] == [entry["id"]]
+    agent_wide = cli("memory", "write", "Speaks Portuguese.", "--agent", "default",
+                     "--namespace", "travel", "--json").json()
+    assert (agent_wide["scope"], agent_wide["namespace"]) == ("agent", "travel")
+    assert cli("memory", "forget", entry["id"]).code == 0
+    # The session's list holds its own entries and its agent's.
+    left = cli("memory", "list", "--session", "Trip", "--json").json()
+    assert [e["content"] for e in left] == ["Speaks Portuguese."]
+    cli("memory", "forget", entry["id"]).assert_one_line_error()
+    cli("memory", "write", "  ").assert_one_line_error()
+
+
+def test_agents_list_show_edit(cli: CliRunner, workspace: Workspace) -> None:
+    _session(workspace)
+    listed = cli("agents", "list", "--json").json()
+    name = listed[0]["name"]
+    edited = cli("agents", "edit", name, "--instructions", "Be brief.", "--model", "m-1",
+                 "--tools", "current_time,recall_memory", "--scope", "agent",
+                 "--max-entries", "3", "--json")
+    assert edited.code == 0, edited.err
+    agent = edited.json()
+    assert agent["instructions"] == "Be brief." and agent["model"] == "m-1"
+    assert agent["tools"] == ["current_time", "recall_memory"]
+    assert agent["memory_policy"]["scope"] == "agent"
+    assert agent["memory_policy"]["max_entries"] == 3
+    assert "Be brief." in cli("agents", "show", name).out
+    cli("agents", "edit", name, "--tools", "teleport").assert_one_line_error()
+    cli("agents", "edit", name, "--memory-policy", '{"bogus": 1}').assert_one_line_error()
+    cli("agents", "show", "nobody").assert_one_line_error()
+    assert cli("agents", "show", name, "--json").json()["tools"] == [
+        "current_time", "recall_memory"]
+
+
+def test_sessions_filter_with_no_match_says_so(cli: CliRunner, workspace: Workspace) -> None:
+    _session(workspace)
+    result = cli("sessions", "--filter", "zzz")
+    assert result.code == 0
+    assert "No sessions match 'zzz'" in result.out
+    assert "No sessions yet" not in result.out
+
+
+def test_search_hits_name_the_session_title(cli: CliRunner, workspace: Workspace) -> None:
+    sid = _session(workspace)
+    result = cli("search", "Pendular")
+    assert result.code == 0
+    assert "'Trip'" in result.out and f"session {sid}" in result.out
+    assert cli("search", "Pendular", "--json").json()[0]["session_title"] == "Trip"
+
+
+def test_a_closed_pipe_is_silent(workspace: Workspace, db_path: Any) -> None:
+    for i in range(300):
+        workspace.repo.create_session(f"Session number {i}")
+    workspace.close()
+    command = (f"{sys.executable} -m workbench sessions --db {db_path} | head -n 1")
+    done = subprocess.run(["bash", "-c", "set -o pipefail; " + command], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.stdout.startswith("    ID")
+    assert done.stderr == ""
+
+
+def _options(parser: argparse.ArgumentParser, path: str) -> list[tuple[str, Any]]:
+    found = []
+    for action in parser._actions:  # noqa: SLF001 - walking argparse's own tree
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for name, sub in action.choices.items():
+                found += _options(sub, f"{path} {name}")
+        elif action.option_strings:
+            found.append((f"{path} {action.option_strings[-1]}", action.help))
+    return found
+
+
+def test_every_option_has_help_text() -> None:
+    missing = [name for name, text in _options(build_parser(), "workbench")
+               if not text or text == argparse.SUPPRESS]
+    assert missing == []
+
+
+@pytest.mark.parametrize("command", ["message", "session", "context", "memory", "agents"])
+def test_each_new_command_has_help(cli: CliRunner, command: str) -> None:
+    result = cli(command, "--help", db=None)
+    assert result.code == 0 and "usage:" in result.out

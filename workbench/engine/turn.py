@@ -1,0 +1,162 @@
+"""The one place that decides how a turn in a stored session is sent (SPEC §3, §8).
+
+Chat (the command line and the desktop composer), preflight (``workbench preflight`` and
+the Request panel) and regenerate all set up their turn with :func:`prepare_turn`, so
+what preflight shows is what chat sends: the same provider, the same model, the same
+tools, the same ``max_tokens``, the same streaming choice and so the same options.
+
+The decisions, in order:
+
+* **provider**: the one named, else the session agent's, else the only one configured;
+  without any, chat fails with a sentence while preflight assumes an offline
+  OpenAI-compatible stand-in (:class:`~workbench.engine.preflight.OfflineProvider`) and
+  says so;
+* **model**: the one named, else the agent's model when the agent names no provider or
+  names the chosen one, else the provider config's;
+* **tools**: the built-in tools the agent enables, bound to the session;
+* **limits and options**: ``max_tokens`` and ``stream`` as given (the provider config's
+  own ``max_output_tokens`` and temperature apply in both cases alike), the context
+  window as given or as the provider reports it.
+
+Preflight builds its client without reading the API key (``keyless``), which changes
+nothing in the payload and keeps any secret out of its output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from workbench.core.conversation import Agent, SessionInfo
+from workbench.core.provider import Provider
+from workbench.engine.builtin_tools import tools_for_agent
+from workbench.engine.memory import Memory
+from workbench.engine.model import Model
+from workbench.engine.providers import ProviderSettings, build_provider
+from workbench.errors import NotFoundError, WorkbenchError
+
+__all__ = ["TurnSetup", "prepare_turn"]
+
+
+@dataclass
+class TurnSetup:
+    """A turn ready to run or to preflight: close it when done (closes the client it
+    built, never one it was given, and the memory)."""
+
+    info: SessionInfo
+    agent: Agent
+    memory: Memory
+    client: Provider
+    model: Model
+    provider_name: str | None = None
+    assumed: bool = False
+    note: str = ""
+    owned: bool = True
+
+    def close(self) -> None:
+        """Close the client this setup built and the session's memory."""
+        if self.owned:
+            close = getattr(self.client, "close", None)
+            if callable(close):
+                close()
+        self.memory.close()
+
+    def __enter__(self) -> TurnSetup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _model_for(agent: Agent, name: str, explicit: str | None) -> str | None:
+    if explicit:
+        return explicit
+    if agent.model and (not agent.provider or agent.provider == name):
+        return agent.model
+    return None
+
+
+def prepare_turn(
+    ws: Any,
+    session: str | int,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    max_tokens: int | None = None,
+    stream: bool = True,
+    context_window: int | None = None,
+    auto: bool | None = True,
+    client: Provider | None = None,
+    for_preflight: bool = False,
+    on_retry: Callable[[Any], None] | None = None,
+) -> TurnSetup:
+    """Decide provider, model, tools, limits and options of a turn in ``session``.
+
+    ``ws`` is an open :class:`~workbench.engine.workspace.Workspace`; ``session`` an id,
+    source id or title. ``client`` is a ready provider to use as it is (not closed
+    here). ``for_preflight`` builds the client without its key and, when no provider
+    can be used, assumes the offline stand-in instead of failing. The returned model
+    has the session's memory attached (``auto`` as in
+    :meth:`~workbench.engine.model.Model.with_memory`).
+    """
+    from workbench.engine.preflight import DEFAULT_CONTEXT_WINDOW, OfflineProvider
+
+    info = ws.repo.find_session(session)
+    memory = Memory.open(ws.repo, info.id)
+    try:
+        agent = memory.agent() or ws.repo.default_agent()
+        name: str | None = None
+        assumed = False
+        note = ""
+        owned = client is None
+        active: Provider | None = client
+        if active is None:
+            settings = ProviderSettings(ws.db)
+            try:
+                name = settings.choose(provider, agent.provider)
+                config = settings.get(name)
+                chosen_model = _model_for(agent, name, model)
+                if chosen_model and chosen_model != config.model:
+                    config = replace(config, model=chosen_model)
+                active = build_provider(config, on_retry=on_retry, without_key=for_preflight)
+            except WorkbenchError as exc:
+                if not for_preflight or provider:
+                    raise
+                name = None
+                note = (
+                    "the agent has no provider configured"
+                    if isinstance(exc, NotFoundError) and not agent.provider
+                    else f"no provider can be used ({exc})"
+                )
+            if active is None:
+                active = OfflineProvider(model or agent.model)
+                assumed = True
+                note = (
+                    f"{note}; assumed an OpenAI-compatible provider for model "
+                    f"{active.model!r} with a context window of {DEFAULT_CONTEXT_WINDOW} "
+                    "tokens"
+                )
+        tools = tools_for_agent(agent, ws.repo, session_id=info.id, policy=memory.policy())
+        built = Model(
+            active,
+            instructions=agent.instructions or None,
+            tools=tools,
+            max_tokens=max_tokens,
+            stream=stream,
+            context_window=context_window,
+        ).with_memory(memory, auto=auto)
+    except BaseException:
+        memory.close()
+        raise
+    return TurnSetup(
+        info=info,
+        agent=agent,
+        memory=memory,
+        client=active,
+        model=built,
+        provider_name=name or getattr(active, "name", None),
+        assumed=assumed,
+        note=note,
+        owned=owned,
+    )
