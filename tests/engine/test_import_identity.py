@@ -151,3 +151,34 @@ def test_a_newer_chatgpt_export_adds_the_new_turns(cli: CliRunner, tmp_path: Pat
     shown = cli("show", first["id"], "--json").json()
     assert [m["content"] for m in shown["messages"]] == [
         "plan a trip", "where to?", "Porto", "Good choice."]
+
+
+def test_a_context_file_saved_again_with_new_facts_updates_the_context(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    """The same turns with new facts and tasks: the session is "updated" and holds the
+    new context (it used to count as unchanged and drop them)."""
+    def context_file(facts: list[str], status: str) -> Path:
+        path = tmp_path / "session.json"
+        path.write_text(json.dumps({
+            "session_id": "trip-7",
+            "facts": facts,
+            "recent_history": [
+                {"timestamp": "2025-01-01T10:00:00Z", "role": "user", "content": "Plan it"},
+                {"timestamp": "2025-01-01T10:01:00Z", "role": "assistant", "content": "OK"},
+            ],
+            "active_tasks": [{"id": "t1", "description": "book", "status": status}],
+        }), encoding="utf-8")
+        return path
+
+    first = cli("import", context_file(["likes trains"], "running"), "--json").json()
+    session = first["sessions"][0]["id"]
+    same = cli("import", context_file(["likes trains"], "running"), "--json").json()
+    assert same["counts"]["unchanged"] == 1
+    grown = cli("import", context_file(["likes trains", "vegetarian"], "Completed"),
+                "--json").json()
+    assert grown["counts"] == {"created": 0, "updated": 1, "unchanged": 0, "skipped": 0}
+    shown = cli("show", session, "--json").json()
+    assert shown["context"]["facts"] == ["likes trains", "vegetarian"]
+    assert [t["status"] for t in shown["context"]["tasks"]] == ["Completed"]
+    assert len(shown["messages"]) == 2

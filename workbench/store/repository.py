@@ -49,6 +49,8 @@ from workbench.store.types import json_text, json_value, time_to_text
 
 DEFAULT_AGENT_NAME = "Default"
 DEFAULT_AGENT_SETTING = "default_agent_id"
+# The columns of a context that says nothing (what most formats bring).
+_EMPTY_CONTEXT = context_params(SessionContext())
 _UNSET: Any = object()
 
 
@@ -77,6 +79,12 @@ class _Stored:
     source_file: str | None
     fingerprint: str | None  # None: imported before fingerprints were kept
     count: int | None
+
+
+def _carries_context(context: SessionContext) -> bool:
+    """Whether an imported conversation brought a context of its own (a context file
+    does; most formats bring none)."""
+    return context_params(context) != _EMPTY_CONTEXT
 
 
 def _import_action(
@@ -995,6 +1003,19 @@ class Repository:
             self._write_context(conn, session_id, context)
             self._touch(conn, session_id)
 
+    @staticmethod
+    def _context_differs(conn: Connection, session_id: int, context: SessionContext) -> bool:
+        """Whether an imported ``context`` that says anything differs from the stored one."""
+        if not _carries_context(context):
+            return False
+        row = conn.exec_driver_sql(
+            "SELECT facts, summary, tasks, tool_stats, token_usage, system_state,"
+            " environment FROM session_context WHERE session_id = ?",
+            (session_id,),
+        ).first()
+        incoming = tuple(context_params(context).values())
+        return row is None or tuple(row) != incoming
+
     def _write_context(self, conn: Connection, session_id: int, context: SessionContext) -> None:
         values = context_params(context)
         conn.exec_driver_sql(
@@ -1046,6 +1067,11 @@ class Repository:
             if action == "unchanged":
                 assert target is not None
                 session_id, status = target.session_id, "unchanged"
+                if self._context_differs(conn, session_id, conversation.context):
+                    # The same turns with new facts, summary or tasks (a context file
+                    # saved again): the context is what changed, and it is kept.
+                    self._write_context(conn, session_id, conversation.context)
+                    status = "updated"
             elif action == "replace":
                 assert target is not None
                 session_id, status = target.session_id, "updated"
@@ -1242,7 +1268,8 @@ class Repository:
                         action, target = _import_action(
                             conv, known, replace, full=prepared.session[9]
                         )
-                        if action == "unchanged" and target is not None:
+                        if action == "unchanged" and target is not None and \
+                                not _carries_context(conv.context):
                             unchanged[i] = target.session_id
                         elif action == "create":
                             reused.add(i)
