@@ -208,6 +208,20 @@ def test_tables_get_a_bold_header_row_aligned_like_its_column(qapp: QApplication
     assert table.cellAt(0, 0).format().fontWeight() > 400
 
 
+def test_a_table_after_a_code_block_keeps_its_header_on_one_line(qapp: QApplication
+                                                                   ) -> None:
+    """Qt's reader opens the first cell of such a table with an empty paragraph, which
+    pushed its header a line below the others."""
+    doc = render("```python\nx = 1\n```\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n")
+    (table,) = [f for f in doc.rootFrame().childFrames() if isinstance(f, QTextTable)]
+    for row in range(table.rows()):
+        for column in range(table.columns()):
+            cell = table.cellAt(row, column)
+            first = doc.findBlock(cell.firstPosition())
+            assert first.text() == "ab12"[row * 2 + column]
+            assert first.position() + first.length() > cell.lastPosition()  # one paragraph
+
+
 def test_the_copy_button_on_hover_copies_the_message(
     qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
     make_session: Callable[..., SessionInfo],

@@ -389,6 +389,7 @@ def _style_tables(doc: QTextDocument, dark: bool) -> None:
         fmt.setCellPadding(4)
         fmt.setHeaderRowCount(1)
         table.setFormat(fmt)
+        _drop_leading_empty_blocks(doc, table)
         cursor = QTextCursor(doc)
         for column in range(table.columns()):
             cell = table.cellAt(0, column)
@@ -405,6 +406,20 @@ def _style_tables(doc: QTextDocument, dark: bool) -> None:
                 block_fmt = QTextBlockFormat()
                 block_fmt.setAlignment(align)
                 cursor.mergeBlockFormat(block_fmt)
+
+
+def _drop_leading_empty_blocks(doc: QTextDocument, table: QTextTable) -> None:
+    """Qt's Markdown reader can open a cell with an empty paragraph (a table right after
+    a code block gets one in its first cell), which pushes that cell's text a line down
+    from its neighbours; remove such an empty first paragraph."""
+    cursor = QTextCursor(doc)
+    for row in range(table.rows()):
+        for column in range(table.columns()):
+            cell = table.cellAt(row, column)
+            block = doc.findBlock(cell.firstPosition())
+            if not block.text() and block.position() + block.length() <= cell.lastPosition():
+                cursor.setPosition(block.position())
+                cursor.deleteChar()  # the empty paragraph's end: the next one moves up
 
 
 def plain_tooltip(text: str | None) -> str | None:
