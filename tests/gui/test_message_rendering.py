@@ -335,3 +335,20 @@ def test_tool_call_arguments_and_results_stay_code(qapp: QApplication) -> None:
                                                              "arguments": '{"a": "<b>"}'}}])
     doc = render(message_markdown(message)[0])
     assert '"a": "<b>"' in doc.toPlainText()
+
+
+def test_show_all_never_hides_a_single_line() -> None:
+    from workbench.core.conversation import Message
+    from workbench.gui.delegates.message import COLLAPSED_LINES, message_markdown
+
+    one_more = "\n".join(f"line {i}" for i in range(COLLAPSED_LINES + 1))
+    text, truncated, lines = message_markdown(Message(role="user", content=one_more), False)
+    assert not truncated and text.endswith(f"line {COLLAPSED_LINES}")
+    many = "\n".join(f"line {i}" for i in range(COLLAPSED_LINES + 10))
+    text, truncated, lines = message_markdown(Message(role="user", content=many), False)
+    assert truncated and lines == COLLAPSED_LINES + 10
+    assert f"line {COLLAPSED_LINES - 1}" in text and f"line {COLLAPSED_LINES}" not in text
+    # A long single paragraph just over the limit is shown whole too.
+    slightly = "word " * 490  # 2,450 characters
+    assert not message_markdown(Message(role="user", content=slightly), False)[1]
+    assert message_markdown(Message(role="user", content="word " * 2000), False)[1]

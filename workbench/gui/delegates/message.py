@@ -87,6 +87,7 @@ _Index = QModelIndex | QPersistentModelIndex
 
 COLLAPSED_LINES = 24
 COLLAPSED_CHARS = 2_400
+LINE_CHARS = 100  # about one line of the timeline's text: never hidden alone
 EXPANDED_CHARS = 200_000
 DOC_CACHE = 300
 COLOUR_BUDGET_S = 0.008  # highlighting per event-loop turn
@@ -124,12 +125,13 @@ def _shorten(text: str, expanded: bool) -> tuple[str, bool, int]:
     if expanded:
         return (text[:EXPANDED_CHARS], len(text) > EXPANDED_CHARS, lines)
     cut = text
-    if lines > COLLAPSED_LINES:
+    # "Show all" takes a line itself: a cut that would hide only a line is not made.
+    if lines > COLLAPSED_LINES + 1:
         end = -1
         for _ in range(COLLAPSED_LINES):
             end = cut.find("\n", end + 1)
         cut = cut[:end]
-    if len(cut) > COLLAPSED_CHARS:
+    if len(cut) > COLLAPSED_CHARS + LINE_CHARS:
         cut = cut[:COLLAPSED_CHARS]
     return cut, len(cut) < len(text), lines
 
