@@ -28,8 +28,6 @@ from workbench.engine.discovery import (
     LocalServer,
     add_local_server,
     discover_local_servers,
-    mark_offered,
-    offer_due,
 )
 from workbench.engine.providers import ProviderSettings
 from workbench.gui.context import AppContext
@@ -165,11 +163,11 @@ def offer_local_servers(
     """Start the first-run offer in ``bar`` unless this database made it already
     (``force`` makes it anyway). Returns whether it started."""
     workspace = ctx.workspace
-    if not force and not offer_due(workspace.repo):
+    if not force and not workspace.first_run_offer_due():
         return False
     ctx.workers.network(
         discover_local_servers, list(servers), name="look for local model servers",
         on_done=bar.show_servers, on_error=lambda _e: bar.show_servers([]),
     )
-    ctx.workers.write(mark_offered, workspace.repo, name="remember the first-run offer")
+    ctx.workers.write(workspace.mark_first_run_offered, name="remember the first-run offer")
     return True
