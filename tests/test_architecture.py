@@ -255,11 +255,23 @@ def test_the_qt_scan_sees_nested_imports() -> None:
     assert "PySide6.QtWidgets" in _imported_modules(tree)
 
 
+WORKSPACE_NAMES = {"ws", "workspace", "_workspace"}
+
+
+def _names_a_workspace(node: ast.expr) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in WORKSPACE_NAMES
+    return isinstance(node, ast.Attribute) and node.attr in WORKSPACE_NAMES
+
+
 def _repo_reads(tree: ast.AST) -> list[int]:
-    """Lines that read an attribute named ``repo`` (``ws.repo``, ``getattr(ws, "repo")``)."""
+    """Lines that read an attribute named ``repo`` (``ws.repo``, ``getattr(ws, "repo")``),
+    or a workspace's ``db`` (the store's Database; ``args.db`` is a command-line path)."""
     lines = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr == "repo":
+        if isinstance(node, ast.Attribute) and (
+            node.attr == "repo" or (node.attr == "db" and _names_a_workspace(node.value))
+        ):
             lines.append(node.lineno)
         elif (
             isinstance(node, ast.Call)
@@ -291,5 +303,7 @@ def test_the_repo_scan_sees_every_way_of_reading_it() -> None:
         "    repo, stored = ws.repo, None\n"
         "    return getattr(ws, 'repo')\n"
         "ok = ws.get_session(1)\n"
+        "settings = ProviderSettings(self.ctx.workspace.db)\n"
+        "path = args.db\n"
     )
-    assert sorted(_repo_reads(ast.parse(source))) == [1, 3, 4]
+    assert sorted(_repo_reads(ast.parse(source))) == [1, 3, 4, 6]

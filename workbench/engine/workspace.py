@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.core.conversation import (
     Agent,
@@ -31,6 +31,9 @@ from workbench.store.db import Database
 from workbench.store.repository import ImportOutcome, Repository
 from workbench.store.search import KINDS as SEARCH_KINDS
 from workbench.store.search import SearchQuery, search
+
+if TYPE_CHECKING:
+    from workbench.engine.providers import ProviderSettings
 
 SAMPLE_SETTING = "sample_session_offered"
 
@@ -289,6 +292,16 @@ class Workspace:
         """Delete an agent and its long-term memory entries in one transaction; returns
         how many memory entries went with it."""
         return self.repo.delete_agent(agent_id)
+
+    # -- providers ---------------------------------------------------------------------
+
+    def provider_settings(self) -> ProviderSettings:
+        """The provider configs stored in this database, and the clients built from them
+        (keys stay in the keychain or the environment)."""
+        # Imported here: the providers bring httpx, which opening a workspace need not load.
+        from workbench.engine.providers import ProviderSettings
+
+        return ProviderSettings(self.db)
 
     # -- import / export ---------------------------------------------------------------
 

@@ -41,7 +41,6 @@ from PySide6.QtWidgets import (
 from workbench.core.conversation import Agent
 from workbench.core.policy import CAPTURES, INJECTS, MODES, SCOPES, MemoryPolicy
 from workbench.engine.builtin_tools import BUILTIN_TOOLS
-from workbench.engine.providers import ProviderSettings
 from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
 from workbench.gui.errors import describe_error
@@ -203,7 +202,7 @@ class AgentsDialog(QDialog):
         ws = self.ctx.workspace
         try:
             agents = ws.list_agents()
-            providers = ProviderSettings(self.ctx.workspace.db).list()
+            providers = self.ctx.workspace.provider_settings().list()
         except WorkbenchError as exc:
             agents, providers = [], []
             self._say(describe_error(exc), ok=False)

@@ -29,7 +29,6 @@ from workbench.engine.discovery import (
     add_local_server,
     discover_local_servers,
 )
-from workbench.engine.providers import ProviderSettings
 from workbench.gui.context import AppContext
 from workbench.gui.errors import describe_error
 
@@ -106,7 +105,7 @@ class FirstRunBar(QFrame):
 
     def _configured(self) -> bool:
         try:
-            return bool(ProviderSettings(self.ctx.workspace.db).list())
+            return bool(self.ctx.workspace.provider_settings().list())
         except Exception:  # noqa: BLE001 - a banner never fails the window
             return False
 
@@ -121,7 +120,7 @@ class FirstRunBar(QFrame):
         button = self.add_buttons.get(server.base_url)
         if button is not None:
             button.setEnabled(False)
-        settings = ProviderSettings(self.ctx.workspace.db)
+        settings = self.ctx.workspace.provider_settings()
         self.ctx.workers.write(
             add_local_server, settings, server, name=f"add {server.label}",
             on_done=lambda config: self._added(server, config),
