@@ -89,10 +89,30 @@ def test_layer_contract_matches_the_architecture() -> None:
 
 
 def test_qt_contract_covers_every_package_below_the_gui() -> None:
-    (forbidden,) = [c for c in _contracts() if c["type"] == "forbidden"]
+    (forbidden,) = [
+        c for c in _contracts()
+        if c["type"] == "forbidden" and "PySide6" in c["forbidden_modules"]
+    ]
     below_gui = set().union(*EXPECTED_LAYERS[2:-1])
     assert set(forbidden["source_modules"]) >= below_gui
     assert "PySide6" in forbidden["forbidden_modules"]
+
+
+# The floors the GUI and the CLI must not reach but through the engine (ARCHITECTURE.md).
+SKIPPED_FLOORS = {"workbench.store", "workbench.providers", "workbench.formats"}
+
+
+@pytest.mark.parametrize("top", ["workbench.gui", "workbench.cli"])
+def test_gui_and_cli_may_not_skip_the_engine(top: str) -> None:
+    contracts = [
+        c for c in _contracts() if c["type"] == "forbidden" and top in c["source_modules"]
+    ]
+    # Every forbidden edge is named, one by one, and indirect chains through the engine
+    # stay allowed (those are the stairs).
+    named = {m for c in contracts for m in c["forbidden_modules"]}
+    assert named >= SKIPPED_FLOORS
+    assert all(c.get("allow_indirect_imports") is True for c in contracts
+               if set(c["forbidden_modules"]) & SKIPPED_FLOORS)
 
 
 def _write_fake_workbench(root: Path, extra: dict[str, str]) -> None:
@@ -136,8 +156,48 @@ def _write_fake_workbench(root: Path, extra: dict[str, str]) -> None:
             "Only the GUI imports Qt",
             "workbench.engine.view -> PySide6",
         ),
+        (
+            "workbench/gui/window.py",
+            "import workbench.store\n",
+            "The GUI reaches the store, providers and formats only through the engine",
+            "workbench.gui.window -> workbench.store",
+        ),
+        (
+            "workbench/gui/window.py",
+            "def connect():\n    from workbench.providers import openai\n",
+            "The GUI reaches the store, providers and formats only through the engine",
+            "workbench.gui.window -> workbench.providers",
+        ),
+        (
+            "workbench/gui/window.py",
+            "from workbench.formats import read_conversations\n",
+            "The GUI reaches the store, providers and formats only through the engine",
+            "workbench.gui.window -> workbench.formats",
+        ),
+        (
+            "workbench/cli.py",
+            "from workbench.store import repository\n",
+            "The CLI reaches the store, providers and formats only through the engine",
+            "workbench.cli -> workbench.store",
+        ),
+        (
+            "workbench/cli.py",
+            "import workbench.providers\n",
+            "The CLI reaches the store, providers and formats only through the engine",
+            "workbench.cli -> workbench.providers",
+        ),
+        (
+            "workbench/cli.py",
+            "def run():\n    import workbench.formats\n",
+            "The CLI reaches the store, providers and formats only through the engine",
+            "workbench.cli -> workbench.formats",
+        ),
     ],
-    ids=["sibling", "upward", "engine-to-cli", "qt-in-engine"],
+    ids=[
+        "sibling", "upward", "engine-to-cli", "qt-in-engine",
+        "gui-to-store", "gui-to-providers-lazily", "gui-to-formats",
+        "cli-to-store", "cli-to-providers", "cli-to-formats-lazily",
+    ],
 )
 def test_contracts_catch_a_violation(
     tmp_path: Path, module: str, source: str, broken: str, chain: str
@@ -193,3 +253,57 @@ def test_only_the_gui_package_imports_qt() -> None:
 def test_the_qt_scan_sees_nested_imports() -> None:
     tree = ast.parse("def open_window():\n    from PySide6.QtWidgets import QWidget\n")
     assert "PySide6.QtWidgets" in _imported_modules(tree)
+
+
+WORKSPACE_NAMES = {"ws", "workspace", "_workspace"}
+
+
+def _names_a_workspace(node: ast.expr) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in WORKSPACE_NAMES
+    return isinstance(node, ast.Attribute) and node.attr in WORKSPACE_NAMES
+
+
+def _repo_reads(tree: ast.AST) -> list[int]:
+    """Lines that read an attribute named ``repo`` (``ws.repo``, ``getattr(ws, "repo")``),
+    or a workspace's ``db`` (the store's Database; ``args.db`` is a command-line path)."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and (
+            node.attr == "repo" or (node.attr == "db" and _names_a_workspace(node.value))
+        ):
+            lines.append(node.lineno)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in {"getattr", "hasattr"}
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value == "repo"
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_gui_and_cli_never_reach_the_store_through_the_workspace() -> None:
+    # Import contracts cannot see ``workspace.repo``: the store object comes in through an
+    # engine attribute, not an import. ARCHITECTURE.md forbids that path as well.
+    offenders = []
+    for top in ("gui", "cli"):
+        for path in sorted((PACKAGE / top).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            offenders += [f"{path.relative_to(REPO_ROOT)}:{n}" for n in _repo_reads(tree)]
+    assert offenders == []
+
+
+def test_the_repo_scan_sees_every_way_of_reading_it() -> None:
+    source = (
+        "info = ctx.workspace.repo.get_session(1)\n"
+        "def edit(ws):\n"
+        "    repo, stored = ws.repo, None\n"
+        "    return getattr(ws, 'repo')\n"
+        "ok = ws.get_session(1)\n"
+        "settings = ProviderSettings(self.ctx.workspace.db)\n"
+        "path = args.db\n"
+    )
+    assert sorted(_repo_reads(ast.parse(source))) == [1, 3, 4, 6]

@@ -269,3 +269,57 @@ def test_workspace_import_conversation_counts_tokens(workspace: Workspace) -> No
     assert message.token_encoding == "o200k_base"
     assert message.token_count and message.token_count > 0
     assert workspace.repo.get_session(info.id).token_count == message.token_count
+
+
+# -- the typed facade the GUI and the CLI use instead of ws.repo --------------------------------
+
+
+def test_sessions_messages_and_context_through_the_workspace(workspace: Workspace) -> None:
+    created = workspace.create_session("Facade")
+    assert workspace.find_session("Facade").id == created.id
+    assert workspace.get_session(created.id).message_count == 0
+
+    edit = workspace.editing()
+    first = edit.append_message(created.id, "user", "One")
+    second = edit.append_message(created.id, "assistant", "Two")
+    assert workspace.get_message(second.id).content == "Two"
+    assert [row[0] for row in workspace.message_index(created.id)] == [first.id, second.id]
+    assert [m.content for m in workspace.page_messages(created.id, after_position=0)] == ["Two"]
+    assert [m.content for m in workspace.page_messages(created.id, roles=["user"])] == ["One"]
+    last = workspace.page_before(created.id, before_position=2**62, limit=1)
+    assert [m.id for m in last] == [second.id]
+    assert workspace.get_context(created.id).summary == ""
+    assert workspace.stats()["sessions"] >= 1
+
+    trash = workspace.session_trash()
+    trash.put([created.id])
+    assert created.id in trash.hidden()
+    assert trash.purge() == 1
+    with pytest.raises(NotFoundError):
+        workspace.get_session(created.id)
+
+
+def test_deleting_a_session_through_the_workspace(workspace: Workspace) -> None:
+    info = workspace.create_session("Short-lived")
+    workspace.delete_session(info.id)
+    with pytest.raises(NotFoundError):
+        workspace.find_session("Short-lived")
+
+
+def test_agents_through_the_workspace(workspace: Workspace) -> None:
+    default = workspace.default_agent()
+    helper = workspace.create_agent("Helper", instructions="Be brief.", tools=["clock"])
+    assert [a.name for a in workspace.list_agents()] == sorted([default.name, "Helper"])
+    changed = workspace.update_agent(helper.id, instructions="Be very brief.")
+    assert changed.instructions == "Be very brief."
+    assert workspace.delete_agent(helper.id) == 0
+    assert [a.id for a in workspace.list_agents()] == [default.id]
+
+
+def test_first_run_offer_and_provider_settings_through_the_workspace(
+    workspace: Workspace,
+) -> None:
+    assert workspace.first_run_offer_due()
+    workspace.mark_first_run_offered()
+    assert not workspace.first_run_offer_due()
+    assert workspace.provider_settings().list() == []

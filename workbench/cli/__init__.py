@@ -286,7 +286,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     message_filters = bool(args.role or args.state or args.since or args.until)
     with open_workspace(args) as ws:
-        session_id = ws.repo.find_session(args.session).id if args.session else None
+        session_id = ws.find_session(args.session).id if args.session else None
         query = SearchQuery(
             text=args.query,
             roles=args.role or None,
@@ -301,7 +301,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         titles: dict[int, str] = {}
         for h in hits:
             if h.session_id is not None and h.session_id not in titles:
-                titles[h.session_id] = h.title or ws.repo.get_session(h.session_id).title
+                titles[h.session_id] = h.title or ws.get_session(h.session_id).title
     if args.json:
         print_json(
             [
@@ -336,7 +336,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     with open_workspace(args) as ws:
-        stats = ws.repo.stats()
+        stats = ws.stats()
     if args.json:
         print_json(stats)
         return 0

@@ -60,7 +60,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
     with open_workspace(args) as ws:
         if args.action == "list":
-            found = ws.repo.list_agents()
+            found = ws.list_agents()
             if args.json:
                 print_json([_agent_json(a) for a in found])
             else:

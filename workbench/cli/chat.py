@@ -39,11 +39,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
     with open_workspace(args) as ws:
         created = False
         try:
-            info = ws.repo.find_session(args.session)
+            info = ws.find_session(args.session)
         except NotFoundError:
             if not args.new:
                 raise
-            info = ws.repo.create_session(args.session)
+            info = ws.create_session(args.session)
             created = True
         status = EXIT_FAILED
         try:
@@ -71,8 +71,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
 def _remove_if_empty(ws: Any, session_id: int) -> None:
     """Delete a session ``--new`` created for a turn that failed, if nothing was added."""
     try:
-        if ws.repo.get_session(session_id).message_count == 0:
-            ws.repo.delete_session(session_id)
+        if ws.get_session(session_id).message_count == 0:
+            ws.delete_session(session_id)
     except WorkbenchError as exc:
         print(f"workbench: the empty session could not be removed: {exc}", file=sys.stderr)
 

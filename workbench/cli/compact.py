@@ -39,7 +39,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
             "last; give FIRST <= LAST."
         )
     with open_workspace(args) as ws:
-        info = ws.repo.find_session(args.session)
+        info = ws.find_session(args.session)
         plan = compaction.preview(
             ws,
             info.id,
@@ -117,7 +117,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
     from workbench.engine import compaction
 
     with open_workspace(args) as ws:
-        info = ws.repo.find_session(args.session)
+        info = ws.find_session(args.session)
         record = compaction.undo(ws, info.id, args.id)
     if args.json:
         print_json({"undone": True, **record.to_json()})
@@ -133,7 +133,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from workbench.engine import compaction
 
     with open_workspace(args) as ws:
-        info = ws.repo.find_session(args.session)
+        info = ws.find_session(args.session)
         records = compaction.history(ws, info.id)
     if args.json:
         print_json([r.to_json() for r in records])

@@ -18,8 +18,8 @@ def cmd_context(args: argparse.Namespace) -> int:
     from workbench.engine.session_context import new_task, update_context
 
     with open_workspace(args) as ws:
-        info = ws.repo.find_session(args.session)
-        context = ws.repo.get_context(info.id)
+        info = ws.find_session(args.session)
+        context = ws.get_context(info.id)
         changes: dict[str, Any] = {}
         facts = list(context.facts)
         for fact in args.add_fact or []:

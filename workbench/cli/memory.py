@@ -36,7 +36,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     with open_workspace(args) as ws:
         session_id = None
         if getattr(args, "session", None):
-            session_id = ws.repo.find_session(args.session).id
+            session_id = ws.find_session(args.session).id
         agent = getattr(args, "agent", None)
         if args.action == "write":
             entry, created = agents.write_memory(ws, args.text, session_id=session_id,

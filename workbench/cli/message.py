@@ -16,11 +16,9 @@ from workbench.errors import WorkbenchError
 
 
 def cmd_message(args: argparse.Namespace) -> int:
-    from workbench.engine.editing import Editing
-
     with open_workspace(args) as ws:
-        info = ws.repo.find_session(args.session)
-        edit = Editing(ws.repo)
+        info = ws.find_session(args.session)
+        edit = ws.editing()
         action = args.action
         if action == "insert":
             where = edit.find_message(info.id, args.message)

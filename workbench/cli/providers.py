@@ -13,7 +13,6 @@ from typing import Any
 
 from workbench.cli import open_workspace, print_json
 from workbench.core.provider import PROVIDER_KINDS, ProviderConfig
-from workbench.engine.providers import ProviderSettings
 from workbench.errors import WorkbenchError
 
 EXIT_FAILED = 1
@@ -52,7 +51,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         extra_headers=dict(args.header or []),
     )
     with open_workspace(args) as ws:
-        stored = ProviderSettings(ws.db).add(config)
+        stored = ws.provider_settings().add(config)
     if args.json:
         print_json(stored.to_json())
     else:
@@ -72,7 +71,7 @@ def _key_text(config: ProviderConfig) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     with open_workspace(args) as ws:
-        configs = ProviderSettings(ws.db).list()
+        configs = ws.provider_settings().list()
     if args.json:
         print_json([c.to_json() for c in configs])
         return 0
@@ -92,7 +91,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_remove(args: argparse.Namespace) -> int:
     with open_workspace(args) as ws:
-        ProviderSettings(ws.db).remove(args.name)
+        ws.provider_settings().remove(args.name)
     if args.json:
         print_json({"removed": args.name})
     else:
@@ -102,7 +101,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 def cmd_test(args: argparse.Namespace) -> int:
     with open_workspace(args) as ws:
-        report = ProviderSettings(ws.db).test(args.name)
+        report = ws.provider_settings().test(args.name)
     if args.json:
         print_json(report.to_json())
     else:
@@ -169,7 +168,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
     if args.header is not None:
         fields["extra_headers"] = dict(args.header)
     with open_workspace(args) as ws:
-        settings = ProviderSettings(ws.db)
+        settings = ws.provider_settings()
         timeouts = _timeouts(args)
         if timeouts:
             fields["timeouts"] = dict(settings.get(args.name).timeouts) | timeouts

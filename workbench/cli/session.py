@@ -10,11 +10,9 @@ from workbench.errors import WorkbenchError
 
 
 def cmd_session(args: argparse.Namespace) -> int:
-    from workbench.engine.editing import Editing
-
     with open_workspace(args) as ws:
-        info = ws.repo.find_session(args.session)
-        edit = Editing(ws.repo)
+        info = ws.find_session(args.session)
+        edit = ws.editing()
         action = args.action
         if action == "rename":
             if not args.title.strip():

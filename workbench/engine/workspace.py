@@ -1,9 +1,10 @@
 """The workspace: one open database with the use cases the CLI and the GUI share.
 
-``Workspace.open(path)`` opens (and migrates) the SQLite file; ``ws.repo`` is the
-repository for direct reads and edits. Use cases that join layers live here or in the
-modules this one calls: importing files (formats → token counts → store), exporting,
-searching, and the first-run sample session.
+``Workspace.open(path)`` opens (and migrates) the SQLite file. The GUI and the CLI read
+and edit through the typed methods here (sessions, messages, context, agents, the editing
+and trash helpers), never through ``ws.repo``, which is the engine's own way to the store.
+Use cases that join layers live here or in the modules this one calls: importing files
+(formats → token counts → store), exporting, searching, and the first-run sample session.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.core.conversation import (
+    Agent,
     Conversation,
     ImportNote,
     Message,
@@ -22,12 +24,16 @@ from workbench.core.conversation import (
     SessionInfo,
     SkippedEntry,
 )
+from workbench.engine.editing import Editing, SessionTrash
 from workbench.engine.resources import sample_session_path
 from workbench.errors import WorkbenchError
 from workbench.store.db import Database
 from workbench.store.repository import ImportOutcome, Repository
 from workbench.store.search import KINDS as SEARCH_KINDS
 from workbench.store.search import SearchQuery, search
+
+if TYPE_CHECKING:
+    from workbench.engine.providers import ProviderSettings
 
 SAMPLE_SETTING = "sample_session_offered"
 
@@ -180,6 +186,123 @@ class Workspace:
         score, a project, the conversation it is a branch of...); empty when nothing."""
         return self.repo.session_metadata(session_id)
 
+    def get_session(self, session_id: int) -> SessionInfo:
+        """The session with this id, or :class:`~workbench.errors.NotFoundError`."""
+        return self.repo.get_session(session_id)
+
+    def find_session(self, ref: str | int) -> SessionInfo:
+        """A session by id, by source id, or by exact title (the newest of equals);
+        :class:`~workbench.errors.NotFoundError` when none matches."""
+        return self.repo.find_session(ref)
+
+    def create_session(self, title: str) -> SessionInfo:
+        """Create an empty session with this title, for the default agent."""
+        return self.repo.create_session(title)
+
+    def delete_session(self, session_id: int) -> None:
+        """Delete a session for good, with its messages, context, compactions and memory
+        entries (the GUI's undoable delete goes through :meth:`session_trash`)."""
+        self.repo.delete_session(session_id)
+
+    def get_context(self, session_id: int) -> SessionContext:
+        """The session's context: facts, summary, tasks (empty if never written)."""
+        return self.repo.get_context(session_id)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts over the whole database: sessions, messages by role and state, tokens."""
+        return self.repo.stats()
+
+    def editing(self) -> Editing:
+        """The message and session edits (with token recounts and short ids) over this
+        database."""
+        return Editing(self.repo)
+
+    def session_trash(self) -> SessionTrash:
+        """A trash for sessions deleted while the delete can still be taken back."""
+        return SessionTrash(self.repo)
+
+    # -- messages ----------------------------------------------------------------------
+
+    def get_message(self, message_id: int) -> Message:
+        """The message with this id, or :class:`~workbench.errors.NotFoundError`."""
+        return self.repo.get_message(message_id)
+
+    def message_index(self, session_id: int) -> list[tuple[int, int, str, str]]:
+        """``(id, position, role, state)`` of every message of a session, in order."""
+        return self.repo.message_index(session_id)
+
+    def page_messages(
+        self,
+        session_id: int,
+        *,
+        after_position: int = -1,
+        limit: int = 200,
+        states: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+    ) -> list[Message]:
+        """Up to ``limit`` messages after ``after_position``, in order (keyset paging),
+        optionally only those in ``states`` or of ``roles``."""
+        return self.repo.page_messages(
+            session_id, after_position=after_position, limit=limit, states=states, roles=roles
+        )
+
+    def page_before(
+        self, session_id: int, *, before_position: int, limit: int = 200
+    ) -> list[Message]:
+        """Up to ``limit`` messages just before ``before_position``, in order."""
+        return self.repo.page_before(session_id, before_position=before_position, limit=limit)
+
+    # -- agents ------------------------------------------------------------------------
+
+    def list_agents(self) -> list[Agent]:
+        """Every agent, by name."""
+        return self.repo.list_agents()
+
+    def default_agent(self) -> Agent:
+        """The default agent, created on first use (a write)."""
+        return self.repo.default_agent()
+
+    def create_agent(
+        self,
+        name: str,
+        *,
+        instructions: str = "",
+        provider: str | None = None,
+        model: str | None = None,
+        memory_policy: dict[str, Any] | None = None,
+        tools: Sequence[str] = (),
+    ) -> Agent:
+        """Create an agent; a name already taken raises
+        :class:`~workbench.errors.StorageError`."""
+        return self.repo.create_agent(
+            name,
+            instructions=instructions,
+            provider=provider,
+            model=model,
+            memory_policy=memory_policy,
+            tools=tools,
+        )
+
+    def update_agent(self, agent_id: int, **fields: Any) -> Agent:
+        """Change ``name``, ``instructions``, ``provider``, ``model``, ``memory_policy``
+        or ``tools`` of an agent; returns it as stored."""
+        return self.repo.update_agent(agent_id, **fields)
+
+    def delete_agent(self, agent_id: int) -> int:
+        """Delete an agent and its long-term memory entries in one transaction; returns
+        how many memory entries went with it."""
+        return self.repo.delete_agent(agent_id)
+
+    # -- providers ---------------------------------------------------------------------
+
+    def provider_settings(self) -> ProviderSettings:
+        """The provider configs stored in this database, and the clients built from them
+        (keys stay in the keychain or the environment)."""
+        # Imported here: the providers bring httpx, which opening a workspace need not load.
+        from workbench.engine.providers import ProviderSettings
+
+        return ProviderSettings(self.db)
+
     # -- import / export ---------------------------------------------------------------
 
     def import_path(
@@ -278,6 +401,19 @@ class Workspace:
         return search(self.db, q)
 
     # -- first run ---------------------------------------------------------------------
+
+    def first_run_offer_due(self) -> bool:
+        """Whether this database has not yet made its first-run offer of local servers."""
+        # Imported here: discovery brings httpx, which opening a workspace need not load.
+        from workbench.engine.discovery import offer_due
+
+        return offer_due(self.repo)
+
+    def mark_first_run_offered(self) -> None:
+        """Record that the first-run offer of local servers was made (once per database)."""
+        from workbench.engine.discovery import mark_offered
+
+        mark_offered(self.repo)
 
     def ensure_sample_session(self) -> SessionInfo | None:
         """On an empty database, import the sample session once; returns it if added."""

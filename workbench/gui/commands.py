@@ -216,7 +216,7 @@ class NewSessionCommand(_SessionListCommand):
                 self.session_id = info.id
                 return info
             ctx.trash.take_back([self.session_id])
-            return ctx.workspace.repo.get_session(self.session_id)
+            return ctx.workspace.get_session(self.session_id)
 
         def done(info: SessionInfo) -> None:
             self._changed()
@@ -286,7 +286,7 @@ class SessionFieldCommand(_SessionListCommand):
     def _apply(self, session_id: int, value: Any) -> SessionChange:
         editing = self.ctx.editing
         if callable(value):  # a value that depends on the session, e.g. "its tags plus one"
-            value = value(editing.repo.get_session(session_id))
+            value = value(self.ctx.workspace.get_session(session_id))
         if self._field == "title":
             return editing.rename_session(session_id, value)
         if self._field == "pinned":

@@ -13,7 +13,6 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
 from workbench.core.conversation import Message, SessionInfo
-from workbench.engine.editing import Editing, SessionTrash
 from workbench.engine.workspace import Workspace
 from workbench.gui.errors import describe_error
 from workbench.gui.workers import WorkerPool
@@ -43,8 +42,8 @@ class AppContext(QObject):
         self.workers = WorkerPool(self)
         self.undo_stack = QUndoStack(self)
         self.undo_stack.setUndoLimit(500)
-        self.editing = Editing(workspace.repo)
-        self.trash = SessionTrash(workspace.repo)
+        self.editing = workspace.editing()
+        self.trash = workspace.session_trash()
         self.current_session_id = 0
         self.workers.error_reported.connect(self._job_failed)
 
@@ -67,8 +66,8 @@ class AppContext(QObject):
         old = self.workspace
         self.undo_stack.clear()
         self.workspace = workspace
-        self.editing = Editing(workspace.repo)
-        self.trash = SessionTrash(workspace.repo)
+        self.editing = workspace.editing()
+        self.trash = workspace.session_trash()
         self.current_session_id = 0
         self.workspace_replaced.emit()
         return old

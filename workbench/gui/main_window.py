@@ -370,7 +370,7 @@ class MainWindow(QMainWindow):
         position = None
         if message_id is not None:
             try:
-                message = self.ctx.workspace.repo.get_message(message_id)
+                message = self.ctx.workspace.get_message(message_id)
                 position = message.position if message.session_id == session_id else None
             except NotFoundError:
                 message_id = None
@@ -394,7 +394,7 @@ class MainWindow(QMainWindow):
         info = None
         if session_id:
             try:
-                info = self.ctx.workspace.repo.get_session(session_id)
+                info = self.ctx.workspace.get_session(session_id)
             except NotFoundError:
                 info = None
         if info is None:
@@ -671,7 +671,7 @@ class MainWindow(QMainWindow):
             last_id = 0
         if last_id:
             try:
-                self.ctx.workspace.repo.get_session(last_id)
+                self.ctx.workspace.get_session(last_id)
             except NotFoundError:
                 last_id = 0
         if not last_id and self.browser.model.rowCount():

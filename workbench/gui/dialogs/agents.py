@@ -41,7 +41,6 @@ from PySide6.QtWidgets import (
 from workbench.core.conversation import Agent
 from workbench.core.policy import CAPTURES, INJECTS, MODES, SCOPES, MemoryPolicy
 from workbench.engine.builtin_tools import BUILTIN_TOOLS
-from workbench.engine.providers import ProviderSettings
 from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
 from workbench.gui.errors import describe_error
@@ -200,16 +199,16 @@ class AgentsDialog(QDialog):
 
     def reload(self, select: int | None = None) -> None:
         """Read agents and providers again and show agent ``select`` (else the first)."""
-        repo = self.ctx.workspace.repo
+        ws = self.ctx.workspace
         try:
-            agents = repo.list_agents()
-            providers = ProviderSettings(self.ctx.workspace.db).list()
+            agents = ws.list_agents()
+            providers = self.ctx.workspace.provider_settings().list()
         except WorkbenchError as exc:
             agents, providers = [], []
             self._say(describe_error(exc), ok=False)
         if not agents:
             # A fresh database: the default agent is made on first use (a write).
-            self.ctx.workers.write(repo.default_agent, name="create the default agent",
+            self.ctx.workers.write(ws.default_agent, name="create the default agent",
                                    on_done=lambda agent: self.reload(agent.id))
         self.provider_box.blockSignals(True)
         self.provider_box.clear()
@@ -292,7 +291,7 @@ class AgentsDialog(QDialog):
             return
         if not self.confirm_remove(stored.name):
             return
-        repo = self.ctx.workspace.repo
+        ws = self.ctx.workspace
 
         def done(entries: int) -> None:
             self.reload()
@@ -303,7 +302,7 @@ class AgentsDialog(QDialog):
         def failed(error: BaseException) -> None:
             self._say(describe_error(error, doing="remove the agent"), ok=False)
 
-        self.ctx.workers.write(repo.delete_agent, stored.id, name="remove the agent",
+        self.ctx.workers.write(ws.delete_agent, stored.id, name="remove the agent",
                                on_done=done, on_error=failed)
 
     def confirm_remove(self, name: str) -> bool:
@@ -391,13 +390,13 @@ class AgentsDialog(QDialog):
         except WorkbenchError as exc:
             self._say(str(exc), ok=False)
             return False
-        repo, stored = self.ctx.workspace.repo, self._stored
+        ws, stored = self.ctx.workspace, self._stored
 
         def run() -> Agent:
             if stored is None:
                 name = fields.pop("name")
-                return repo.create_agent(name, **fields)
-            return repo.update_agent(stored.id, **fields)
+                return ws.create_agent(name, **fields)
+            return ws.update_agent(stored.id, **fields)
 
         def done(agent: Agent) -> None:
             self.reload(agent.id)

@@ -221,7 +221,7 @@ class ProvidersDialog(QDialog):
         self.test_button.clicked.connect(self.test_connection)
 
     def _settings(self) -> ProviderSettings:
-        return ProviderSettings(self.ctx.workspace.db)
+        return self.ctx.workspace.provider_settings()
 
     # -- the list ----------------------------------------------------------------------
 

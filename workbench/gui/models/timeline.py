@@ -104,7 +104,7 @@ class SessionIndex:
     @classmethod
     def load(cls, workspace: Workspace, session_id: int) -> SessionIndex:
         """Read the shape of a session from the workspace (slow for long sessions)."""
-        return cls.from_rows(workspace.repo.message_index(session_id))
+        return cls.from_rows(workspace.message_index(session_id))
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -300,7 +300,7 @@ class TimelineModel(QAbstractListModel):
         self._forget_compactions()
         self._index = None
         if session_id and message_count is None:
-            message_count = self._workspace.repo.get_session(session_id).message_count
+            message_count = self._workspace.get_session(session_id).message_count
         self._count = message_count or 0
         self._rows = Rows(range(self._count), range(self._count))
         if session_id and (self._count <= SYNC_INDEX_LIMIT or self._workers is None):
@@ -342,7 +342,7 @@ class TimelineModel(QAbstractListModel):
         if not self._session_id:
             return
         try:
-            info = self._workspace.repo.get_session(self._session_id)
+            info = self._workspace.get_session(self._session_id)
         except NotFoundError:  # the session is gone: show nothing
             self.set_session(0)
             return
@@ -561,7 +561,7 @@ class TimelineModel(QAbstractListModel):
         if self._index is not None:
             return self._index.position_of(message_id)
         try:
-            message = self._workspace.repo.get_message(message_id)
+            message = self._workspace.get_message(message_id)
         except NotFoundError:
             return None
         return message.position if message.session_id == self._session_id else None
@@ -580,7 +580,7 @@ class TimelineModel(QAbstractListModel):
         return page[offset] if offset < len(page) else None
 
     def _fetch_page(self, number: int) -> list[Message]:
-        page = self._workspace.repo.page_messages(
+        page = self._workspace.page_messages(
             self._session_id, after_position=number * PAGE - 1, limit=PAGE
         )
         self._store_page(number, page)
@@ -615,7 +615,7 @@ class TimelineModel(QAbstractListModel):
                 self._loading_pages.discard(number)
 
             self._workers.read(
-                self._workspace.repo.page_messages, session_id,
+                self._workspace.page_messages, session_id,
                 after_position=number * PAGE - 1, limit=PAGE, name="read messages",
                 on_done=done, on_error=failed,
             )
@@ -624,7 +624,7 @@ class TimelineModel(QAbstractListModel):
         """The session's long-term summary (what folded messages were folded into)."""
         if self._summary is None:
             try:
-                self._summary = self._workspace.repo.get_context(self._session_id).summary
+                self._summary = self._workspace.get_context(self._session_id).summary
             except NotFoundError:
                 self._summary = ""
         return self._summary

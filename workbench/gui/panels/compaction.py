@@ -435,7 +435,7 @@ class CompactionPanel(QWidget):
             self._update_buttons()
             return
         try:
-            title = self.ctx.workspace.repo.get_session(session_id).title
+            title = self.ctx.workspace.get_session(session_id).title
         except NotFoundError:  # the session went away under us: nothing to show
             title = ""
         self.title_label.setText(f"<b>{_escape(title)}</b>" if title else "")

@@ -109,7 +109,7 @@ class ApplyCompactionCommand(_CompactionCommand):
             result = compaction.apply(ws, plan, summary=summary)
             self.compaction_id = result.compaction_id
             self.result = result
-            return result, ws.repo.get_session(sid)
+            return result, ws.get_session(sid)
 
         def done(value: tuple[compaction.CompactionResult, Any]) -> None:
             result, info = value
@@ -127,7 +127,7 @@ class ApplyCompactionCommand(_CompactionCommand):
                 return None, None
             record = undo_applied(ws, sid, ident)
             self.compaction_id = None
-            return record, ws.repo.get_session(sid)
+            return record, ws.get_session(sid)
 
         def done(value: tuple[CompactionRecord | None, Any]) -> None:
             record, info = value
@@ -160,7 +160,7 @@ class UndoCompactionCommand(_CompactionCommand):
                 record = compaction.undo(ws, sid, self.aliases.resolve(self._current))
             self.record = record
             self._current = record.id
-            return record, ws.repo.get_session(sid)
+            return record, ws.get_session(sid)
 
         def done(value: tuple[CompactionRecord, Any]) -> None:
             record, info = value
@@ -187,7 +187,7 @@ class UndoCompactionCommand(_CompactionCommand):
             if result.compaction_id is not None:
                 self.aliases.add(self.aliases.resolve(record.id), result.compaction_id)
                 self._current = result.compaction_id
-            return result, ws.repo.get_session(sid)
+            return result, ws.get_session(sid)
 
         def done(value: tuple[compaction.CompactionResult | None, Any]) -> None:
             result, info = value

@@ -28,10 +28,7 @@ from workbench.engine.discovery import (
     LocalServer,
     add_local_server,
     discover_local_servers,
-    mark_offered,
-    offer_due,
 )
-from workbench.engine.providers import ProviderSettings
 from workbench.gui.context import AppContext
 from workbench.gui.errors import describe_error
 
@@ -108,7 +105,7 @@ class FirstRunBar(QFrame):
 
     def _configured(self) -> bool:
         try:
-            return bool(ProviderSettings(self.ctx.workspace.db).list())
+            return bool(self.ctx.workspace.provider_settings().list())
         except Exception:  # noqa: BLE001 - a banner never fails the window
             return False
 
@@ -123,7 +120,7 @@ class FirstRunBar(QFrame):
         button = self.add_buttons.get(server.base_url)
         if button is not None:
             button.setEnabled(False)
-        settings = ProviderSettings(self.ctx.workspace.db)
+        settings = self.ctx.workspace.provider_settings()
         self.ctx.workers.write(
             add_local_server, settings, server, name=f"add {server.label}",
             on_done=lambda config: self._added(server, config),
@@ -165,11 +162,11 @@ def offer_local_servers(
     """Start the first-run offer in ``bar`` unless this database made it already
     (``force`` makes it anyway). Returns whether it started."""
     workspace = ctx.workspace
-    if not force and not offer_due(workspace.repo):
+    if not force and not workspace.first_run_offer_due():
         return False
     ctx.workers.network(
         discover_local_servers, list(servers), name="look for local model servers",
         on_done=bar.show_servers, on_error=lambda _e: bar.show_servers([]),
     )
-    ctx.workers.write(mark_offered, workspace.repo, name="remember the first-run offer")
+    ctx.workers.write(workspace.mark_first_run_offered, name="remember the first-run offer")
     return True

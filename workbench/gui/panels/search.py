@@ -54,7 +54,7 @@ def run_search(workspace: Workspace, query: SearchQuery) -> SearchOutcome:
     for hit in hits:
         if hit.session_id is not None and hit.session_id not in titles:
             try:
-                titles[hit.session_id] = workspace.repo.get_session(hit.session_id).title
+                titles[hit.session_id] = workspace.get_session(hit.session_id).title
             except Exception:  # a session deleted meanwhile: the hit keeps its id
                 titles[hit.session_id] = f"Session {hit.session_id}"
     return SearchOutcome(query.text, hits, titles, time.perf_counter() - started)

@@ -344,7 +344,7 @@ class SessionBrowserPanel(QWidget):
     def fork(self, session_id: int, message_id: int | None = None) -> None:
         """Fork a session at a message (default: its last message)."""
         if message_id is None:
-            last = self.ctx.workspace.repo.page_before(session_id, before_position=2**62, limit=1)
+            last = self.ctx.workspace.page_before(session_id, before_position=2**62, limit=1)
             if not last or last[0].id is None:
                 return
             message_id = int(last[0].id)

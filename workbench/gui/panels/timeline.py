@@ -230,7 +230,7 @@ class TimelinePanel(QWidget):
         self.view.closePersistentEditor(self.view.currentIndex())
         if session_id:
             try:
-                info = self.ctx.workspace.repo.get_session(session_id)
+                info = self.ctx.workspace.get_session(session_id)
             except NotFoundError:
                 session_id, info = 0, None
         else:
