@@ -234,3 +234,22 @@ def test_importing_twice_does_not_duplicate(tmp_path: Path) -> None:
 
     assert count == 1
     assert [created for _, created in again.sessions] == [False]
+
+
+def test_an_object_that_is_no_conversation_is_skipped_and_unknown_keys_are_kept(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([
+        {"uuid": "c-1", "name": "Kept", "account": {"uuid": "acc-9"}, "is_starred": True,
+         "chat_messages": [{"uuid": "m1", "sender": "human", "text": "hi",
+                            "created_at": "2025-01-01T00:00:00Z"}]},
+        {"zz": 5},
+    ]), encoding="utf-8")
+    with Workspace.open(tmp_path / "wb.db") as ws:
+        report = ws.import_path(path, format="claude")
+        assert [s.entry for s in report.skipped] == ["item 1"]
+        assert "Not a Claude conversation" in report.skipped[0].reason
+        [info] = ws.list_sessions()
+        metadata = ws.session_metadata(info.id)
+    assert metadata["account"] == {"uuid": "acc-9"} and metadata["is_starred"] is True

@@ -217,12 +217,26 @@ def _attachments(builder: _Builder, raw: dict[str, Any]) -> None:
             builder.part({"type": "file", **entry}, f"[File: {name}]")
 
 
+# Keys that make an object a Claude conversation, and every key read into a field.
+_CONVERSATION_KEYS = frozenset({"uuid", "name", "chat_messages", "created_at"})
+_READ_KEYS = _CONVERSATION_KEYS | {"updated_at", "summary", "model", "project_uuid",
+                                   "project"}
+
+
 def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
     """One export entry as a conversation, preceded by its skipped messages if any."""
     if not isinstance(item, dict):
         return [
             SkippedEntry(
                 entry=where, reason=f"A conversation must be an object, not {type_name(item)}."
+            )
+        ]
+    if item and not _CONVERSATION_KEYS.intersection(item):
+        return [
+            SkippedEntry(
+                entry=where,
+                reason="Not a Claude conversation: it has none of uuid, name, "
+                "chat_messages, created_at.",
             )
         ]
     uuid = item.get("uuid")
@@ -268,6 +282,10 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
     project = item.get("project")
     if isinstance(project, dict) and project.get("name"):
         metadata["project"] = project.get("name")
+    for key, value in item.items():
+        # What the workbench has no field for is kept as it was (SPEC §11).
+        if key not in _READ_KEYS and value not in (None, "", [], {}):
+            metadata.setdefault(key, value)
     results.append(
         Conversation(
             title=title,
