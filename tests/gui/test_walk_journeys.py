@@ -4,15 +4,18 @@ the database and the widgets show."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QFileDialog, QWidget
 from pytestqt.qtbot import QtBot
 
-from tests.gui.journey import focus, press, type_text
+from tests.gui.journey import focus, press, type_text, with_modal_dialog
 from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace
+from workbench.gui.dialogs.import_progress import ImportProgressDialog
 from workbench.gui.main_window import MainWindow
 from workbench.gui.models.timeline import MessageRole
 
@@ -56,3 +59,47 @@ def test_down_in_the_search_box_goes_to_the_hits_and_enter_opens_one(
     assert current.id == target.message_id
     assert current.content in ("bring an umbrella", "no umbrella needed")
     assert {first.id, second.id} == {h.session_id for h in hits}
+
+
+def test_import_folder_of_openai_files_from_the_menu(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / "one.json").write_text(json.dumps({"messages": [
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "4"}]}), encoding="utf-8")
+    (folder / "two.json").write_text(json.dumps([
+        {"messages": [{"role": "user", "content": "Folder chat A"}]},
+        {"messages": [{"role": "user", "content": "Folder chat B"}]}]), encoding="utf-8")
+    (folder / "broken.json").write_text('{"messages": [{"role": "user", "content": "cut',
+                                        encoding="utf-8")
+    window = open_window(workspace)
+    _activate(qtbot, window)
+
+    def choose(dialog: QWidget) -> None:
+        assert isinstance(dialog, QFileDialog)
+        type_text(qtbot, str(folder))
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_I, CTRL | SHIFT),
+                      choose)
+    dialogs = [w for w in QApplication.topLevelWidgets()
+               if isinstance(w, ImportProgressDialog) and w.isVisible()]
+    assert len(dialogs) == 1
+    dialog = dialogs[0]
+    qtbot.waitUntil(lambda: dialog.label.text().startswith("Imported"), timeout=20_000)
+    window.ctx.workers.wait_idle()
+    text = dialog.label.text()
+    assert "Imported 3 sessions." in text
+    assert "broken.json" in text and "not valid JSON" in text
+    firsts = sorted(workspace.repo.list_messages(s.id)[0].content
+                    for s in workspace.repo.list_sessions())
+    assert firsts == ["Folder chat A", "Folder chat B", "What is 2+2?"]
+    # Esc leaves the report, and the list shows the new sessions.
+    dialog.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
+    qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+    assert not dialog.isVisible()
+    qtbot.waitUntil(lambda: window.browser.model.rowCount() == 3)
