@@ -16,11 +16,16 @@ from tests.gui.journey import focus, press, type_text, with_modal_dialog
 from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace
 from workbench.gui.dialogs.import_progress import ImportProgressDialog
+from workbench.gui.dialogs.shortcuts import ShortcutsDialog
 from workbench.gui.main_window import MainWindow
 from workbench.gui.models.timeline import MessageRole
 
 CTRL = Qt.KeyboardModifier.ControlModifier
 SHIFT = Qt.KeyboardModifier.ShiftModifier
+
+
+def _shown(kind: type[QWidget]) -> list[QWidget]:
+    return [w for w in QApplication.topLevelWidgets() if isinstance(w, kind) and w.isVisible()]
 
 
 def _activate(qtbot: QtBot, window: MainWindow) -> None:
@@ -103,3 +108,27 @@ def test_import_folder_of_openai_files_from_the_menu(
     qtbot.keyClick(dialog, Qt.Key.Key_Escape)
     assert not dialog.isVisible()
     qtbot.waitUntil(lambda: window.browser.model.rowCount() == 3)
+
+
+def test_f1_twice_shows_one_shortcuts_window_that_esc_closes(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_F1)
+    dialogs = _shown(ShortcutsDialog)
+    assert len(dialogs) == 1
+    dialog = dialogs[0]
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
+    assert dialog.isAncestorOf(focus())  # the keys go to the help, Up/Down scroll it
+    assert ("Keyboard Shortcuts", "F1, Ctrl+/") in dialog.rows()
+    # F1 (or Ctrl+/) again, from the main window: the same window comes back.
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_Slash, CTRL)
+    assert _shown(ShortcutsDialog) == [dialog]
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
+    press(qtbot, Qt.Key.Key_Escape)
+    assert not _shown(ShortcutsDialog)
+    _activate(qtbot, window)  # what the window manager does when a window closes
+    qtbot.keyClick(window, Qt.Key.Key_F1)
+    assert len(_shown(ShortcutsDialog)) == 1

@@ -541,9 +541,18 @@ class MainWindow(QMainWindow):
             QMessageBox.warning(self, APP_TITLE, text)
 
     def show_shortcuts(self) -> ShortcutsDialog:
-        actions = list(self.findChildren(QAction))
-        dialog = ShortcutsDialog(actions, self)
+        """Help → Keyboard Shortcuts: one window, raised and given the keyboard when it
+        is open already, made again (the actions of this moment) when it is not."""
+        dialog: ShortcutsDialog | None = getattr(self, "_shortcuts_dialog", None)
+        if dialog is None or not dialog.isVisible():
+            if dialog is not None:
+                dialog.deleteLater()
+            dialog = ShortcutsDialog(list(self.findChildren(QAction)), self)
+            self._shortcuts_dialog = dialog
         dialog.show()
+        dialog.raise_()
+        dialog.activateWindow()
+        dialog.table.setFocus(Qt.FocusReason.OtherFocusReason)
         return dialog
 
     def show_providers(self) -> QDialog:
