@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QFileDialog, QWidget
+from PySide6.QtWidgets import QAbstractButton, QApplication, QFileDialog, QWidget
 from pytestqt.qtbot import QtBot
 
 from tests.gui.journey import focus, press, type_text, with_modal_dialog
@@ -132,3 +132,21 @@ def test_f1_twice_shows_one_shortcuts_window_that_esc_closes(
     _activate(qtbot, window)  # what the window manager does when a window closes
     qtbot.keyClick(window, Qt.Key.Key_F1)
     assert len(_shown(ShortcutsDialog)) == 1
+
+
+def test_the_first_keys_after_start_go_to_the_prompt(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Chat", [("system", "Be brief."), ("user", "Hi")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    _activate(qtbot, window)
+    assert window.composer is not None
+    assert focus() is window.composer.prompt
+    # Space used to land on the first role chip and hide the system messages.
+    type_text(qtbot, "What next? ")
+    assert window.composer.prompt.toPlainText() == "What next? "
+    chips = [w for w in window.timeline.findChildren(QAbstractButton)
+             if w.accessibleName().startswith("Show ") and w.isVisible()]
+    assert chips and all(chip.isChecked() for chip in chips)

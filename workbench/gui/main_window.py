@@ -100,6 +100,10 @@ class MainWindow(QMainWindow):
         self._refresh_status_timer.setInterval(80)
         self._refresh_status_timer.timeout.connect(self._refresh_session_status)
         self.db_watcher = DatabaseWatcher(self.ctx, self._busy_with_own_work, self)
+        # What a person types first goes to the prompt (or, without a composer, to the
+        # timeline), not to the first role chip, which Space would switch off.
+        start = self.composer.prompt if self.composer is not None else self.timeline.view
+        start.setFocus(Qt.FocusReason.OtherFocusReason)
 
     # -- building ----------------------------------------------------------------------
 
