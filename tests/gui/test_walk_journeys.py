@@ -150,3 +150,47 @@ def test_the_first_keys_after_start_go_to_the_prompt(
     chips = [w for w in window.timeline.findChildren(QAbstractButton)
              if w.accessibleName().startswith("Show ") and w.isVisible()]
     assert chips and all(chip.isChecked() for chip in chips)
+
+
+def test_an_empty_database_says_how_to_begin_and_the_steps_work(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    make_session(workspace, "Old", [("user", "hello")])
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    target = tmp_path / "fresh.db"
+
+    def choose(dialog: QWidget) -> None:
+        assert isinstance(dialog, QFileDialog)
+        type_text(qtbot, str(target))
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_O, CTRL), choose)
+    assert window.ctx.workspace.db_path == target
+    view = window.timeline.view
+    assert view.empty_text.startswith("No session is open.")
+    assert "Ctrl+I" in view.empty_text and "Ctrl+N" in view.empty_text
+    assert "prompt below" in view.empty_text
+    # The step it names works: Ctrl+N makes a session, which then says what to do next.
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_N, CTRL)
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: window.ctx.current_session_id != 0)
+    assert len(window.ctx.workspace.repo.list_sessions()) == 1
+    assert view.empty_text.startswith("This session has no messages yet.")
+    assert "Ctrl+Enter" in view.empty_text and "Ins" in view.empty_text
+    # ... and so does Ins in the empty timeline.
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_0, CTRL)
+    assert focus() is view
+
+    def write(dialog: QWidget) -> None:
+        type_text(qtbot, "A first note")
+        press(qtbot, Qt.Key.Key_Return, CTRL)
+
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Insert), write)
+    window.ctx.workers.wait_idle()
+    session = window.ctx.workspace.repo.list_sessions()[0]
+    assert [m.content for m in window.ctx.workspace.repo.list_messages(session.id)] == [
+        "A first note"]
