@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -888,8 +889,11 @@ class CompactionPanel(QWidget):
     def _show_history(self, records: list[CompactionRecord]) -> None:
         table = self.history_table
         table.setRowCount(len(records))
+        this_year = datetime.now().astimezone().year
         for row, record in enumerate(reversed(records)):  # newest first
-            when = record.created_at.astimezone().strftime("%Y-%m-%d %H:%M")
+            local = record.created_at.astimezone()
+            # Short, so that the column fits a narrow dock (the tooltip has it whole).
+            when = local.strftime("%b %d %H:%M" if local.year == this_year else "%Y-%m-%d")
             state = "undone" if record.undone_at is not None else "applied"
             values = (str(record.id), when, record.policy, record.summarizer,
                       f"{record.folded_count:,}", f"{record.tokens_saved:,}", state)
