@@ -194,3 +194,22 @@ def test_an_empty_database_says_how_to_begin_and_the_steps_work(
     session = window.ctx.workspace.repo.list_sessions()[0]
     assert [m.content for m in window.ctx.workspace.repo.list_messages(session.id)] == [
         "A first note"]
+
+
+def test_typing_a_tag_as_the_list_shows_it_filters_the_sessions(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    trip = workspace.repo.create_session("Lisbon weekend", tags=["sample", "travel"])
+    workspace.repo.create_session("Sample size maths")
+    workspace.repo.create_session("Groceries", tags=["home"])
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+    assert focus().accessibleName() == "Filter sessions"
+    type_text(qtbot, "#sample")
+    press(qtbot, Qt.Key.Key_Down)  # lands in the filtered list
+    assert focus() is window.browser.view
+    assert [window.browser.model.index(r, 0).data() for r in
+            range(window.browser.model.rowCount())] == [trip.title]
+    press(qtbot, Qt.Key.Key_Return)
+    assert window.ctx.current_session_id == trip.id
