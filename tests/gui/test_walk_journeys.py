@@ -213,3 +213,32 @@ def test_typing_a_tag_as_the_list_shows_it_filters_the_sessions(
             range(window.browser.model.rowCount())] == [trip.title]
     press(qtbot, Qt.Key.Key_Return)
     assert window.ctx.current_session_id == trip.id
+
+
+def test_ctrl_g_from_the_prompt_puts_the_keys_on_the_message_jumped_to(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Chat", [("user", "one"), ("assistant", "two"),
+                                            ("user", "three")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    _activate(qtbot, window)
+    assert window.composer is not None and focus() is window.composer.prompt
+
+    def answer(dialog: QWidget) -> None:
+        type_text(qtbot, "2")
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(focus(), Qt.Key.Key_G, CTRL), answer)
+    _activate(qtbot, window)
+    assert focus() is window.timeline.view
+    assert window.timeline.view.currentIndex().data(MessageRole).content == "two"
+    press(qtbot, Qt.Key.Key_F2)
+    assert focus().accessibleName() == "Message text"
+    press(qtbot, Qt.Key.Key_End, CTRL)
+    type_text(qtbot, "!")
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    window.ctx.workers.wait_idle()
+    assert [m.content for m in workspace.repo.list_messages(info.id)] == ["one", "two!",
+                                                                          "three"]

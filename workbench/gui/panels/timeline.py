@@ -427,7 +427,12 @@ class TimelinePanel(QWidget):
         text, ok = QInputDialog.getText(
             self, "Jump to message",
             f"Message number (1 to {self.model.message_count:,}) or id (#12345):")
-        if ok and not self.jump_to(text):
+        if not ok:
+            return
+        if self.jump_to(text):
+            # The keys go to the message jumped to (F2 edits it, Del deletes it).
+            self.view.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        else:
             self.ctx.status_reported.emit(f"There is no message {text.strip()} here.")
 
     def jump_to(self, text: str) -> bool:
