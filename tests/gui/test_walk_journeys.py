@@ -242,3 +242,34 @@ def test_ctrl_g_from_the_prompt_puts_the_keys_on_the_message_jumped_to(
     window.ctx.workers.wait_idle()
     assert [m.content for m in workspace.repo.list_messages(info.id)] == ["one", "two!",
                                                                           "three"]
+
+
+def test_deleting_a_session_says_how_to_bring_it_back_and_ctrl_z_does(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Only one", [("user", "precious words")])
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    assert focus() is window.browser.view
+    press(qtbot, Qt.Key.Key_Delete)
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: window.browser.model.rowCount() == 0)
+    said = window.statusBar().currentMessage()
+    assert "Deleted 1 session" in said and "Ctrl+Z" in said
+    qtbot.keyClick(window, Qt.Key.Key_Z, CTRL)
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: window.browser.model.rowCount() == 1)
+    assert "Brought back 1 session" in window.statusBar().currentMessage()
+    assert [m.content for m in workspace.repo.list_messages(info.id)] == ["precious words"]
+    # A message deleted in the timeline says so too.
+    window.open_session(info.id)
+    qtbot.keyClick(window, Qt.Key.Key_0, CTRL)
+    press(qtbot, Qt.Key.Key_Home, CTRL)
+    press(qtbot, Qt.Key.Key_Delete)
+    window.ctx.workers.wait_idle()
+    said = window.statusBar().currentMessage()
+    assert "Deleted 1 message" in said and "Ctrl+Z" in said
+    assert workspace.repo.list_messages(info.id) == []
