@@ -10,8 +10,8 @@ is checked the way a person would look at it:
 * no control is squeezed below the minimum size its content needs;
 * a label's text is not cut: a single line fits its width, a wrapped text its height;
 * a combo box shows its whole current text, a progress bar its whole text;
-* a list or a table does not scroll sideways, and a table's shown columns are as wide
-  as their headers and values need.
+* a list or a table does not scroll sideways, a table's shown columns are as wide as
+  their headers and values need, and its rows as high as their wrapped text.
 """
 
 from __future__ import annotations
@@ -209,6 +209,11 @@ def _table_problems(table: QTableView) -> list[str]:
             out.append(f"column {title!r} is {header.sectionSize(column)} px, needs {need}")
         if header.sectionViewportPosition(column) + header.sectionSize(column) > room + 1:
             out.append(f"column {title!r} ends past the {room} px viewport")
+    for row in range(table.model().rowCount()):
+        # A cell whose text wraps onto more lines than its row is high shows it cut.
+        if not table.isRowHidden(row) and table.sizeHintForRow(row) > table.rowHeight(row):
+            out.append(f"row {row + 1} needs {table.sizeHintForRow(row)} px of height, "
+                       f"has {table.rowHeight(row)}")
     return out
 
 
