@@ -273,3 +273,31 @@ def test_deleting_a_session_says_how_to_bring_it_back_and_ctrl_z_does(
     said = window.statusBar().currentMessage()
     assert "Deleted 1 message" in said and "Ctrl+Z" in said
     assert workspace.repo.list_messages(info.id) == []
+
+
+def test_enter_closes_the_import_report_once_it_is_done(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    tmp_path: Path,
+) -> None:
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps({"messages": [{"role": "user", "content": "What is 2+2?"},
+                                             {"role": "assistant", "content": "4"}]}),
+                    encoding="utf-8")
+    window = open_window(workspace)
+    _activate(qtbot, window)
+
+    def choose(dialog: QWidget) -> None:
+        type_text(qtbot, str(chat))
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_I, CTRL), choose)
+    dialog = _shown(ImportProgressDialog)[0]
+    assert isinstance(dialog, ImportProgressDialog)
+    dialog.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
+    qtbot.waitUntil(lambda: dialog.label.text() == "Imported 1 session.", timeout=20_000)
+    # The Close button that replaced Cancel has the keyboard: Enter closes the report.
+    assert dialog.isAncestorOf(focus()) and focus().text().replace("&", "") == "Close"
+    press(qtbot, Qt.Key.Key_Return)
+    assert not dialog.isVisible()
+    assert len(workspace.repo.list_sessions()) == 1
