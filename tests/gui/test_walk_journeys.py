@@ -9,11 +9,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QAbstractButton, QApplication, QFileDialog, QWidget
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QApplication,
+    QFileDialog,
+    QLabel,
+    QPlainTextEdit,
+    QWidget,
+)
 from pytestqt.qtbot import QtBot
 
-from tests.gui.journey import focus, press, type_text, with_modal_dialog
+from tests.gui.journey import focus, named, press, type_text, with_modal_dialog
 from workbench.core.conversation import SessionInfo
+from workbench.engine.providers import ProviderSettings
 from workbench.engine.workspace import Workspace
 from workbench.gui.dialogs.import_progress import ImportProgressDialog
 from workbench.gui.dialogs.shortcuts import ShortcutsDialog
@@ -301,3 +309,46 @@ def test_enter_closes_the_import_report_once_it_is_done(
     press(qtbot, Qt.Key.Key_Return)
     assert not dialog.isVisible()
     assert len(workspace.repo.list_sessions()) == 1
+
+
+def _answer(qtbot: QtBot, text: str) -> Callable[[QWidget], None]:
+    def act(box: QWidget) -> None:
+        assert "Discard the unsaved changes" in box.findChild(QLabel, "qt_msgbox_label").text()
+        button = next(b for b in box.findChildren(QAbstractButton)
+                      if b.text().replace("&", "") == text)
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    return act
+
+
+def test_esc_in_the_settings_dialogs_asks_before_dropping_typed_edits(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    for open_it, field, typed in (
+            (window.show_providers, "Provider name", "My server"),
+            (window.show_agents, "Instructions", "Always answer in French.")):
+        dialog = open_it()
+        qtbot.waitUntil(lambda d=dialog: QApplication.activeWindow() is d)
+        edit = named(dialog, field)
+        target = edit.viewport() if isinstance(edit, QPlainTextEdit) else edit
+        qtbot.mouseClick(target, Qt.MouseButton.LeftButton)
+        type_text(qtbot, typed)
+        # Esc asks; Cancel goes back to the form with the text still there.
+        with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Escape),
+                          _answer(qtbot, "Cancel"))
+        assert dialog.isVisible()
+        text = edit.toPlainText() if isinstance(edit, QPlainTextEdit) else edit.text()
+        assert typed in text
+        # Esc again and Discard: the dialog closes and nothing was stored.
+        dialog.activateWindow()
+        qtbot.waitUntil(lambda d=dialog: QApplication.activeWindow() is d)
+        with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Escape),
+                          _answer(qtbot, "Discard"))
+        assert not dialog.isVisible()
+    assert ProviderSettings(workspace.db).list() == []
+    assert not workspace.repo.default_agent().instructions
+    # Unedited, Esc just closes.
+    dialog = window.show_agents()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
+    press(qtbot, Qt.Key.Key_Escape)
+    assert not dialog.isVisible()

@@ -694,7 +694,9 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         for dialog in self.findChildren(QDialog):
             if dialog.isVisible():
-                dialog.close()  # a running import is cancelled and waited for below
+                # A running import is cancelled and waited for below; the settings
+                # dialogs close without asking about unsaved edits.
+                getattr(dialog, "close_without_asking", dialog.close)()
         self.save_layout()
         if self.ctx.current_session_id:
             self.settings.setValue("session/last", self.ctx.current_session_id)
