@@ -204,3 +204,31 @@ def test_export_to_a_missing_directory_is_a_format_error(
 
     with pytest.raises(FormatError, match="out.md"):
         get_exporter("markdown").write([session_factory([])], out)
+
+
+def test_a_folder_of_openai_files_is_read_file_by_file(tmp_path: Path) -> None:
+    folder = tmp_path / "chats"
+    folder.mkdir()
+    write(folder / "a.json", json.dumps({"messages": MESSAGES}))
+    write(folder / "b.json", json.dumps([{"messages": [{"role": "user", "content": "two"}]},
+                                         {"messages": [{"role": "user", "content": "three"}]}]))
+    write(folder / "c.json", '{"messages": [{"role": "user", "content": "cut')
+    write(folder / "notes.txt", "not a conversation")
+    write(folder / "d.json", json.dumps({"unrelated": True}))
+    items = list(read_conversations(folder))
+    conversations = [i for i in items if isinstance(i, Conversation)]
+    skipped = {i.entry: i.reason for i in items if not isinstance(i, Conversation)}
+    assert [[m.content for m in c.messages] for c in conversations] == [
+        ["hi", "hello"], ["two"], ["three"]]
+    # Each file that cannot be read is one entry, named by the file; .txt is not tried.
+    assert set(skipped) == {"c.json", "d.json"}
+    assert "not valid JSON" in skipped["c.json"]
+    assert "known format" in skipped["d.json"]
+
+
+def test_a_folder_with_nothing_to_read_still_says_what_is_known(tmp_path: Path) -> None:
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    write(folder / "notes.txt", "not a conversation")
+    with pytest.raises(UnknownFormatError, match="known formats"):
+        list(read_conversations(folder))

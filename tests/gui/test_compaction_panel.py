@@ -187,7 +187,7 @@ def test_edited_summary_is_applied_and_the_marker_names_the_compaction(
     assert len(rows) == 1
     assert rows[0]["#"] == str(records[0].id)
     assert rows[0]["Folded"] == "40"
-    assert rows[0]["Tokens saved"] == f"{records[0].tokens_saved:,}"
+    assert rows[0]["Saved"] == f"{records[0].tokens_saved:,}"
     assert rows[0]["Policy"] == "keep 20" and rows[0]["State"] == "applied"
     assert panel.undo_button.isEnabled()
 

@@ -10,7 +10,8 @@ is checked the way a person would look at it:
 * no control is squeezed below the minimum size its content needs;
 * a label's text is not cut: a single line fits its width, a wrapped text its height;
 * a combo box shows its whole current text, a progress bar its whole text;
-* a list does not scroll sideways.
+* a list or a table does not scroll sideways, a table's shown columns are as wide as
+  their headers and values need, and its rows as high as their wrapped text.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QStyle,
     QStyleOptionComboBox,
+    QTableView,
     QWidget,
 )
 from pytestqt.qtbot import QtBot
@@ -188,6 +190,33 @@ def _progress_problem(bar: QProgressBar) -> str | None:
     return None
 
 
+def _table_problems(table: QTableView) -> list[str]:
+    """Shown columns narrower than their header or values, or past the viewport. A
+    free-text column set to stretch elides its long values on purpose (its cells carry
+    the whole text in a tooltip), so only its end is checked."""
+    from PySide6.QtWidgets import QHeaderView
+
+    header = table.horizontalHeader()
+    out = []
+    room = table.viewport().width()
+    for column in range(header.count()):
+        if header.isSectionHidden(column):
+            continue
+        title = str(table.model().headerData(column, Qt.Orientation.Horizontal))
+        need = max(header.sectionSizeHint(column), table.sizeHintForColumn(column))
+        stretch = header.sectionResizeMode(column) == QHeaderView.ResizeMode.Stretch
+        if not stretch and header.sectionSize(column) < need:
+            out.append(f"column {title!r} is {header.sectionSize(column)} px, needs {need}")
+        if header.sectionViewportPosition(column) + header.sectionSize(column) > room + 1:
+            out.append(f"column {title!r} ends past the {room} px viewport")
+    for row in range(table.model().rowCount()):
+        # A cell whose text wraps onto more lines than its row is high shows it cut.
+        if not table.isRowHidden(row) and table.sizeHintForRow(row) > table.rowHeight(row):
+            out.append(f"row {row + 1} needs {table.sizeHintForRow(row)} px of height, "
+                       f"has {table.rowHeight(row)}")
+    return out
+
+
 def layout_problems(container: QWidget, where: str) -> list[str]:
     """Every control of ``container`` that a person would see cut, squeezed or elided."""
     problems: list[str] = []
@@ -225,8 +254,11 @@ def layout_problems(container: QWidget, where: str) -> list[str]:
             problem = _progress_problem(widget)
         if problem:
             problems.append(f"{what}: {problem}")
-        if isinstance(widget, QListView) and widget.horizontalScrollBar().isVisible():
+        if isinstance(widget, QListView | QTableView) \
+                and widget.horizontalScrollBar().isVisible():
             problems.append(f"{what} scrolls sideways")
+        if isinstance(widget, QTableView):
+            problems += [f"{what}: {p}" for p in _table_problems(widget)]
     return problems
 
 
@@ -510,3 +542,38 @@ def test_the_first_run_bar_lays_out_whole(
         problems.append(f"the first-run bar is {toolbar.width()} px wide in a "
                         f"{window.width()} px window")
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_the_past_compactions_table_fits_its_dock(
+    size: tuple[int, int], furnished: tuple[Workspace, int],
+    open_window: Callable[..., MainWindow], qtbot: QtBot,
+) -> None:
+    workspace, session_id = furnished
+    # A second compaction, undone: the longest state and the most rows.
+    compaction.compact(workspace, session_id, keep=20)
+    compaction.undo(workspace, session_id)
+    window = _open(open_window, furnished, size)
+    window.compaction_dock.show()
+    window.compaction_dock.raise_()
+    panel = window.compaction_panel
+    table = panel.history_table
+    qtbot.waitUntil(lambda: table.rowCount() == 2 and table.isVisible(), timeout=15_000)
+    _settle(window)
+    problems = layout_problems(window.compaction_dock, "Compaction")
+    assert not problems, "\n".join(problems)
+    assert not table.horizontalScrollBar().isVisible()
+    shown = [str(table.horizontalHeaderItem(c).text()) for c in range(table.columnCount())
+             if not table.isColumnHidden(c)]
+    # What matters most stays in sight at every size ...
+    assert {"When", "Folded", "Saved", "State"} <= set(shown), shown
+    if size[0] >= 1920:
+        assert len(shown) == table.columnCount(), shown
+    # ... and what a narrow panel hides is in each row's tooltip.
+    records = list(reversed(compaction.history(workspace, session_id)))
+    for row, record in enumerate(records):
+        tip = table.item(row, table.columnCount() - 1).toolTip()
+        assert f"#{record.id}" in tip and record.policy in tip and record.summarizer in tip
+        assert f"{record.tokens_saved:,} token" in tip
+        assert ("Undone" in tip) == record.undone
+    assert [r["State"] for r in panel.history_rows()] == ["undone", "applied"]

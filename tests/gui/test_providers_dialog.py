@@ -185,6 +185,9 @@ def test_test_connection_to_a_dead_port_names_the_problem(
     text = dialog.status_label.text()
     assert text.startswith(f"Cannot use 'gone' (127.0.0.1:{port})")
     assert "connect" in text.lower() or "reach" in text.lower()
+    # The provider is named once, not again by the error's own sentence.
+    assert text.count("'gone'") == 1 and text.count(f"127.0.0.1:{port}") == 1, text
+    assert "Check that it is running" in text
     assert ProviderSettings(workspace.db).get("gone").base_url.endswith(f":{port}/v1")
 
 

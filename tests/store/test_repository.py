@@ -129,6 +129,17 @@ def test_list_sessions_filter_text_matches_title_and_tags(repo: Repository) -> N
     assert repo.count_sessions() == 3
 
 
+def test_a_hash_filter_matches_the_start_of_a_tag_only(repo: Repository) -> None:
+    tagged = repo.create_session("Planning", tags=["finance", "q3"])
+    repo.create_session("Finance notes")  # the word in the title, not a tag
+    repo.create_session("Refinance", tags=["refinance"])  # inside a tag, not its start
+    assert {s.id for s in repo.list_sessions(filter_text="#finance")} == {tagged.id}
+    assert {s.id for s in repo.list_sessions(filter_text="#FIN")} == {tagged.id}
+    assert {s.id for s in repo.list_sessions(filter_text="#q3")} == {tagged.id}
+    assert repo.count_sessions(filter_text="#fin") == 1
+    assert repo.list_sessions(filter_text="#budget") == []
+
+
 def test_filter_text_with_like_wildcards_is_literal(repo: Repository) -> None:
     repo.create_session("100% done")
     repo.create_session("1000 done")

@@ -115,6 +115,17 @@ class ConnectionReport:
         }
 
 
+def _cannot_use(label: str, host: str, error: ProviderError) -> str:
+    """"Cannot use LABEL: why", naming the provider once (the error's own sentence may
+    start by naming it, or its server, again)."""
+    text = str(error)
+    for lead in (f"The provider {label} ", f"The server at {host} "):
+        if text.startswith(lead):
+            text = "it " + text[len(lead):]
+            break
+    return f"Cannot use {label}: {text}"
+
+
 def test_connection(
     config: ProviderConfig, *, environ: Mapping[str, str] | None = None
 ) -> ConnectionReport:
@@ -128,7 +139,8 @@ def test_connection(
     try:
         provider = build_provider(config, environ=environ)
     except ProviderError as exc:
-        return ConnectionReport(False, f"Cannot use {label}: {exc}", notices=notices, error=exc)
+        return ConnectionReport(False, _cannot_use(label, host, exc), notices=notices,
+                                error=exc)
     try:
         started = time.monotonic()
         provider.complete(
@@ -137,7 +149,8 @@ def test_connection(
         seconds = time.monotonic() - started
         window, source = provider.context_window_info()
     except ProviderError as exc:
-        return ConnectionReport(False, f"Cannot use {label}: {exc}", notices=notices, error=exc)
+        return ConnectionReport(False, _cannot_use(label, host, exc), notices=notices,
+                                error=exc)
     finally:
         provider.close()
     window_text = (

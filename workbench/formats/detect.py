@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from workbench.core.conversation import Conversation
+from workbench.core.conversation import Conversation, SkippedEntry
 from workbench.errors import FormatError, UnknownFormatError
 from workbench.formats._reading import NoteSink, repair_conversation
 from workbench.formats.base import (
@@ -52,16 +52,22 @@ def read_conversations(path: Path, format: str | None = None) -> Iterator[Import
 
     ``format`` names an importer; without it the format is detected. An unknown name or
     a missing path raises :class:`~workbench.errors.FormatError` at once; a file that
-    turns out to be unreadable raises it from the importer.
+    turns out to be unreadable raises it from the importer. A folder that no importer
+    reads as a whole (a folder of OpenAI files, of mixed exports) is read file by file,
+    each in its own format, a file that cannot be read reported as a skipped entry.
     """
     path = Path(path)
     importer = get_importer(format) if format is not None else None
     _require_exists(path)
     if importer is None:
-        importer = detect_format(path)
+        try:
+            importer = detect_format(path)
+        except UnknownFormatError:
+            if not path.is_dir() or not _folder_files(path):
+                raise
     sink = NoteSink()
     with sink.active():
-        items = importer.read(path)
+        items = importer.read(path) if importer is not None else _read_folder_files(path)
     return _with_notes(iter(items), sink)
 
 
@@ -90,3 +96,31 @@ def _with_notes(items: Iterator[ImportItem], sink: NoteSink) -> Iterator[ImportI
             yield note
         yield item
     yield from sink.drain()
+
+
+_FOLDER_SUFFIXES = (".json", ".jsonl", ".zip", ".db")
+
+
+def _folder_files(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir()
+                  if p.is_file() and p.suffix.lower() in _FOLDER_SUFFIXES
+                  and not p.name.startswith("."))
+
+
+def _read_folder_files(path: Path) -> Iterator[ImportItem]:
+    """A folder no importer reads as a whole: each conversation file in it (``*.json``,
+    ``*.jsonl``, ``*.zip``, ``*.db``, in name order) read in its own format. A file
+    whose format is unknown or that cannot be read is one skipped entry, named by the
+    file; the entries a file's importer skips carry the file's name too."""
+    for file in _folder_files(path):
+        try:
+            importer = detect_format(file)
+            for item in importer.read(file):
+                if isinstance(item, SkippedEntry):
+                    item = SkippedEntry(entry=f"{file.name}: {item.entry}", reason=item.reason)
+                yield item
+        except UnknownFormatError:
+            yield SkippedEntry(entry=file.name, reason="not a conversation file of a "
+                               "known format")
+        except (FormatError, OSError) as exc:
+            yield SkippedEntry(entry=file.name, reason=str(exc))

@@ -137,6 +137,10 @@ class DeleteMessagesCommand(_StoreCommand):
         def done(deleted: list[Message]) -> None:
             for message in deleted:
                 self.ctx.announce_message("removed", message)
+            them = "it" if len(deleted) == 1 else "them"
+            self.ctx.status_reported.emit(
+                f"Deleted {_plural(len(deleted), 'message')}; Edit → Undo (Ctrl+Z) brings "
+                f"{them} back.")
 
         self._write(run, done)
 
@@ -264,12 +268,21 @@ class DeleteSessionsCommand(_SessionListCommand):
             for sid in self._ids:
                 ctx.session_hidden.emit(sid)
             self._changed()
+            them = "it" if len(self._ids) == 1 else "them"
+            ctx.status_reported.emit(
+                f"Deleted {_plural(len(self._ids), 'session')}; Edit → Undo (Ctrl+Z) brings "
+                f"{them} back until you quit.")
 
         self._write(lambda: ctx.trash.put(self._ids), done)
 
     def undo(self) -> None:
         ctx = self.ctx
-        self._write(lambda: ctx.trash.take_back(self._ids), self._changed)
+
+        def done(_result: Any) -> None:
+            self._changed()
+            ctx.status_reported.emit(f"Brought back {_plural(len(self._ids), 'session')}.")
+
+        self._write(lambda: ctx.trash.take_back(self._ids), done)
 
 
 class SessionFieldCommand(_SessionListCommand):

@@ -9,6 +9,8 @@
 * :class:`FittedProgressBar`: a progress bar whose minimum width is its text's.
 * :class:`FittedComboBox`: a combo box whose minimum width shows its longest entry
   whole (up to a limit), where Qt's would let it shrink to a few letters.
+* :class:`FittingTableWidget`: a table that hides its least needed columns when its
+  width runs out, instead of scrolling sideways (their values go in a tooltip).
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from PySide6.QtCore import QEvent, QObject, QPoint, QRect, QSize, Qt
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
+    QHeaderView,
     QLayout,
     QLayoutItem,
     QProgressBar,
     QScrollArea,
     QSizePolicy,
     QStyle,
+    QTableWidget,
     QWidget,
 )
 
@@ -253,3 +257,55 @@ class FittedComboBox(QComboBox):
         hint = QComboBox.minimumSizeHint(self)
         cap = hint.width() + self.fontMetrics().averageCharWidth() * self.limit
         return QSize(max(hint.width(), min(self.sizeHint().width(), cap)), hint.height())
+
+
+class FittingTableWidget(QTableWidget):
+    """A table whose columns fit the width it gets: each column is as wide as its
+    content, and when they do not all fit, the columns of ``drop_order`` are hidden one
+    by one (first the least needed) until the rest do. Whoever fills the table puts what
+    a hidden column says in each row's tooltip, so nothing is only reachable by scrolling
+    sideways. Call :meth:`fit_columns` after changing the content."""
+
+    def __init__(self, rows: int, columns: int, parent: QWidget | None = None, *,
+                 drop_order: tuple[int, ...] = ()) -> None:
+        super().__init__(rows, columns, parent)
+        self.drop_order = drop_order
+        self._fitting = False
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+
+    def column_needs(self) -> list[int]:
+        """The width each column needs to show its header and its values whole."""
+        header = self.horizontalHeader()
+        hidden = [c for c in range(self.columnCount()) if self.isColumnHidden(c)]
+        for column in hidden:
+            self.setColumnHidden(column, False)
+        needs = [max(header.sectionSizeHint(c), self.sizeHintForColumn(c))
+                 for c in range(self.columnCount())]
+        for column in hidden:
+            self.setColumnHidden(column, True)
+        return needs
+
+    def fit_columns(self) -> None:
+        """Show every column that fits the viewport's width, hiding the ones of
+        ``drop_order`` in turn while they do not."""
+        if self._fitting:
+            return
+        self._fitting = True
+        try:
+            needs = self.column_needs()
+            room = self.viewport().width()
+            hide: set[int] = set()
+            for column in self.drop_order:
+                if sum(n for c, n in enumerate(needs) if c not in hide) <= room:
+                    break
+                hide.add(column)
+            for column in range(self.columnCount()):
+                if self.isColumnHidden(column) != (column in hide):
+                    self.setColumnHidden(column, column in hide)
+        finally:
+            self._fitting = False
+
+    def resizeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)  # type: ignore[arg-type]
+        self.fit_columns()

@@ -100,6 +100,10 @@ class MainWindow(QMainWindow):
         self._refresh_status_timer.setInterval(80)
         self._refresh_status_timer.timeout.connect(self._refresh_session_status)
         self.db_watcher = DatabaseWatcher(self.ctx, self._busy_with_own_work, self)
+        # What a person types first goes to the prompt (or, without a composer, to the
+        # timeline), not to the first role chip, which Space would switch off.
+        start = self.composer.prompt if self.composer is not None else self.timeline.view
+        start.setFocus(Qt.FocusReason.OtherFocusReason)
 
     # -- building ----------------------------------------------------------------------
 
@@ -542,9 +546,18 @@ class MainWindow(QMainWindow):
             QMessageBox.warning(self, APP_TITLE, text)
 
     def show_shortcuts(self) -> ShortcutsDialog:
-        actions = list(self.findChildren(QAction))
-        dialog = ShortcutsDialog(actions, self)
+        """Help → Keyboard Shortcuts: one window, raised and given the keyboard when it
+        is open already, made again (the actions of this moment) when it is not."""
+        dialog: ShortcutsDialog | None = getattr(self, "_shortcuts_dialog", None)
+        if dialog is None or not dialog.isVisible():
+            if dialog is not None:
+                dialog.deleteLater()
+            dialog = ShortcutsDialog(list(self.findChildren(QAction)), self)
+            self._shortcuts_dialog = dialog
         dialog.show()
+        dialog.raise_()
+        dialog.activateWindow()
+        dialog.table.setFocus(Qt.FocusReason.OtherFocusReason)
         return dialog
 
     def show_providers(self) -> QDialog:
@@ -682,7 +695,9 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         for dialog in self.findChildren(QDialog):
             if dialog.isVisible():
-                dialog.close()  # a running import is cancelled and waited for below
+                # A running import is cancelled and waited for below; the settings
+                # dialogs close without asking about unsaved edits.
+                getattr(dialog, "close_without_asking", dialog.close)()
         self.save_layout()
         if self.ctx.current_session_id:
             self.settings.setValue("session/last", self.ctx.current_session_id)

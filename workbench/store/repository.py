@@ -363,7 +363,8 @@ class Repository:
     ) -> list[SessionInfo]:
         """Sessions, pinned first, then most recently updated first.
 
-        ``filter_text`` keeps sessions whose title or tags contain it (case-insensitive).
+        ``filter_text`` keeps sessions whose title or tags contain it (case-insensitive);
+        ``#text`` keeps those with a tag that starts with ``text``.
         """
         where, params = self._session_filter(include_archived, filter_text, agent_id)
         sql = (
@@ -401,13 +402,20 @@ class Repository:
         if not include_archived:
             clauses.append("s.archived = 0")
         if filter_text:
-            pattern = "%" + filter_text.replace("\\", "\\\\").replace("%", "\\%").replace(
-                "_", "\\_"
-            ) + "%"
-            clauses.append(
-                "(s.title LIKE ? ESCAPE '\\' OR ifnull(s.tags, '') LIKE ? ESCAPE '\\')"
-            )
-            params += [pattern, pattern]
+            def like(text: str) -> str:
+                return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+            if filter_text.startswith("#"):
+                # "#tag", as the session list shows tags: a tag that starts with it (the
+                # tags column is a JSON array of strings).
+                clauses.append("ifnull(s.tags, '') LIKE ? ESCAPE '\\'")
+                params.append('%"' + like(filter_text[1:].strip()) + "%")
+            else:
+                pattern = "%" + like(filter_text) + "%"
+                clauses.append(
+                    "(s.title LIKE ? ESCAPE '\\' OR ifnull(s.tags, '') LIKE ? ESCAPE '\\')"
+                )
+                params += [pattern, pattern]
         if agent_id is not None:
             clauses.append("s.agent_id = ?")
             params.append(agent_id)

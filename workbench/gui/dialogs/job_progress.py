@@ -4,16 +4,18 @@ The job runs on a worker and calls a progress callback on that thread; the callb
 only stores the count (plain values cross threads) and answers False once Cancel was
 pressed. The dialog reads the count on a timer rather than a signal per step. While the
 job runs, Esc and the window's close button mean Cancel; afterwards the button reads
-Close. The dialog grows to show the whole of what its label says (a report, an error),
-and a failed job's bar says so rather than showing a full bar.
+Close and has the keyboard (Enter closes the report). The dialog grows to show the whole
+of what its label says (a report, an error), and a failed job's bar says so rather than
+showing a full bar.
 """
 
 from __future__ import annotations
 
 import threading
 
-from PySide6.QtCore import QEvent, QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtWidgets import (
+    QApplication,
     QDialog,
     QDialogButtonBox,
     QLabel,
@@ -107,7 +109,14 @@ class JobProgressDialog(QDialog):
             self.bar.setValue(self.bar.maximum())
         self.buttons.setEnabled(True)
         # Close has the reject role: it reaches cancel(), which closes once not running.
+        had_focus = self.isAncestorOf(QApplication.focusWidget()) or self.isActiveWindow()
         self.buttons.setStandardButtons(QDialogButtonBox.StandardButton.Close)
+        # The new button takes the place, the default and the keyboard of the old one, so
+        # Enter, Space or Esc closes the report (the old button's focus went with it).
+        close = self.buttons.button(QDialogButtonBox.StandardButton.Close)
+        close.setDefault(True)
+        if had_focus:
+            close.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def event(self, event: QEvent) -> bool:
         handled = super().event(event)

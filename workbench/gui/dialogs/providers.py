@@ -279,6 +279,23 @@ class ProvidersDialog(QDialog):
             return
         self._load(current.data(Qt.ItemDataRole.UserRole))
 
+    def reject(self) -> None:
+        # Esc, Close and the window's close button: unsaved edits are not dropped unasked
+        # (Cancel in the question goes back to the form, where Save is).
+        if self.isVisible() and getattr(self, "_ask_before_closing", True) \
+                and self.edited() \
+                and not self.confirm_discard(self.name_edit.text() or "the new one"):
+            return
+        super().reject()
+
+    def close_without_asking(self) -> None:
+        """Close, dropping unsaved edits (the main window is quitting)."""
+        self._ask_before_closing = False
+        try:
+            self.close()
+        finally:
+            self._ask_before_closing = True
+
     def confirm_discard(self, name: str) -> bool:
         """Ask whether the unsaved edits to provider ``name`` may be dropped."""
         answer = QMessageBox.question(

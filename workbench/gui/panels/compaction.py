@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -33,7 +34,6 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
@@ -41,7 +41,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QSpinBox,
-    QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -70,7 +69,12 @@ from workbench.errors import NotFoundError
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.errors import describe_error
-from workbench.gui.layout import FittedComboBox, FlowLayout, VerticalScrollArea
+from workbench.gui.layout import (
+    FittedComboBox,
+    FittingTableWidget,
+    FlowLayout,
+    VerticalScrollArea,
+)
 from workbench.gui.panels.compaction_commands import (
     ApplyCompactionCommand,
     CompactionAliases,
@@ -83,7 +87,9 @@ MODE_KEEP = "keep"
 MODE_POLICY = "policy"
 MODE_RANGE = "range"
 _MAX_TOKENS_LIMIT = 100_000_000
-_HISTORY_COLUMNS = ("#", "When", "Policy", "Summarizer", "Folded", "Tokens saved", "State")
+_HISTORY_COLUMNS = ("#", "When", "Policy", "Summarizer", "Folded", "Saved", "State")
+# Hidden in this order when the panel is narrow (each row's tooltip says them all).
+_HISTORY_DROP_ORDER = (3, 2, 0, 1)
 
 
 def _plural(count: int, noun: str) -> str:
@@ -391,7 +397,8 @@ class CompactionPanel(QWidget):
     def _build_history(self, parent: QWidget) -> QGroupBox:
         box = QGroupBox("Past compactions", parent)
         layout = QVBoxLayout(box)
-        self.history_table = QTableWidget(0, len(_HISTORY_COLUMNS), box)
+        self.history_table = FittingTableWidget(0, len(_HISTORY_COLUMNS), box,
+                                                drop_order=_HISTORY_DROP_ORDER)
         self.history_table.setAccessibleName("Past compactions")
         self.history_table.setHorizontalHeaderLabels(list(_HISTORY_COLUMNS))
         self.history_table.verticalHeader().setVisible(False)
@@ -399,9 +406,7 @@ class CompactionPanel(QWidget):
         self.history_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.history_table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.history_table.setWordWrap(False)
-        header = self.history_table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setStretchLastSection(True)
+        self.history_table.horizontalHeaderItem(5).setToolTip("Tokens saved")
         self.history_table.setMinimumHeight(self.fontMetrics().height() * 7)
         self.history_table.cellDoubleClicked.connect(self._history_activated)
         self.history_table.setToolTip("Double-click a compaction to show its messages in the "
@@ -886,12 +891,15 @@ class CompactionPanel(QWidget):
     def _show_history(self, records: list[CompactionRecord]) -> None:
         table = self.history_table
         table.setRowCount(len(records))
+        this_year = datetime.now().astimezone().year
         for row, record in enumerate(reversed(records)):  # newest first
-            when = record.created_at.astimezone().strftime("%Y-%m-%d %H:%M")
-            state = ("undone " + record.undone_at.astimezone().strftime("%m-%d %H:%M")
-                     if record.undone_at is not None else "applied")
+            local = record.created_at.astimezone()
+            # Short, so that the column fits a narrow dock (the tooltip has it whole).
+            when = local.strftime("%b %d %H:%M" if local.year == this_year else "%Y-%m-%d")
+            state = "undone" if record.undone_at is not None else "applied"
             values = (str(record.id), when, record.policy, record.summarizer,
                       f"{record.folded_count:,}", f"{record.tokens_saved:,}", state)
+            tip = _history_tooltip(record)
             for column, value in enumerate(values):
                 item = QTableWidgetItem(value)
                 item.setData(Qt.ItemDataRole.UserRole, record.id)
@@ -900,11 +908,11 @@ class CompactionPanel(QWidget):
                                           | Qt.AlignmentFlag.AlignVCenter)
                 if record.undone:
                     item.setForeground(self.palette().placeholderText())
-                summary = f"Summary:\n{record.summary[:600]}" if record.summary else ""
-                item.setToolTip(plain_tooltip(summary))
+                item.setToolTip(plain_tooltip(tip))
                 table.setItem(row, column, item)
         self.history_empty.setVisible(not records)
         table.setVisible(bool(records))
+        table.fit_columns()
 
     def history_rows(self) -> list[dict[str, str]]:
         """The history table as shown (newest first), by column name."""
@@ -945,6 +953,21 @@ class CompactionPanel(QWidget):
         self.save_button.setEnabled(has_session and self.policy_view is not None)
         self.reset_button.setEnabled(has_session and bool(self.policy_view
                                                           and self.policy_view.overrides))
+
+
+def _history_tooltip(record: CompactionRecord) -> str:
+    """Everything a row of the history says, for when its narrow columns are hidden."""
+    when = record.created_at.astimezone().strftime("%Y-%m-%d %H:%M")
+    lines = [f"Compaction #{record.id}, applied {when}",
+             f"Policy: {record.policy}; summarizer: {record.summarizer}",
+             f"{_plural(record.folded_count, 'message')} folded, "
+             f"{_plural(record.tokens_saved, 'token')} saved"]
+    if record.undone_at is not None:
+        lines.append("Undone " + record.undone_at.astimezone().strftime("%Y-%m-%d %H:%M"))
+    if record.summary:
+        lines += ["", "Summary:", record.summary[:600]]
+    lines += ["", "Double-click to show its messages in the timeline."]
+    return "\n".join(lines)
 
 
 def _context_changes(plan: CompactionPlan) -> str:

@@ -299,6 +299,8 @@ class ComposerPanel(QWidget):
     def attach_timeline(self, timeline: Any) -> None:
         """Show turns in ``timeline`` (a TimelinePanel) and follow its session's rows."""
         self.timeline = timeline
+        timeline.prompt_below = True
+        timeline.view.empty_text = timeline.empty_text(bool(self.ctx.current_session_id))
         model = timeline.model
         for signal in (model.modelReset, model.rowsInserted, model.rowsRemoved,
                        model.layoutChanged):

@@ -308,6 +308,9 @@ class ContextPanel(QWidget):
         table.setItemDelegateForColumn(2, TaskProgressDelegate(table))
         table.setMinimumHeight(80)
         table.setMaximumHeight(130)
+        # One line a task, elided when narrow (the tooltip has it whole): a wrapped second
+        # line would be cut by the row's height.
+        table.setWordWrap(False)
         table.itemChanged.connect(self._task_edited)
         table.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
         self.tasks_table = table

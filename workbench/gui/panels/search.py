@@ -9,8 +9,18 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from PySide6.QtCore import QDate, QModelIndex, QPersistentModelIndex, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QFontMetrics, QPainter, QPalette, QTextDocument
+from PySide6.QtCore import (
+    QDate,
+    QEvent,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QSize,
+    Qt,
+    QTimer,
+    Signal,
+)
+from PySide6.QtGui import QFontMetrics, QKeyEvent, QPainter, QPalette, QTextDocument
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -203,6 +213,26 @@ class SearchPanel(QWidget):
         self.hidden_box.toggled.connect(lambda _c: self._timer.start())
         self.results.activated.connect(self._activated)
         self.results.clicked.connect(self._activated)
+        self.query_edit.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        # Down or Page Down in the query box goes to the results, as in the session
+        # filter; Enter there opens the current hit.
+        if (watched is self.query_edit and event.type() == QEvent.Type.KeyPress
+                and isinstance(event, QKeyEvent)
+                and event.key() in (Qt.Key.Key_Down, Qt.Key.Key_PageDown)
+                and self.model.rowCount()):
+            self.focus_results()
+            return True
+        return super().eventFilter(watched, event)
+
+    def focus_results(self) -> None:
+        """Put the keyboard focus on the results, the first hit current if none was."""
+        if self._timer.isActive():  # what was typed is the query to land in
+            self.search()
+        if not self.results.currentIndex().isValid() and self.model.rowCount():
+            self.results.setCurrentIndex(self.model.index(0, 0))
+        self.results.setFocus(Qt.FocusReason.OtherFocusReason)
 
     # -- searching ---------------------------------------------------------------------
 

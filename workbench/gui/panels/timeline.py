@@ -89,6 +89,7 @@ class TimelinePanel(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.setObjectName("TimelinePanel")
+        self.prompt_below = False  # a composer under the timeline (set when attached)
         self.title_label = QLabel(self)
         self.title_label.setAccessibleName("Session title")
         self.title_label.setTextFormat(Qt.TextFormat.PlainText)  # a title is data, not markup
@@ -104,6 +105,7 @@ class TimelinePanel(QWidget):
 
         self.model = TimelineModel(ctx.workspace, ctx.workers, self)
         self.view = TimelineView(self)
+        self.view.empty_text = self.empty_text(False)
         self.delegate = MessageDelegate(self.view)
         self.view.setItemDelegate(self.delegate)
         self.view.setModel(self.model)
@@ -239,8 +241,7 @@ class TimelinePanel(QWidget):
         self.ctx.current_session_id = session_id
         self.model.set_session(session_id, info.message_count if info else 0)
         self.title_label.setText(info.title if info else "")
-        self.view.empty_text = ("This session has no messages yet." if info
-                                else "No session is open.")
+        self.view.empty_text = self.empty_text(info is not None)
         if message_id is not None:
             self.jump_to_message(message_id, position)
         else:
@@ -295,6 +296,19 @@ class TimelinePanel(QWidget):
 
     def _role_toggled(self, role: str, shown: bool) -> None:
         self.model.set_role_shown(role, shown)
+
+    def empty_text(self, session_open: bool) -> str:
+        """What the empty timeline says, with the next steps a person can take."""
+        if session_open:
+            steps = ["insert a message with Ins"]
+            if self.prompt_below:
+                steps.insert(0, "type a prompt below (Ctrl+Enter sends)")
+            return "This session has no messages yet.\n\n" + _sentence(steps)
+        steps = ["open a session on the left", "import conversations with Ctrl+I",
+                 "start a new session with Ctrl+N"]
+        if self.prompt_below:
+            steps.append("type a prompt below")
+        return "No session is open.\n\n" + _sentence(steps)
 
     def _update_summary(self) -> None:
         if not self.model.session_id:
@@ -414,7 +428,12 @@ class TimelinePanel(QWidget):
         text, ok = QInputDialog.getText(
             self, "Jump to message",
             f"Message number (1 to {self.model.message_count:,}) or id (#12345):")
-        if ok and not self.jump_to(text):
+        if not ok:
+            return
+        if self.jump_to(text):
+            # The keys go to the message jumped to (F2 edits it, Del deletes it).
+            self.view.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        else:
             self.ctx.status_reported.emit(f"There is no message {text.strip()} here.")
 
     def jump_to(self, text: str) -> bool:
@@ -428,3 +447,9 @@ class TimelinePanel(QWidget):
             if message is not None and message.id is not None:
                 return self.jump_to_message(int(message.id), position)
         return False
+
+
+def _sentence(steps: list[str]) -> str:
+    """``["a", "b", "c"]`` as "A, b or c." """
+    text = steps[0] if len(steps) == 1 else ", ".join(steps[:-1]) + " or " + steps[-1]
+    return text[:1].upper() + text[1:] + "."

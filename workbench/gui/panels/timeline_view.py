@@ -534,7 +534,9 @@ class TimelineView(QAbstractItemView):
         layout = self._ensure_layout()
         if not layout:
             painter.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
-            painter.drawText(self.viewport().rect(), Qt.AlignmentFlag.AlignCenter,
+            margin = self.fontMetrics().averageCharWidth() * 4
+            painter.drawText(self.viewport().rect().adjusted(margin, 0, -margin, 0),
+                             Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap,
                              self.empty_text)
             painter.end()
             return

@@ -1,0 +1,354 @@
+"""Journeys found walking the app as a stranger would (issue 13's last part), each
+driven as a person drives it: keys into the focus, clicks on named controls, then what
+the database and the widgets show."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QApplication,
+    QFileDialog,
+    QLabel,
+    QPlainTextEdit,
+    QWidget,
+)
+from pytestqt.qtbot import QtBot
+
+from tests.gui.journey import focus, named, press, type_text, with_modal_dialog
+from workbench.core.conversation import SessionInfo
+from workbench.engine.providers import ProviderSettings
+from workbench.engine.workspace import Workspace
+from workbench.gui.dialogs.import_progress import ImportProgressDialog
+from workbench.gui.dialogs.shortcuts import ShortcutsDialog
+from workbench.gui.main_window import MainWindow
+from workbench.gui.models.timeline import MessageRole
+
+CTRL = Qt.KeyboardModifier.ControlModifier
+SHIFT = Qt.KeyboardModifier.ShiftModifier
+
+
+def _shown(kind: type[QWidget]) -> list[QWidget]:
+    return [w for w in QApplication.topLevelWidgets() if isinstance(w, kind) and w.isVisible()]
+
+
+def _activate(qtbot: QtBot, window: MainWindow) -> None:
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+
+
+def test_down_in_the_search_box_goes_to_the_hits_and_enter_opens_one(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    filler = [("user", f"small talk {i}") for i in range(40)]
+    first = make_session(workspace, "First", [("user", "bring an umbrella")])
+    second = make_session(workspace, "Second", [*filler, ("assistant", "no umbrella needed"),
+                                                *filler])
+    window = open_window(workspace)
+    window.open_session(first.id)
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_F, CTRL | SHIFT)
+    assert focus() is window.search.query_edit
+    with qtbot.waitSignal(window.search.search_finished, timeout=10_000):
+        type_text(qtbot, "umbrella")
+        press(qtbot, Qt.Key.Key_Return)
+    hits = window.search.hits()
+    assert len(hits) == 2
+    # Down leaves the box for the results, on the first hit; Down again goes on.
+    press(qtbot, Qt.Key.Key_Down)
+    assert focus() is window.search.results
+    assert window.search.results.currentIndex().row() == 0
+    press(qtbot, Qt.Key.Key_Down)
+    target = hits[1]
+    press(qtbot, Qt.Key.Key_Return)
+    window.ctx.workers.wait_idle()
+    assert window.ctx.current_session_id == target.session_id
+    current = window.timeline.view.currentIndex().data(MessageRole)
+    assert current.id == target.message_id
+    assert current.content in ("bring an umbrella", "no umbrella needed")
+    assert {first.id, second.id} == {h.session_id for h in hits}
+
+
+def test_import_folder_of_openai_files_from_the_menu(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / "one.json").write_text(json.dumps({"messages": [
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "4"}]}), encoding="utf-8")
+    (folder / "two.json").write_text(json.dumps([
+        {"messages": [{"role": "user", "content": "Folder chat A"}]},
+        {"messages": [{"role": "user", "content": "Folder chat B"}]}]), encoding="utf-8")
+    (folder / "broken.json").write_text('{"messages": [{"role": "user", "content": "cut',
+                                        encoding="utf-8")
+    window = open_window(workspace)
+    _activate(qtbot, window)
+
+    def choose(dialog: QWidget) -> None:
+        assert isinstance(dialog, QFileDialog)
+        type_text(qtbot, str(folder))
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_I, CTRL | SHIFT),
+                      choose)
+    dialogs = [w for w in QApplication.topLevelWidgets()
+               if isinstance(w, ImportProgressDialog) and w.isVisible()]
+    assert len(dialogs) == 1
+    dialog = dialogs[0]
+    qtbot.waitUntil(lambda: dialog.label.text().startswith("Imported"), timeout=20_000)
+    window.ctx.workers.wait_idle()
+    text = dialog.label.text()
+    assert "Imported 3 sessions." in text
+    assert "broken.json" in text and "not valid JSON" in text
+    firsts = sorted(workspace.repo.list_messages(s.id)[0].content
+                    for s in workspace.repo.list_sessions())
+    assert firsts == ["Folder chat A", "Folder chat B", "What is 2+2?"]
+    # Esc leaves the report, and the list shows the new sessions.
+    dialog.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
+    qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+    assert not dialog.isVisible()
+    qtbot.waitUntil(lambda: window.browser.model.rowCount() == 3)
+
+
+def test_f1_twice_shows_one_shortcuts_window_that_esc_closes(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_F1)
+    dialogs = _shown(ShortcutsDialog)
+    assert len(dialogs) == 1
+    dialog = dialogs[0]
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
+    assert dialog.isAncestorOf(focus())  # the keys go to the help, Up/Down scroll it
+    assert ("Keyboard Shortcuts", "F1, Ctrl+/") in dialog.rows()
+    # F1 (or Ctrl+/) again, from the main window: the same window comes back.
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_Slash, CTRL)
+    assert _shown(ShortcutsDialog) == [dialog]
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
+    press(qtbot, Qt.Key.Key_Escape)
+    assert not _shown(ShortcutsDialog)
+    _activate(qtbot, window)  # what the window manager does when a window closes
+    qtbot.keyClick(window, Qt.Key.Key_F1)
+    assert len(_shown(ShortcutsDialog)) == 1
+
+
+def test_the_first_keys_after_start_go_to_the_prompt(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Chat", [("system", "Be brief."), ("user", "Hi")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    _activate(qtbot, window)
+    assert window.composer is not None
+    assert focus() is window.composer.prompt
+    # Space used to land on the first role chip and hide the system messages.
+    type_text(qtbot, "What next? ")
+    assert window.composer.prompt.toPlainText() == "What next? "
+    chips = [w for w in window.timeline.findChildren(QAbstractButton)
+             if w.accessibleName().startswith("Show ") and w.isVisible()]
+    assert chips and all(chip.isChecked() for chip in chips)
+
+
+def test_an_empty_database_says_how_to_begin_and_the_steps_work(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    make_session(workspace, "Old", [("user", "hello")])
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    target = tmp_path / "fresh.db"
+
+    def choose(dialog: QWidget) -> None:
+        assert isinstance(dialog, QFileDialog)
+        type_text(qtbot, str(target))
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_O, CTRL), choose)
+    assert window.ctx.workspace.db_path == target
+    view = window.timeline.view
+    assert view.empty_text.startswith("No session is open.")
+    assert "Ctrl+I" in view.empty_text and "Ctrl+N" in view.empty_text
+    assert "prompt below" in view.empty_text
+    # The step it names works: Ctrl+N makes a session, which then says what to do next.
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_N, CTRL)
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: window.ctx.current_session_id != 0)
+    assert len(window.ctx.workspace.repo.list_sessions()) == 1
+    assert view.empty_text.startswith("This session has no messages yet.")
+    assert "Ctrl+Enter" in view.empty_text and "Ins" in view.empty_text
+    # ... and so does Ins in the empty timeline.
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_0, CTRL)
+    assert focus() is view
+
+    def write(dialog: QWidget) -> None:
+        type_text(qtbot, "A first note")
+        press(qtbot, Qt.Key.Key_Return, CTRL)
+
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Insert), write)
+    window.ctx.workers.wait_idle()
+    session = window.ctx.workspace.repo.list_sessions()[0]
+    assert [m.content for m in window.ctx.workspace.repo.list_messages(session.id)] == [
+        "A first note"]
+
+
+def test_typing_a_tag_as_the_list_shows_it_filters_the_sessions(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    trip = workspace.repo.create_session("Lisbon weekend", tags=["sample", "travel"])
+    workspace.repo.create_session("Sample size maths")
+    workspace.repo.create_session("Groceries", tags=["home"])
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+    assert focus().accessibleName() == "Filter sessions"
+    type_text(qtbot, "#sample")
+    press(qtbot, Qt.Key.Key_Down)  # lands in the filtered list
+    assert focus() is window.browser.view
+    assert [window.browser.model.index(r, 0).data() for r in
+            range(window.browser.model.rowCount())] == [trip.title]
+    press(qtbot, Qt.Key.Key_Return)
+    assert window.ctx.current_session_id == trip.id
+
+
+def test_ctrl_g_from_the_prompt_puts_the_keys_on_the_message_jumped_to(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Chat", [("user", "one"), ("assistant", "two"),
+                                            ("user", "three")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    _activate(qtbot, window)
+    assert window.composer is not None and focus() is window.composer.prompt
+
+    def answer(dialog: QWidget) -> None:
+        type_text(qtbot, "2")
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(focus(), Qt.Key.Key_G, CTRL), answer)
+    _activate(qtbot, window)
+    assert focus() is window.timeline.view
+    assert window.timeline.view.currentIndex().data(MessageRole).content == "two"
+    press(qtbot, Qt.Key.Key_F2)
+    assert focus().accessibleName() == "Message text"
+    press(qtbot, Qt.Key.Key_End, CTRL)
+    type_text(qtbot, "!")
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    window.ctx.workers.wait_idle()
+    assert [m.content for m in workspace.repo.list_messages(info.id)] == ["one", "two!",
+                                                                          "three"]
+
+
+def test_deleting_a_session_says_how_to_bring_it_back_and_ctrl_z_does(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Only one", [("user", "precious words")])
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    assert focus() is window.browser.view
+    press(qtbot, Qt.Key.Key_Delete)
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: window.browser.model.rowCount() == 0)
+    said = window.statusBar().currentMessage()
+    assert "Deleted 1 session" in said and "Ctrl+Z" in said
+    qtbot.keyClick(window, Qt.Key.Key_Z, CTRL)
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: window.browser.model.rowCount() == 1)
+    assert "Brought back 1 session" in window.statusBar().currentMessage()
+    assert [m.content for m in workspace.repo.list_messages(info.id)] == ["precious words"]
+    # A message deleted in the timeline says so too.
+    window.open_session(info.id)
+    qtbot.keyClick(window, Qt.Key.Key_0, CTRL)
+    press(qtbot, Qt.Key.Key_Home, CTRL)
+    press(qtbot, Qt.Key.Key_Delete)
+    window.ctx.workers.wait_idle()
+    said = window.statusBar().currentMessage()
+    assert "Deleted 1 message" in said and "Ctrl+Z" in said
+    assert workspace.repo.list_messages(info.id) == []
+
+
+def test_enter_closes_the_import_report_once_it_is_done(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    tmp_path: Path,
+) -> None:
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps({"messages": [{"role": "user", "content": "What is 2+2?"},
+                                             {"role": "assistant", "content": "4"}]}),
+                    encoding="utf-8")
+    window = open_window(workspace)
+    _activate(qtbot, window)
+
+    def choose(dialog: QWidget) -> None:
+        type_text(qtbot, str(chat))
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_I, CTRL), choose)
+    dialog = _shown(ImportProgressDialog)[0]
+    assert isinstance(dialog, ImportProgressDialog)
+    dialog.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
+    qtbot.waitUntil(lambda: dialog.label.text() == "Imported 1 session.", timeout=20_000)
+    # The Close button that replaced Cancel has the keyboard: Enter closes the report.
+    assert dialog.isAncestorOf(focus()) and focus().text().replace("&", "") == "Close"
+    press(qtbot, Qt.Key.Key_Return)
+    assert not dialog.isVisible()
+    assert len(workspace.repo.list_sessions()) == 1
+
+
+def _answer(qtbot: QtBot, text: str) -> Callable[[QWidget], None]:
+    def act(box: QWidget) -> None:
+        assert "Discard the unsaved changes" in box.findChild(QLabel, "qt_msgbox_label").text()
+        button = next(b for b in box.findChildren(QAbstractButton)
+                      if b.text().replace("&", "") == text)
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    return act
+
+
+def test_esc_in_the_settings_dialogs_asks_before_dropping_typed_edits(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    for open_it, field, typed in (
+            (window.show_providers, "Provider name", "My server"),
+            (window.show_agents, "Instructions", "Always answer in French.")):
+        dialog = open_it()
+        qtbot.waitUntil(lambda d=dialog: QApplication.activeWindow() is d)
+        edit = named(dialog, field)
+        target = edit.viewport() if isinstance(edit, QPlainTextEdit) else edit
+        qtbot.mouseClick(target, Qt.MouseButton.LeftButton)
+        type_text(qtbot, typed)
+        # Esc asks; Cancel goes back to the form with the text still there.
+        with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Escape),
+                          _answer(qtbot, "Cancel"))
+        assert dialog.isVisible()
+        text = edit.toPlainText() if isinstance(edit, QPlainTextEdit) else edit.text()
+        assert typed in text
+        # Esc again and Discard: the dialog closes and nothing was stored.
+        dialog.activateWindow()
+        qtbot.waitUntil(lambda d=dialog: QApplication.activeWindow() is d)
+        with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Escape),
+                          _answer(qtbot, "Discard"))
+        assert not dialog.isVisible()
+    assert ProviderSettings(workspace.db).list() == []
+    assert not workspace.repo.default_agent().instructions
+    # Unedited, Esc just closes.
+    dialog = window.show_agents()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
+    press(qtbot, Qt.Key.Key_Escape)
+    assert not dialog.isVisible()
