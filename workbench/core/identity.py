@@ -18,8 +18,8 @@ from typing import Any
 
 from workbench.core.conversation import Message
 
-_SEP = b"\x1f"
-_END = b"\x1e"
+_SEP = "\x1f"
+_END = "\x1e"
 
 
 def fingerprint_messages(messages: Sequence[Message], count: int | None = None) -> str:
@@ -27,28 +27,19 @@ def fingerprint_messages(messages: Sequence[Message], count: int | None = None) 
     tool calls and tool call id of each, in order. Times, token counts and metadata are
     left out: the same turns read from another export of the same source match.
     """
-    digest = hashlib.sha256()
-    update = digest.update
+    pieces: list[str] = []
+    add = pieces.append
     for m in messages if count is None else messages[:count]:
-        update(m.role.encode())
-        update(_SEP)
-        if m.name:
-            update(m.name.encode("utf-8", "surrogatepass"))
-        update(_SEP)
-        if m.content:
-            update(m.content.encode("utf-8", "surrogatepass"))
-        update(_SEP)
-        if m.tool_calls:
-            update(
-                json.dumps(m.tool_calls, sort_keys=True, ensure_ascii=False).encode(
-                    "utf-8", "surrogatepass"
-                )
-            )
-        update(_SEP)
-        if m.tool_call_id:
-            update(m.tool_call_id.encode("utf-8", "surrogatepass"))
-        update(_END)
-    return digest.hexdigest()[:32]
+        add(m.role)
+        add(m.name or "")
+        add(m.content or "")
+        add(json.dumps(m.tool_calls, sort_keys=True, ensure_ascii=False)
+            if m.tool_calls else "")
+        add(m.tool_call_id or "")
+        add(_END)
+    # One encoding of the whole text: far cheaper than one per field.
+    data = _SEP.join(pieces).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest()[:32]
 
 
 def metadata_lines(metadata: dict[str, Any], limit: int = 120) -> list[str]:

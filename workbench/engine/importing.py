@@ -362,10 +362,10 @@ class _Forks:
                 return
 
     def link(self, repo: Repository) -> None:
-        for session_id, main, position in self.wanted:
-            main_id = self.stored.get(main)
-            if main_id is not None:
-                repo.set_fork_origin(session_id, main_id, position)
+        repo.set_fork_origins([
+            (session_id, self.stored[main], position)
+            for session_id, main, position in self.wanted if main in self.stored
+        ])
 
 
 def _store_batch(

@@ -1173,14 +1173,21 @@ class Repository:
     def set_fork_origin(self, session_id: int, from_session_id: int, position: int) -> None:
         """Record that a session was forked from another at the message at ``position``
         (an imported branch of a conversation tree); nothing when that message is gone."""
+        self.set_fork_origins([(session_id, from_session_id, position)])
+
+    def set_fork_origins(self, links: Sequence[tuple[int, int, int]]) -> None:
+        """:meth:`set_fork_origin` for many ``(session, from session, position)`` links,
+        in one transaction (an import links every branch of a tree at once)."""
+        if not links:
+            return
         with self.db.write() as conn:
             conn.exec_driver_sql(
                 "UPDATE sessions SET forked_from_session_id = ?, forked_from_message_id ="
                 " (SELECT id FROM messages WHERE session_id = ? AND position = ?)"
                 " WHERE id = ? AND EXISTS"
                 " (SELECT 1 FROM messages WHERE session_id = ? AND position = ?)",
-                (from_session_id, from_session_id, position, session_id, from_session_id,
-                 position),
+                [(origin, origin, position, session_id, origin, position)
+                 for session_id, origin, position in links],
             )
 
     def _replace_imported(
