@@ -352,3 +352,20 @@ def test_show_all_never_hides_a_single_line() -> None:
     slightly = "word " * 490  # 2,450 characters
     assert not message_markdown(Message(role="user", content=slightly), False)[1]
     assert message_markdown(Message(role="user", content="word " * 2000), False)[1]
+
+
+def test_a_message_opening_with_code_keeps_the_strip_below_its_header(
+    qapp: QApplication,
+) -> None:
+    """Qt drops the first block's top margin: a tool result (all code) had its language
+    strip and Copy code button drawn over the message header."""
+    from workbench.gui.delegates.markdown import SafeDocument, render_markdown
+
+    for text in ("```json\n{\"a\": 1}\n```", "Before\n\n```json\n{\"a\": 1}\n```"):
+        doc = SafeDocument()
+        doc.setTextWidth(400)
+        header = 20.0
+        [code] = render_markdown(doc, text, False, header)
+        doc.size()  # lay it out
+        top = doc.findBlockByNumber(code.first).layout().position().y()
+        assert top - header >= 0, f"the strip starts {top - header} above the document"

@@ -249,6 +249,13 @@ def _style_code_blocks(doc: QTextDocument, dark: bool, header: float) -> list[Co
         found.append(CodeBlock(first.blockNumber(), last.blockNumber(), language.strip(), text))
     if cursor is not None:
         cursor.endEditBlock()
+    if found and found[0].first == 0:
+        # Qt lays the document's first block out without its top margin: a message that
+        # opens with code (a tool result) gets the strip's room from the frame instead,
+        # or the strip would cover the message's header.
+        frame = doc.rootFrame().frameFormat()
+        frame.setTopMargin(frame.topMargin() + header)
+        doc.rootFrame().setFrameFormat(frame)
     return found
 
 
