@@ -61,12 +61,14 @@ __all__ = [
     "AssembledRequest",
     "Budget",
     "LeftOut",
+    "LeftOutRange",
     "RequestParts",
     "TokenBreakdown",
     "alternating_messages",
     "assemble",
     "call_ids",
     "context_text",
+    "history_shapes",
     "tool_units",
     "tools_tokens",
 ]
@@ -212,6 +214,28 @@ class LeftOut:
         return {"message_id": self.message_id, "position": self.position, "reason": self.reason}
 
 
+@dataclass(frozen=True)
+class LeftOutRange:
+    """Consecutive history messages left out of a request for one reason."""
+
+    first_id: int | None
+    first_position: int | None
+    last_id: int | None
+    last_position: int | None
+    count: int
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "first_id": self.first_id,
+            "first_position": self.first_position,
+            "last_id": self.last_id,
+            "last_position": self.last_position,
+            "count": self.count,
+            "reason": self.reason,
+        }
+
+
 @dataclass
 class AssembledRequest:
     """The fitted messages of a request, their tokens per part, and what was left out."""
@@ -245,31 +269,83 @@ class AssembledRequest:
         prefix = max(0, self._cut - self._start + 1)
         return prefix + len(self._failed) + len(self._leftover) + len(self._skipped)
 
-    def _compute_left_out(self) -> list[LeftOut]:
+    def _reasons(self) -> tuple[dict[int, str], dict[int, tuple[int | None, int | None]]]:
+        """Why each left-out history index left, and the ``(id, position)`` of each."""
         source = self._source
         reasons: dict[int, str] = dict(self._skipped)
+        where: dict[int, tuple[int | None, int | None]] = {
+            i: (source[i].id, source[i].position) for i in reasons
+        }
         issued: set[str] = set()
         # Everything up to the unit that did not fit leaves for the budget, except what
-        # would have been left out anyway; a forward pass tells those apart.
-        for i in range(self._start, self._cut + 1):
-            msg = source[i]
-            if msg.role == "tool" and (msg.tool_call_id or "") not in issued:
+        # would have been left out anyway; a forward pass tells those apart. A source
+        # that can tell the shapes of its messages without their text (a stored
+        # session's history) is asked for them instead of reading every message.
+        for offset, (mid, pos, role, call_id, ids) in enumerate(
+            history_shapes(source, self._start, self._cut)
+        ):
+            i = self._start + offset
+            if role == "tool" and (call_id or "") not in issued:
                 reasons[i] = REASON_ORPHAN_RESULT
-            elif msg.role == "system" and self._exclude_system:
+            elif role == "system" and self._exclude_system:
                 reasons[i] = REASON_EXCLUDED_SYSTEM
             else:
                 reasons[i] = REASON_BUDGET
-            if msg.role == "assistant" and msg.tool_calls:
-                issued.update(call_ids(msg))
+            where[i] = (mid, pos)
+            if role == "assistant" and ids:
+                issued.update(ids)
         for i in self._failed:
             reasons[i] = REASON_BUDGET
+            where[i] = (source[i].id, source[i].position)
         for i in self._leftover:
             found = (source[i].tool_call_id or "") in issued
             reasons[i] = REASON_BUDGET if found else REASON_ORPHAN_RESULT
-        return [
-            LeftOut(source[i].id, source[i].position, reason)
-            for i, reason in sorted(reasons.items())
-        ]
+            where[i] = (source[i].id, source[i].position)
+        return reasons, where
+
+    def _compute_left_out(self) -> list[LeftOut]:
+        reasons, where = self._reasons()
+        return [LeftOut(*where[i], reason) for i, reason in sorted(reasons.items())]
+
+    def left_out_ranges(self) -> list[LeftOutRange]:
+        """The left-out history as runs of consecutive messages with one reason each,
+        in order: what preflight reports instead of one entry per message."""
+        reasons, where = self._reasons()
+        ranges: list[LeftOutRange] = []
+        last_index = -2
+        for i, reason in sorted(reasons.items()):
+            mid, pos = where[i]
+            if ranges and i == last_index + 1 and ranges[-1].reason == reason:
+                prev = ranges[-1]
+                ranges[-1] = LeftOutRange(
+                    prev.first_id, prev.first_position, mid, pos, prev.count + 1, reason
+                )
+            else:
+                ranges.append(LeftOutRange(mid, pos, mid, pos, 1, reason))
+            last_index = i
+        return ranges
+
+
+Shape = tuple[int | None, int | None, str, str | None, list[str]]
+
+
+def history_shapes(source: Sequence[Message], start: int, end: int) -> Sequence[Shape]:
+    """``(id, position, role, tool_call_id, call ids)`` of ``source[start..end]``.
+
+    A source with a ``shapes(start, end)`` method answers itself (a stored history reads
+    them without the messages' text); any other sequence is read message by message.
+    """
+    if end < start:
+        return []
+    shapes = getattr(source, "shapes", None)
+    if callable(shapes):
+        return shapes(start, end)  # type: ignore[no-any-return]
+    out: list[Shape] = []
+    for i in range(start, end + 1):
+        msg = source[i]
+        ids = call_ids(msg) if msg.role == "assistant" and msg.tool_calls else []
+        out.append((msg.id, msg.position, msg.role, msg.tool_call_id, ids))
+    return out
 
 
 def call_ids(message: Message) -> list[str]:

@@ -162,7 +162,8 @@ def context_gauge(
                                    context_window=window)
         # Without a provider the window preflight assumes is not the model's: say none.
         known_window = (window or result.budget.context_window) if client is not None else None
-        return ContextGauge(result.tokens.total, known_window, left_out=len(result.left_out))
+        return ContextGauge(result.tokens.total, known_window,
+                            left_out=result.assembled.left_out_count)
     finally:
         if client is not None:
             client.close()

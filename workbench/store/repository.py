@@ -764,6 +764,82 @@ class Repository:
             ).all()
         return [message_from_row(r) for r in reversed(rows)]
 
+    def page_state_before(
+        self,
+        session_id: int,
+        *,
+        state: str,
+        before_position: int | None = None,
+        limit: int = 200,
+    ) -> list[Message]:
+        """Up to ``limit`` messages in ``state`` just before ``before_position`` (from the
+        newest when ``None``), newest first: a keyset walk backwards through a session."""
+        sql = f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND state = ?"
+        params: list[Any] = [session_id, state]
+        if before_position is not None:
+            sql += " AND position < ?"
+            params.append(before_position)
+        params.append(limit)
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(
+                sql + " ORDER BY position DESC LIMIT ?", tuple(params)
+            ).all()
+        return [message_from_row(r) for r in rows]
+
+    def first_in_state(self, session_id: int, state: str) -> Message | None:
+        """The earliest message of a session in ``state``, if any."""
+        with self.db.read() as conn:
+            row = conn.exec_driver_sql(
+                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND state = ?"
+                " ORDER BY position LIMIT 1",
+                (session_id, state),
+            ).first()
+        return message_from_row(row) if row is not None else None
+
+    def message_shapes(
+        self, session_id: int, *, state: str, last_position: int, count: int
+    ) -> list[tuple[int, int, str, str | None, list[str]]]:
+        """``(id, position, role, tool_call_id, call ids)`` of the ``count`` messages in
+        ``state`` up to ``last_position``, in order, without their text: what tells why
+        history left out of a request left (the call ids only for assistant messages
+        with tool calls)."""
+        out: list[tuple[int, int, str, str | None, list[str]]] = []
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT id, position, role, tool_call_id,"
+                " CASE WHEN role = 'assistant' THEN tool_calls END"
+                " FROM messages WHERE session_id = ? AND state = ?"
+                " AND position <= ? ORDER BY position DESC LIMIT ?",
+                (session_id, state, last_position, count),
+            ).all()
+        for mid, pos, role, call_id, calls in rows:
+            ids: list[str] = []
+            if calls is not None:
+                value = json_value(calls)
+                # As call_ids reads a message's tool calls, whatever their shape.
+                for call in value if isinstance(value, list | dict | str) else ():
+                    cid = call.get("id") if isinstance(call, dict) else None
+                    ids.append(cid if isinstance(cid, str) else "")
+            out.append((mid, pos, role, call_id, ids))
+        out.reverse()
+        return out
+
+    def call_ids_made(self, session_id: int, state: str) -> set[str]:
+        """The tool call ids the session's assistant messages in ``state`` made."""
+        found: set[str] = set()
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT tool_calls FROM messages WHERE session_id = ? AND state = ?"
+                " AND role = 'assistant' AND tool_calls IS NOT NULL",
+                (session_id, state),
+            ).all()
+        for (calls,) in rows:
+            value = json_value(calls)
+            for call in value if isinstance(value, list | dict | str) else ():
+                cid = call.get("id") if isinstance(call, dict) else None
+                found.add(cid if isinstance(cid, str) else "")
+        return found
+
     def list_messages(
         self, session_id: int, *, states: Sequence[str] | None = None
     ) -> list[Message]:
