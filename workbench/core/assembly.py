@@ -39,7 +39,7 @@ is read.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,7 @@ __all__ = [
     "call_ids",
     "context_text",
     "history_shapes",
+    "sparse_shapes",
     "tool_units",
     "tools_tokens",
 ]
@@ -309,21 +310,61 @@ class AssembledRequest:
 
     def left_out_ranges(self) -> list[LeftOutRange]:
         """The left-out history as runs of consecutive messages with one reason each,
-        in order: what preflight reports instead of one entry per message."""
-        reasons, where = self._reasons()
-        ranges: list[LeftOutRange] = []
-        last_index = -2
-        for i, reason in sorted(reasons.items()):
-            mid, pos = where[i]
-            if ranges and i == last_index + 1 and ranges[-1].reason == reason:
-                prev = ranges[-1]
-                ranges[-1] = LeftOutRange(
-                    prev.first_id, prev.first_position, mid, pos, prev.count + 1, reason
-                )
+        in order: what preflight reports instead of one entry per message.
+
+        The reasons are those of :attr:`left_out`, but the messages older than the cut
+        are not read one by one: only those that may leave for another reason than the
+        budget (tool results, system messages, assistant tool calls) are looked at (see
+        :func:`sparse_shapes`), so a stored session's long prefix costs one query.
+        """
+        start, cut = self._start, self._cut
+        explicit: dict[int, str] = {
+            i: r for i, r in self._skipped.items() if not start <= i <= cut
+        }
+        entries, locate = sparse_shapes(
+            self._source, start, cut, with_calls=bool(self._leftover)
+        )
+        issued: set[str] = set()
+        for i, role, call_id, ids in entries:
+            if role == "tool" and (call_id or "") not in issued:
+                explicit[i] = REASON_ORPHAN_RESULT
+            elif role == "system" and self._exclude_system:
+                explicit[i] = REASON_EXCLUDED_SYSTEM
+            if role == "assistant" and ids:
+                issued.update(ids)
+        for i in self._failed:
+            explicit[i] = REASON_BUDGET
+        for i in self._leftover:
+            found = (self._source[i].tool_call_id or "") in issued
+            explicit[i] = REASON_BUDGET if found else REASON_ORPHAN_RESULT
+
+        runs: list[list[Any]] = []
+
+        def add(first: int, last: int, reason: str) -> None:
+            if runs and runs[-1][2] == reason and runs[-1][1] == first - 1:
+                runs[-1][1] = last
             else:
-                ranges.append(LeftOutRange(mid, pos, mid, pos, 1, reason))
-            last_index = i
-        return ranges
+                runs.append([first, last, reason])
+
+        cursor = start  # the next index of the prefix not yet in a run
+        for i in sorted(explicit):
+            if i > cut and cursor <= cut:
+                add(cursor, cut, REASON_BUDGET)
+                cursor = cut + 1
+            if start <= i <= cut and cursor < i:
+                add(cursor, i - 1, REASON_BUDGET)
+            if start <= i <= cut:
+                cursor = i + 1
+            add(i, i, explicit[i])
+        if cursor <= cut:
+            add(cursor, cut, REASON_BUDGET)
+        out: list[LeftOutRange] = []
+        for first, last, reason in runs:
+            first_id, first_position = locate(first)
+            last_id, last_position = locate(last)
+            out.append(LeftOutRange(first_id, first_position, last_id, last_position,
+                                    last - first + 1, reason))
+        return out
 
 
 Shape = tuple[int | None, int | None, str, str | None, list[str]]
@@ -346,6 +387,39 @@ def history_shapes(source: Sequence[Message], start: int, end: int) -> Sequence[
         ids = call_ids(msg) if msg.role == "assistant" and msg.tool_calls else []
         out.append((msg.id, msg.position, msg.role, msg.tool_call_id, ids))
     return out
+
+
+SparseShape = tuple[int, str, str | None, list[str]]
+
+
+def sparse_shapes(
+    source: Sequence[Message], start: int, end: int, *, with_calls: bool = True
+) -> tuple[Sequence[SparseShape], Callable[[int], tuple[int | None, int | None]]]:
+    """The messages of ``source[start..end]`` that may leave a request for another
+    reason than the budget, and a function giving ``(id, position)`` of any index.
+
+    The entries are ``(index, role, tool_call_id, call ids)`` of the tool results, the
+    system messages and the assistant messages with tool calls, in order; every other
+    message there is plain. A source with a ``sparse_shapes(start, end, with_calls)``
+    method (a stored session's history) answers itself without reading the messages'
+    text; it may leave the assistant tool calls out unless ``with_calls`` is true or a
+    tool result is among the entries (nothing else needs them).
+    """
+    own = getattr(source, "sparse_shapes", None)
+    if callable(own):
+        return own(start, end, with_calls)  # type: ignore[no-any-return]
+    entries: list[SparseShape] = []
+    for i in range(start, end + 1):
+        msg = source[i]
+        if msg.role in ("tool", "system"):
+            entries.append((i, msg.role, msg.tool_call_id, []))
+        elif msg.role == "assistant" and msg.tool_calls:
+            entries.append((i, msg.role, msg.tool_call_id, call_ids(msg)))
+
+    def locate(index: int) -> tuple[int | None, int | None]:
+        return source[index].id, source[index].position
+
+    return entries, locate
 
 
 def call_ids(message: Message) -> list[str]:

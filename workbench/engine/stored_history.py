@@ -13,10 +13,11 @@ The sequence is a snapshot of one moment: build a new one after the session chan
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import overload
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
 
-from workbench.core.assembly import Shape
+from workbench.core.assembly import Shape, SparseShape
 from workbench.core.conversation import Message, MessageState
 from workbench.store.repository import Repository
 
@@ -40,6 +41,7 @@ class StoredHistory(Sequence[Message]):
         self._loaded: dict[int, Message] = {}
         self._low = self._len  # indices >= _low are loaded (the newest messages)
         self._page = FIRST_PAGE
+        self._ids: dict[int, Any] = {}
 
     def __len__(self) -> int:
         return self._len
@@ -98,6 +100,57 @@ class StoredHistory(Sequence[Message]):
             self.session_id, state=ACTIVE, last_position=last, count=end - start + 1
         )
 
+    def sparse_shapes(
+        self, start: int, end: int, with_calls: bool = True
+    ) -> tuple[list[SparseShape], Callable[[int], tuple[int | None, int | None]]]:
+        """What :func:`~workbench.core.assembly.sparse_shapes` asks, read with one query
+        for the messages that are not plain and position arithmetic for the rest."""
+        if end < start:
+            return [], self._locate_loaded
+        if start > 1 and (start - 1) not in self._loaded:
+            return full_sparse(self, start, end)
+        before = self[start - 1] if start > 0 else self[0]
+        high = self[end].position
+        if before.position is None or high is None:
+            return full_sparse(self, start, end)
+        low = before.position - (0 if start > 0 else 1)
+        gaps = self.repo.positions_not_in_state(
+            self.session_id, state=ACTIVE, after_position=low, last_position=high
+        )
+        if gaps is None or high - low - len(gaps) != end - start + 1:
+            return full_sparse(self, start, end)
+        rows = self.repo.unplain_shapes(
+            self.session_id, state=ACTIVE, after_position=low, last_position=high,
+            with_calls=with_calls,
+        )
+        ids = self._ids = {}
+
+        def index_of(position: int) -> int:
+            later_gaps = len(gaps) - bisect_right(gaps, position)
+            return end - (high - position - later_gaps)
+
+        entries: list[SparseShape] = []
+        for mid, position, role, call_id, call_ids in rows:
+            index = index_of(position)
+            ids[index] = (mid, position)
+            entries.append((index, role, call_id, call_ids))
+
+        def locate(index: int) -> tuple[int | None, int | None]:
+            if index in self._loaded:
+                return self._locate_loaded(index)
+            if index in ids:
+                return ids[index]
+            return self.repo.active_at(
+                self.session_id, state=ACTIVE, last_position=high, back=end - index,
+                gaps=bool(gaps),
+            )
+
+        return entries, locate
+
+    def _locate_loaded(self, index: int) -> tuple[int | None, int | None]:
+        msg = self[index]
+        return msg.id, msg.position
+
     def loaded(self) -> int:
         """How many messages have been read so far (for tests and benches)."""
         return len(self._loaded)
@@ -112,3 +165,22 @@ def _shape(msg: Message) -> Shape:
     ids = call_ids(msg) if msg.role == "assistant" and msg.tool_calls else []
     return (msg.id, msg.position, msg.role, msg.tool_call_id, ids)
 
+
+def full_sparse(
+    history: Sequence[Message], start: int, end: int
+) -> tuple[list[SparseShape], Callable[[int], tuple[int | None, int | None]]]:
+    """The sparse shapes of ``history[start..end]`` read message by message."""
+    from workbench.core.assembly import call_ids
+
+    entries: list[SparseShape] = []
+    for i in range(start, end + 1):
+        msg = history[i]
+        if msg.role in ("tool", "system"):
+            entries.append((i, msg.role, msg.tool_call_id, []))
+        elif msg.role == "assistant" and msg.tool_calls:
+            entries.append((i, msg.role, msg.tool_call_id, call_ids(msg)))
+
+    def locate(index: int) -> tuple[int | None, int | None]:
+        return history[index].id, history[index].position
+
+    return entries, locate

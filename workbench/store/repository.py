@@ -824,6 +824,95 @@ class Repository:
         out.reverse()
         return out
 
+    def unplain_shapes(
+        self,
+        session_id: int,
+        *,
+        state: str,
+        after_position: int,
+        last_position: int,
+        with_calls: bool = True,
+    ) -> list[tuple[int, int, str, str | None, list[str]]]:
+        """``(id, position, role, tool_call_id, call ids)`` of the tool results, system
+        messages and assistant tool calls in ``state`` after ``after_position`` up to
+        ``last_position``, in order, without their text. The tool calls are read only
+        up to the last tool result there unless ``with_calls`` asks for all of them."""
+        out: list[tuple[int, int, str, str | None, list[str]]] = []
+        with self.db.read() as conn:
+            # Tool results and system messages through the (session, state, role)
+            # index; the assistant tool calls only when there are results to match.
+            rows = conn.exec_driver_sql(
+                "SELECT id, position, role, tool_call_id, NULL"
+                " FROM messages WHERE session_id = ? AND state = ?"
+                " AND role IN ('tool', 'system') AND +position > ? AND +position <= ?",
+                (session_id, state, after_position, last_position),
+            ).all()
+            last_tool = max((r[1] for r in rows if r[2] == "tool"), default=None)
+            if with_calls:
+                last_tool = last_position + 1
+            if last_tool is not None:
+                rows += conn.exec_driver_sql(
+                    "SELECT id, position, role, tool_call_id, tool_calls"
+                    " FROM messages WHERE session_id = ? AND state = ?"
+                    " AND role = 'assistant' AND tool_calls IS NOT NULL"
+                    " AND position > ? AND position < ?",
+                    (session_id, state, after_position, last_tool),
+                ).all()
+        rows.sort(key=lambda r: r[1])
+        for mid, pos, role, call_id, calls in rows:
+            ids = _call_ids(json_value(calls)) if calls is not None else []
+            if role == "assistant" and not ids:
+                continue  # no calls after all: a plain assistant message
+            out.append((mid, pos, role, call_id, ids))
+        return out
+
+    def positions_not_in_state(
+        self, session_id: int, *, state: str, after_position: int, last_position: int
+    ) -> list[int] | None:
+        """Positions after ``after_position`` up to ``last_position`` whose message is
+        not in ``state``, in order (none is the common case, told by one count);
+        ``None`` when the positions there are not dense."""
+        with self.db.read() as conn:
+            total = conn.exec_driver_sql(
+                "SELECT count(*) FROM messages WHERE session_id = ?"
+                " AND position > ? AND position <= ?",
+                (session_id, after_position, last_position),
+            ).scalar_one()
+            if total != last_position - after_position:
+                return None
+            others = [s for s in STATES if s != state]
+            # The other states through the (session, state) index: as cheap as there
+            # are such messages in the whole session, and nothing when there are none.
+            return sorted(
+                int(r[0])
+                for r in conn.exec_driver_sql(
+                    "SELECT position FROM messages WHERE session_id = ?"
+                    f" AND state IN {_in_clause(others)}"
+                    " AND +position > ? AND +position <= ?",
+                    (session_id, *others, after_position, last_position),
+                )
+            )
+
+    def active_at(
+        self, session_id: int, *, state: str, last_position: int, back: int, gaps: bool
+    ) -> tuple[int | None, int | None]:
+        """``(id, position)`` of the message in ``state`` ``back`` places before the one
+        at ``last_position`` (positions are dense, so without ``gaps`` this is one
+        lookup by position)."""
+        with self.db.read() as conn:
+            if not gaps:
+                row = conn.exec_driver_sql(
+                    "SELECT id, position FROM messages WHERE session_id = ? AND position = ?",
+                    (session_id, last_position - back),
+                ).first()
+            else:
+                row = conn.exec_driver_sql(
+                    "SELECT id, position FROM messages WHERE session_id = ? AND state = ?"
+                    " AND position <= ? ORDER BY position DESC LIMIT 1 OFFSET ?",
+                    (session_id, state, last_position, back),
+                ).first()
+        return (None, None) if row is None else (int(row[0]), int(row[1]))
+
     def call_ids_made(self, session_id: int, state: str) -> set[str]:
         """The tool call ids the session's assistant messages in ``state`` made."""
         found: set[str] = set()
@@ -1613,3 +1702,13 @@ class Repository:
                 "UPDATE sessions SET message_count = ?, token_count = ? WHERE id = ?",
                 (counts[0], counts[1], session_id),
             )
+
+
+def _call_ids(value: Any) -> list[str]:
+    """The call ids of a stored ``tool_calls`` value, as ``call_ids`` reads a message."""
+    ids: list[str] = []
+    for call in value if isinstance(value, list | dict | str) else ():
+        cid = call.get("id") if isinstance(call, dict) else None
+        ids.append(cid if isinstance(cid, str) else "")
+    return ids
+
