@@ -21,6 +21,7 @@ from workbench.core.assembly import (
 )
 from workbench.core.conversation import Message, MessageState
 from workbench.core.tokens import get_counter
+from workbench.engine.chat import newest_left_out
 from workbench.engine.memory import Memory
 from workbench.engine.preflight import preflight_session
 from workbench.engine.stored_history import StoredHistory
@@ -116,10 +117,11 @@ def _shape(assembled: Any) -> tuple[Any, ...]:
     window=st.integers(min_value=60, max_value=700),
     exclude_system=st.booleans(),
     summary=st.sampled_from(("", "They talked before.")),
+    listed=st.integers(min_value=1, max_value=70),
 )
 def test_stored_history_assembles_exactly_what_the_whole_session_does(
     workspace: Workspace, steps: list[tuple[str, int, str, bool, bool]], window: int,
-    exclude_system: bool, summary: str,
+    exclude_system: bool, summary: str, listed: int,
 ) -> None:
     sid = _store(workspace, steps)
     counter = get_counter()
@@ -147,6 +149,9 @@ def test_stored_history_assembles_exactly_what_the_whole_session_does(
     assert _expand(old.left_out_ranges(), whole) == expected
     assert [(i.message_id, i.reason) for i in new.left_out] == [
         (i.message_id, i.reason) for i in old.left_out]
+    # The Request panel lists the newest left-out messages from the runs alone.
+    tail = newest_left_out(workspace, sid, new.left_out_ranges(), limit=listed)
+    assert [(i.message_id, i.position, i.reason) for i in tail] == expected[-listed:]
 
 
 @settings(max_examples=25, deadline=None,

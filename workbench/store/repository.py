@@ -893,6 +893,22 @@ class Repository:
                 )
             )
 
+    def active_places(
+        self, session_id: int, *, first_position: int, last_position: int, limit: int,
+        state: str = "active",
+    ) -> list[tuple[int, int]]:
+        """``(id, position)`` of the newest ``limit`` messages in ``state`` from
+        ``first_position`` to ``last_position``, newest first (no text is read)."""
+        with self.db.read() as conn:
+            return [
+                (int(r[0]), int(r[1]))
+                for r in conn.exec_driver_sql(
+                    "SELECT id, position FROM messages WHERE session_id = ? AND state = ?"
+                    " AND position BETWEEN ? AND ? ORDER BY position DESC LIMIT ?",
+                    (session_id, state, first_position, last_position, limit),
+                )
+            ]
+
     def active_at(
         self, session_id: int, *, state: str, last_position: int, back: int, gaps: bool
     ) -> tuple[int | None, int | None]:

@@ -62,7 +62,12 @@ from PySide6.QtWidgets import (
 
 from workbench.core.assembly import Budget, LeftOut, TokenBreakdown
 from workbench.core.gcpause import collector_paused
-from workbench.engine.chat import GAUGE_PREFLIGHT_LIMIT, left_out_previews, preflight_turn
+from workbench.engine.chat import (
+    GAUGE_PREFLIGHT_LIMIT,
+    left_out_previews,
+    newest_left_out,
+    preflight_turn,
+)
 from workbench.engine.workspace import Workspace
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
@@ -382,11 +387,14 @@ def inspect_request(ws: Workspace, session_id: int, prompt: str, *, provider: st
     with collector_paused():
         result = preflight_turn(ws, session_id, prompt, provider=provider, model=model,
                                 window=window)
-        left_out = result.left_out
-        listed = left_out[-LEFT_OUT_ROWS:]
-        reasons = Counter(item.reason for item in left_out).most_common()
-        history_count = len(result.assembled.history) + len(left_out)
-        del left_out
+        # Runs of left-out messages, not one entry each: only the listed rows are read.
+        ranges = result.left_out_ranges()
+        listed = newest_left_out(ws, session_id, ranges, limit=LEFT_OUT_ROWS)
+        counts: Counter[str] = Counter()
+        for run in ranges:
+            counts[run.reason] += run.count
+        reasons = counts.most_common()
+        history_count = len(result.assembled.history) + sum(counts.values())
     text = json.dumps(result.payload, indent=2, ensure_ascii=False)
     previews = left_out_previews(ws, session_id, listed, limit=LEFT_OUT_ROWS)
     return InspectedRequest(
