@@ -69,7 +69,7 @@ __all__ = [
     "call_ids",
     "context_text",
     "history_shapes",
-    "sparse_shapes",
+    "prefix_reasons",
     "tool_units",
     "tools_tokens",
 ]
@@ -321,17 +321,11 @@ class AssembledRequest:
         explicit: dict[int, str] = {
             i: r for i, r in self._skipped.items() if not start <= i <= cut
         }
-        entries, locate = sparse_shapes(
-            self._source, start, cut, with_calls=bool(self._leftover)
+        asked = sorted({self._source[i].tool_call_id or "" for i in self._leftover})
+        prefix, issued, locate = prefix_reasons(
+            self._source, start, cut, exclude_system=self._exclude_system, asked=asked
         )
-        issued: set[str] = set()
-        for i, role, call_id, ids in entries:
-            if role == "tool" and (call_id or "") not in issued:
-                explicit[i] = REASON_ORPHAN_RESULT
-            elif role == "system" and self._exclude_system:
-                explicit[i] = REASON_EXCLUDED_SYSTEM
-            if role == "assistant" and ids:
-                issued.update(ids)
+        explicit.update(prefix)
         for i in self._failed:
             explicit[i] = REASON_BUDGET
         for i in self._leftover:
@@ -389,37 +383,44 @@ def history_shapes(source: Sequence[Message], start: int, end: int) -> Sequence[
     return out
 
 
-SparseShape = tuple[int, str, str | None, list[str]]
+Locate = Callable[[int], tuple[int | None, int | None]]
 
 
-def sparse_shapes(
-    source: Sequence[Message], start: int, end: int, *, with_calls: bool = True
-) -> tuple[Sequence[SparseShape], Callable[[int], tuple[int | None, int | None]]]:
-    """The messages of ``source[start..end]`` that may leave a request for another
-    reason than the budget, and a function giving ``(id, position)`` of any index.
+def prefix_reasons(
+    source: Sequence[Message],
+    start: int,
+    end: int,
+    *,
+    exclude_system: bool,
+    asked: Sequence[str] = (),
+) -> tuple[dict[int, str], set[str], Locate]:
+    """Why the messages ``source[start..end]`` (all left out) leave, where the reason is
+    not the budget: ``{index: reason}`` for tool results whose call is not earlier in
+    that stretch and, with ``exclude_system``, system messages. Also which of the call
+    ids ``asked`` an assistant message of the stretch made, and a function giving
+    ``(id, position)`` of any index.
 
-    The entries are ``(index, role, tool_call_id, call ids)`` of the tool results, the
-    system messages and the assistant messages with tool calls, in order; every other
-    message there is plain. A source with a ``sparse_shapes(start, end, with_calls)``
-    method (a stored session's history) answers itself without reading the messages'
-    text; it may leave the assistant tool calls out unless ``with_calls`` is true or a
-    tool result is among the entries (nothing else needs them).
+    A source with a ``prefix_reasons`` method of the same signature (a stored session's
+    history) answers itself, in the database, without reading the messages one by one.
     """
-    own = getattr(source, "sparse_shapes", None)
+    own = getattr(source, "prefix_reasons", None)
     if callable(own):
-        return own(start, end, with_calls)  # type: ignore[no-any-return]
-    entries: list[SparseShape] = []
+        return own(start, end, exclude_system=exclude_system, asked=asked)  # type: ignore[no-any-return]
+    reasons: dict[int, str] = {}
+    issued: set[str] = set()
     for i in range(start, end + 1):
         msg = source[i]
-        if msg.role in ("tool", "system"):
-            entries.append((i, msg.role, msg.tool_call_id, []))
-        elif msg.role == "assistant" and msg.tool_calls:
-            entries.append((i, msg.role, msg.tool_call_id, call_ids(msg)))
+        if msg.role == "tool" and (msg.tool_call_id or "") not in issued:
+            reasons[i] = REASON_ORPHAN_RESULT
+        elif msg.role == "system" and exclude_system:
+            reasons[i] = REASON_EXCLUDED_SYSTEM
+        if msg.role == "assistant" and msg.tool_calls:
+            issued.update(call_ids(msg))
 
     def locate(index: int) -> tuple[int | None, int | None]:
         return source[index].id, source[index].position
 
-    return entries, locate
+    return reasons, issued & set(asked), locate
 
 
 def call_ids(message: Message) -> list[str]:

@@ -17,7 +17,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
-from workbench.core.assembly import Shape, SparseShape
+from workbench.core.assembly import Shape, prefix_reasons
 from workbench.core.conversation import Message, MessageState
 from workbench.store.repository import Repository
 
@@ -41,7 +41,6 @@ class StoredHistory(Sequence[Message]):
         self._loaded: dict[int, Message] = {}
         self._low = self._len  # indices >= _low are loaded (the newest messages)
         self._page = FIRST_PAGE
-        self._ids: dict[int, Any] = {}
 
     def __len__(self) -> int:
         return self._len
@@ -100,52 +99,65 @@ class StoredHistory(Sequence[Message]):
             self.session_id, state=ACTIVE, last_position=last, count=end - start + 1
         )
 
-    def sparse_shapes(
-        self, start: int, end: int, with_calls: bool = True
-    ) -> tuple[list[SparseShape], Callable[[int], tuple[int | None, int | None]]]:
-        """What :func:`~workbench.core.assembly.sparse_shapes` asks, read with one query
-        for the messages that are not plain and position arithmetic for the rest."""
+    def prefix_reasons(
+        self, start: int, end: int, *, exclude_system: bool, asked: Sequence[str] = ()
+    ) -> tuple[dict[int, str], set[str], Callable[[int], tuple[int | None, int | None]]]:
+        """What :func:`~workbench.core.assembly.prefix_reasons` asks, found in the
+        database (the exceptions only) and placed by position arithmetic."""
         if end < start:
-            return [], self._locate_loaded
+            return {}, set(), self._locate_loaded
         if start > 1 and (start - 1) not in self._loaded:
-            return full_sparse(self, start, end)
+            return prefix_reasons(list(self[start:end + 1]), 0, end - start,
+                                  exclude_system=exclude_system, asked=asked)
         before = self[start - 1] if start > 0 else self[0]
         high = self[end].position
         if before.position is None or high is None:
-            return full_sparse(self, start, end)
+            return self._read_prefix(start, end, exclude_system, asked)
         low = before.position - (0 if start > 0 else 1)
         gaps = self.repo.positions_not_in_state(
             self.session_id, state=ACTIVE, after_position=low, last_position=high
         )
         if gaps is None or high - low - len(gaps) != end - start + 1:
-            return full_sparse(self, start, end)
-        rows = self.repo.unplain_shapes(
+            return self._read_prefix(start, end, exclude_system, asked)
+        found = self.repo.prefix_exceptions(
             self.session_id, state=ACTIVE, after_position=low, last_position=high,
-            with_calls=with_calls,
+            exclude_system=exclude_system, asked=asked,
         )
-        ids = self._ids = {}
+        if found is None:
+            return self._read_prefix(start, end, exclude_system, asked)
+        rows, issued = found
 
         def index_of(position: int) -> int:
             later_gaps = len(gaps) - bisect_right(gaps, position)
             return end - (high - position - later_gaps)
 
-        entries: list[SparseShape] = []
-        for mid, position, role, call_id, call_ids in rows:
+        places: dict[int, tuple[int | None, int | None]] = {}
+        reasons: dict[int, str] = {}
+        for mid, position, reason in rows:
             index = index_of(position)
-            ids[index] = (mid, position)
-            entries.append((index, role, call_id, call_ids))
+            places[index] = (mid, position)
+            reasons[index] = reason
 
         def locate(index: int) -> tuple[int | None, int | None]:
             if index in self._loaded:
                 return self._locate_loaded(index)
-            if index in ids:
-                return ids[index]
+            if index in places:
+                return places[index]
             return self.repo.active_at(
                 self.session_id, state=ACTIVE, last_position=high, back=end - index,
                 gaps=bool(gaps),
             )
 
-        return entries, locate
+        return reasons, issued, locate
+
+    def _read_prefix(
+        self, start: int, end: int, exclude_system: bool, asked: Sequence[str]
+    ) -> tuple[dict[int, str], set[str], Callable[[int], tuple[int | None, int | None]]]:
+        """The same, reading the messages (positions that are not dense, odd calls)."""
+        reasons, issued, _ = prefix_reasons(
+            _Window(self, start, end), start, end, exclude_system=exclude_system, asked=asked
+        )
+        return reasons, issued, self._locate_loaded
 
     def _locate_loaded(self, index: int) -> tuple[int | None, int | None]:
         msg = self[index]
@@ -166,21 +178,15 @@ def _shape(msg: Message) -> Shape:
     return (msg.id, msg.position, msg.role, msg.tool_call_id, ids)
 
 
-def full_sparse(
-    history: Sequence[Message], start: int, end: int
-) -> tuple[list[SparseShape], Callable[[int], tuple[int | None, int | None]]]:
-    """The sparse shapes of ``history[start..end]`` read message by message."""
-    from workbench.core.assembly import call_ids
 
-    entries: list[SparseShape] = []
-    for i in range(start, end + 1):
-        msg = history[i]
-        if msg.role in ("tool", "system"):
-            entries.append((i, msg.role, msg.tool_call_id, []))
-        elif msg.role == "assistant" and msg.tool_calls:
-            entries.append((i, msg.role, msg.tool_call_id, call_ids(msg)))
+class _Window(Sequence[Message]):
+    """Items ``start..end`` of a history under their own indices (others unread)."""
 
-    def locate(index: int) -> tuple[int | None, int | None]:
-        return history[index].id, history[index].position
+    def __init__(self, history: StoredHistory, start: int, end: int):
+        self.history, self.start, self.end = history, start, end
 
-    return entries, locate
+    def __len__(self) -> int:
+        return self.end + 1
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.history[index]

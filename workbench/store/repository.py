@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from workbench.core.assembly import REASON_EXCLUDED_SYSTEM, REASON_ORPHAN_RESULT
 from workbench.core.conversation import (
     ROLES,
     STATES,
@@ -824,47 +825,76 @@ class Repository:
         out.reverse()
         return out
 
-    def unplain_shapes(
+    def prefix_exceptions(
         self,
         session_id: int,
         *,
         state: str,
         after_position: int,
         last_position: int,
-        with_calls: bool = True,
-    ) -> list[tuple[int, int, str, str | None, list[str]]]:
-        """``(id, position, role, tool_call_id, call ids)`` of the tool results, system
-        messages and assistant tool calls in ``state`` after ``after_position`` up to
-        ``last_position``, in order, without their text. The tool calls are read only
-        up to the last tool result there unless ``with_calls`` asks for all of them."""
-        out: list[tuple[int, int, str, str | None, list[str]]] = []
-        with self.db.read() as conn:
-            # Tool results and system messages through the (session, state, role)
-            # index; the assistant tool calls only when there are results to match.
-            rows = conn.exec_driver_sql(
-                "SELECT id, position, role, tool_call_id, NULL"
-                " FROM messages WHERE session_id = ? AND state = ?"
-                " AND role IN ('tool', 'system') AND +position > ? AND +position <= ?",
-                (session_id, state, after_position, last_position),
-            ).all()
-            last_tool = max((r[1] for r in rows if r[2] == "tool"), default=None)
-            if with_calls:
-                last_tool = last_position + 1
-            if last_tool is not None:
-                rows += conn.exec_driver_sql(
-                    "SELECT id, position, role, tool_call_id, tool_calls"
-                    " FROM messages WHERE session_id = ? AND state = ?"
-                    " AND role = 'assistant' AND tool_calls IS NOT NULL"
-                    " AND position > ? AND position < ?",
-                    (session_id, state, after_position, last_tool),
-                ).all()
+        exclude_system: bool,
+        asked: Sequence[str] = (),
+    ) -> tuple[list[tuple[int, int, str]], set[str]] | None:
+        """For the messages in ``state`` after ``after_position`` up to
+        ``last_position``, all left out of a request: ``(id, position, reason)`` of the
+        tool results whose call no earlier assistant message there made and, with
+        ``exclude_system``, of the system messages, in order; and which of the call ids
+        ``asked`` those assistant messages made. Found by SQLite (``json_each`` over the
+        calls), so only the exceptions reach Python. ``None`` when SQLite cannot read a
+        row's calls (not JSON): the caller then reads the messages instead.
+        """
+        span = (session_id, state, after_position, last_position)
+        # As call_ids reads them: a call's id when it is text, else ''; calls that are
+        # not a list give '' once per member (a falsy value gives nothing).
+        calls = (
+            "SELECT CASE WHEN json_type(a.tool_calls) = 'array' AND j.type = 'object'"
+            " AND json_type(j.value, '$.id') = 'text'"
+            " THEN json_extract(j.value, '$.id') ELSE '' END AS cid, min(a.position) AS pos"
+            " FROM messages a, json_each(a.tool_calls) j"
+            " WHERE a.session_id = ? AND a.state = ? AND a.role = 'assistant'"
+            " AND a.tool_calls IS NOT NULL AND +a.position > ? AND +a.position <= ?"
+            " AND a.tool_calls NOT IN ('\"\"', '0', 'false', '0.0')"
+            " GROUP BY cid"
+        )
+        try:
+            with self.db.read() as conn:
+                rows: list[tuple[int, int, str]] = [
+                    (int(r[0]), int(r[1]), REASON_ORPHAN_RESULT)
+                    for r in conn.exec_driver_sql(
+                        f"WITH issued AS ({calls}) SELECT t.id, t.position FROM messages t"
+                        " LEFT JOIN issued i ON i.cid = coalesce(t.tool_call_id, '')"
+                        " WHERE t.session_id = ? AND t.state = ? AND t.role = 'tool'"
+                        " AND +t.position > ? AND +t.position <= ?"
+                        " AND (i.pos IS NULL OR i.pos >= t.position)",
+                        span + span,
+                    )
+                ]
+                if exclude_system:
+                    rows += [
+                        (int(r[0]), int(r[1]), REASON_EXCLUDED_SYSTEM)
+                        for r in conn.exec_driver_sql(
+                            "SELECT id, position FROM messages WHERE session_id = ?"
+                            " AND state = ? AND role = 'system'"
+                            " AND +position > ? AND +position <= ?",
+                            span,
+                        )
+                    ]
+                issued: set[str] = set()
+                wanted = sorted(set(asked))
+                for chunk in range(0, len(wanted), 500):
+                    part = wanted[chunk:chunk + 500]
+                    issued.update(
+                        str(r[0])
+                        for r in conn.exec_driver_sql(
+                            f"WITH issued AS ({calls}) SELECT cid FROM issued"
+                            f" WHERE cid IN {_in_clause(part)}",
+                            span + tuple(part),
+                        )
+                    )
+        except Exception:  # noqa: BLE001 - malformed JSON in a row: read it the slow way
+            return None
         rows.sort(key=lambda r: r[1])
-        for mid, pos, role, call_id, calls in rows:
-            ids = _call_ids(json_value(calls)) if calls is not None else []
-            if role == "assistant" and not ids:
-                continue  # no calls after all: a plain assistant message
-            out.append((mid, pos, role, call_id, ids))
-        return out
+        return rows, issued
 
     def positions_not_in_state(
         self, session_id: int, *, state: str, after_position: int, last_position: int
@@ -1719,12 +1749,4 @@ class Repository:
                 (counts[0], counts[1], session_id),
             )
 
-
-def _call_ids(value: Any) -> list[str]:
-    """The call ids of a stored ``tool_calls`` value, as ``call_ids`` reads a message."""
-    ids: list[str] = []
-    for call in value if isinstance(value, list | dict | str) else ():
-        cid = call.get("id") if isinstance(call, dict) else None
-        ids.append(cid if isinstance(cid, str) else "")
-    return ids
 
