@@ -22,6 +22,7 @@ messages and ≤ 1.5× the 1,000-message figure. The exit status is 0 when both 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -68,50 +69,58 @@ def main(argv: list[str] | None = None) -> int:
 
     folder = Path(tempfile.mkdtemp(prefix="workbench-bench-preflight-"))
     figures: dict[int, float] = {}
-    with Workspace.open(folder / "bench.db") as ws:
-        for size in SIZES:
-            started = time.perf_counter()
-            history = build.build_history(size, args.seed)
-            for m, n in zip(history, counter.count_messages(history), strict=True):
-                m.token_count, m.token_encoding = n, counter.encoding_name
-            stored: list[Message] = []
-            for m in history:
-                copy = m.copy()
-                copy.id = copy.position = None
-                stored.append(copy)
-            outcome = ws.repo.import_many([Conversation(title=f"{size:,}", messages=stored)])
-            session = int(outcome[0].session.id)
-            built = time.perf_counter() - started
 
-            def ours(session: int = session) -> Any:
-                return preflight_session(ws, session, PROMPT).to_json()
+    def measure() -> None:
+        with Workspace.open(folder / "bench.db") as ws:
+            for size in SIZES:
+                started = time.perf_counter()
+                history = build.build_history(size, args.seed)
+                for m, n in zip(history, counter.count_messages(history), strict=True):
+                    m.token_count, m.token_encoding = n, counter.encoding_name
+                stored: list[Message] = []
+                for m in history:
+                    copy = m.copy()
+                    copy.id = copy.position = None
+                    stored.append(copy)
+                outcome = ws.repo.import_many([Conversation(title=f"{size:,}", messages=stored)])
+                session = int(outcome[0].session.id)
+                built = time.perf_counter() - started
 
-            data = ours()
-            left = data["left_out"]
-            left_count = (sum(item.get("count", 1) for item in left) if left else 0)
-            kept = len(data["payload"]["messages"])
-            lc_messages = build.to_langchain(
-                lc, [*history, Message(role="user", content=PROMPT)])
-            exact = build.tiktoken_counter(lc, counter.encoding)
-            cached = build.cached_counter(lc, {id(m): exact(m) for m in lc_messages})
-            budget = data["budget"]["available"] or DEFAULT_CONTEXT_WINDOW
+                def ours(session: int = session) -> Any:
+                    return preflight_session(ws, session, PROMPT).to_json()
 
-            def peer(lc_messages: list[Any] = lc_messages, cached: Any = cached,
-                     budget: int = budget) -> Any:
-                return lc.trim_messages(lc_messages, max_tokens=budget - REPLY_PRIMING_TOKENS,
-                                        token_counter=cached, strategy="last",
-                                        include_system=True, allow_partial=False)
+                data = ours()
+                left = data["left_out"]
+                left_count = (sum(item.get("count", 1) for item in left) if left else 0)
+                kept = len(data["payload"]["messages"])
+                lc_messages = build.to_langchain(
+                    lc, [*history, Message(role="user", content=PROMPT)])
+                exact = build.tiktoken_counter(lc, counter.encoding)
+                cached = build.cached_counter(lc, {id(m): exact(m) for m in lc_messages})
+                budget = data["budget"]["available"] or DEFAULT_CONTEXT_WINDOW
 
-            header(f"{size:,} messages (built in {built:.1f} s, untimed): the request "
-                   f"carries {kept:,} messages, {left_count:,} left out in "
-                   f"{len(left):,} entries")
-            mine = time_calls(ours, runs=args.runs)
-            theirs = time_calls(peer, runs=args.runs)
-            figures[size] = mine.median * 1000
-            print(f"  ours: preflight_session().to_json()   median {ms(mine.median):>10}"
-                  f"  p95 {ms(mine.p95):>10}  cpu {ms(mine.cpu)}")
-            print(f"  trim_messages (langchain-core {lc_version}, cached counts, in memory)"
-                  f" median {ms(theirs.median):>10}  ours/peer {mine.median / theirs.median:.2f}")
+                def peer(lc_messages: list[Any] = lc_messages, cached: Any = cached,
+                         budget: int = budget) -> Any:
+                    return lc.trim_messages(lc_messages, max_tokens=budget - REPLY_PRIMING_TOKENS,
+                                            token_counter=cached, strategy="last",
+                                            include_system=True, allow_partial=False)
+
+                header(f"{size:,} messages (built in {built:.1f} s, untimed): the request "
+                       f"carries {kept:,} messages, {left_count:,} left out in "
+                       f"{len(left):,} entries")
+                mine = time_calls(ours, runs=args.runs)
+                theirs = time_calls(peer, runs=args.runs)
+                figures[size] = mine.median * 1000
+                print(f"  ours: preflight_session().to_json()   median {ms(mine.median):>10}"
+                      f"  p95 {ms(mine.p95):>10}  cpu {ms(mine.cpu)}")
+                ratio = mine.median / theirs.median
+                print(f"  trim_messages (langchain-core {lc_version}, cached counts, in memory)"
+                      f" median {ms(theirs.median):>10}  ours/peer {ratio:.2f}")
+
+    try:
+        measure()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     largest, smallest = figures[SIZES[-1]], figures[SIZES[0]]
     growth = largest / smallest
     time_ok = verdict(largest, GOAL_MS, at_most=True)
