@@ -99,7 +99,7 @@ def test_a_trimmed_history_is_accepted_by_a_strict_gemma_template(
                          "--max-tokens", "30")
     assert code == 0, err
     shown = json.loads(out)
-    reasons = [item["reason"] for item in shown["left_out"]]
+    reasons = [item["reason"] for item in shown["left_out"]]  # one per run of messages
     assert REASON_LEADING_REPLY in reasons  # the cut fell before an answer
     sent = shown["payload"]["messages"]
     roles = [m["role"] for m in sent]

@@ -123,9 +123,13 @@ def test_cli_prints_the_payload_tokens_and_left_out(cli: CliRunner, db_path: Pat
     tight = cli("preflight", session, "What now?", "--json", "--context-window", "600")
     assert tight.code == 0, tight.err
     left = tight.json()["left_out"]
-    assert left and all(set(item) == {"message_id", "reason"} for item in left)
-    assert [item["message_id"] for item in left] == ids[: len(left)]
-    assert {item["reason"] for item in left} == {REASON_BUDGET}
+    # One run: the oldest messages, consecutive, all for the budget.
+    assert len(left) == 1
+    (run,) = left
+    assert run["reason"] == REASON_BUDGET
+    assert run["first_id"] == ids[0] and run["last_id"] == ids[run["count"] - 1]
+    assert run["first_position"] == 0 and run["last_position"] == run["count"] - 1
+    assert 0 < run["count"] < len(ids)
 
     human = cli("preflight", session, "What now?")
     assert human.code == 0 and "Tokens: system" in human.out and "assumed" in human.out

@@ -216,3 +216,64 @@ def test_no_session_and_no_provider(
     _wait_for(qtbot, inspector, "")
     assert inspector.payload()["messages"][-1] == {"role": "user", "content": ""}
     assert "assumed" in inspector.endpoint_label.text()
+
+
+def test_typing_while_a_preflight_runs_cancels_it_and_one_runs_at_a_time(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    from workbench.gui.panels import request_inspector as module
+
+    info = make_session(workspace, "Busy", [("user", "Hello"), ("assistant", "Hi!")])
+    real_preflight = module.preflight_turn
+    real_listing = module.newest_left_out
+    gate = threading.Event()
+    entered = threading.Event()
+    lock = threading.Lock()
+    running = [0]
+    most = [0]
+    prompts: list[str] = []
+    finished: list[int] = []
+
+    def slow_preflight(*args: object, **kwargs: object) -> object:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            prompts.append(str(args[2]))
+        try:
+            entered.set()
+            gate.wait(10)  # held until the test has typed on
+            return real_preflight(*args, **kwargs)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    def listing(*args: object, **kwargs: object) -> object:
+        finished.append(1)  # the steps after the preflight: only an unstopped job gets here
+        return real_listing(*args, **kwargs)
+
+    monkeypatch.setattr(module, "preflight_turn", slow_preflight)
+    monkeypatch.setattr(module, "newest_left_out", listing)
+    window = open_window(workspace)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    inspector = _inspector(window)
+    shown: list[str] = []
+    inspector.request_shown.connect(lambda r: shown.append(r.prompt) if r else None)
+    qtbot.waitUntil(entered.is_set, timeout=10_000)  # the first preflight is running
+
+    composer.prompt.setFocus()
+    qtbot.keyClicks(composer.prompt, "Where to?")
+    gate.set()
+    _wait_for(qtbot, inspector, "Where to?")
+
+    assert most[0] == 1  # never two preflights at once
+    assert prompts[0] == "" and prompts[-1] == "Where to?"
+    # The stale preflight stopped after its preflight step: only the last one went on
+    # to list left-out messages and was shown.
+    assert len(finished) == 1
+    assert shown == ["Where to?"]
+    assert inspector.payload()["messages"][-1] == {"role": "user", "content": "Where to?"}

@@ -1,7 +1,9 @@
 """``workbench preflight SESSION PROMPT``: the request a chat would send, not sent (SPEC §3).
 
 With ``--json`` it prints ``{"payload", "tokens": {"system", "memory", "summary",
-"history", "prompt", "total"}, "left_out": [{"message_id", "reason"}], "budget",
+"history", "prompt", "total"}, "left_out": [{"first_id", "first_position", "last_id",
+"last_position", "count", "reason"}] (runs of consecutive messages left out for one
+reason), "budget",
 "provider", "http", "recalled"}``; ``provider.assumed`` is true when the agent has no
 provider configured and an offline OpenAI-compatible stand-in built the payload.
 """
@@ -67,8 +69,10 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     print("Tokens: " + ", ".join(f"{k} {v}" for k, v in tokens.items()))
     left_out = data["left_out"]
     if left_out:
-        reasons = Counter(item["reason"] for item in left_out)
-        print(f"Left out: {len(left_out)} message(s): "
+        reasons: Counter[str] = Counter()
+        for item in left_out:
+            reasons[item["reason"]] += item["count"]
+        print(f"Left out: {sum(reasons.values())} message(s): "
               + "; ".join(f"{n} {reason}" for reason, n in reasons.items()))
     else:
         print("Left out: nothing")

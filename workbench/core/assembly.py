@@ -39,7 +39,7 @@ is read.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,12 +61,15 @@ __all__ = [
     "AssembledRequest",
     "Budget",
     "LeftOut",
+    "LeftOutRange",
     "RequestParts",
     "TokenBreakdown",
     "alternating_messages",
     "assemble",
     "call_ids",
     "context_text",
+    "history_shapes",
+    "prefix_reasons",
     "tool_units",
     "tools_tokens",
 ]
@@ -212,6 +215,28 @@ class LeftOut:
         return {"message_id": self.message_id, "position": self.position, "reason": self.reason}
 
 
+@dataclass(frozen=True)
+class LeftOutRange:
+    """Consecutive history messages left out of a request for one reason."""
+
+    first_id: int | None
+    first_position: int | None
+    last_id: int | None
+    last_position: int | None
+    count: int
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "first_id": self.first_id,
+            "first_position": self.first_position,
+            "last_id": self.last_id,
+            "last_position": self.last_position,
+            "count": self.count,
+            "reason": self.reason,
+        }
+
+
 @dataclass
 class AssembledRequest:
     """The fitted messages of a request, their tokens per part, and what was left out."""
@@ -245,31 +270,157 @@ class AssembledRequest:
         prefix = max(0, self._cut - self._start + 1)
         return prefix + len(self._failed) + len(self._leftover) + len(self._skipped)
 
-    def _compute_left_out(self) -> list[LeftOut]:
+    def _reasons(self) -> tuple[dict[int, str], dict[int, tuple[int | None, int | None]]]:
+        """Why each left-out history index left, and the ``(id, position)`` of each."""
         source = self._source
         reasons: dict[int, str] = dict(self._skipped)
+        where: dict[int, tuple[int | None, int | None]] = {
+            i: (source[i].id, source[i].position) for i in reasons
+        }
         issued: set[str] = set()
         # Everything up to the unit that did not fit leaves for the budget, except what
-        # would have been left out anyway; a forward pass tells those apart.
-        for i in range(self._start, self._cut + 1):
-            msg = source[i]
-            if msg.role == "tool" and (msg.tool_call_id or "") not in issued:
+        # would have been left out anyway; a forward pass tells those apart. A source
+        # that can tell the shapes of its messages without their text (a stored
+        # session's history) is asked for them instead of reading every message.
+        for offset, (mid, pos, role, call_id, ids) in enumerate(
+            history_shapes(source, self._start, self._cut)
+        ):
+            i = self._start + offset
+            if role == "tool" and (call_id or "") not in issued:
                 reasons[i] = REASON_ORPHAN_RESULT
-            elif msg.role == "system" and self._exclude_system:
+            elif role == "system" and self._exclude_system:
                 reasons[i] = REASON_EXCLUDED_SYSTEM
             else:
                 reasons[i] = REASON_BUDGET
-            if msg.role == "assistant" and msg.tool_calls:
-                issued.update(call_ids(msg))
+            where[i] = (mid, pos)
+            if role == "assistant" and ids:
+                issued.update(ids)
         for i in self._failed:
             reasons[i] = REASON_BUDGET
+            where[i] = (source[i].id, source[i].position)
         for i in self._leftover:
             found = (source[i].tool_call_id or "") in issued
             reasons[i] = REASON_BUDGET if found else REASON_ORPHAN_RESULT
-        return [
-            LeftOut(source[i].id, source[i].position, reason)
-            for i, reason in sorted(reasons.items())
-        ]
+            where[i] = (source[i].id, source[i].position)
+        return reasons, where
+
+    def _compute_left_out(self) -> list[LeftOut]:
+        reasons, where = self._reasons()
+        return [LeftOut(*where[i], reason) for i, reason in sorted(reasons.items())]
+
+    def left_out_ranges(self) -> list[LeftOutRange]:
+        """The left-out history as runs of consecutive messages with one reason each,
+        in order: what preflight reports instead of one entry per message.
+
+        The reasons are those of :attr:`left_out`, but the messages older than the cut
+        are not read one by one: only those that may leave for another reason than the
+        budget (tool results, system messages, assistant tool calls) are looked at (see
+        :func:`sparse_shapes`), so a stored session's long prefix costs one query.
+        """
+        start, cut = self._start, self._cut
+        explicit: dict[int, str] = {
+            i: r for i, r in self._skipped.items() if not start <= i <= cut
+        }
+        asked = sorted({self._source[i].tool_call_id or "" for i in self._leftover})
+        prefix, issued, locate = prefix_reasons(
+            self._source, start, cut, exclude_system=self._exclude_system, asked=asked
+        )
+        explicit.update(prefix)
+        for i in self._failed:
+            explicit[i] = REASON_BUDGET
+        for i in self._leftover:
+            found = (self._source[i].tool_call_id or "") in issued
+            explicit[i] = REASON_BUDGET if found else REASON_ORPHAN_RESULT
+
+        runs: list[list[Any]] = []
+
+        def add(first: int, last: int, reason: str) -> None:
+            if runs and runs[-1][2] == reason and runs[-1][1] == first - 1:
+                runs[-1][1] = last
+            else:
+                runs.append([first, last, reason])
+
+        cursor = start  # the next index of the prefix not yet in a run
+        for i in sorted(explicit):
+            if i > cut and cursor <= cut:
+                add(cursor, cut, REASON_BUDGET)
+                cursor = cut + 1
+            if start <= i <= cut and cursor < i:
+                add(cursor, i - 1, REASON_BUDGET)
+            if start <= i <= cut:
+                cursor = i + 1
+            add(i, i, explicit[i])
+        if cursor <= cut:
+            add(cursor, cut, REASON_BUDGET)
+        out: list[LeftOutRange] = []
+        for first, last, reason in runs:
+            first_id, first_position = locate(first)
+            last_id, last_position = locate(last)
+            out.append(LeftOutRange(first_id, first_position, last_id, last_position,
+                                    last - first + 1, reason))
+        return out
+
+
+Shape = tuple[int | None, int | None, str, str | None, list[str]]
+
+
+def history_shapes(source: Sequence[Message], start: int, end: int) -> Sequence[Shape]:
+    """``(id, position, role, tool_call_id, call ids)`` of ``source[start..end]``.
+
+    A source with a ``shapes(start, end)`` method answers itself (a stored history reads
+    them without the messages' text); any other sequence is read message by message.
+    """
+    if end < start:
+        return []
+    shapes = getattr(source, "shapes", None)
+    if callable(shapes):
+        return shapes(start, end)  # type: ignore[no-any-return]
+    out: list[Shape] = []
+    for i in range(start, end + 1):
+        msg = source[i]
+        ids = call_ids(msg) if msg.role == "assistant" and msg.tool_calls else []
+        out.append((msg.id, msg.position, msg.role, msg.tool_call_id, ids))
+    return out
+
+
+Locate = Callable[[int], tuple[int | None, int | None]]
+
+
+def prefix_reasons(
+    source: Sequence[Message],
+    start: int,
+    end: int,
+    *,
+    exclude_system: bool,
+    asked: Sequence[str] = (),
+) -> tuple[dict[int, str], set[str], Locate]:
+    """Why the messages ``source[start..end]`` (all left out) leave, where the reason is
+    not the budget: ``{index: reason}`` for tool results whose call is not earlier in
+    that stretch and, with ``exclude_system``, system messages. Also which of the call
+    ids ``asked`` an assistant message of the stretch made, and a function giving
+    ``(id, position)`` of any index.
+
+    A source with a ``prefix_reasons`` method of the same signature (a stored session's
+    history) answers itself, in the database, without reading the messages one by one.
+    """
+    own = getattr(source, "prefix_reasons", None)
+    if callable(own):
+        return own(start, end, exclude_system=exclude_system, asked=asked)  # type: ignore[no-any-return]
+    reasons: dict[int, str] = {}
+    issued: set[str] = set()
+    for i in range(start, end + 1):
+        msg = source[i]
+        if msg.role == "tool" and (msg.tool_call_id or "") not in issued:
+            reasons[i] = REASON_ORPHAN_RESULT
+        elif msg.role == "system" and exclude_system:
+            reasons[i] = REASON_EXCLUDED_SYSTEM
+        if msg.role == "assistant" and msg.tool_calls:
+            issued.update(call_ids(msg))
+
+    def locate(index: int) -> tuple[int | None, int | None]:
+        return source[index].id, source[index].position
+
+    return reasons, issued & set(asked), locate
 
 
 def call_ids(message: Message) -> list[str]:

@@ -25,6 +25,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from workbench.core.assembly import LeftOut, LeftOutRange
 from workbench.core.conversation import Message
 from workbench.core.provider import CancelToken, Provider
 from workbench.core.tokens import get_counter
@@ -35,7 +36,6 @@ from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError
 
 if TYPE_CHECKING:
-    from workbench.core.assembly import LeftOut
     from workbench.engine.preflight import Preflight
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "context_gauge",
     "last_turn",
     "left_out_previews",
+    "newest_left_out",
     "preflight_turn",
     "provider_names",
     "stream_turn",
@@ -162,7 +163,8 @@ def context_gauge(
                                    context_window=window)
         # Without a provider the window preflight assumes is not the model's: say none.
         known_window = (window or result.budget.context_window) if client is not None else None
-        return ContextGauge(result.tokens.total, known_window, left_out=len(result.left_out))
+        return ContextGauge(result.tokens.total, known_window,
+                            left_out=result.assembled.left_out_count)
     finally:
         if client is not None:
             client.close()
@@ -207,6 +209,27 @@ def preflight_turn(
 
     return preflight_session(ws, session_id, prompt, provider=provider, model=model,
                              context_window=window)
+
+
+def newest_left_out(
+    ws: Workspace, session_id: int, ranges: Sequence[LeftOutRange], *, limit: int = 500,
+) -> list[LeftOut]:
+    """The newest ``limit`` messages the runs ``ranges`` stand for, one entry each, in
+    order: a run is expanded by reading the ids and positions of its active messages
+    (never their text), newest runs first, until ``limit`` are found."""
+    out: list[LeftOut] = []
+    for run in reversed(ranges):
+        room = limit - len(out)
+        if room <= 0:
+            break
+        if run.count == 1 or run.first_position is None or run.last_position is None:
+            out.append(LeftOut(run.last_id, run.last_position, run.reason))
+            continue
+        found = ws.repo.active_places(session_id, first_position=run.first_position,
+                                      last_position=run.last_position, limit=room)
+        out.extend(LeftOut(mid, pos, run.reason) for mid, pos in found)
+    out.reverse()
+    return out
 
 
 def left_out_previews(

@@ -20,9 +20,13 @@ keeps them in the workbench database. Both behave the same, through one
   before the first run are not in it.
 
 Every method takes the memory's lock, so threads (a GUI and its workers) can share one
-``Memory``. A store-backed memory caches the session's active messages; before each
-operation it compares the session's change stamp (``updated_at`` and message count) with
-the one it last saw and reloads when another writer changed the session.
+``Memory``. A store-backed memory does not read the session when it opens: request
+assembly reads it in pages from the newest message backwards (:meth:`Memory.history`,
+a :class:`~workbench.engine.stored_history.StoredHistory`), its length is one count, and
+the active messages are loaded and cached only by the operations that need all of them
+(``messages()``, ``view()``, ``prune``, a window, ...). Before each operation it compares
+the session's change stamp (``updated_at`` and message count) with the one it last saw
+and forgets its cache when another writer changed the session.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from workbench.core.conversation import (
 from workbench.core.policy import MemoryPolicy
 from workbench.core.tokens import TokenCounter, fill_counts, get_counter
 from workbench.engine.recall import EntryStore, LocalEntries, LongTermMemory, StoreEntries
+from workbench.engine.stored_history import StoredHistory
 from workbench.errors import RequestError
 from workbench.store.db import Database
 from workbench.store.repository import Repository
@@ -187,6 +192,19 @@ class StoreBacking:
     def load(self) -> list[Message]:
         return self.repo.list_messages(self._id, states=(ACTIVE,))
 
+    def history(self) -> StoredHistory:
+        """The active messages read in pages, newest first, without loading them."""
+        return StoredHistory(self.repo, self._id)
+
+    def count(self) -> int:
+        """How many active messages the session holds."""
+        return self.repo.message_count(self._id, states=(ACTIVE,))
+
+    def open_calls(self, wanted: Sequence[str]) -> set[str]:
+        """Which of the call ids ``wanted`` an active assistant message made."""
+        made = self.repo.call_ids_made(self._id, ACTIVE)
+        return {c for c in wanted if c in made}
+
     def store(self, messages: Sequence[Message]) -> list[Message]:
         return self.repo.append_messages(self._id, list(messages))
 
@@ -276,7 +294,8 @@ class Memory:
             source = policy or stored_policy
             max_messages = source.max_messages if source else None
         self._max_messages = max_messages
-        self._active: list[Message] = []
+        # None: a store-backed memory that has not loaded its messages (see _loaded()).
+        self._active: list[Message] | None = []
         self._appended: list[Message] = []
         self._run_started = False
         #: Why the window holds fewer than ``max_messages`` non-system messages ("" if not).
@@ -387,7 +406,16 @@ class Memory:
 
     def _reload(self) -> None:
         self._stamp = self._backing.stamp()
-        self._active = self._backing.load()
+        if callable(getattr(self._backing, "history", None)):
+            self._active = None  # read when an operation needs every message
+        else:
+            self._active = self._backing.load()
+
+    def _loaded(self) -> list[Message]:
+        """The active messages, loading (and caching) them if not done yet."""
+        if self._active is None:
+            self._active = self._backing.load()
+        return self._active
 
     def _sync(self) -> None:
         if self._stamp is None:
@@ -446,18 +474,36 @@ class Memory:
                 msg.compaction_id = None
             fill_counts(batch, self.counter)
             stored = self._backing.store(batch)
-            self._active.extend(stored)
+            if self._active is not None:
+                self._active.extend(stored)
             if self._run_started:
                 self._appended.extend(stored)
             self._apply_window()
             self._stamp = self._backing.stamp()
             return [copy_message(m) for m in stored]
 
+    def _open_calls(self, batch: Sequence[Message]) -> set[str]:
+        """The call ids made in memory that the batch's tool results may answer."""
+        if self._active is not None:
+            open_calls: set[str] = set()
+            for msg in self._active:
+                if msg.role == "assistant" and msg.tool_calls:
+                    open_calls.update(call_ids(msg))
+            return open_calls
+        # Not loaded: ask the store only about the calls the batch does not make itself.
+        made: set[str] = set()
+        asked: list[str] = []
+        for msg in batch:
+            if msg.role == "assistant" and isinstance(msg.tool_calls, list):
+                made.update(call_ids(msg))
+            if msg.role == "tool" and msg.tool_call_id and msg.tool_call_id not in made:
+                asked.append(msg.tool_call_id)
+        if not asked:
+            return set()
+        return self._backing.open_calls(asked)  # type: ignore[attr-defined, no-any-return]
+
     def _validate(self, batch: Sequence[Message]) -> None:
-        open_calls: set[str] = set()
-        for msg in self._active:
-            if msg.role == "assistant" and msg.tool_calls:
-                open_calls.update(call_ids(msg))
+        open_calls = self._open_calls(batch)
         for msg in batch:
             if msg.role not in ROLES:
                 raise RequestError(
@@ -489,32 +535,34 @@ class Memory:
         if not indices:
             return []
         chosen = set(indices)
-        leaving = [self._active[i] for i in sorted(chosen)]
+        active = self._loaded()
+        leaving = [active[i] for i in sorted(chosen)]
         self._backing.evict(leaving)
         for msg in leaving:
             msg.state = EVICTED
-        self._active = [m for i, m in enumerate(self._active) if i not in chosen]
+        self._active = [m for i, m in enumerate(active) if i not in chosen]
         return leaving
 
     def _apply_window(self) -> None:
         limit = self._max_messages
         if limit is None:
             return
-        held = sum(1 for m in self._active if m.role != "system")
+        active = self._loaded()
+        held = sum(1 for m in active if m.role != "system")
         if held <= limit:
             return
         excess = held - limit
         leaving: list[int] = []
-        for unit in tool_units(self._active):
+        for unit in tool_units(active):
             if excess <= 0:
                 break
-            members = [i for i in unit if self._active[i].role != "system"]
+            members = [i for i in unit if active[i].role != "system"]
             if not members:
                 continue
             leaving.extend(members)
             excess -= len(members)
         self._evict_indices(leaving)
-        held = sum(1 for m in self._active if m.role != "system")
+        held = sum(1 for m in self._loaded() if m.role != "system")
         self.window_note = (
             f"The window holds {held} of {limit} messages: a tool call and its results "
             "left together." if held < limit else ""
@@ -524,7 +572,7 @@ class Memory:
         """Evict every message (they stay in the store); returns how many."""
         with self._lock:
             self._sync()
-            count = len(self._evict_indices(range(len(self._active))))
+            count = len(self._evict_indices(range(len(self._loaded()))))
             self._stamp = self._backing.stamp()
             return count
 
@@ -539,18 +587,19 @@ class Memory:
             raise RequestError(f"prune needs a token count of 0 or more, not {max_tokens!r}.")
         with self._lock:
             self._sync()
-            fill_counts(self._active, self.counter)
-            total = sum(m.token_count or 0 for m in self._active)
+            active = self._loaded()
+            fill_counts(active, self.counter)
+            total = sum(m.token_count or 0 for m in active)
             leaving: list[int] = []
-            for unit in tool_units(self._active):
+            for unit in tool_units(active):
                 if total <= max_tokens:
                     break
-                if unit[0] == 0 and self._active[0].role == "system":
+                if unit[0] == 0 and active[0].role == "system":
                     continue
-                if any(is_protected(self._active[i]) for i in unit):
+                if any(is_protected(active[i]) for i in unit):
                     continue  # important (or pinned) messages stay, as in compaction
                 leaving.extend(unit)
-                total -= sum(self._active[i].token_count or 0 for i in unit)
+                total -= sum(active[i].token_count or 0 for i in unit)
             evicted = self._evict_indices(leaving)
             self._stamp = self._backing.stamp()
             return [copy_message(m) for m in evicted]
@@ -561,7 +610,7 @@ class Memory:
         """Copies of the active messages in order."""
         with self._lock:
             self._sync()
-            return [copy_message(m) for m in self._active]
+            return [copy_message(m) for m in self._loaded()]
 
     def view(self) -> list[Message]:
         """The active messages themselves, in a new list, for request assembly.
@@ -571,11 +620,27 @@ class Memory:
         """
         with self._lock:
             self._sync()
+            return list(self._loaded())
+
+    def history(self) -> Sequence[Message]:
+        """The active messages for request assembly, read-only and as cheap as can be.
+
+        A store-backed memory that has not loaded its messages returns a
+        :class:`~workbench.engine.stored_history.StoredHistory`, which reads pages from
+        the newest message backwards only as far as it is walked; otherwise the same
+        list :meth:`view` returns.
+        """
+        with self._lock:
+            self._sync()
+            if self._active is None:
+                return self._backing.history()  # type: ignore[attr-defined, no-any-return]
             return list(self._active)
 
     def __len__(self) -> int:
         with self._lock:
             self._sync()
+            if self._active is None:
+                return self._backing.count()  # type: ignore[attr-defined, no-any-return]
             return len(self._active)
 
     def __iter__(self) -> Iterator[Message]:
@@ -583,7 +648,8 @@ class Memory:
 
     def __repr__(self) -> str:
         where = f"session {self.session_id}" if self.session_id is not None else "in memory"
-        return f"<Memory {where}: {len(self._active)} messages>"
+        count = "?" if self._active is None else len(self._active)
+        return f"<Memory {where}: {count} messages>"
 
     def last(self, n: int) -> list[Message]:
         """Copies of the ``n`` most recent active messages."""
@@ -591,6 +657,9 @@ class Memory:
             return []
         with self._lock:
             self._sync()
+            if self._active is None:
+                history = self._backing.history()  # type: ignore[attr-defined]
+                return [copy_message(m) for m in history[max(0, len(history) - n):]]
             return [copy_message(m) for m in self._active[-n:]]
 
     def by_role(self, role: str) -> list[Message]:
@@ -619,7 +688,7 @@ class Memory:
     def _select(self, keep: Callable[[Message], bool]) -> list[Message]:
         with self._lock:
             self._sync()
-            return [copy_message(m) for m in self._active if keep(m)]
+            return [copy_message(m) for m in self._loaded() if keep(m)]
 
     def evicted(self) -> list[Message]:
         """Copies of the evicted messages (still stored, out of the model's view)."""
@@ -630,8 +699,9 @@ class Memory:
         """Tokens of the active messages (counts are filled where missing)."""
         with self._lock:
             self._sync()
-            fill_counts(self._active, self.counter)
-            return sum(m.token_count or 0 for m in self._active)
+            active = self._loaded()
+            fill_counts(active, self.counter)
+            return sum(m.token_count or 0 for m in active)
 
     # -- runs ------------------------------------------------------------------------------
 

@@ -220,7 +220,7 @@ class _Plan:
     long_term: LongTermMemory | None
     recalled: list[MemoryEntry]
     summary: str | None
-    history: list[Message]
+    history: Sequence[Message]
     context: str | None
     alternate: bool = False
 
@@ -599,7 +599,7 @@ class Model:
         long_term = memory.long_term(policy) if memory is not None else None
         recalled = long_term.recall(prompt) if long_term is not None else []
         summary = memory.context().summary if memory is not None else None
-        history = memory.view() if memory is not None else []
+        history = memory.history() if memory is not None else []
         return _Plan(
             memory=memory,
             policy=policy,

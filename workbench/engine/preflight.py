@@ -23,7 +23,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.core.assembly import AssembledRequest, Budget, LeftOut, TokenBreakdown
+from workbench.core.assembly import (
+    AssembledRequest,
+    Budget,
+    LeftOut,
+    LeftOutRange,
+    TokenBreakdown,
+)
 from workbench.core.conversation import MemoryEntry, Message
 from workbench.core.provider import (
     CancelToken,
@@ -177,6 +183,10 @@ class Preflight:
         """History messages the request does not carry, with the reason for each."""
         return self.assembled.left_out
 
+    def left_out_ranges(self) -> list[LeftOutRange]:
+        """The left-out history as runs of consecutive messages with one reason each."""
+        return self.assembled.left_out_ranges()
+
     @property
     def budget(self) -> Budget:
         return self.assembled.budget
@@ -186,13 +196,17 @@ class Preflight:
         return self.assembled.messages
 
     def to_json(self) -> dict[str, Any]:
-        """``{"payload", "tokens", "left_out", "budget", "provider", "http", "recalled"}``."""
+        """``{"payload", "tokens", "left_out", "budget", "provider", "http", "recalled"}``.
+
+        ``left_out`` lists runs of consecutive history messages left out for one reason:
+        ``{"first_id", "first_position", "last_id", "last_position", "count",
+        "reason"}``, oldest first (a 100,000-message session gives a handful, not one
+        entry per message).
+        """
         return {
             "payload": self.payload,
             "tokens": self.tokens.to_json(),
-            "left_out": [
-                {"message_id": item.message_id, "reason": item.reason} for item in self.left_out
-            ],
+            "left_out": [item.to_json() for item in self.left_out_ranges()],
             "budget": self.budget.to_json(),
             "provider": self.provider,
             "http": self.http,

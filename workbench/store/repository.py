@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from workbench.core.assembly import REASON_EXCLUDED_SYSTEM, REASON_ORPHAN_RESULT
 from workbench.core.conversation import (
     ROLES,
     STATES,
@@ -771,6 +772,216 @@ class Repository:
                 (session_id, before_position, limit),
             ).all()
         return [message_from_row(r) for r in reversed(rows)]
+
+    def page_state_before(
+        self,
+        session_id: int,
+        *,
+        state: str,
+        before_position: int | None = None,
+        limit: int = 200,
+    ) -> list[Message]:
+        """Up to ``limit`` messages in ``state`` just before ``before_position`` (from the
+        newest when ``None``), newest first: a keyset walk backwards through a session."""
+        sql = f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND state = ?"
+        params: list[Any] = [session_id, state]
+        if before_position is not None:
+            sql += " AND position < ?"
+            params.append(before_position)
+        params.append(limit)
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(
+                sql + " ORDER BY position DESC LIMIT ?", tuple(params)
+            ).all()
+        return [message_from_row(r) for r in rows]
+
+    def first_in_state(self, session_id: int, state: str) -> Message | None:
+        """The earliest message of a session in ``state``, if any."""
+        with self.db.read() as conn:
+            row = conn.exec_driver_sql(
+                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND state = ?"
+                " ORDER BY position LIMIT 1",
+                (session_id, state),
+            ).first()
+        return message_from_row(row) if row is not None else None
+
+    def message_shapes(
+        self, session_id: int, *, state: str, last_position: int, count: int
+    ) -> list[tuple[int, int, str, str | None, list[str]]]:
+        """``(id, position, role, tool_call_id, call ids)`` of the ``count`` messages in
+        ``state`` up to ``last_position``, in order, without their text: what tells why
+        history left out of a request left (the call ids only for assistant messages
+        with tool calls)."""
+        out: list[tuple[int, int, str, str | None, list[str]]] = []
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT id, position, role, tool_call_id,"
+                " CASE WHEN role = 'assistant' THEN tool_calls END"
+                " FROM messages WHERE session_id = ? AND state = ?"
+                " AND position <= ? ORDER BY position DESC LIMIT ?",
+                (session_id, state, last_position, count),
+            ).all()
+        for mid, pos, role, call_id, calls in rows:
+            ids: list[str] = []
+            if calls is not None:
+                value = json_value(calls)
+                # As call_ids reads a message's tool calls, whatever their shape.
+                for call in value if isinstance(value, list | dict | str) else ():
+                    cid = call.get("id") if isinstance(call, dict) else None
+                    ids.append(cid if isinstance(cid, str) else "")
+            out.append((mid, pos, role, call_id, ids))
+        out.reverse()
+        return out
+
+    def prefix_exceptions(
+        self,
+        session_id: int,
+        *,
+        state: str,
+        after_position: int,
+        last_position: int,
+        exclude_system: bool,
+        asked: Sequence[str] = (),
+    ) -> tuple[list[tuple[int, int, str]], set[str]] | None:
+        """For the messages in ``state`` after ``after_position`` up to
+        ``last_position``, all left out of a request: ``(id, position, reason)`` of the
+        tool results whose call no earlier assistant message there made and, with
+        ``exclude_system``, of the system messages, in order; and which of the call ids
+        ``asked`` those assistant messages made. Found by SQLite (``json_each`` over the
+        calls), so only the exceptions reach Python. ``None`` when SQLite cannot read a
+        row's calls (not JSON): the caller then reads the messages instead.
+        """
+        span = (session_id, state, after_position, last_position)
+        # As call_ids reads them: a call's id when it is text, else ''; calls that are
+        # not a list give '' once per member (a falsy value gives nothing).
+        calls = (
+            "SELECT CASE WHEN json_type(a.tool_calls) = 'array' AND j.type = 'object'"
+            " AND json_type(j.value, '$.id') = 'text'"
+            " THEN json_extract(j.value, '$.id') ELSE '' END AS cid, min(a.position) AS pos"
+            " FROM messages a, json_each(a.tool_calls) j"
+            " WHERE a.session_id = ? AND a.state = ? AND a.role = 'assistant'"
+            " AND a.tool_calls IS NOT NULL AND +a.position > ? AND +a.position <= ?"
+            " AND a.tool_calls NOT IN ('\"\"', '0', 'false', '0.0')"
+            " GROUP BY cid"
+        )
+        try:
+            with self.db.read() as conn:
+                rows: list[tuple[int, int, str]] = [
+                    (int(r[0]), int(r[1]), REASON_ORPHAN_RESULT)
+                    for r in conn.exec_driver_sql(
+                        f"WITH issued AS ({calls}) SELECT t.id, t.position FROM messages t"
+                        " LEFT JOIN issued i ON i.cid = coalesce(t.tool_call_id, '')"
+                        " WHERE t.session_id = ? AND t.state = ? AND t.role = 'tool'"
+                        " AND +t.position > ? AND +t.position <= ?"
+                        " AND (i.pos IS NULL OR i.pos >= t.position)",
+                        span + span,
+                    )
+                ]
+                if exclude_system:
+                    rows += [
+                        (int(r[0]), int(r[1]), REASON_EXCLUDED_SYSTEM)
+                        for r in conn.exec_driver_sql(
+                            "SELECT id, position FROM messages WHERE session_id = ?"
+                            " AND state = ? AND role = 'system'"
+                            " AND +position > ? AND +position <= ?",
+                            span,
+                        )
+                    ]
+                issued: set[str] = set()
+                wanted = sorted(set(asked))
+                for chunk in range(0, len(wanted), 500):
+                    part = wanted[chunk:chunk + 500]
+                    issued.update(
+                        str(r[0])
+                        for r in conn.exec_driver_sql(
+                            f"WITH issued AS ({calls}) SELECT cid FROM issued"
+                            f" WHERE cid IN {_in_clause(part)}",
+                            span + tuple(part),
+                        )
+                    )
+        except Exception:  # noqa: BLE001 - malformed JSON in a row: read it the slow way
+            return None
+        rows.sort(key=lambda r: r[1])
+        return rows, issued
+
+    def positions_not_in_state(
+        self, session_id: int, *, state: str, after_position: int, last_position: int
+    ) -> list[int] | None:
+        """Positions after ``after_position`` up to ``last_position`` whose message is
+        not in ``state``, in order (none is the common case, told by one count);
+        ``None`` when the positions there are not dense."""
+        with self.db.read() as conn:
+            total = conn.exec_driver_sql(
+                "SELECT count(*) FROM messages WHERE session_id = ?"
+                " AND position > ? AND position <= ?",
+                (session_id, after_position, last_position),
+            ).scalar_one()
+            if total != last_position - after_position:
+                return None
+            others = [s for s in STATES if s != state]
+            # The other states through the (session, state) index: as cheap as there
+            # are such messages in the whole session, and nothing when there are none.
+            return sorted(
+                int(r[0])
+                for r in conn.exec_driver_sql(
+                    "SELECT position FROM messages WHERE session_id = ?"
+                    f" AND state IN {_in_clause(others)}"
+                    " AND +position > ? AND +position <= ?",
+                    (session_id, *others, after_position, last_position),
+                )
+            )
+
+    def active_places(
+        self, session_id: int, *, first_position: int, last_position: int, limit: int,
+        state: str = "active",
+    ) -> list[tuple[int, int]]:
+        """``(id, position)`` of the newest ``limit`` messages in ``state`` from
+        ``first_position`` to ``last_position``, newest first (no text is read)."""
+        with self.db.read() as conn:
+            return [
+                (int(r[0]), int(r[1]))
+                for r in conn.exec_driver_sql(
+                    "SELECT id, position FROM messages WHERE session_id = ? AND state = ?"
+                    " AND position BETWEEN ? AND ? ORDER BY position DESC LIMIT ?",
+                    (session_id, state, first_position, last_position, limit),
+                )
+            ]
+
+    def active_at(
+        self, session_id: int, *, state: str, last_position: int, back: int, gaps: bool
+    ) -> tuple[int | None, int | None]:
+        """``(id, position)`` of the message in ``state`` ``back`` places before the one
+        at ``last_position`` (positions are dense, so without ``gaps`` this is one
+        lookup by position)."""
+        with self.db.read() as conn:
+            if not gaps:
+                row = conn.exec_driver_sql(
+                    "SELECT id, position FROM messages WHERE session_id = ? AND position = ?",
+                    (session_id, last_position - back),
+                ).first()
+            else:
+                row = conn.exec_driver_sql(
+                    "SELECT id, position FROM messages WHERE session_id = ? AND state = ?"
+                    " AND position <= ? ORDER BY position DESC LIMIT 1 OFFSET ?",
+                    (session_id, state, last_position, back),
+                ).first()
+        return (None, None) if row is None else (int(row[0]), int(row[1]))
+
+    def call_ids_made(self, session_id: int, state: str) -> set[str]:
+        """The tool call ids the session's assistant messages in ``state`` made."""
+        found: set[str] = set()
+        with self.db.read() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT tool_calls FROM messages WHERE session_id = ? AND state = ?"
+                " AND role = 'assistant' AND tool_calls IS NOT NULL",
+                (session_id, state),
+            ).all()
+        for (calls,) in rows:
+            value = json_value(calls)
+            for call in value if isinstance(value, list | dict | str) else ():
+                cid = call.get("id") if isinstance(call, dict) else None
+                found.add(cid if isinstance(cid, str) else "")
+        return found
 
     def list_messages(
         self, session_id: int, *, states: Sequence[str] | None = None
@@ -1552,3 +1763,5 @@ class Repository:
                 "UPDATE sessions SET message_count = ?, token_count = ? WHERE id = ?",
                 (counts[0], counts[1], session_id),
             )
+
+

@@ -11,14 +11,16 @@ carries none.
 
 Typing restarts a short timer (longer for sessions of thousands of messages); when it
 fires the preflight runs on a worker. One runs at a time, and an answer is shown only if
-nothing changed while it was computed (a stale answer is dropped and the preflight runs
-again). While the panel is hidden nothing runs; it catches up when shown.
+nothing changed while it was computed: a change while it runs cancels it (it stops at its
+next step instead of finishing work nobody will see) and the preflight runs again once
+the timer fires. While the panel is hidden nothing runs; it catches up when shown.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +64,12 @@ from PySide6.QtWidgets import (
 
 from workbench.core.assembly import Budget, LeftOut, TokenBreakdown
 from workbench.core.gcpause import collector_paused
-from workbench.engine.chat import GAUGE_PREFLIGHT_LIMIT, left_out_previews, preflight_turn
+from workbench.engine.chat import (
+    GAUGE_PREFLIGHT_LIMIT,
+    left_out_previews,
+    newest_left_out,
+    preflight_turn,
+)
 from workbench.engine.workspace import Workspace
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
@@ -373,21 +380,39 @@ class InspectedRequest:
     reasons: list[tuple[str, int]]  # why messages were left out, most frequent first
 
 
+class Superseded(Exception):
+    """A preflight stopped because what it was built from changed meanwhile."""
+
+
 def inspect_request(ws: Workspace, session_id: int, prompt: str, *, provider: str | None,
-                    model: str | None, window: int | None) -> InspectedRequest:
+                    model: str | None, window: int | None,
+                    stop: threading.Event | None = None) -> InspectedRequest:
     """Preflight the composer's next send and prepare what the panel shows (worker).
 
     Only what the panel shows is kept: not the session's messages the preflight read.
+    Once ``stop`` is set it raises :class:`Superseded` at its next step.
     """
+
+    def check() -> None:
+        if stop is not None and stop.is_set():
+            raise Superseded
+
+    check()
     with collector_paused():
         result = preflight_turn(ws, session_id, prompt, provider=provider, model=model,
                                 window=window)
-        left_out = result.left_out
-        listed = left_out[-LEFT_OUT_ROWS:]
-        reasons = Counter(item.reason for item in left_out).most_common()
-        history_count = len(result.assembled.history) + len(left_out)
-        del left_out
+        check()
+        # Runs of left-out messages, not one entry each: only the listed rows are read.
+        ranges = result.left_out_ranges()
+        listed = newest_left_out(ws, session_id, ranges, limit=LEFT_OUT_ROWS)
+        counts: Counter[str] = Counter()
+        for run in ranges:
+            counts[run.reason] += run.count
+        reasons = counts.most_common()
+        history_count = len(result.assembled.history) + sum(counts.values())
+    check()
     text = json.dumps(result.payload, indent=2, ensure_ascii=False)
+    check()
     previews = left_out_previews(ws, session_id, listed, limit=LEFT_OUT_ROWS)
     return InspectedRequest(
         session_id, prompt, provider, model, payload=result.payload, tokens=result.tokens,
@@ -423,6 +448,7 @@ class RequestInspectorPanel(QWidget):
         self.shown: InspectedRequest | None = None
         self._generation = 0  # bumped by every change of what the request depends on
         self._job: Any = None
+        self._stop: threading.Event | None = None  # set to cancel the running preflight
         self._again = False
         self._dirty = True
         self._windows: dict[tuple[str, str | None], int] = {}
@@ -541,6 +567,8 @@ class RequestInspectorPanel(QWidget):
     def _input_changed(self, *_args: Any) -> None:
         self._generation += 1
         self._dirty = True
+        if self._stop is not None:
+            self._stop.set()  # the running preflight is stale: stop it at its next step
         if self.isVisible():
             self.state_label.setText("updating…")
             self._timer.start()
@@ -583,9 +611,10 @@ class RequestInspectorPanel(QWidget):
         key = (provider or "", model)
         window = self._windows.get(key) if provider else None
         self.state_label.setText("updating…")
+        stop = self._stop = threading.Event()
 
         def done(result: InspectedRequest) -> None:
-            self._job = None
+            self._job = self._stop = None
             if provider and result.budget.context_window:
                 self._windows[key] = int(result.budget.context_window)
             if generation == self._generation:
@@ -595,16 +624,16 @@ class RequestInspectorPanel(QWidget):
             self._next()
 
         def failed(error: BaseException) -> None:
-            self._job = None
-            if generation == self._generation:
-                self._show_error(describe_error(error, doing="build the request"))
+            self._job = self._stop = None
+            if isinstance(error, Superseded) or generation != self._generation:
+                self._dirty = True  # stale: built again when the timer fires
             else:
-                self._dirty = True
+                self._show_error(describe_error(error, doing="build the request"))
             self._next()
 
         self._job = self.ctx.workers.network(
             inspect_request, self.ctx.workspace, session_id, prompt, provider=provider,
-            model=model, window=window, name="build the request", on_done=done,
+            model=model, window=window, stop=stop, name="build the request", on_done=done,
             on_error=failed)
 
     def _next(self) -> None:
@@ -717,5 +746,7 @@ class RequestInspectorPanel(QWidget):
     def shut_down(self) -> None:
         """The window closes: no more preflights."""
         self._timer.stop()
+        if self._stop is not None:
+            self._stop.set()
         if self._job is not None:
             self._job.cancel()

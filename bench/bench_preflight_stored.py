@@ -1,0 +1,135 @@
+"""Preflight of a stored session at 1,000 / 10,000 / 100,000 messages, with LangChain's
+``trim_messages`` on the same messages as the peer, in the same run.
+
+Run as ``.venv/bin/python bench/bench_preflight_stored.py [--runs 7] [--code PATH]``.
+
+Each session is an agent session from ``bench_request_build.build_history`` (system
+prompt, user and assistant turns, tool calls with their results; token counts cached as
+a chat or an import leaves them), stored in a temporary database through
+``Repository.import_many``. What is timed for ours is the whole command-line path:
+``preflight_session(ws, session, prompt).to_json()`` (the turn set up, the session's
+memory opened, the request assembled against the offline stand-in's 128,000-token
+window, the left-out history reported). The peer is ``trim_messages`` (strategy
+``last``, cached counts) on the same messages already in memory: it reads no database,
+so it is a floor rather than the same work.
+
+``--code PATH`` imports the workbench from another checkout (for instance the main
+branch, to print the figures before a change); langchain-core is installed outside the
+repository as ``bench_request_build.py`` does. Goal (issue 14): ≤ 50 ms at 100,000
+messages and ≤ 1.5× the 1,000-message figure. The exit status is 0 when both are met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SIZES = (1_000, 10_000, 100_000)
+GOAL_MS = 50.0
+GOAL_GROWTH = 1.5
+PROMPT = "Which of my orders from last week have not shipped yet?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--code", type=Path, default=None,
+                        help="a checkout whose workbench package is imported instead")
+    parser.add_argument("--no-install", action="store_true", help="never run pip")
+    args = parser.parse_args(argv)
+    if args.code is not None:
+        sys.path.insert(0, str(args.code.resolve()))
+
+    import _common
+    from _common import header, load_note, ms, time_calls, verdict
+    if args.code is not None:  # _common put this checkout first; the other one wins
+        sys.path.insert(0, str(args.code.resolve()))
+    import bench_request_build as build
+
+    from workbench.core.conversation import Conversation, Message
+    from workbench.core.tokens import REPLY_PRIMING_TOKENS, get_counter
+    from workbench.engine.preflight import DEFAULT_CONTEXT_WINDOW, preflight_session
+    from workbench.engine.workspace import Workspace
+
+    _common.prepare_environment()
+    import workbench
+
+    print(f"Preflight of a stored session ({load_note()})")
+    print(f"Workbench code: {Path(workbench.__file__).resolve().parent.parent}")
+    lc, lc_version = build.ensure_langchain(build.LANGCHAIN_DIR, not args.no_install)
+    counter = get_counter()
+    if counter.encoding is None:
+        raise SystemExit("the o200k_base vocabulary could not be loaded; install bpe-openai")
+
+    folder = Path(tempfile.mkdtemp(prefix="workbench-bench-preflight-"))
+    figures: dict[int, float] = {}
+
+    def measure() -> None:
+        with Workspace.open(folder / "bench.db") as ws:
+            for size in SIZES:
+                started = time.perf_counter()
+                history = build.build_history(size, args.seed)
+                for m, n in zip(history, counter.count_messages(history), strict=True):
+                    m.token_count, m.token_encoding = n, counter.encoding_name
+                stored: list[Message] = []
+                for m in history:
+                    copy = m.copy()
+                    copy.id = copy.position = None
+                    stored.append(copy)
+                outcome = ws.repo.import_many([Conversation(title=f"{size:,}", messages=stored)])
+                session = int(outcome[0].session.id)
+                built = time.perf_counter() - started
+
+                def ours(session: int = session) -> Any:
+                    return preflight_session(ws, session, PROMPT).to_json()
+
+                data = ours()
+                left = data["left_out"]
+                left_count = (sum(item.get("count", 1) for item in left) if left else 0)
+                kept = len(data["payload"]["messages"])
+                lc_messages = build.to_langchain(
+                    lc, [*history, Message(role="user", content=PROMPT)])
+                exact = build.tiktoken_counter(lc, counter.encoding)
+                cached = build.cached_counter(lc, {id(m): exact(m) for m in lc_messages})
+                budget = data["budget"]["available"] or DEFAULT_CONTEXT_WINDOW
+
+                def peer(lc_messages: list[Any] = lc_messages, cached: Any = cached,
+                         budget: int = budget) -> Any:
+                    return lc.trim_messages(lc_messages, max_tokens=budget - REPLY_PRIMING_TOKENS,
+                                            token_counter=cached, strategy="last",
+                                            include_system=True, allow_partial=False)
+
+                header(f"{size:,} messages (built in {built:.1f} s, untimed): the request "
+                       f"carries {kept:,} messages, {left_count:,} left out in "
+                       f"{len(left):,} entries")
+                mine = time_calls(ours, runs=args.runs)
+                theirs = time_calls(peer, runs=args.runs)
+                figures[size] = mine.median * 1000
+                print(f"  ours: preflight_session().to_json()   median {ms(mine.median):>10}"
+                      f"  p95 {ms(mine.p95):>10}  cpu {ms(mine.cpu)}")
+                ratio = mine.median / theirs.median
+                print(f"  trim_messages (langchain-core {lc_version}, cached counts, in memory)"
+                      f" median {ms(theirs.median):>10}  ours/peer {ratio:.2f}")
+
+    try:
+        measure()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    largest, smallest = figures[SIZES[-1]], figures[SIZES[0]]
+    growth = largest / smallest
+    time_ok = verdict(largest, GOAL_MS, at_most=True)
+    growth_ok = verdict(growth, GOAL_GROWTH, at_most=True)
+    print(f"Growth from {SIZES[0]:,} to {SIZES[-1]:,} messages: {growth:.2f}x")
+    print(f"Goal ≤ {GOAL_MS:.0f} ms at {SIZES[-1]:,}: {time_ok}. Goal ≤ {GOAL_GROWTH}x the "
+          f"{SIZES[0]:,} figure: {growth_ok}.")
+    return 0 if time_ok == "met" and growth_ok == "met" else 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
