@@ -220,3 +220,32 @@ def test_the_window_follows_a_second_process_writing_to_the_database(
                     timeout=10_000)
     last = window.timeline.model.message_at(7)
     assert last is not None and last.content == "from the other process 4"
+
+
+def test_the_rename_tags_and_jump_fields_have_names_and_take_the_keys(
+    qtbot: QtBot, workspace: Workspace, chat_open: tuple[SessionInfo, MainWindow],
+) -> None:
+    """The in-place rename field and the Tags and Jump boxes are named for screen
+    readers, and what is typed into them (as the focus receives it) is what is stored."""
+    info, window = chat_open
+    window.browser.view.setFocus()
+    press(qtbot, Qt.Key.Key_F2)
+    assert focus().accessibleName() == "Session title"
+    press(qtbot, Qt.Key.Key_Escape)
+
+    def answer(text: str, name: str) -> Callable[[QWidget], None]:
+        def act(_dialog: QWidget) -> None:
+            assert focus().accessibleName() == name
+            press(qtbot, Qt.Key.Key_A, CTRL)
+            type_text(qtbot, text)
+            press(qtbot, Qt.Key.Key_Return)
+        return act
+
+    with_modal_dialog(qtbot, window.browser.tags_action.trigger,
+                      answer("travel, #france", "Session tags"))
+    qtbot.waitUntil(lambda: workspace.get_session(info.id).tags == ["travel", "france"])
+
+    window.timeline.view.setFocus()
+    with_modal_dialog(qtbot, window.timeline.jump_action.trigger,
+                      answer("2", "Message number or id"))
+    assert window.timeline.view.currentIndex().row() == 1

@@ -6,7 +6,7 @@ from typing import Any
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPalette
-from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
+from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
 from workbench.gui.models.sessions import SessionRole, session_summary
 
@@ -17,6 +17,12 @@ PAD_Y = 5
 
 class SessionDelegate(QStyledItemDelegate):
     """Two lines per session; pinned sessions carry a flag, archived ones are greyed."""
+
+    def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
+                     index: _Index) -> QWidget:
+        editor = super().createEditor(parent, option, index)
+        editor.setAccessibleName("Session title")  # the in-place rename field
+        return editor
 
     def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
         fm = QFontMetrics(option.font)

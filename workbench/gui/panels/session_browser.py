@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
     QHBoxLayout,
-    QInputDialog,
     QLineEdit,
     QListView,
     QMenu,
@@ -36,6 +35,7 @@ from workbench.gui.commands import (
 )
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.session import SessionDelegate
+from workbench.gui.dialogs.ask_text import ask_text
 from workbench.gui.models.sessions import SessionListModel, SessionRole
 
 FILTER_DELAY_MS = 150
@@ -293,8 +293,8 @@ class SessionBrowserPanel(QWidget):
         if index.isValid():
             self.view.edit(index)
             return
-        title, ok = QInputDialog.getText(self, "Rename session", "Title:",
-                                         text=selected[0].title)
+        title, ok = ask_text(self, "Rename session", "Title:", text=selected[0].title,
+                             name="Session title")
         if ok and title.strip():
             self.rename_session(selected[0].id, title.strip())
 
@@ -331,13 +331,13 @@ class SessionBrowserPanel(QWidget):
     def _edit_tags_interactively(self) -> None:
         selected = self.selected_sessions()
         if len(selected) == 1:
-            text, ok = QInputDialog.getText(
-                self, "Tags", "Tags, separated by commas:", text=", ".join(selected[0].tags))
+            text, ok = ask_text(self, "Tags", "Tags, separated by commas:",
+                                text=", ".join(selected[0].tags), name="Session tags")
             if ok:
                 self.set_tags(selected[0].id, _parse_tags(text))
         elif selected:
-            text, ok = QInputDialog.getText(
-                self, "Add tag", f"Tag to add to {len(selected)} sessions:")
+            text, ok = ask_text(self, "Add tag", f"Tag to add to {len(selected)} sessions:",
+                                name="Tag to add")
             for tag in _parse_tags(text) if ok else []:
                 self.add_tag([s.id for s in selected], tag)
 

@@ -9,7 +9,6 @@ from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
-    QInputDialog,
     QLabel,
     QMenu,
     QSizePolicy,
@@ -29,6 +28,7 @@ from workbench.gui.commands import (
 )
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.message import MessageDelegate
+from workbench.gui.dialogs.ask_text import ask_text
 from workbench.gui.models.timeline import KindRole, MessageRole, TimelineModel
 from workbench.gui.panels.timeline_view import TimelineView
 from workbench.gui.theme import ROLE_LABELS, is_dark, role_color
@@ -425,9 +425,10 @@ class TimelinePanel(QWidget):
     def _jump_interactively(self) -> None:
         if not self.model.session_id:
             return
-        text, ok = QInputDialog.getText(
+        text, ok = ask_text(
             self, "Jump to message",
-            f"Message number (1 to {self.model.message_count:,}) or id (#12345):")
+            f"Message number (1 to {self.model.message_count:,}) or id (#12345):",
+            name="Message number or id")
         if not ok:
             return
         if self.jump_to(text):
