@@ -21,7 +21,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDialog,
     QDialogButtonBox,
     QFormLayout,
     QGroupBox,
@@ -43,6 +42,7 @@ from workbench.core.policy import CAPTURES, INJECTS, MODES, SCOPES, MemoryPolicy
 from workbench.engine.builtin_tools import BUILTIN_TOOLS
 from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
+from workbench.gui.dialogs.settings_form import SettingsFormDialog
 from workbench.gui.errors import describe_error
 
 _MODE_LABELS = {"auto": "Automatic: store each turn", "manual": "Manual: store nothing"}
@@ -63,8 +63,10 @@ def _choices(parent: QWidget, name: str, values: tuple[str, ...],
     return box
 
 
-class AgentsDialog(QDialog):
+class AgentsDialog(SettingsFormDialog):
     """Add and edit agents (see the module docstring)."""
+
+    entry_kind = "agent"
 
     agent_saved = Signal(object)  # the stored Agent
 
@@ -252,7 +254,7 @@ class AgentsDialog(QDialog):
                            previous: QListWidgetItem | None) -> None:
         if current is None:
             return
-        if self.edited() and not self.confirm_discard(self.name_edit.text() or "the new one"):
+        if self.edited() and not self.confirm_discard(self.edited_name()):
             self.list.blockSignals(True)
             self.list.setCurrentItem(previous)  # stay on the edited form
             self.list.blockSignals(False)
@@ -262,32 +264,6 @@ class AgentsDialog(QDialog):
     def edited(self) -> bool:
         """Whether the form was changed since it was filled (from the store or blank)."""
         return self.form_fields() != getattr(self, "_baseline", None)
-
-    def reject(self) -> None:
-        # Esc, Close and the window's close button: unsaved edits are not dropped unasked
-        # (Cancel in the question goes back to the form, where Save is).
-        if self.isVisible() and getattr(self, "_ask_before_closing", True) \
-                and self.edited() \
-                and not self.confirm_discard(self.name_edit.text() or "the new one"):
-            return
-        super().reject()
-
-    def close_without_asking(self) -> None:
-        """Close, dropping unsaved edits (the main window is quitting)."""
-        self._ask_before_closing = False
-        try:
-            self.close()
-        finally:
-            self._ask_before_closing = True
-
-    def confirm_discard(self, name: str) -> bool:
-        """Ask whether the unsaved edits to agent ``name`` may be dropped."""
-        answer = QMessageBox.question(
-            self, "Unsaved changes",
-            f"Discard the unsaved changes to agent {name!r}?",
-            QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel,
-            QMessageBox.StandardButton.Cancel)
-        return answer == QMessageBox.StandardButton.Discard
 
     def new_agent(self) -> None:
         """Clear the form for an agent that is not stored yet."""

@@ -21,7 +21,6 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
-    QDialog,
     QDialogButtonBox,
     QFormLayout,
     QHBoxLayout,
@@ -46,6 +45,7 @@ from workbench.engine.providers import (
 )
 from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
+from workbench.gui.dialogs.settings_form import SettingsFormDialog
 from workbench.gui.errors import describe_error
 
 KEY_NONE, KEY_ENV, KEY_KEYRING = "none", "env", "keyring"
@@ -69,8 +69,10 @@ def _token_spin(parent: QWidget, name: str) -> QSpinBox:
     return spin
 
 
-class ProvidersDialog(QDialog):
+class ProvidersDialog(SettingsFormDialog):
     """Add, change, remove and test provider configs (see the module docstring)."""
+
+    entry_kind = "provider"
 
     provider_saved = Signal(object)  # the stored ProviderConfig
     provider_removed = Signal(str)  # its name
@@ -272,38 +274,12 @@ class ProvidersDialog(QDialog):
                            previous: QListWidgetItem | None) -> None:
         if current is None:
             return
-        if self.edited() and not self.confirm_discard(self.name_edit.text() or "the new one"):
+        if self.edited() and not self.confirm_discard(self.edited_name()):
             self.list.blockSignals(True)
             self.list.setCurrentItem(previous)  # stay on the edited form
             self.list.blockSignals(False)
             return
         self._load(current.data(Qt.ItemDataRole.UserRole))
-
-    def reject(self) -> None:
-        # Esc, Close and the window's close button: unsaved edits are not dropped unasked
-        # (Cancel in the question goes back to the form, where Save is).
-        if self.isVisible() and getattr(self, "_ask_before_closing", True) \
-                and self.edited() \
-                and not self.confirm_discard(self.name_edit.text() or "the new one"):
-            return
-        super().reject()
-
-    def close_without_asking(self) -> None:
-        """Close, dropping unsaved edits (the main window is quitting)."""
-        self._ask_before_closing = False
-        try:
-            self.close()
-        finally:
-            self._ask_before_closing = True
-
-    def confirm_discard(self, name: str) -> bool:
-        """Ask whether the unsaved edits to provider ``name`` may be dropped."""
-        answer = QMessageBox.question(
-            self, "Unsaved changes",
-            f"Discard the unsaved changes to provider {name!r}?",
-            QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel,
-            QMessageBox.StandardButton.Cancel)
-        return answer == QMessageBox.StandardButton.Discard
 
     def new_provider(self) -> None:
         """Clear the form for a provider that is not stored yet."""
