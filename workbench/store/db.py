@@ -193,7 +193,8 @@ class Database:
             return
         if not migrate:
             raise StorageError(f"{self.path} needs schema changes: {pending[0].name} and on.")
-        if existed and applied:
+        # A change that is PostgreSQL's only is just recorded here: no copy for it.
+        if existed and applied and any(m.statements for m in pending):
             self.backup(self._backup_path())
         for migration in pending:
             self._apply(migration)

@@ -54,8 +54,14 @@ def _apply_one(engine: Engine, migration: Migration, where: str) -> bool:
         _refuse_newer(applied, where)
         if migration.name in applied:
             return False
-        for statement in migration.statements_for("postgresql"):
-            conn.exec_driver_sql(statement)
+        # Through the driver's cursor without parameters: the statements are DDL that may
+        # hold a literal % (format() in a DO block), never a placeholder.
+        cursor = conn.connection.cursor()
+        try:
+            for statement in migration.statements_for("postgresql"):
+                cursor.execute(statement)
+        finally:
+            cursor.close()
         conn.execute(
             text("INSERT INTO schema_migrations (name, applied_at) VALUES (:name, :at)"),
             {"name": migration.name, "at": time_to_text(utcnow())},
@@ -79,7 +85,7 @@ def migrate_postgresql(engine: Engine) -> list[str]:
                 done.append(migration.name)
         except DatabaseVersionError:
             raise
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, engine.dialect.loaded_dbapi.Error) as exc:
             reason = getattr(exc, "orig", None) or exc
             raise StorageError(
                 f"Schema change {migration.name} failed on {where}: {reason}; "

@@ -462,6 +462,70 @@ _PG_BASELINE = [
 ]
 
 
+# Full-text search on PostgreSQL (SPEC §5 on the team store; SQLite has its FTS5 tables
+# since 0001). Text is split the way FTS5's unicode61 tokenizer splits it, on every
+# character that is not a letter or a digit, lower-cased and without diacritics
+# (``workbench_words``): PostgreSQL's own parser would keep ``felelis.py`` or a URL as one
+# token and miss words SQLite finds. The split needs a collation that knows Unicode
+# letters; the database's default may be "C", which does not, so the function names one
+# the server has. Each searchable text keeps its words in a stored tsvector column with a
+# GIN index (over its first 250,000 characters: a tsvector holds at most 1 MB), and a
+# trigram index serves the substring search of text no word covers (``->``, ``__init__``).
+_PG_WORDS_FUNCTION = r"""
+DO $do$
+DECLARE
+    coll text;
+    accents text;
+BEGIN
+    SELECT quote_ident(collname) INTO coll FROM pg_collation
+    WHERE collname IN ('C.utf8', 'C.UTF-8', 'und-x-icu', 'en_US.utf8')
+    ORDER BY array_position(ARRAY['C.utf8', 'C.UTF-8', 'und-x-icu', 'en_US.utf8'],
+                            collname::text)
+    LIMIT 1;
+    SELECT quote_ident(extnamespace::regnamespace::text) INTO accents
+    FROM pg_extension WHERE extname = 'unaccent';
+    EXECUTE format(
+        $f$CREATE FUNCTION workbench_words(t text) RETURNS text
+           LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+           AS $body$ SELECT regexp_replace(
+               lower(%1$s.unaccent('%1$s.unaccent'::regdictionary, t) %2$s),
+               '[^[:alnum:]]+', ' ', 'g') $body$$f$,
+        accents, CASE WHEN coll IS NULL THEN '' ELSE 'COLLATE ' || coll END);
+END
+$do$
+"""
+
+PG_SEARCH_CHARS = 250_000
+
+_PG_SEARCH = [
+    "CREATE EXTENSION IF NOT EXISTS unaccent",
+    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+    _PG_WORDS_FUNCTION,
+    f"""
+    ALTER TABLE messages ADD COLUMN search tsvector GENERATED ALWAYS AS
+        (to_tsvector('simple'::regconfig, workbench_words(left(content, {PG_SEARCH_CHARS}))))
+        STORED
+    """,
+    "CREATE INDEX ix_messages_search ON messages USING gin (search)",
+    "CREATE INDEX ix_messages_content_trgm ON messages USING gin (content gin_trgm_ops)",
+    """
+    ALTER TABLE sessions ADD COLUMN search tsvector GENERATED ALWAYS AS
+        (to_tsvector('simple'::regconfig, workbench_words(title))) STORED
+    """,
+    "CREATE INDEX ix_sessions_search ON sessions USING gin (search)",
+    f"""
+    ALTER TABLE memory_entries ADD COLUMN search tsvector GENERATED ALWAYS AS
+        (to_tsvector('simple'::regconfig, workbench_words(left(content, {PG_SEARCH_CHARS}))))
+        STORED
+    """,
+    "CREATE INDEX ix_memory_entries_search ON memory_entries USING gin (search)",
+]
+
+# Columns that exist only on PostgreSQL, as the FTS5 tables exist only on SQLite: the
+# SQLModel tables do not describe them and the store never reads them as data.
+PG_SEARCH_COLUMNS = {"messages": "search", "sessions": "search", "memory_entries": "search"}
+
+
 @dataclass(frozen=True)
 class Migration:
     """A named, ordered schema change: its statements on SQLite and on PostgreSQL."""
@@ -481,4 +545,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0003_summary_lines", tuple(_SUMMARY_LINES)),
     Migration("0004_import_identity", tuple(_IMPORT_IDENTITY)),
     Migration("0005_session_metadata", tuple(_SESSION_METADATA)),
+    Migration("0006_search_postgresql", (), tuple(_PG_SEARCH)),
 )
