@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from workbench.core.conversation import Conversation, Message
     from workbench.core.tokens import REPLY_PRIMING_TOKENS, get_counter
-    from workbench.engine.preflight import DEFAULT_CONTEXT_WINDOW, preflight_session
+    from workbench.engine.preflight import DEFAULT_CONTEXT_WINDOW
+    from workbench.engine.turn import preflight_session
     from workbench.engine.workspace import Workspace
 
     _common.prepare_environment()

@@ -14,6 +14,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import grimp
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -307,3 +308,93 @@ def test_the_repo_scan_sees_every_way_of_reading_it() -> None:
         "path = args.db\n"
     )
     assert sorted(_repo_reads(ast.parse(source))) == [1, 3, 4, 6]
+
+
+# -- import cycles ---------------------------------------------------------------------------
+
+# Everything below the GUI: the engine and the floors under it (ARCHITECTURE.md: "import
+# cycles are broken by moving code, not by imports inside functions").
+ACYCLIC = ("workbench.engine", "workbench.store", "workbench.providers", "workbench.formats",
+           "workbench.core", "workbench.errors")
+
+
+def _cycles(graph: grimp.ImportGraph, prefixes: tuple[str, ...]) -> list[list[str]]:
+    """The import cycles among the modules named by ``prefixes``: each strongly connected
+    group of two or more modules (Tarjan), with one import line per edge in it."""
+    modules = sorted(
+        m for m in graph.modules if any(m == p or m.startswith(p + ".") for p in prefixes)
+    )
+    inside = set(modules)
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m) & inside) for m in modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for other in edges[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                group.append(top)
+                if top == module:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for module in modules:
+        if module not in index:
+            visit(module)
+    return [
+        [
+            f"{a} -> {b} (line {d['line_number']})"
+            for a in group
+            for b in edges[a]
+            if b in group
+            for d in graph.get_import_details(importer=a, imported=b)
+        ]
+        for group in groups
+    ]
+
+
+def test_no_import_cycles_below_the_gui() -> None:
+    # grimp sees every import: at module level, inside functions and under TYPE_CHECKING.
+    graph = grimp.build_graph("workbench", cache_dir=None)
+    assert _cycles(graph, ACYCLIC) == []
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        "def late():\n    from fakecycle import first\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fakecycle import first\n",
+    ],
+    ids=["function-level", "type-checking"],
+)
+def test_the_cycle_check_sees_hidden_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, second: str
+) -> None:
+    package = tmp_path / "fakecycle"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "first.py").write_text("from fakecycle import second\n")
+    (package / "second.py").write_text(second)
+    (package / "third.py").write_text("from fakecycle import first\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    graph = grimp.build_graph("fakecycle", cache_dir=None)
+    (cycle,) = _cycles(graph, ("fakecycle",))
+    assert [line.split(" (")[0] for line in cycle] == [
+        "fakecycle.first -> fakecycle.second",
+        "fakecycle.second -> fakecycle.first",
+    ]

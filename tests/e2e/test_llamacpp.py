@@ -129,7 +129,7 @@ def test_chat_through_the_model_builder_with_memory(
 ) -> None:
     with Workspace.open(tmp_path / "e2e.db") as ws:
         session = ws.repo.create_session("e2e chat")
-        memory = Memory.open(ws.repo, session.id)
+        memory = Memory.open(ws, session.id)
         model = Model(make("openai", llama), instructions="Answer briefly.", max_tokens=6,
                       stream=stream).with_memory(memory, auto=True)
         inputs: list[int] = []

@@ -48,7 +48,7 @@ def stored_session(workspace: Workspace, **policy: Any) -> Memory:
     agent = workspace.repo.create_agent(f"agent {len(workspace.repo.list_agents())}",
                                         memory_policy=policy)
     info = workspace.repo.create_session("model test", agent_id=agent.id)
-    return Memory.open(workspace.db, info.id)
+    return Memory.open(workspace, info.id)
 
 
 # -- the seed examples -------------------------------------------------------------------------
@@ -75,7 +75,7 @@ def test_two_executes_with_auto_memory_leave_four_messages() -> None:
 
 def test_a_window_of_twenty_after_a_hundred_executes(workspace: Workspace) -> None:
     info = workspace.repo.create_session("windowed")
-    memory = Memory.open(workspace.db, info.id, max_messages=20)
+    memory = Memory.open(workspace, info.id, max_messages=20)
     model = Model(ScriptedProvider(default="ok"), memory=memory)
     for i in range(100):
         model.execute(f"question {i}")

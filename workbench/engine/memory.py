@@ -1,7 +1,7 @@
 """``Memory``: the ordered messages of one session as the model sees them (SPEC §2).
 
-``Memory(max_messages=None)`` keeps its messages in a list; ``Memory.open(db, session_id)``
-keeps them in the workbench database. Both behave the same, through one
+``Memory(max_messages=None)`` keeps its messages in a list; ``Memory.open(ws, session_id)``
+keeps them in the workbench database of the open workspace ``ws``. Both behave the same, through one
 :class:`MemoryBacking` protocol:
 
 * ``append`` / ``extend`` add messages (their token counts are cached at once);
@@ -35,7 +35,6 @@ import copy
 import itertools
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 from workbench.core.assembly import call_ids, tool_units
@@ -52,8 +51,8 @@ from workbench.core.policy import MemoryPolicy
 from workbench.core.tokens import TokenCounter, fill_counts, get_counter
 from workbench.engine.recall import EntryStore, LocalEntries, LongTermMemory, StoreEntries
 from workbench.engine.stored_history import StoredHistory
+from workbench.engine.workspace import Workspace
 from workbench.errors import RequestError
-from workbench.store.db import Database
 from workbench.store.repository import Repository
 
 __all__ = ["InMemoryBacking", "Memory", "MemoryBacking", "StoreBacking", "copy_message"]
@@ -288,7 +287,6 @@ class Memory:
         self._backing: MemoryBacking = backing or InMemoryBacking()
         self._counter = counter
         self._policy = policy
-        self._owned_db: Database | None = None
         stored_policy = self._backing.policy()
         if max_messages is None:
             source = policy or stored_policy
@@ -308,56 +306,24 @@ class Memory:
     @classmethod
     def open(
         cls,
-        db: Database | Repository | Any,
+        ws: Workspace,
         session_id: int,
         *,
         max_messages: int | None = None,
         counter: TokenCounter | None = None,
         policy: MemoryPolicy | None = None,
     ) -> Memory:
-        """The memory of a stored session.
+        """The memory of a session stored in the open workspace ``ws``.
 
-        ``db`` is a :class:`~workbench.store.db.Database`, a repository, a workspace or
-        the path of a database file (opened here and closed by :meth:`close`). Without
-        ``max_messages`` the window is the session's policy's ``max_messages``.
+        Without ``max_messages`` the window is the session's policy's ``max_messages``.
+        The memory uses the workspace's database and never closes it.
         """
-        owned: Database | None = None
-        if isinstance(db, Repository):
-            repo = db
-        elif isinstance(db, Database):
-            repo = Repository(db)
-        elif isinstance(db, str | Path):
-            owned = Database.open(db)
-            repo = Repository(owned)
-        elif isinstance(getattr(db, "repo", None), Repository):
-            repo = db.repo
-        else:
-            raise RequestError(f"Memory.open needs a database, repository or path, not {db!r}.")
-        try:
-            memory = cls(
-                max_messages,
-                counter=counter,
-                policy=policy,
-                backing=StoreBacking(repo, session_id),
-            )
-        except BaseException:
-            if owned is not None:
-                owned.close()
-            raise
-        memory._owned_db = owned
-        return memory
-
-    def close(self) -> None:
-        """Close the database this memory opened itself (nothing otherwise)."""
-        if self._owned_db is not None:
-            self._owned_db.close()
-            self._owned_db = None
-
-    def __enter__(self) -> Memory:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return cls(
+            max_messages,
+            counter=counter,
+            policy=policy,
+            backing=StoreBacking(ws.repo, session_id),
+        )
 
     # -- properties ---------------------------------------------------------------------
 
@@ -391,6 +357,14 @@ class Memory:
         if stored is not None:
             return stored
         return MemoryPolicy(max_messages=self._max_messages)
+
+    @property
+    def repository(self) -> Repository | None:
+        """The repository a stored session's memory reads and writes (``None`` in
+        memory): compaction writes through it under :attr:`lock`, then calls
+        :meth:`refresh`."""
+        backing = self._backing
+        return backing.repo if isinstance(backing, StoreBacking) else None
 
     def agent(self) -> Agent | None:
         """The stored session's agent (``None`` in memory)."""

@@ -76,6 +76,7 @@ from workbench.core.provider import (
 from workbench.core.schema import check_schema, parse_json_reply, validate
 from workbench.core.tokens import TokenCounter, get_counter
 from workbench.core.tools import Tool, as_tools, tool_result_text
+from workbench.engine.compaction import maybe_compact_before_send
 from workbench.engine.memory import Memory, copy_message
 from workbench.engine.preflight import Preflight, provider_note
 from workbench.engine.recall import LongTermMemory
@@ -563,8 +564,6 @@ class Model:
         memory = self.active_memory
         if memory is None or memory.session_id is None:
             return None, ""
-        from workbench.engine.compaction import maybe_compact_before_send
-
         result = maybe_compact_before_send(memory, provider=self.provider)
         if result is None:
             return None, ""

@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpcore
@@ -55,6 +55,7 @@ from workbench.providers.failures import error_from_reply, retry_after_seconds, 
 from workbench.providers.transport import PoolTransport
 
 log = logging.getLogger("workbench.providers")
+_T = TypeVar("_T")
 
 RETRY_STATUSES = frozenset({408, 409, 429})
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -364,8 +365,8 @@ class HttpClient:
     def _scrub(self, text: str) -> str:
         return scrub(text, self.secrets)
 
-    def _with_retries(self, attempt: Callable[[], Any], cancel: CancelToken,
-                      deadline: float | None, *, retries: bool) -> Any:
+    def _with_retries(self, attempt: Callable[[], _T], cancel: CancelToken,
+                      deadline: float | None, *, retries: bool) -> _T:
         attempts = max(1, self.retry.attempts if retries else 1)
         number = 1
         while True:

@@ -276,7 +276,7 @@ def apply_plan(db: Database, plan: CompactionPlan, *, tokens_after: int | None =
                 json_text(details),
             ),
         )
-        compaction_id = int(cur.lastrowid)  # type: ignore[arg-type]
+        compaction_id = int(cur.lastrowid)
         folded = conn.exec_driver_sql(
             # By rowid: the (session, state) index would be searched while it is changed.
             "UPDATE messages SET state = 'folded', compaction_id = ?"
