@@ -8,11 +8,15 @@ temp dir and run the same contracts there, proving that they really catch a viol
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import os
+import pkgutil
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from types import ModuleType
 
 import grimp
 import pytest
@@ -398,3 +402,84 @@ def test_the_cycle_check_sees_hidden_imports(
         "fakecycle.first -> fakecycle.second",
         "fakecycle.second -> fakecycle.first",
     ]
+
+
+# -- one error tree ----------------------------------------------------------------------------
+
+
+def _workbench_modules() -> list[ModuleType]:
+    import workbench
+
+    modules = [workbench]
+    for info in pkgutil.walk_packages(workbench.__path__, "workbench."):
+        if info.name.endswith("__main__"):  # running it is the command line itself
+            continue
+        modules.append(importlib.import_module(info.name))
+    return modules
+
+
+def test_every_exception_class_of_the_workbench_is_in_the_error_tree() -> None:
+    from workbench.errors import WorkbenchError
+
+    defined = [
+        (module.__name__, name, cls)
+        for module in _workbench_modules()
+        for name, cls in vars(module).items()
+        if inspect.isclass(cls)
+        and issubclass(cls, BaseException)
+        and cls.__module__ == module.__name__
+    ]
+    assert len(defined) > 25  # the walk did reach the modules
+    outside = [f"{module}.{name}" for module, name, cls in defined
+               if not issubclass(cls, WorkbenchError)]
+    assert outside == []
+
+
+def _documented_tree(doc: str) -> dict[str, str | None]:
+    """``{class: parent}`` as the tree in ``workbench.errors``'s docstring draws it."""
+    parents: dict[str, str | None] = {}
+    path: list[str] = []
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if stripped == "WorkbenchError":
+            path = ["WorkbenchError"]
+            parents["WorkbenchError"] = None
+            continue
+        if not path or not any(mark in line for mark in ("├── ", "└── ")):
+            continue
+        start = max(line.find("├── "), line.find("└── "))
+        depth = start // 4  # the root is drawn at column 4, each level 4 columns further
+        name = line[start + 4:].split()[0]
+        del path[depth:]
+        parents[name] = path[-1]
+        path.append(name)
+    return parents
+
+
+def test_the_error_tree_is_documented_as_it_is() -> None:
+    import workbench.errors as errors
+
+    classes = {
+        name: cls for name, cls in vars(errors).items()
+        if inspect.isclass(cls) and issubclass(cls, BaseException)
+        and cls.__module__ == errors.__name__
+    }
+    drawn = _documented_tree(errors.__doc__ or "")
+    actual = {
+        name: (None if name == "WorkbenchError" else cls.__bases__[0].__name__)
+        for name, cls in classes.items()
+    }
+    assert drawn == actual
+
+
+def test_no_workbench_error_shadows_a_standard_name() -> None:
+    import asyncio
+    import builtins
+    import concurrent.futures
+
+    standard = set(dir(builtins)) | set(dir(asyncio)) | set(dir(concurrent.futures))
+    import workbench.errors as errors
+
+    clashes = [name for name in vars(errors) if name in standard and name[0].isupper()
+               and name.endswith("Error")]
+    assert clashes == []

@@ -14,14 +14,13 @@ from hypothesis import strategies as st
 
 from workbench.core.compaction import (
     SUMMARY_HEADING,
-    CompactionError,
 )
 from workbench.core.conversation import Message, SessionContext, Task
 from workbench.core.tokens import fill_counts, get_counter
 from workbench.engine import compaction
 from workbench.engine.memory import Memory
 from workbench.engine.workspace import Workspace
-from workbench.errors import ServerError, UnreachableError
+from workbench.errors import CompactionError, ServerError, UnreachableError
 from workbench.store.compactions import load_active
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -21,17 +21,17 @@ from workbench.core.tools import tool
 from workbench.engine.memory import Memory
 from workbench.engine.model import (
     Model,
-    StructuredOutputError,
     ToolFinished,
     ToolStarted,
 )
 from workbench.engine.workspace import Workspace
 from workbench.errors import (
-    CancelledError,
     ContextBudgetError,
+    OperationCancelledError,
     RateLimitError,
     RequestError,
     StreamInterruptedError,
+    StructuredOutputError,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -345,7 +345,7 @@ def test_a_failure_after_a_tool_ran_appends_nothing(workspace: Workspace) -> Non
 def test_a_stopped_stream_appends_nothing() -> None:
     memory = Memory()
     provider = ScriptedProvider([Reply(text="a long answer being typed", pieces=5, cancel_after=2)])
-    with pytest.raises(CancelledError):
+    with pytest.raises(OperationCancelledError):
         Model(provider, memory=memory).execute("tell me", cancel=CancelToken())
     assert len(memory) == 0
 

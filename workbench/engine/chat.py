@@ -104,7 +104,7 @@ def stream_turn(
     The request is built from the session's memory with its agent's instructions and
     enabled built-in tools. With ``auto`` the prompt and the reply (and any tool
     messages) are appended when the turn succeeds; without it nothing is stored. A
-    cancelled turn raises :class:`~workbench.errors.CancelledError` (or, with
+    cancelled turn raises :class:`~workbench.errors.OperationCancelledError` (or, with
     ``keep_partial``, keeps the partial reply marked as stopped). ``client`` is a ready
     provider to use instead of building one from the config named ``provider`` (it is
     not closed here). Provider, model, tools and options are decided by

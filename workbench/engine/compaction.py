@@ -43,7 +43,6 @@ from workbench.core.compaction import (
     MODEL,
     REPLACE,
     SUMMARIZERS,
-    CompactionError,
     CompactionPlan,
     CompactionPolicy,
     CompactionRecord,
@@ -63,14 +62,18 @@ from workbench.core.tokens import TokenCounter, get_counter
 from workbench.engine.memory import Memory
 from workbench.engine.providers import ProviderSettings, build_provider
 from workbench.engine.workspace import Workspace
-from workbench.errors import ProviderError, WorkbenchError
+from workbench.errors import (
+    CompactionError,
+    OperationCancelledError,
+    ProviderError,
+    WorkbenchError,
+)
 from workbench.store.compactions import apply_plan, list_compactions, load_table
 from workbench.store.compactions import undo_compaction as _undo_in_store
 from workbench.store.repository import Repository
 
 __all__ = [
     "DEFAULT_PROMPT",
-    "CompactionError",
     "CompactionPlan",
     "CompactionPolicy",
     "CompactionResult",
@@ -349,7 +352,7 @@ class ModelSummarizer:
                         "left unchanged."
                     )
                 summary = text
-        except ProviderError as exc:
+        except (ProviderError, OperationCancelledError) as exc:
             raise CompactionError(
                 f"The model summarizer failed: {exc} The session was left unchanged."
             ) from exc

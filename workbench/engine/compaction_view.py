@@ -21,7 +21,6 @@ from typing import Any
 
 from workbench.core.compaction import (
     MODEL,
-    CompactionError,
     CompactionPlan,
     CompactionPolicy,
     CompactionRecord,
@@ -32,7 +31,7 @@ from workbench.core.provider import CancelToken, ChatRequest, ChatResponse, Prov
 from workbench.engine import compaction
 from workbench.engine.providers import ProviderSettings, build_provider
 from workbench.engine.workspace import Workspace
-from workbench.errors import NotFoundError, WorkbenchError
+from workbench.errors import CompactionError, NotFoundError, WorkbenchError
 from workbench.providers.context import known_context_window
 from workbench.store.compactions import load_active
 

@@ -80,7 +80,12 @@ from workbench.engine.compaction import maybe_compact_before_send
 from workbench.engine.memory import Memory, copy_message
 from workbench.engine.preflight import Preflight, provider_note
 from workbench.engine.recall import LongTermMemory
-from workbench.errors import CancelledError, RequestError, WorkbenchError
+from workbench.errors import (
+    OperationCancelledError,
+    RequestError,
+    StructuredOutputError,
+    WorkbenchError,
+)
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -90,7 +95,6 @@ __all__ = [
     "Response",
     "Run",
     "RunEvent",
-    "StructuredOutputError",
     "StructuredResponse",
     "ToolFinished",
     "ToolStarted",
@@ -110,18 +114,6 @@ RETRY_PROMPT = (
 )
 
 log = logging.getLogger(__name__)
-
-
-class StructuredOutputError(WorkbenchError):
-    """Every attempt of ``execute_with_schema`` failed validation; memory is unchanged.
-
-    ``errors`` holds the validation error of each attempt and ``replies`` their texts.
-    """
-
-    def __init__(self, message: str, *, errors: list[str], replies: list[str]):
-        super().__init__(message)
-        self.errors = errors
-        self.replies = replies
 
 
 # -- run events ---------------------------------------------------------------------------
@@ -190,7 +182,7 @@ class Run:
     """A turn in progress: iterate over its events; ``response`` is set at the end.
 
     ``cancel()`` stops it (from any thread); the iteration then raises
-    :class:`~workbench.errors.CancelledError`, unless the partial reply was to be kept.
+    :class:`~workbench.errors.OperationCancelledError`, unless the partial reply was to be kept.
     """
 
     def __init__(self, events: Generator[RunEvent, None, Response], cancel: CancelToken):
@@ -321,8 +313,8 @@ def _normal_calls(calls: Sequence[dict[str, Any]], step: int) -> list[dict[str, 
     return out
 
 
-class _ToolTimeout(Exception):
-    pass
+class _ToolTimeout(WorkbenchError):
+    """A tool did not finish within its time limit (the model is told so)."""
 
 
 def _call_with_timeout(
@@ -361,7 +353,7 @@ def _call_with_timeout(
         if done.wait(wait):
             break
         if cancel is not None and cancel.cancelled:
-            raise CancelledError("The request was stopped while a tool was running.")
+            raise OperationCancelledError("The request was stopped while a tool was running.")
     if "error" in box:
         raise box["error"]
     return box.get("value")
@@ -711,7 +703,7 @@ class Model:
             for event in _response_events(reply):
                 yield event
             return reply
-        except CancelledError:
+        except OperationCancelledError:
             partial = fold.response()
             if keep_partial and partial.text:
                 partial.stopped = True
@@ -744,7 +736,7 @@ class Model:
         timeout = found.timeout if found.timeout is not None else self.tool_timeout
         try:
             value = _call_with_timeout(found.function, arguments, timeout, cancel, name)
-        except CancelledError:
+        except OperationCancelledError:
             raise
         except _ToolTimeout:
             error = f"the tool {name!r} did not finish within {timeout:g} seconds"

@@ -30,10 +30,10 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from workbench.core.compaction import CompactionError, CompactionPlan, CompactionRecord
+from workbench.core.compaction import CompactionPlan, CompactionRecord
 from workbench.core.conversation import Message, Task, utcnow
 from workbench.core.message_table import MessageTable
-from workbench.errors import NotFoundError
+from workbench.errors import CompactionError, NotFoundError
 from workbench.store.db import Database
 from workbench.store.repository import Repository
 from workbench.store.types import json_text, json_value, text_to_time, time_to_text
