@@ -355,3 +355,19 @@ def test_a_summarizing_memory_over_an_in_memory_memory() -> None:
     texts = [m["content"] for m in sent["messages"]]
     assert any("question 0" in (t or "") for t in texts)
     assert texts[-1] == "next"
+
+
+def test_evict_by_id_leaves_the_rest_and_keeps_what_left(make: MakeMemory) -> None:
+    memory = make()
+    one = memory.append("user", "one")
+    memory.append("assistant", "two")
+    three = memory.append("user", "three")
+    assert one.id is not None and three.id is not None
+    left = memory.evict([three.id, one.id])
+    assert [(m.content, m.state) for m in left] == [("one", "evicted"), ("three", "evicted")]
+    assert [m.content for m in memory.messages()] == ["two"]
+    assert [m.content for m in memory.evicted()] == ["one", "three"]
+    (two,) = memory.messages()
+    assert two.id is not None
+    assert [m.state for m in memory.evict([two.id], state="folded")] == ["folded"]
+    assert memory.messages() == [] and memory.evict([12345]) == []

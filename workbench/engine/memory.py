@@ -34,7 +34,7 @@ from __future__ import annotations
 import copy
 import itertools
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from workbench.core.assembly import call_ids, tool_units
@@ -577,6 +577,22 @@ class Memory:
             evicted = self._evict_indices(leaving)
             self._stamp = self._backing.stamp()
             return [copy_message(m) for m in evicted]
+
+    def evict(self, ids: Collection[int], *, state: str = EVICTED) -> list[Message]:
+        """Evict the active messages with these ids (they stay stored, as ``evicted``).
+
+        ``state`` is the state the messages show afterwards here (``folded`` for
+        messages a caller folded into the summary). Returns copies of them, in order.
+        """
+        with self._lock:
+            self._sync()
+            wanted = set(ids)
+            active = self._loaded()
+            leaving = self._evict_indices([i for i, m in enumerate(active) if m.id in wanted])
+            for message in leaving:
+                message.state = state
+            self._stamp = self._backing.stamp()
+            return [copy_message(m) for m in leaving]
 
     # -- reading -----------------------------------------------------------------------------
 
