@@ -93,6 +93,7 @@ __all__ = [
     "RETRY_PROMPT",
     "Model",
     "Response",
+    "ResponseSchema",
     "Run",
     "RunEvent",
     "StructuredResponse",
@@ -359,10 +360,15 @@ def _call_with_timeout(
     return box.get("value")
 
 
+ResponseSchema = type[Any] | dict[str, Any]
+"""What ``execute_with_schema`` and ``preflight`` take: a pydantic model class (anything
+with ``model_json_schema``) or a JSON schema object."""
+
+
 class _Schema:
     """A pydantic model or a JSON schema, and how to check a reply against it."""
 
-    def __init__(self, schema: Any):
+    def __init__(self, schema: ResponseSchema):
         self.model: Any = None
         make_schema = getattr(schema, "model_json_schema", None)
         if isinstance(schema, type) and callable(make_schema):
@@ -656,7 +662,7 @@ class Model:
 
     # -- preflight ------------------------------------------------------------------------
 
-    def preflight(self, prompt: str, *, schema: Any = None) -> Preflight:
+    def preflight(self, prompt: str, *, schema: ResponseSchema | None = None) -> Preflight:
         """The request ``execute(prompt)`` would send first, without sending it."""
         response_schema = _Schema(schema).json_schema if schema is not None else None
         plan = self._plan(prompt)
@@ -923,7 +929,7 @@ class Model:
     def execute_with_schema(
         self,
         prompt: str,
-        schema: Any,
+        schema: ResponseSchema,
         retries: int = 2,
         *,
         on_event: Callable[[RunEvent], None] | None = None,

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from workbench.core.conversation import Agent, SessionInfo
 from workbench.core.provider import Provider
@@ -42,6 +41,7 @@ from workbench.engine.preflight import (
 from workbench.engine.providers import ProviderSettings, build_provider
 from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError, WorkbenchError
+from workbench.providers.http import RetryNotice
 
 __all__ = ["TurnSetup", "preflight_session", "prepare_turn"]
 
@@ -95,7 +95,7 @@ def prepare_turn(
     auto: bool | None = True,
     client: Provider | None = None,
     for_preflight: bool = False,
-    on_retry: Callable[[Any], None] | None = None,
+    on_retry: Callable[[RetryNotice], None] | None = None,
 ) -> TurnSetup:
     """Decide provider, model, tools, limits and options of a turn in ``session``.
 
