@@ -1,8 +1,8 @@
 """What an import did, and the progress callback imports and exports call.
 
-Apart from :mod:`workbench.engine.workspace` so that :mod:`workbench.engine.importing`
-(which fills the report) and the workspace (which returns it) both import it without
-importing each other.
+Kept out of :mod:`workbench.engine.workspace` so that :mod:`workbench.engine.importing`
+(which fills the report) and the workspace (which returns it) both import it, and
+neither imports the other's importer.
 """
 
 from __future__ import annotations
