@@ -380,10 +380,16 @@ class Memory:
 
     def _reload(self) -> None:
         self._stamp = self._backing.stamp()
-        if callable(getattr(self._backing, "history", None)):
+        if isinstance(self._backing, StoreBacking):
             self._active = None  # read when an operation needs every message
         else:
             self._active = self._backing.load()
+
+    def _stored(self) -> StoreBacking:
+        """The store backing: what a memory whose messages are not loaded has."""
+        if not isinstance(self._backing, StoreBacking):
+            raise AssertionError("only a store-backed memory reads without loading")
+        return self._backing
 
     def _loaded(self) -> list[Message]:
         """The active messages, loading (and caching) them if not done yet."""
@@ -474,7 +480,7 @@ class Memory:
                 asked.append(msg.tool_call_id)
         if not asked:
             return set()
-        return self._backing.open_calls(asked)  # type: ignore[attr-defined, no-any-return]
+        return self._stored().open_calls(asked)
 
     def _validate(self, batch: Sequence[Message]) -> None:
         open_calls = self._open_calls(batch)
@@ -623,14 +629,14 @@ class Memory:
         with self._lock:
             self._sync()
             if self._active is None:
-                return self._backing.history()  # type: ignore[attr-defined, no-any-return]
+                return self._stored().history()
             return list(self._active)
 
     def __len__(self) -> int:
         with self._lock:
             self._sync()
             if self._active is None:
-                return self._backing.count()  # type: ignore[attr-defined, no-any-return]
+                return self._stored().count()
             return len(self._active)
 
     def __iter__(self) -> Iterator[Message]:
@@ -648,7 +654,7 @@ class Memory:
         with self._lock:
             self._sync()
             if self._active is None:
-                history = self._backing.history()  # type: ignore[attr-defined]
+                history = self._stored().history()
                 return [copy_message(m) for m in history[max(0, len(history) - n):]]
             return [copy_message(m) for m in self._active[-n:]]
 
