@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 SAMPLE_SETTING = "sample_session_offered"
 
-__all__ = ["SEARCH_KINDS", "ImportReport", "ProgressCallback", "SearchQuery", "Workspace"]
+__all__ = ["SEARCH_KINDS", "ImportReport", "SearchQuery", "Workspace"]
 
 
 def import_format_names() -> list[str]:
