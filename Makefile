@@ -19,7 +19,7 @@ PACKAGE_ARGS ?=
 
 help:
 	@echo "make run     start the workbench GUI"
-	@echo "make test    ruff, import contracts, then the test suite (offscreen Qt)"
+	@echo "make test    ruff, import contracts, mypy, then the test suite (offscreen Qt)"
 	@echo "make lint    ruff, import contracts and mypy"
 	@echo "make bench   run every bench/bench_*.py script"
 	@echo "make screenshots  write PNGs of the window's main states and each panel and"
@@ -52,6 +52,7 @@ run: venv
 test: venv syslibs
 	$(BIN)/ruff check workbench tests bench
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: venv
