@@ -267,6 +267,9 @@ class AgentsDialog(SettingsFormDialog):
 
     def new_agent(self) -> None:
         """Clear the form for an agent that is not stored yet."""
+        if self.isVisible() and self.edited() \
+                and not self.confirm_discard(self.edited_name()):
+            return  # Cancel: the edited form stays, Save is still there
         self.list.blockSignals(True)
         self.list.setCurrentRow(-1)
         self.list.clearSelection()

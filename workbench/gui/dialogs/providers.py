@@ -255,7 +255,7 @@ class ProvidersDialog(SettingsFormDialog):
             self.list.blockSignals(False)
             self._load(chosen.data(Qt.ItemDataRole.UserRole))
         else:
-            self.new_provider()
+            self._blank_form()
         self.remove_button.setEnabled(self._stored is not None)
 
     def names(self) -> list[str]:
@@ -283,6 +283,12 @@ class ProvidersDialog(SettingsFormDialog):
 
     def new_provider(self) -> None:
         """Clear the form for a provider that is not stored yet."""
+        if self.isVisible() and self.edited() \
+                and not self.confirm_discard(self.edited_name()):
+            return  # Cancel: the edited form stays, Save is still there
+        self._blank_form()
+
+    def _blank_form(self) -> None:
         self.list.blockSignals(True)
         self.list.setCurrentRow(-1)
         self.list.clearSelection()
