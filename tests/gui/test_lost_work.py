@@ -4,14 +4,17 @@ named controls, then what the database and the widgets show."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QPlainTextEdit, QWidget
 from pytestqt.qtbot import QtBot
 
-from tests.gui.journey import click, named, type_text, with_modal_dialog
+from tests.gui.journey import click, click_into, named, press, type_text, with_modal_dialog
+from workbench.core.conversation import SessionInfo
 from workbench.engine.providers import ProviderSettings
+from workbench.engine.session_context import read_session_context, update_context
 from workbench.engine.workspace import Workspace
 from workbench.gui.main_window import MainWindow
 
@@ -62,3 +65,52 @@ def test_add_in_the_settings_dialogs_asks_before_dropping_typed_edits(
         dialog.close_without_asking()
     assert ProviderSettings(workspace.db).list() == []
     assert not workspace.repo.default_agent().instructions
+
+
+def _hold_the_writer(window: MainWindow) -> threading.Event:
+    """Keep the database writer busy until the returned event is set, so what is
+    submitted meanwhile waits behind it (as when the person types faster than it runs)."""
+    release = threading.Event()
+    window.ctx.workers.write(lambda: release.wait(10), name="hold the writer")
+    return release
+
+
+def test_two_facts_and_two_tasks_added_quickly_are_both_stored(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Trip", [("user", "Plan a trip."), ("assistant", "Where?")])
+    update_context(workspace, info.id, facts=["Old fact"])
+    window = open_window(workspace)
+    panel = window.context_panel
+    window.context_dock.show()
+    window.context_dock.raise_()
+    window.open_session(info.id)
+    qtbot.waitUntil(lambda: panel.overview is not None
+                    and panel.overview.session_id == info.id, timeout=10_000)
+
+    def stored() -> tuple[list[str], list[str]]:
+        context = read_session_context(workspace, info.id).context
+        return context.facts, [t.description for t in context.tasks]
+
+    for field in ("New fact", "New task"):
+        release = _hold_the_writer(window)
+        click_into(qtbot, named(window, field))
+        for text in ("A", "B"):
+            type_text(qtbot, f"{field[4:]} {text}")
+            press(qtbot, Qt.Key.Key_Return)
+        release.set()
+    qtbot.waitUntil(lambda: stored() == (["Old fact", "fact A", "fact B"],
+                                         ["task A", "task B"]), timeout=10_000)
+    qtbot.waitUntil(lambda: panel.facts() == ["Old fact", "fact A", "fact B"], timeout=10_000)
+    assert [panel.tasks_table.item(r, 0).text() for r in range(panel.tasks_table.rowCount())
+            ] == ["task A", "task B"]
+    # Undo takes out the last add only, then the one before.
+    for expected in ((["Old fact", "fact A", "fact B"], ["task A"]),
+                     (["Old fact", "fact A", "fact B"], []),
+                     (["Old fact", "fact A"], []),
+                     (["Old fact"], [])):
+        window.ctx.undo_stack.undo()
+        qtbot.waitUntil(lambda e=expected: stored() == e, timeout=10_000)
+    window.ctx.undo_stack.redo()
+    qtbot.waitUntil(lambda: stored() == (["Old fact", "fact A"], []), timeout=10_000)

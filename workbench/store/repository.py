@@ -1222,6 +1222,27 @@ class Repository:
             self._write_context(conn, session_id, context)
             self._touch(conn, session_id)
 
+    def change_context(
+        self, session_id: int, change: Callable[[SessionContext], None]
+    ) -> tuple[SessionContext, SessionContext]:
+        """Read the session's context, let ``change`` modify it and write it back, all in
+        one write transaction (no other writer can slip in between); returns the context
+        before and after. Nothing is written when ``change`` leaves it as it was."""
+        with self.db.write() as conn:
+            self._require(conn, "sessions", session_id, "session")
+            row = conn.exec_driver_sql(
+                "SELECT facts, summary, tasks, tool_stats, token_usage, system_state,"
+                " environment FROM session_context WHERE session_id = ?",
+                (session_id,),
+            ).mappings().first()
+            before = context_from_row(row)
+            after = before.copy()
+            change(after)
+            if after.to_json() != before.to_json():
+                self._write_context(conn, session_id, after)
+                self._touch(conn, session_id)
+        return before, after
+
     @staticmethod
     def _context_differs(conn: Connection, session_id: int, context: SessionContext) -> bool:
         """Whether an imported ``context`` that says anything differs from the stored one."""

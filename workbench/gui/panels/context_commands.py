@@ -15,12 +15,16 @@ from typing import Any
 
 from PySide6.QtGui import QUndoCommand
 
-from workbench.core.conversation import MemoryEntry
+from workbench.core.conversation import MemoryEntry, Task
 from workbench.engine.session_context import (
     ContextChange,
+    add_facts,
     add_memory_entry,
+    add_task,
     dedupe_session_facts,
     delete_memory_entry,
+    remove_fact,
+    remove_task,
     restore_memory_entry,
     update_context,
 )
@@ -76,6 +80,54 @@ class EditContextCommand(_ContextCommand):
             if self._before is None:  # the change itself failed: nothing to put back
                 return None
             return update_context(workspace, session_id, **copy.deepcopy(self._before))
+
+        self._write(run)
+
+
+class AddFactCommand(_ContextCommand):
+    """Add one fact at the end of the list; the engine appends it to the facts stored
+    when the job runs, so adds queued one after another all stay. Undo takes it out."""
+
+    def __init__(self, ctx: AppContext, session_id: int, fact: str) -> None:
+        super().__init__(ctx, session_id, "Add fact")
+        self._fact = fact
+
+    def redo(self) -> None:
+        workspace, session_id, fact = self.ctx.workspace, self.session_id, self._fact
+        self._write(lambda: add_facts(workspace, session_id, [fact]))
+
+    def undo(self) -> None:
+        workspace, session_id, fact = self.ctx.workspace, self.session_id, self._fact
+        self._write(lambda: remove_fact(workspace, session_id, fact))
+
+
+class AddTaskCommand(_ContextCommand):
+    """Add one task at the end of the list, appended by the engine to the tasks stored
+    when the job runs (like :class:`AddFactCommand`). Undo takes it out; redo puts the
+    same task back."""
+
+    def __init__(self, ctx: AppContext, session_id: int, description: str) -> None:
+        super().__init__(ctx, session_id, "Add task")
+        self._description = description
+        self._task: Task | None = None  # set in the writer thread by the first redo
+
+    def redo(self) -> None:
+        workspace, session_id = self.ctx.workspace, self.session_id
+
+        def run() -> ContextChange:
+            change, self._task = add_task(workspace, session_id,
+                                          self._task or self._description)
+            return change
+
+        self._write(run)
+
+    def undo(self) -> None:
+        workspace, session_id = self.ctx.workspace, self.session_id
+
+        def run() -> ContextChange | None:
+            if self._task is None:  # the add itself failed: nothing to take out
+                return None
+            return remove_task(workspace, session_id, self._task.id)
 
         self._write(run)
 

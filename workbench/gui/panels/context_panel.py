@@ -52,12 +52,14 @@ from PySide6.QtWidgets import (
 
 from workbench.core.compaction import dedupe_facts
 from workbench.core.conversation import MemoryEntry, Task, TaskStatus, utcnow
-from workbench.engine.session_context import ContextOverview, new_task, read_session_context
+from workbench.engine.session_context import ContextOverview, read_session_context
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.layout import FlowLayout, VerticalScrollArea
 from workbench.gui.panels.context_commands import (
+    AddFactCommand,
     AddMemoryEntryCommand,
+    AddTaskCommand,
     DedupeFactsCommand,
     DeleteMemoryEntryCommand,
     EditContextCommand,
@@ -580,7 +582,9 @@ class ContextPanel(QWidget):
         if not text or self.overview is None:
             return
         self.fact_edit.clear()
-        self._push_facts([*self._stored_facts(), text], "Add fact")
+        # The engine appends to the facts stored when the write runs: an add typed
+        # before the previous one has landed does not replace it.
+        self.ctx.undo_stack.push(AddFactCommand(self.ctx, self._session_id, text))
 
     def _fact_edited(self, item: QListWidgetItem) -> None:
         if self._filling or self.overview is None:
@@ -675,10 +679,7 @@ class ContextPanel(QWidget):
         if not text or self.overview is None:
             return
         self.task_edit.clear()
-        tasks = self._stored_tasks()
-        tasks.append(new_task(text, existing=tasks))
-        self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id, "Add task",
-                                                    tasks=tasks))
+        self.ctx.undo_stack.push(AddTaskCommand(self.ctx, self._session_id, text))
 
     def delete_selected_tasks(self) -> None:
         rows = {index.row() for index in self.tasks_table.selectionModel().selectedRows()}
