@@ -717,6 +717,48 @@ class Repository:
             self._refresh_counts(conn, int(msg.session_id))  # type: ignore[arg-type]
         return msg
 
+    def replace_messages(
+        self, session_id: int, message_ids: Sequence[int], messages: Sequence[Message]
+    ) -> tuple[list[Message], list[Message]]:
+        """Delete the session's messages ``message_ids`` and append ``messages`` at its
+        end, in one transaction (a reply replaced by a new one: either both happen or
+        neither). Returns the deleted messages as they were (positions included, oldest
+        first) and the appended ones as stored."""
+        for m in messages:
+            _check_role(m.role)
+            _check_state(m.state)
+        with self.db.write() as conn:
+            self._require(conn, "sessions", session_id, "session")
+            removed: list[Message] = []
+            for message_id in message_ids:
+                row = conn.exec_driver_sql(
+                    f"SELECT {MESSAGE_SELECT} FROM messages WHERE id = ? AND session_id = ?",
+                    (message_id, session_id),
+                ).first()
+                if row is None:
+                    raise NotFoundError(
+                        f"Session {session_id} has no message with id {message_id}."
+                    )
+                removed.append(message_from_row(row))
+            removed.sort(key=lambda m: int(m.position or 0))
+            # From the bottom up, so each position read above is still right.
+            for msg in reversed(removed):
+                conn.exec_driver_sql("DELETE FROM messages WHERE id = ?", (msg.id,))
+                conn.exec_driver_sql(
+                    "UPDATE messages SET position = position - 1"
+                    " WHERE session_id = ? AND position > ?",
+                    (session_id, msg.position),
+                )
+            start = self._next_position(conn, session_id)
+            self._insert_messages(conn, session_id, start, messages)
+            self._refresh_counts(conn, session_id)
+            rows = conn.exec_driver_sql(
+                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND position >= ?"
+                " ORDER BY position",
+                (session_id, start),
+            ).all()
+        return removed, [message_from_row(r) for r in rows]
+
     def message_count(self, session_id: int, *, states: Sequence[str] | None = None) -> int:
         with self.db.read() as conn:
             params: tuple[Any, ...]
