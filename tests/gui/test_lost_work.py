@@ -4,19 +4,38 @@ named controls, then what the database and the widgets show."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QPlainTextEdit, QWidget
 from pytestqt.qtbot import QtBot
 
-from tests.gui.journey import click, click_into, named, press, type_text, with_modal_dialog
 from workbench.core.conversation import SessionInfo
+from workbench.core.provider import ProviderConfig
 from workbench.engine.providers import ProviderSettings
 from workbench.engine.session_context import read_session_context, update_context
 from workbench.engine.workspace import Workspace
 from workbench.gui.main_window import MainWindow
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
+
+from protocol_server import Fault, ProtocolServer, free_port  # noqa: E402
+
+from tests.gui.journey import (  # noqa: E402
+    click,
+    click_into,
+    named,
+    press,
+    type_text,
+    with_modal_dialog,
+)
+
+CTRL = Qt.KeyboardModifier.ControlModifier
+SHIFT = Qt.KeyboardModifier.ShiftModifier
+REPLY = "Hello from the protocol server."
 
 
 def _answer(qtbot: QtBot, text: str, asked: str) -> Callable[[QWidget], None]:
@@ -114,3 +133,111 @@ def test_two_facts_and_two_tasks_added_quickly_are_both_stored(
         qtbot.waitUntil(lambda e=expected: stored() == e, timeout=10_000)
     window.ctx.undo_stack.redo()
     qtbot.waitUntil(lambda: stored() == (["Old fact", "fact A"], []), timeout=10_000)
+
+
+# -- regenerate: the earlier reply stays until a new one has arrived ------------------------
+
+CHAT = [("user", "Earlier question"), ("assistant", "Earlier answer"),
+        ("user", "Tell me something"), ("assistant", "The complete old reply.")]
+
+
+def settle(window: MainWindow) -> None:
+    """Let every worker job deliver its result and the queued events run."""
+    QApplication.processEvents()
+    assert window.ctx.workers.wait_idle(10), "workers did not finish"
+    QApplication.processEvents()
+
+
+def _stored(ws: Workspace, session_id: int) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in ws.repo.list_messages(session_id)]
+
+
+def _shown(window: MainWindow) -> list[str]:
+    model = window.timeline.model
+    return [model.message_at(p).content for p in range(model.message_count)]
+
+
+def _regenerate_keys(qtbot: QtBot, window: MainWindow) -> None:
+    click_into(qtbot, named(window, "Prompt"))
+    press(qtbot, Qt.Key.Key_R, CTRL | SHIFT)
+
+
+def test_regenerate_with_a_failing_provider_keeps_the_last_exchange(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="Dead local", kind="openai", base_url=f"http://127.0.0.1:{free_port()}/v1",
+        model="some-model"))
+    info = make_session(workspace, "Chat", CHAT)
+    window = open_window(workspace)
+    window.open_session(info.id)
+    settle(window)
+    composer = window.composer
+    assert composer is not None and composer.provider() == "Dead local"
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "my draft")
+    undo_count = window.ctx.undo_stack.count()
+    with qtbot.waitSignal(composer.turn_failed, timeout=30_000) as failed:
+        _regenerate_keys(qtbot, window)
+        # While it is asked, the old reply is still on screen (and stored).
+        assert _shown(window) == [c for _, c in CHAT]
+    settle(window)
+    text = failed.args[0]
+    assert "could not be reached" in text and "earlier reply was kept" in text
+    assert named(window, "Chat error").text() == text
+    assert _stored(workspace, info.id) == CHAT
+    assert _shown(window) == [c for _, c in CHAT] and window.timeline.model.pending == []
+    assert window.ctx.undo_stack.count() == undo_count  # nothing happened to undo
+    assert "Deleted" not in window.statusBar().currentMessage()
+    assert composer.prompt.toPlainText() == "my draft"
+
+
+def test_regenerate_replaces_the_reply_only_when_the_new_one_is_whole_and_undo_swaps_back(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=server.url, model=server.model))
+    info = make_session(workspace, "Chat", CHAT)
+    window = open_window(workspace)
+    window.open_session(info.id)
+    settle(window)
+    composer = window.composer
+    assert composer is not None
+
+    # Stopped half way: the earlier reply is kept as it was.
+    server.script(Fault("stall", after=2))
+    pieces: list[str] = []
+    composer.reply_grew.connect(pieces.append)
+    _regenerate_keys(qtbot, window)
+    qtbot.waitUntil(lambda: len(pieces) >= 2, timeout=10_000)
+    assert server.stalling.wait(5)
+    assert _stored(workspace, info.id) == CHAT
+    with qtbot.waitSignal(composer.turn_failed, timeout=10_000) as failed:
+        press(qtbot, Qt.Key.Key_Escape)
+    assert "earlier reply was kept" in failed.args[0]
+    settle(window)
+    assert _stored(workspace, info.id) == CHAT
+    assert _shown(window) == [c for _, c in CHAT] and window.timeline.model.pending == []
+
+    # Whole: the new reply takes the old one's place; the request did not carry it.
+    with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
+        _regenerate_keys(qtbot, window)
+    settle(window)
+    new = [*CHAT[:3], ("assistant", REPLY)]
+    assert _stored(workspace, info.id) == new
+    assert _shown(window) == [c for _, c in new]
+    sent = server.chat_requests()[-1].body["messages"]
+    assert [m["content"] for m in sent] == [c for _, c in CHAT[:3]]
+    assert "Ctrl+Z" in window.statusBar().currentMessage()
+
+    # Ctrl+Z brings the earlier reply back, redo the new one.
+    window.ctx.undo_stack.undo()
+    settle(window)
+    assert _stored(workspace, info.id) == CHAT
+    assert _shown(window) == [c for _, c in CHAT]
+    window.ctx.undo_stack.redo()
+    settle(window)
+    assert _stored(workspace, info.id) == new
+    assert _shown(window) == [c for _, c in new]

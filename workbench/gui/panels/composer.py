@@ -40,11 +40,12 @@ from workbench.engine.chat import (
     last_turn,
     provider_model,
     provider_names,
+    regenerate_turn,
     stream_turn,
 )
 from workbench.engine.model import Response, ToolFinished, ToolStarted
 from workbench.errors import OperationCancelledError, WorkbenchError
-from workbench.gui.commands import DeleteMessagesCommand, NewSessionCommand
+from workbench.gui.commands import NewSessionCommand, RegenerateReplyCommand
 from workbench.gui.context import AppContext
 from workbench.gui.drafts import load_draft, save_draft
 from workbench.gui.errors import describe_error
@@ -75,6 +76,7 @@ class ComposerPanel(QWidget):
         self._job: Any = None
         self._reply: Message | None = None
         self._keep_partial = False  # whether the turn under way keeps a stopped reply
+        self._regenerating = False  # whether the turn under way regenerates the last reply
         self._draft_session = 0  # the session whose draft the prompt box holds
         self._carried_prompt: str | None = None  # a prompt moving into a new session
         # The session created for the turn under way (undone if the turn stores nothing).
@@ -387,31 +389,40 @@ class ComposerPanel(QWidget):
         stack.undo()
 
     def _start(self, session_id: int, text: str, provider: str) -> None:
-        self.error_label.hide()
         self._turn_new_session, self._new_session = self._new_session, None
-        token = CancelToken()
-        self._token = token
-        self._set_streaming(True)
         user = Message(role="user", content=text, session_id=session_id,
                        created_at=utcnow(), metadata={"note": "sending…"})
+        workspace, model, auto = self.ctx.workspace, self.model_name(), self.auto_box.isChecked()
+        keep = self.keep_stopped_action.isChecked()
+
+        def run(token: CancelToken) -> Any:
+            return stream_turn(workspace, session_id, text, provider=provider, model=model,
+                               auto=auto, cancel=token, keep_partial=keep)
+
+        self._run(session_id, [user], run, keep=keep, name="send the prompt")
+
+    def _run(self, session_id: int, shown: list[Message], turn: Any, *, keep: bool,
+             name: str, regenerating: bool = False) -> None:
+        """Start the turn ``turn(token)`` (an engine generator of run events), showing
+        the rows ``shown`` and then the reply as it arrives after the session's last."""
+        self.error_label.hide()
+        token = CancelToken()
+        self._token = token
+        self._regenerating = regenerating
+        self._set_streaming(True)
         reply = Message(role="assistant", content="", session_id=session_id,
                         metadata={"note": "receiving…"})
         self._reply = reply
         if self.timeline is not None:
-            self.timeline.model.set_pending([user, reply])
+            self.timeline.model.set_pending([*shown, reply])
             self.timeline.view.scroll_to_end()
-        workspace, model, auto = self.ctx.workspace, self.model_name(), self.auto_box.isChecked()
-        keep = self.keep_stopped_action.isChecked()
         self._keep_partial = keep
 
         def run(job: Any) -> Any:
-            return (yield from stream_turn(workspace, session_id, text, provider=provider,
-                                           model=model, auto=auto, cancel=token,
-                                           keep_partial=keep))
+            return (yield from turn(token))
 
         self._job = self.ctx.workers.stream(
-            run, name="send the prompt", on_item=self._event,
-            on_done=self._done, on_error=self._failed)
+            run, name=name, on_item=self._event, on_done=self._done, on_error=self._failed)
         self.turn_started.emit()
 
     def _event(self, event: Any) -> None:
@@ -434,16 +445,22 @@ class ComposerPanel(QWidget):
         if self.timeline is not None:
             self.timeline.model.pending_changed()
 
-    def _finish(self) -> None:
+    def _finish(self) -> bool:
+        """The turn under way ended; returns whether it was a regenerate."""
+        regenerating = self._regenerating
         self._token = None
         self._job = None
         self._reply = None
+        self._regenerating = False
         self._repaint_timer.stop()
         self._set_streaming(False)
+        return regenerating
 
     def _done(self, response: Response | None) -> None:
         reply = self._reply
-        self._finish()
+        if self._finish():
+            self._regenerated(response, reply)
+            return
         model = self.timeline.model if self.timeline is not None else None
         if response is None:  # stopped between two events
             if model is not None:
@@ -486,9 +503,16 @@ class ComposerPanel(QWidget):
         self.turn_finished.emit(response)
 
     def _failed(self, error: BaseException) -> None:
-        self._finish()
+        regenerating = self._finish()
         if self.timeline is not None:
             self.timeline.model.set_pending(None)
+        if regenerating:
+            if isinstance(error, OperationCancelledError):
+                self._fail("Stopped; the earlier reply was kept as it was.")
+            else:
+                self._fail(describe_error(error, doing="regenerate the reply")
+                           + " The earlier reply was kept as it was.")
+            return
         if isinstance(error, OperationCancelledError):
             self._fail("Stopped before any reply arrived; nothing was added to the session. "
                        "The prompt is still in the box.")
@@ -517,22 +541,60 @@ class ComposerPanel(QWidget):
             self._job.cancel()
 
     def regenerate(self) -> None:
-        """Ask again for the last reply: the last turn is removed (undoable) and resent."""
+        """Ask again for the last reply. The earlier reply stays until the new one has
+        arrived whole; then the engine puts the new one in its place (undoable). A
+        failure or a stop leaves the earlier reply as it was."""
         if self.streaming or not self.ctx.current_session_id:
             return
+        provider = self.provider()
+        if not provider:
+            self._fail("No model server is set up yet: add one in Settings → Providers… "
+                       "(a local llama.cpp, Ollama or LM Studio server, or a hosted API).")
+            return
         session_id = self.ctx.current_session_id
-        user, after = last_turn(self.ctx.workspace, session_id)
+        user, _after = last_turn(self.ctx.workspace, session_id)
         if user is None:
             self._fail("There is no prompt in this session to ask again.")
             return
-        ids = [int(m.id) for m in [user, *after] if m.id is not None]
-        command = DeleteMessagesCommand(self.ctx, ids)
-        command.setText("Regenerate the last reply")
-        self.ctx.undo_stack.push(command)
-        prompt = user.content
-        # A no-op on the writer runs after the delete: then the prompt goes out again.
-        self.ctx.workers.write(lambda: None, name="regenerate",
-                               on_done=lambda _r: self.send(prompt))
+        workspace, model, auto = self.ctx.workspace, self.model_name(), self.auto_box.isChecked()
+
+        def run(token: CancelToken) -> Any:
+            return regenerate_turn(workspace, session_id, provider=provider, model=model,
+                                   auto=auto, cancel=token)
+
+        # The new reply shows below the earlier one while it arrives.
+        self._run(session_id, [], run, keep=False, name="regenerate the reply",
+                  regenerating=True)
+        if self._reply is not None:
+            self._reply.metadata["note"] = "new reply arriving… (replaces the one above)"
+
+    def _regenerated(self, response: Response | None, reply: Message | None) -> None:
+        model = self.timeline.model if self.timeline is not None else None
+        if response is None or not response.appended:
+            if response is not None and model is not None and reply is not None:
+                # Manual memory: nothing was stored; the new reply stays on screen.
+                reply.metadata["note"] = "not saved (manual memory)"
+                reply.content = response.text
+                model.pending_changed()
+                self.turn_finished.emit(response)
+                return
+            if model is not None:
+                model.set_pending(None)
+            self._fail("Stopped; the earlier reply was kept as it was.")
+            return
+        if model is not None:
+            model.set_pending(None)
+        command = RegenerateReplyCommand(self.ctx, response.replaced, response.messages)
+        self.ctx.undo_stack.push(command)  # stored already: this shows it
+        for message in sorted(response.replaced, key=lambda m: int(m.position or 0),
+                              reverse=True):
+            self.ctx.announce_message("removed", message)
+        self.ctx.messages_appended.emit(list(response.messages))
+        self.ctx.sessions_changed.emit()
+        self.ctx.status_reported.emit(
+            "Regenerated the reply; Edit → Undo (Ctrl+Z) brings the earlier one back.")
+        self._gauge_timer.start()
+        self.turn_finished.emit(response)
 
     # -- the gauge -------------------------------------------------------------------------
 
