@@ -27,6 +27,7 @@ from protocol_server import Fault, ProtocolServer, free_port  # noqa: E402
 from tests.gui.journey import (  # noqa: E402
     click,
     click_into,
+    focus,
     named,
     press,
     type_text,
@@ -241,3 +242,133 @@ def test_regenerate_replaces_the_reply_only_when_the_new_one_is_whole_and_undo_s
     settle(window)
     assert _stored(workspace, info.id) == new
     assert _shown(window) == [c for _, c in new]
+
+
+# -- an in-place edit is saved before the session, the database or the window goes ---------
+
+
+def _edit_in_place(qtbot: QtBot, window: MainWindow, typed: str) -> None:
+    """Select the session's first message, F2, type ``typed`` at the end (unsaved)."""
+    _activate(qtbot, window)
+    view = window.timeline.view
+    view.setFocus()
+    view.setCurrentIndex(window.timeline.model.index(0, 0))
+    press(qtbot, Qt.Key.Key_F2)
+    assert focus().accessibleName() == "Message text"
+    press(qtbot, Qt.Key.Key_End, CTRL)
+    type_text(qtbot, typed)
+    assert view.editing
+
+
+def _activate(qtbot: QtBot, window: MainWindow) -> None:
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+
+
+def test_switching_sessions_with_the_keyboard_saves_an_open_in_place_edit(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    older = make_session(workspace, "Older chat", [("user", "three"), ("assistant", "four")])
+    edited = make_session(workspace, "Edited chat", [("user", "one"), ("assistant", "two")])
+    make_session(workspace, "Newest chat", [("user", "five")])
+    window = open_window(workspace)
+    window.open_session(edited.id)
+    settle(window)
+    _edit_in_place(qtbot, window, " (edited)")
+    # Ctrl+L, Down (into the list, on the open session), Down (the older one), Enter.
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    press(qtbot, Qt.Key.Key_Down)
+    press(qtbot, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: window.ctx.current_session_id == older.id)
+    settle(window)
+    assert [m.content for m in workspace.repo.list_messages(edited.id)] == [
+        "one (edited)", "two"]
+    assert [m.content for m in workspace.repo.list_messages(older.id)] == ["three", "four"]
+    assert not window.timeline.view.editing
+    assert focus() is window.browser.view  # the keys stay where the person is
+    # Undo takes the saved edit back, as for any other edit.
+    window.ctx.undo_stack.undo()
+    settle(window)
+    assert [m.content for m in workspace.repo.list_messages(edited.id)] == ["one", "two"]
+
+
+def test_opening_another_database_or_closing_saves_an_open_in_place_edit(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    info = make_session(workspace, "Chat", [("user", "one"), ("assistant", "two")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    settle(window)
+    _edit_in_place(qtbot, window, " before the switch")
+    assert window.open_database(tmp_path / "other.db")
+    settle(window)
+    assert [m.content for m in workspace.repo.list_messages(info.id)][0] == (
+        "one before the switch")
+    assert not window.timeline.view.editing
+
+    window.open_database(workspace.db_path)
+    window.open_session(info.id)
+    settle(window)
+    _edit_in_place(qtbot, window, ", then closed")
+    press(qtbot, Qt.Key.Key_Q, CTRL)
+    assert not window.isVisible()
+    reopened = Workspace.open(workspace.db_path)
+    try:
+        assert [m.content for m in reopened.repo.list_messages(info.id)][0] == (
+            "one before the switch, then closed")
+    finally:
+        reopened.close()
+
+
+# -- quitting while a reply streams in asks, and keeps what arrived -------------------------
+
+
+def test_quitting_while_a_reply_arrives_asks_and_keeps_what_arrived(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=server.url, model=server.model))
+    info = make_session(workspace, "Chat", [("user", "Earlier"), ("assistant", "Reply")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    settle(window)
+    composer = window.composer
+    assert composer is not None
+    server.script(Fault("stall", after=3))
+    pieces: list[str] = []
+    composer.reply_grew.connect(pieces.append)
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Tell me a long story.")
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: len(pieces) == 3, timeout=10_000)
+    assert server.stalling.wait(5)
+
+    def answer(text: str) -> Callable[[QWidget], None]:
+        def act(box: QWidget) -> None:
+            label = box.findChild(QLabel, "qt_msgbox_label").text()
+            assert "A reply is still arriving" in label
+            assert "marked as stopped" in box.findChild(QLabel, "qt_msgbox_informativelabel"
+                                                        ).text()
+            button = next(b for b in box.findChildren(QAbstractButton)
+                          if b.text().replace("&", "") == text)
+            qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+        return act
+
+    # Cancel: the window stays and the reply keeps arriving.
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Q, CTRL), answer("Cancel"))
+    assert window.isVisible() and composer.streaming
+    # Stop and Quit: everything that had arrived is stored, marked stopped.
+    _activate(qtbot, window)
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Q, CTRL),
+                      answer("Stop and Quit"))
+    assert not window.isVisible()
+    messages = workspace.repo.list_messages(info.id)
+    assert [(m.role, m.content) for m in messages] == [
+        ("user", "Earlier"), ("assistant", "Reply"),
+        ("user", "Tell me a long story."), ("assistant", pieces[-1])]
+    assert messages[-1].metadata.get("stopped") is True
+    assert len(pieces[-1]) > len(pieces[0])

@@ -513,7 +513,9 @@ class MainWindow(QMainWindow):
         self.export_sessions(ids, format, path)
 
     def open_database(self, path: Path | str) -> bool:
-        """Switch the window to another database (created when missing)."""
+        """Switch the window to another database (created when missing). A message
+        being edited in place is saved first, into the database it belongs to."""
+        self.timeline.view.commit_edit()
         try:
             workspace = Workspace.open(path)
         except WorkbenchError as exc:
@@ -692,7 +694,31 @@ class MainWindow(QMainWindow):
         if last_id:
             self.open_session(last_id)
 
+    def _may_close(self) -> bool:
+        """Whether the window may close now: a reply still arriving is stopped first
+        (what has arrived is kept, as Stop keeps it), after asking; Cancel keeps the
+        window and the reply going."""
+        composer = self.composer
+        if composer is None or not composer.streaming:
+            return True
+        box = QMessageBox(QMessageBox.Icon.Question, APP_TITLE,
+                          "A reply is still arriving.", parent=self)
+        box.setInformativeText(composer.stop_note())
+        stop = box.addButton("Stop and Quit", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(stop)
+        box.exec()
+        if box.clickedButton() is not stop:
+            return False
+        composer.stop_and_wait()
+        return True
+
     def closeEvent(self, event: QCloseEvent) -> None:
+        if not self._may_close():
+            event.ignore()
+            return
+        # A message being edited in place is saved, as clicking elsewhere saves it.
+        self.timeline.view.commit_edit()
         for dialog in self.findChildren(QDialog):
             if dialog.isVisible():
                 # A running import is cancelled and waited for below; the settings

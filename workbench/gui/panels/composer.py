@@ -527,6 +527,22 @@ class ComposerPanel(QWidget):
         self._repaint_timer.stop()
         self.stop(keep=False)
 
+    def stop_note(self) -> str:
+        """What stopping the turn under way keeps, in a sentence (for a question)."""
+        if self._regenerating:
+            return "Stopping keeps the earlier reply as it was."
+        if self._keep_partial:
+            return "Stopping keeps the prompt and the reply so far, marked as stopped."
+        return "Stopping adds nothing to the session (Edit → Keep Stopped Replies is off)."
+
+    def stop_and_wait(self, timeout: float = 10.0) -> None:
+        """Stop the turn under way (as Stop does) and wait until the engine has ended
+        it, so that what it keeps is stored before the window goes."""
+        if not self.streaming:
+            return
+        self.stop()
+        self.ctx.workers.wait_idle(timeout)
+
     def stop(self, keep: bool | None = None) -> None:
         """Stop the turn under way. With ``keep`` (default: the turn's own setting,
         Keep Stopped Replies) the engine stores the prompt and the reply so far, marked

@@ -228,8 +228,9 @@ class TimelinePanel(QWidget):
 
     def open_session(self, session_id: int, message_id: int | None = None,
                      position: int | None = None) -> None:
-        """Show a session, at its end or at ``message_id``."""
-        self.view.closePersistentEditor(self.view.currentIndex())
+        """Show a session, at its end or at ``message_id``. A message being edited in
+        place is saved first, as clicking elsewhere saves it."""
+        self.view.commit_edit()
         if session_id:
             try:
                 info = self.ctx.workspace.get_session(session_id)

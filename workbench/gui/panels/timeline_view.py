@@ -506,6 +506,24 @@ class TimelineView(QAbstractItemView):
         self._refresh()
         self.setFocus(Qt.FocusReason.OtherFocusReason)
 
+    def commit_edit(self) -> bool:
+        """Save the message being edited in place and close its editor, as clicking
+        another message does (before the session or the database changes, or the
+        window closes); the keyboard focus stays where it is. Returns whether an
+        editor was open."""
+        if not self.editing or self._editing is None:
+            return False
+        model = self.model()
+        editor = self.indexWidget(model.index(self._editing.row(), 0))
+        if editor is None:
+            self._editing = None
+            return False
+        self.commitData(editor)
+        super().closeEditor(editor, QAbstractItemDelegate.EndEditHint.NoHint)
+        self._editing = None
+        self._refresh()
+        return True
+
     @property
     def editing(self) -> bool:
         return self._editing is not None and self._editing.isValid()
