@@ -15,6 +15,7 @@ from pytestqt.qtbot import QtBot
 
 from workbench.core.conversation import SessionInfo
 from workbench.core.provider import ProviderConfig
+from workbench.engine import compaction
 from workbench.engine.providers import ProviderSettings
 from workbench.engine.session_context import read_session_context, update_context
 from workbench.engine.workspace import Workspace
@@ -30,6 +31,7 @@ from tests.gui.journey import (  # noqa: E402
     focus,
     named,
     press,
+    replace_text,
     type_text,
     with_modal_dialog,
 )
@@ -372,3 +374,44 @@ def test_quitting_while_a_reply_arrives_asks_and_keeps_what_arrived(
         ("user", "Tell me a long story."), ("assistant", pieces[-1])]
     assert messages[-1].metadata.get("stopped") is True
     assert len(pieces[-1]) > len(pieces[0])
+
+
+# -- a compaction that would make the request bigger is not applied -------------------------
+
+
+def test_a_compaction_that_saves_nothing_cannot_be_applied_and_is_never_negative(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Short", [("user", "Hi"), ("assistant", "Hello!"),
+                                             ("user", "Ok"), ("assistant", "Fine."),
+                                             ("user", "Bye")])
+    window = open_window(workspace)
+    panel = window.compaction_panel
+    window.compaction_dock.show()
+    window.compaction_dock.raise_()
+    with qtbot.waitSignal(panel.policy_loaded, timeout=10_000):
+        window.open_session(info.id)
+    settle(window)
+    replace_text(qtbot, window, "Newest messages to keep", "4")
+    with qtbot.waitSignal(panel.preview_shown, timeout=10_000) as shown:
+        click(qtbot, window, "Preview the compaction")
+    plan = shown.args[0]
+    assert plan.folded_ids and plan.tokens_after >= plan.tokens_before  # it would grow
+    result = named(window, "Preview result", QLabel).text()
+    assert "Saves nothing" in result and "Apply is off" in result
+    assert f"{plan.tokens_before} before, {plan.tokens_after} after" in result
+    assert not named(window, "Apply the compaction").isEnabled()
+    assert compaction.history(workspace, info.id) == []
+
+    # Applied anyway outside the panel (the engine's API allows it): the marker and the
+    # history say it saved nothing, never a negative number.
+    compaction.apply(workspace, plan)
+    window.open_session(0)
+    with qtbot.waitSignal(panel.history_loaded, timeout=10_000):
+        window.open_session(info.id)
+    settle(window)
+    model = window.timeline.model
+    label = model.index(0, 0).data(Qt.ItemDataRole.DisplayRole)
+    assert "no tokens saved" in label and "-" not in label.split("·")[2]
+    assert panel.history_rows()[0]["Saved"] == "none"

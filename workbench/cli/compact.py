@@ -95,7 +95,7 @@ def _print_human(args: argparse.Namespace, session_id: int, plan: Any, compactio
     )
     print(
         f"Request tokens: {plan.tokens_before} -> {plan.tokens_after} "
-        f"(saves {plan.tokens_saved})."
+        + (f"(saves {plan.tokens_saved})." if plan.tokens_saved > 0 else "(saves nothing).")
     )
     if plan.warning:
         print(f"Warning: {plan.warning}")

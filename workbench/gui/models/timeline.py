@@ -172,9 +172,12 @@ def compaction_label(run: FoldRun, records: Sequence[CompactionRecord]) -> str:
     noun = "Compaction" if len(records) == 1 else "Compactions"
     when = records[-1].created_at.astimezone().strftime("%Y-%m-%d %H:%M")
     saved = sum(r.tokens_saved for r in records)
+    # Never a negative "saved": a compaction that made the request bigger saved nothing.
+    saved_text = (f"{saved:,} token{'s' if saved != 1 else ''} saved" if saved > 0
+                  else "no tokens saved")
     messages = "message" if run.shown == 1 else "messages"
     action = "hide" if run.expanded else "show the summary"
-    return (f"{noun} {ids} · {when} · {saved:,} tokens saved\n"
+    return (f"{noun} {ids} · {when} · {saved_text}\n"
             f"{run.shown:,} {messages} folded into the summary: {action}")
 
 

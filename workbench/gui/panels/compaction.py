@@ -742,7 +742,8 @@ class CompactionPanel(QWidget):
         self.result_label.setText(
             f"Folds <b>{_plural(plan.folded_count, 'message')}</b> into the summary and keeps "
             f"{_plural(kept, 'message')} ({_escape(plan.policy)}, {plan.summarizer} summary)."
-            + (f"<br><b>Warning:</b> {_escape(plan.warning)}" if plan.warning else ""))
+            + (f"<br><b>Saves nothing:</b> {_escape(plan.warning)} Apply is off: keep "
+               "fewer messages and preview again." if plan.warning else ""))
         self.ranges_label.setText("Folded: " + describe_ranges(plan) + ".")
         reasons = kept_reasons(plan)
         self.kept_label.setText(
@@ -897,7 +898,7 @@ class CompactionPanel(QWidget):
             when = local.strftime("%b %d %H:%M" if local.year == this_year else "%Y-%m-%d")
             state = "undone" if record.undone_at is not None else "applied"
             values = (str(record.id), when, record.policy, record.summarizer,
-                      f"{record.folded_count:,}", f"{record.tokens_saved:,}", state)
+                      f"{record.folded_count:,}", _saved_text(record.tokens_saved), state)
             tip = _history_tooltip(record)
             for column, value in enumerate(values):
                 item = QTableWidgetItem(value)
@@ -938,8 +939,11 @@ class CompactionPanel(QWidget):
         for widget in (self.preview_button, self.mode_combo, self.keep_count_spin,
                        self.range_from_spin, self.range_to_spin):
             widget.setEnabled(has_session and not running)
+        # A plan that folds messages without lowering the request's tokens is not
+        # applied: it would "save" a negative number of tokens.
         can_apply = (self.plan is not None and self.plan.changed and not running
-                     and self._applying == 0)
+                     and self._applying == 0
+                     and (self.plan.lowers_tokens or not self.plan.folded_ids))
         self.apply_button.setEnabled(can_apply)
         self.discard_button.setEnabled(self.plan is not None)
         self.show_button.setEnabled(self.plan is not None and self.plan.changed)
@@ -960,13 +964,20 @@ def _history_tooltip(record: CompactionRecord) -> str:
     lines = [f"Compaction #{record.id}, applied {when}",
              f"Policy: {record.policy}; summarizer: {record.summarizer}",
              f"{_plural(record.folded_count, 'message')} folded, "
-             f"{_plural(record.tokens_saved, 'token')} saved"]
+             f"{_saved_text(record.tokens_saved, long=True)}"]
     if record.undone_at is not None:
         lines.append("Undone " + record.undone_at.astimezone().strftime("%Y-%m-%d %H:%M"))
     if record.summary:
         lines += ["", "Summary:", record.summary[:600]]
     lines += ["", "Double-click to show its messages in the timeline."]
     return "\n".join(lines)
+
+
+def _saved_text(saved: int, *, long: bool = False) -> str:
+    """Tokens a compaction saved, never as a negative number."""
+    if saved > 0:
+        return f"{_plural(saved, 'token')} saved" if long else f"{saved:,}"
+    return "no tokens saved" if long else "none"
 
 
 def _context_changes(plan: CompactionPlan) -> str:
