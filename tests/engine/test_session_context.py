@@ -6,7 +6,13 @@ from dataclasses import replace
 
 import pytest
 
-from workbench.core.conversation import Conversation, Message, Task, TokenUsage
+from workbench.core.conversation import (
+    Conversation,
+    Message,
+    SessionContext,
+    Task,
+    TokenUsage,
+)
 from workbench.core.provider import ProviderConfig
 from workbench.engine.chat import left_out_previews, preflight_turn
 from workbench.engine.providers import ProviderSettings, build_provider
@@ -14,6 +20,7 @@ from workbench.engine.session_context import (
     add_facts,
     add_memory_entry,
     add_task,
+    change_context,
     dedupe_session_facts,
     delete_memory_entry,
     memory_entries_for,
@@ -169,3 +176,24 @@ def test_adds_append_to_what_is_stored_and_removes_take_out_only_their_own(
         add_task(workspace, sid, "   ")
     with pytest.raises(RequestError):
         add_facts(workspace, sid, "not a list")
+
+
+def test_change_context_works_on_the_stored_context_and_guards_the_bookkeeping(
+    workspace: Workspace,
+) -> None:
+    sid = _session(workspace)
+    update_context(workspace, sid, facts=["A.", "B."])
+
+    def drop_a(context: SessionContext) -> None:
+        context.facts = [f for f in context.facts if f != "A."]
+
+    add_facts(workspace, sid, ["C."])  # made after the caller read ["A.", "B."]
+    change = change_context(workspace, sid, drop_a)
+    assert change.after.facts == ["B.", "C."]
+
+    def bill(context: SessionContext) -> None:
+        context.token_usage = TokenUsage(input_tokens=5)
+
+    with pytest.raises(RequestError, match="bookkeeping"):
+        change_context(workspace, sid, bill)
+    assert workspace.repo.get_context(sid).token_usage == TokenUsage()

@@ -10,7 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QPlainTextEdit, QWidget
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QApplication,
+    QLabel,
+    QListWidget,
+    QPlainTextEdit,
+    QWidget,
+)
 from pytestqt.qtbot import QtBot
 
 from workbench.core.conversation import SessionInfo
@@ -136,6 +143,21 @@ def test_two_facts_and_two_tasks_added_quickly_are_both_stored(
         qtbot.waitUntil(lambda e=expected: stored() == e, timeout=10_000)
     window.ctx.undo_stack.redo()
     qtbot.waitUntil(lambda: stored() == (["Old fact", "fact A"], []), timeout=10_000)
+
+    # A delete clicked before the add typed just before it has landed keeps the add.
+    release = _hold_the_writer(window)
+    click_into(qtbot, named(window, "New fact"))
+    type_text(qtbot, "fact C")
+    press(qtbot, Qt.Key.Key_Return)
+    facts_list = named(window, "Facts", QListWidget)
+    rect = facts_list.visualItemRect(facts_list.item(0))
+    qtbot.mouseClick(facts_list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    click(qtbot, window, "Delete facts")
+    release.set()
+    qtbot.waitUntil(lambda: stored() == (["fact A", "fact C"], []), timeout=10_000)
+    window.ctx.undo_stack.undo()  # the delete
+    qtbot.waitUntil(lambda: stored() == (["Old fact", "fact A", "fact C"], []),
+                    timeout=10_000)
 
 
 # -- regenerate: the earlier reply stays until a new one has arrived ------------------------

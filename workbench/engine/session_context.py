@@ -13,7 +13,8 @@ What the desktop's Context panel (and any other front end) needs beyond
 * :func:`add_facts`, :func:`remove_fact`, :func:`add_task`, :func:`remove_task`: one
   fact or task added or taken out as one step in the store (read, change and write in
   one transaction), so two adds made in quick succession both stay, whatever either
-  caller had read before;
+  caller had read before; :func:`change_context` does the same for any change of the
+  editable fields;
 * :func:`dedupe_session_facts`: drop repeated facts the way compaction does (normalized
   text, first spelling kept, order stable);
 * :func:`load_context`: a session's context by id, source id or title, the way seed
@@ -42,6 +43,7 @@ __all__ = [
     "add_facts",
     "add_memory_entry",
     "add_task",
+    "change_context",
     "dedupe_session_facts",
     "delete_memory_entry",
     "load_context",
@@ -203,10 +205,30 @@ def update_context(ws: Workspace, session_id: int, **fields: Any) -> ContextChan
     return ContextChange(session_id, before, repo.get_context(session_id))
 
 
-def _change(ws: Workspace, session_id: int,
-            change: Callable[[SessionContext], None]) -> ContextChange:
-    before, after = ws.repo.change_context(session_id, change)
+def change_context(ws: Workspace, session_id: int,
+                   change: Callable[[SessionContext], None]) -> ContextChange:
+    """Let ``change`` modify the session's context as it is stored now, and write it
+    back, as one step (one transaction): a change computed here never undoes one made
+    since the caller last read the context (an edit or a delete of a fact or a task
+    made right after an add). Only the fields :func:`update_context` replaces may
+    change; changing others (usage, tool stats) raises :class:`RequestError` and writes
+    nothing."""
+
+    def checked(context: SessionContext) -> None:
+        before = context.copy()
+        change(context)
+        editable = {name: getattr(context, name) for name in EDITABLE_FIELDS}
+        _check_fields(editable)
+        for name, value in editable.items():
+            setattr(context, name, value)
+        for name in ("token_usage", "tool_stats"):
+            if getattr(context, name) != getattr(before, name):
+                raise RequestError(f"The context's {name} is the engine's own bookkeeping "
+                                   "and cannot be edited; nothing was changed.")
+
+    before, after = ws.repo.change_context(session_id, checked)
     return ContextChange(session_id, before, after)
+
 
 
 def add_facts(ws: Workspace, session_id: int, facts: Sequence[str]) -> ContextChange:
@@ -221,7 +243,7 @@ def add_facts(ws: Workspace, session_id: int, facts: Sequence[str]) -> ContextCh
     def change(context: SessionContext) -> None:
         context.facts = [*context.facts, *adding]
 
-    return _change(ws, session_id, change)
+    return change_context(ws, session_id, change)
 
 
 def remove_fact(ws: Workspace, session_id: int, fact: str) -> ContextChange:
@@ -236,7 +258,7 @@ def remove_fact(ws: Workspace, session_id: int, fact: str) -> ContextChange:
                 context.facts = facts
                 return
 
-    return _change(ws, session_id, change)
+    return change_context(ws, session_id, change)
 
 
 def add_task(ws: Workspace, session_id: int, task: str | Task) -> tuple[ContextChange, Task]:
@@ -263,7 +285,7 @@ def add_task(ws: Workspace, session_id: int, task: str | Task) -> tuple[ContextC
         added.append(made)
         context.tasks = [*tasks, made]
 
-    result = _change(ws, session_id, change)
+    result = change_context(ws, session_id, change)
     return result, added[-1]
 
 
@@ -274,7 +296,7 @@ def remove_task(ws: Workspace, session_id: int, task_id: str) -> ContextChange:
     def change(context: SessionContext) -> None:
         context.tasks = [t for t in context.tasks if t.id != task_id]
 
-    return _change(ws, session_id, change)
+    return change_context(ws, session_id, change)
 
 
 def dedupe_session_facts(ws: Workspace, session_id: int) -> ContextChange:

@@ -15,12 +15,13 @@ from typing import Any
 
 from PySide6.QtGui import QUndoCommand
 
-from workbench.core.conversation import MemoryEntry, Task
+from workbench.core.conversation import MemoryEntry, SessionContext, Task
 from workbench.engine.session_context import (
     ContextChange,
     add_facts,
     add_memory_entry,
     add_task,
+    change_context,
     dedupe_session_facts,
     delete_memory_entry,
     remove_fact,
@@ -70,6 +71,41 @@ class EditContextCommand(_ContextCommand):
                 self._before = {name: copy.deepcopy(getattr(change.before, name))
                                 for name in self._after}
             return change
+
+        self._write(run)
+
+    def undo(self) -> None:
+        workspace, session_id = self.ctx.workspace, self.session_id
+
+        def run() -> ContextChange | None:
+            if self._before is None:  # the change itself failed: nothing to put back
+                return None
+            return update_context(workspace, session_id, **copy.deepcopy(self._before))
+
+        self._write(run)
+
+
+class ChangeContextCommand(_ContextCommand):
+    """Change the session's context with ``change``, run by the engine on the context as
+    stored when the job runs (not as the panel last read it), so an edit or a delete
+    made right after an add keeps the add. Undo puts back the ``fields`` as they were
+    just before."""
+
+    def __init__(self, ctx: AppContext, session_id: int, text: str,
+                 change: Callable[[SessionContext], None], fields: tuple[str, ...]) -> None:
+        super().__init__(ctx, session_id, text)
+        self._change = change
+        self._fields = fields
+        self._before: dict[str, Any] | None = None
+
+    def redo(self) -> None:
+        workspace, session_id = self.ctx.workspace, self.session_id
+
+        def run() -> ContextChange:
+            result = change_context(workspace, session_id, self._change)
+            self._before = {name: copy.deepcopy(getattr(result.before, name))
+                            for name in self._fields}
+            return result
 
         self._write(run)
 

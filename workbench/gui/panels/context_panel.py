@@ -14,6 +14,7 @@ another session is opened. A newer read makes the answer of an older one be igno
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -51,7 +52,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.compaction import dedupe_facts
-from workbench.core.conversation import MemoryEntry, Task, TaskStatus, utcnow
+from workbench.core.conversation import MemoryEntry, SessionContext, Task, TaskStatus, utcnow
 from workbench.engine.session_context import ContextOverview, read_session_context
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
@@ -60,6 +61,7 @@ from workbench.gui.panels.context_commands import (
     AddFactCommand,
     AddMemoryEntryCommand,
     AddTaskCommand,
+    ChangeContextCommand,
     DedupeFactsCommand,
     DeleteMemoryEntryCommand,
     EditContextCommand,
@@ -571,12 +573,6 @@ class ContextPanel(QWidget):
     def _stored_facts(self) -> list[str]:
         return list(self.overview.context.facts) if self.overview is not None else []
 
-    def _push_facts(self, facts: list[str], text: str) -> None:
-        if self.overview is None or facts == self._stored_facts():
-            return
-        self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id, text,
-                                                    facts=facts))
-
     def add_fact(self) -> None:
         text = " ".join(self.fact_edit.text().split())
         if not text or self.overview is None:
@@ -586,6 +582,16 @@ class ContextPanel(QWidget):
         # before the previous one has landed does not replace it.
         self.ctx.undo_stack.push(AddFactCommand(self.ctx, self._session_id, text))
 
+    def _change_facts(self, text: str, change: Callable[[list[str]], list[str]]) -> None:
+        """Push a change of the facts, made by the engine on the facts as stored when
+        it runs (an add still on its way is not undone by it)."""
+
+        def run(context: SessionContext) -> None:
+            context.facts = change(list(context.facts))
+
+        self.ctx.undo_stack.push(ChangeContextCommand(self.ctx, self._session_id, text, run,
+                                                      ("facts",)))
+
     def _fact_edited(self, item: QListWidgetItem) -> None:
         if self._filling or self.overview is None:
             return
@@ -593,22 +599,34 @@ class ContextPanel(QWidget):
         row = self.facts_list.row(item)
         if not 0 <= row < len(facts):
             return
+        old = facts[row]
         text = " ".join(item.text().split())
-        if text == facts[row]:
+        if text == old:
             return
-        if text:
-            facts[row] = text
-            self._push_facts(facts, "Edit fact")
-        else:  # emptied: the fact goes
-            del facts[row]
-            self._push_facts(facts, "Delete fact")
+
+        def edit(current: list[str]) -> list[str]:
+            if old in current:  # the fact as shown; others may have come meanwhile
+                index = current.index(old)
+                return current[:index] + ([text] if text else []) + current[index + 1:]
+            return current + [text] if text else current
+
+        # Emptied, the fact goes.
+        self._change_facts("Edit fact" if text else "Delete fact", edit)
 
     def delete_selected_facts(self) -> None:
         rows = sorted({self.facts_list.row(i) for i in self.facts_list.selectedItems()})
         if not rows or self.overview is None:
             return
-        facts = [f for i, f in enumerate(self._stored_facts()) if i not in rows]
-        self._push_facts(facts, "Delete fact" if len(rows) == 1 else "Delete facts")
+        shown = self._stored_facts()
+        gone = [shown[i] for i in rows if 0 <= i < len(shown)]
+
+        def delete(current: list[str]) -> list[str]:
+            for fact in gone:
+                if fact in current:
+                    current.remove(fact)
+            return current
+
+        self._change_facts("Delete fact" if len(rows) == 1 else "Delete facts", delete)
 
     def dedupe_facts(self) -> None:
         if self.overview is None:
@@ -670,9 +688,9 @@ class ContextPanel(QWidget):
                           progress=progress)
         if changed == task:
             return
-        tasks[row] = replace(changed, updated_at=utcnow())
-        self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id, "Edit task",
-                                                    tasks=tasks))
+        edited = replace(changed, updated_at=utcnow())
+        self._change_tasks("Edit task", lambda current: [
+            replace(edited) if t.id == edited.id else t for t in current])
 
     def add_task(self) -> None:
         text = " ".join(self.task_edit.text().split())
@@ -685,10 +703,19 @@ class ContextPanel(QWidget):
         rows = {index.row() for index in self.tasks_table.selectionModel().selectedRows()}
         if not rows or self.overview is None:
             return
-        tasks = [t for i, t in enumerate(self._stored_tasks()) if i not in rows]
-        self.ctx.undo_stack.push(EditContextCommand(
-            self.ctx, self._session_id, "Delete task" if len(rows) == 1 else "Delete tasks",
-            tasks=tasks))
+        gone = {t.id for i, t in enumerate(self._stored_tasks()) if i in rows}
+        self._change_tasks("Delete task" if len(rows) == 1 else "Delete tasks",
+                           lambda current: [t for t in current if t.id not in gone])
+
+    def _change_tasks(self, text: str, change: Callable[[list[Task]], list[Task]]) -> None:
+        """Push a change of the tasks, made by the engine on the tasks as stored when it
+        runs (like :meth:`_change_facts`)."""
+
+        def run(context: SessionContext) -> None:
+            context.tasks = change(list(context.tasks))
+
+        self.ctx.undo_stack.push(ChangeContextCommand(self.ctx, self._session_id, text, run,
+                                                      ("tasks",)))
 
     # -- memory entries -------------------------------------------------------------------
 
