@@ -59,6 +59,9 @@ def test_regenerate_sends_the_request_without_the_old_reply_and_replaces_it(
     assert memory.messages()[2].id == prompt_id  # the prompt is the same stored message
     assert [(m.id, m.content) for m in response.replaced] == [(old_id, "Old second answer")]
     assert [m.content for m in response.messages] == ["New second answer"]
+    # The new reply has an id of its own (never the replaced one's, which a viewer
+    # may have cached the old text under).
+    assert response.messages[0].id not in {old_id, prompt_id}
 
 
 def test_a_failed_or_stopped_regenerate_keeps_the_old_reply(workspace: Workspace) -> None:

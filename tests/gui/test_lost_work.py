@@ -27,6 +27,7 @@ from workbench.engine.providers import ProviderSettings
 from workbench.engine.session_context import read_session_context, update_context
 from workbench.engine.workspace import Workspace
 from workbench.gui.main_window import MainWindow
+from workbench.gui.models.timeline import KeyRole
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
@@ -182,6 +183,13 @@ def _shown(window: MainWindow) -> list[str]:
     return [model.message_at(p).content for p in range(model.message_count)]
 
 
+def _last_key(window: MainWindow) -> object:
+    """What the delegate caches the last row's rendering under (it must change with the
+    message, or the old text would be painted for the new one)."""
+    model = window.timeline.model
+    return model.index(model.rowCount() - 1, 0).data(KeyRole)
+
+
 def _regenerate_keys(qtbot: QtBot, window: MainWindow) -> None:
     click_into(qtbot, named(window, "Prompt"))
     press(qtbot, Qt.Key.Key_R, CTRL | SHIFT)
@@ -247,6 +255,7 @@ def test_regenerate_replaces_the_reply_only_when_the_new_one_is_whole_and_undo_s
     assert _shown(window) == [c for _, c in CHAT] and window.timeline.model.pending == []
 
     # Whole: the new reply takes the old one's place; the request did not carry it.
+    old_key = _last_key(window)
     with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
         _regenerate_keys(qtbot, window)
     settle(window)
@@ -256,16 +265,23 @@ def test_regenerate_replaces_the_reply_only_when_the_new_one_is_whole_and_undo_s
     sent = server.chat_requests()[-1].body["messages"]
     assert [m["content"] for m in sent] == [c for _, c in CHAT[:3]]
     assert "Ctrl+Z" in window.statusBar().currentMessage()
+    new_key = _last_key(window)
+    assert new_key != old_key
 
     # Ctrl+Z brings the earlier reply back, redo the new one.
     window.ctx.undo_stack.undo()
     settle(window)
     assert _stored(workspace, info.id) == CHAT
     assert _shown(window) == [c for _, c in CHAT]
+    assert _last_key(window) not in (old_key, new_key)
     window.ctx.undo_stack.redo()
     settle(window)
     assert _stored(workspace, info.id) == new
     assert _shown(window) == [c for _, c in new]
+    assert _last_key(window) not in (old_key, new_key)
+    window.ctx.undo_stack.undo()
+    settle(window)
+    assert _stored(workspace, info.id) == CHAT
 
 
 # -- an in-place edit is saved before the session, the database or the window goes ---------

@@ -169,11 +169,12 @@ class RegenerateReplyCommand(_StoreCommand):
         self._added = [m.copy() for m in added]
         self._done_once = False
 
-    def _announce(self, removed: Sequence[Message], inserted: Sequence[Message]) -> None:
-        for message in sorted(removed, key=lambda m: int(m.position or 0), reverse=True):
-            self.ctx.announce_message("removed", message)
+    def _announce(self, inserted: Sequence[Message], removed: Sequence[Message]) -> None:
+        # In the order the store did them: each position is right at its moment.
         for message in inserted:
             self.ctx.announce_message("inserted", message)
+        for message in removed:
+            self.ctx.announce_message("removed", message)
 
     def _swap(self, out: str) -> None:
         editing = self.ctx.editing
@@ -181,12 +182,14 @@ class RegenerateReplyCommand(_StoreCommand):
         def run() -> tuple[list[Message], list[Message]]:
             leaving, coming = ((self._added, self._replaced) if out == "added"
                                else (self._replaced, self._added))
+            # The messages coming back go in first (before the leaving ones, where they
+            # were), so that no deleted id is handed to them.
+            inserted = [editing.restore_message(m) for m in coming]
             current = sorted((editing.message(int(m.id or 0)) for m in leaving),
                              key=lambda m: int(m.position or 0), reverse=True)
             removed = [editing.delete_message(int(m.id or 0)) for m in current]
             leaving[:] = sorted(removed, key=lambda m: int(m.position or 0))
-            inserted = [editing.restore_message(m) for m in coming]
-            return removed, inserted
+            return inserted, removed
 
         self._write(run, lambda result: self._announce(*result))
 

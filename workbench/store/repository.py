@@ -741,6 +741,16 @@ class Repository:
                     )
                 removed.append(message_from_row(row))
             removed.sort(key=lambda m: int(m.position or 0))
+            # The new rows go in first, while the old ones still hold their ids: SQLite
+            # would otherwise hand a deleted id to a new row, and whatever keyed on the
+            # old message's id would take the new one for it.
+            start = self._next_position(conn, session_id)
+            self._insert_messages(conn, session_id, start, messages)
+            new_ids = [int(r[0]) for r in conn.exec_driver_sql(
+                "SELECT id FROM messages WHERE session_id = ? AND position >= ?"
+                " ORDER BY position",
+                (session_id, start),
+            ).all()]
             # From the bottom up, so each position read above is still right.
             for msg in reversed(removed):
                 conn.exec_driver_sql("DELETE FROM messages WHERE id = ?", (msg.id,))
@@ -749,14 +759,12 @@ class Repository:
                     " WHERE session_id = ? AND position > ?",
                     (session_id, msg.position),
                 )
-            start = self._next_position(conn, session_id)
-            self._insert_messages(conn, session_id, start, messages)
             self._refresh_counts(conn, session_id)
             rows = conn.exec_driver_sql(
-                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND position >= ?"
-                " ORDER BY position",
-                (session_id, start),
-            ).all()
+                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ?"
+                f" AND id IN {_in_clause(new_ids)} ORDER BY position",
+                (session_id, *new_ids),
+            ).all() if new_ids else []
         return removed, [message_from_row(r) for r in rows]
 
     def message_count(self, session_id: int, *, states: Sequence[str] | None = None) -> int:
