@@ -511,10 +511,11 @@ class ComposerPanel(QWidget):
             keep = self._keep_partial
         if self._token is not None:
             self._token.cancel()
-        # Cancelling the job closes the engine's generator between two events, before
-        # it can store anything; a kept reply needs the engine to end the turn itself.
+        # Stopping the job closes the engine's generator between two events, before it
+        # can store anything (``_done`` then gets None); a kept reply needs the engine to
+        # end the turn itself.
         if self._job is not None and not keep:
-            self._job.cancel()
+            self._job.stop()
 
     def regenerate(self) -> None:
         """Ask again for the last reply: the last turn is removed (undoable) and resent."""
