@@ -138,11 +138,9 @@ class CompactionPanel(QWidget):
         self.history: list[CompactionRecord] = []
         self._filling = False
         self._dirty = False
-        self._generation = 0  # bumped by each preview, cancel and session change
-        self._policy_generation = 0
-        self._history_generation = 0
-        self._job: Job | None = None
-        self._cancel: CancelToken | None = None
+        # The worker jobs have keys (see gui.workers): a newer preview, policy or history
+        # read supersedes the older one, and a session change cancels them.
+        self._job: Job | None = None  # the preview running
         self._applying = 0
 
         self._build()
@@ -428,6 +426,8 @@ class CompactionPanel(QWidget):
     def session_changed(self, session_id: int) -> None:
         """Show ``session_id`` (0: none): its policy and history; any preview goes."""
         self._cancel_job()
+        for what in ("policy", "history"):  # what the last session's jobs read goes too
+            self.ctx.workers.cancel((self, what))
         self.clear_preview("Preview to see what would fold.")
         self.session_id = session_id
         self.policy_view = None
@@ -473,19 +473,13 @@ class CompactionPanel(QWidget):
         session_id = self.session_id
         if not session_id:
             return
-        self._policy_generation += 1
-        generation = self._policy_generation
-
-        def done(view: PolicyView) -> None:
-            if generation == self._policy_generation and session_id == self.session_id:
-                self._fill_policy(view)
 
         def failed(error: BaseException) -> None:
-            if generation == self._policy_generation:
-                self.policy_status.setText(describe_error(error, doing="read the policy"))
+            self.policy_status.setText(describe_error(error, doing="read the policy"))
 
         self.ctx.workers.read(read_policy, self.ctx.workspace, session_id,
-                              name="read the compaction policy", on_done=done, on_error=failed)
+                              name="read the compaction policy", key=(self, "policy"),
+                              on_done=self._fill_policy, on_error=failed)
 
     def _fill_policy(self, view: PolicyView) -> None:
         self.policy_view = view
@@ -594,23 +588,20 @@ class CompactionPanel(QWidget):
         args: tuple[Any, ...] = (self.ctx.workspace, session_id)
         if settings is not None:
             args += (settings,)
-        self._policy_generation += 1
-        generation = self._policy_generation
 
         def done(view: PolicyView) -> None:
-            if session_id == self.session_id and generation == self._policy_generation:
-                self._fill_policy(view)
-                if agent:
-                    self.policy_status.setText("Saved for the agent. "
-                                               + self.policy_status.text())
-                elif view.overrides:
-                    self.policy_status.setText("Saved for this session. "
-                                               + self.policy_status.text())
-                else:
-                    self.policy_status.setText("The agent's policy applies to this session.")
+            self._fill_policy(view)
+            if agent:
+                self.policy_status.setText("Saved for the agent. " + self.policy_status.text())
+            elif view.overrides:
+                self.policy_status.setText("Saved for this session. "
+                                           + self.policy_status.text())
+            else:
+                self.policy_status.setText("The agent's policy applies to this session.")
             self.policy_saved.emit(view)
 
-        self.ctx.workers.write(fn, *args, name=doing, on_done=done,
+        # The write always runs; a session change drops only what it would show.
+        self.ctx.workers.write(fn, *args, name=doing, key=(self, "policy"), on_done=done,
                                on_error=self._policy_failed)
 
     def _policy_failed(self, error: BaseException) -> None:
@@ -655,33 +646,29 @@ class CompactionPanel(QWidget):
         if mode == MODE_RANGE:
             fold_range = (self.range_from_spin.value() - 1, self.range_to_spin.value() - 1)
         cancel = CancelToken()
-        self._generation += 1
-        generation = self._generation
         model = settings["summarizer"] == MODEL
         submit = self.ctx.workers.network if model else self.ctx.workers.read
-        self._cancel = cancel
         self._show_busy("Writing the summary with the model…" if model else "Planning…",
                         cancellable=True)
 
         def done(plan: CompactionPlan) -> None:
-            if generation != self._generation:
-                return
-            self._job, self._cancel = None, None
+            self._job = None
             self._hide_busy()
             self.show_plan(plan)
 
         def failed(error: BaseException) -> None:
-            if generation != self._generation:
-                return
-            self._job, self._cancel = None, None
+            self._job = None
             self._hide_busy()
             self.result_label.setText(
                 _escape(describe_error(error, doing="preview the compaction")))
             self._update_buttons()
 
+        # Cancelling the job (Cancel, a new preview, a session change) hangs up on the
+        # model through the token and drops whatever the job still returns.
         self._job = submit(partial(preview_plan, self.ctx.workspace, session_id, settings,
                                    keep=keep, fold_range=fold_range, cancel=cancel),
-                           name="preview the compaction", on_done=done, on_error=failed)
+                           name="preview the compaction", key=(self, "preview"),
+                           on_stop=cancel.cancel, on_done=done, on_error=failed)
         self._update_buttons()
         return self._job
 
@@ -695,12 +682,9 @@ class CompactionPanel(QWidget):
         self._update_buttons()
 
     def _cancel_job(self) -> None:
-        self._generation += 1
-        if self._cancel is not None:
-            self._cancel.cancel()
         if self._job is not None:
             self._job.cancel()
-        self._job, self._cancel = None, None
+        self._job = None
         self._hide_busy()
 
     def _show_busy(self, text: str, *, cancellable: bool) -> None:
@@ -874,19 +858,16 @@ class CompactionPanel(QWidget):
         session_id = self.session_id
         if not session_id:
             return
-        self._history_generation += 1
-        generation = self._history_generation
 
         def done(records: list[CompactionRecord]) -> None:
-            if generation == self._history_generation and session_id == self.session_id:
-                self.history = records
-                self._show_history(records)
-                self._update_buttons()
-                self.history_loaded.emit(records)
+            self.history = records
+            self._show_history(records)
+            self._update_buttons()
+            self.history_loaded.emit(records)
 
         self.ctx.workers.read(compaction.history, self.ctx.workspace, session_id,
-                              name="read the compaction history", on_done=done,
-                              on_error=lambda _e: None)
+                              name="read the compaction history", key=(self, "history"),
+                              on_done=done, on_error=lambda _e: None)
 
     def _show_history(self, records: list[CompactionRecord]) -> None:
         table = self.history_table
