@@ -176,7 +176,6 @@ class ContextPanel(QWidget):
         self.setObjectName("ContextPanel")
         self.overview: ContextOverview | None = None
         self._session_id = 0
-        self._sequence = 0
         self._loaded_summary = ""
         self._filling = False
         self._stale_while_editing = False
@@ -430,22 +429,17 @@ class ContextPanel(QWidget):
     def reload(self) -> None:
         """Read the open session's context again (on a reader thread)."""
         self._reload_timer.stop()
-        self._sequence += 1
-        sequence, session_id = self._sequence, self._session_id
-        if not session_id:
+        key = (self, "context")  # a newer read (another session too) supersedes it
+        if not self._session_id:
+            self.ctx.workers.cancel(key)
             self._show(None)
             return
 
-        def done(overview: ContextOverview) -> None:
-            if sequence == self._sequence and session_id == self._session_id:
-                self._show(overview)
-
         def failed(error: BaseException) -> None:
-            if sequence == self._sequence:
-                self.ctx.report_error(error, doing="read the session's context")
+            self.ctx.report_error(error, doing="read the session's context")
 
-        self.ctx.workers.read(read_session_context, self.ctx.workspace, session_id,
-                              name="read the session's context", on_done=done,
+        self.ctx.workers.read(read_session_context, self.ctx.workspace, self._session_id,
+                              name="read the session's context", key=key, on_done=self._show,
                               on_error=failed)
 
     def _editing(self) -> bool:

@@ -197,7 +197,6 @@ class SearchPanel(QWidget):
         layout.addWidget(self.results, 1)
         layout.addWidget(self.status_label)
 
-        self._sequence = 0
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(SEARCH_DELAY_MS)
@@ -268,17 +267,15 @@ class SearchPanel(QWidget):
         """Run the query now (typing runs it after a short pause)."""
         self._timer.stop()
         query = self.build_query()
-        self._sequence += 1
+        key = (self, "search")  # a newer search supersedes the one under way
         if query is None:
+            self.ctx.workers.cancel(key)
             self.model.set_outcome(None)
             self.status_label.setText("")
             return
-        sequence = self._sequence
         self.status_label.setText("Searching…")
 
         def done(outcome: SearchOutcome) -> None:
-            if sequence != self._sequence:
-                return  # a newer search is under way
             hidden = self.ctx.trash.hidden()
             outcome.hits = [h for h in outcome.hits if h.session_id not in hidden]
             self.model.set_outcome(outcome)
@@ -290,11 +287,10 @@ class SearchPanel(QWidget):
             self.search_finished.emit(outcome)
 
         def failed(error: BaseException) -> None:
-            if sequence == self._sequence:
-                self.status_label.setText("The search failed.")
-                self.ctx.report_error(error, doing="search")
+            self.status_label.setText("The search failed.")
+            self.ctx.report_error(error, doing="search")
 
-        self.ctx.workers.read(run_search, self.ctx.workspace, query, name="search",
+        self.ctx.workers.read(run_search, self.ctx.workspace, query, name="search", key=key,
                               on_done=done, on_error=failed)
 
     def _activated(self, index: QModelIndex) -> None:
