@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +31,10 @@ APP_NAME = "conversation-workbench"
 DB_FILENAME = "workbench.db"
 BUSY_TIMEOUT_MS = 10_000
 SQLITE_HEADER = b"SQLite format 3\x00"
+
+OpenProgress = Callable[[str, int, int], object]
+"""Told what opening a database is doing: ``(sentence, steps done, steps in all)``,
+before the backup and before each schema change (from the thread that opens)."""
 
 
 def default_db_path() -> Path:
@@ -97,12 +101,14 @@ class Database:
     # -- opening -----------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path | str | None = None, *, migrate: bool = True) -> Database:
+    def open(cls, path: Path | str | None = None, *, migrate: bool = True,
+             progress: OpenProgress | None = None) -> Database:
         """Open (creating if needed) and migrate the database at ``path``.
 
         A file from a newer workbench raises :class:`DatabaseVersionError`; a file that is
         not a workbench database raises :class:`StorageError`. Neither is changed.
-        Before an existing file is migrated, a backup copy is written beside it.
+        Before an existing file is migrated, a backup copy is written beside it;
+        ``progress`` hears of the backup and of each schema change.
         """
         path = Path(path).expanduser() if path is not None else default_db_path()
         existed = _check_file(path)
@@ -120,13 +126,13 @@ class Database:
         event.listen(engine, "connect", _on_connect)
         db = cls(path, engine)
         try:
-            db._prepare(existed, migrate)
+            db._prepare(existed, migrate, progress)
         except BaseException:
             engine.dispose()
             raise
         return db
 
-    def _prepare(self, existed: bool, migrate: bool) -> None:
+    def _prepare(self, existed: bool, migrate: bool, progress: OpenProgress | None) -> None:
         try:
             with self.engine.connect() as conn:
                 tables = {
@@ -170,9 +176,18 @@ class Database:
             return
         if not migrate:
             raise StorageError(f"{self.path} needs schema changes: {pending[0].name} and on.")
-        if existed and applied:
+        backup = existed and bool(applied)
+        steps = len(pending) + backup
+        name = self.path.name
+        if backup:
+            if progress is not None:
+                progress(f"Backing up {name} before updating it…", 0, steps)
             self.backup(self._backup_path())
-        for migration in pending:
+        for number, migration in enumerate(pending, start=1):
+            if progress is not None:
+                doing = (f"Updating {name} to this version of the workbench ({number} of "
+                         f"{len(pending)})…" if applied else f"Creating {name}…")
+                progress(doing, number - 1 + backup, steps)
             self._apply(migration)
 
     def _backup_path(self) -> Path:
