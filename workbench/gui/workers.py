@@ -274,6 +274,7 @@ class WorkerPool(QObject):
                     task.on_item(value)
                 job.item_yielded.emit(value)
             return
+        del self._jobs[job]  # no longer pending: a callback may wait for the others
         try:
             if job.cancelled:
                 pass  # cancelled or superseded: nobody wants the answer

@@ -34,7 +34,8 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 OpenProgress = Callable[[str, int, int], object]
 """Told what opening a database is doing: ``(sentence, steps done, steps in all)``,
-before the backup and before each schema change (from the thread that opens)."""
+before the backup and before each schema change of an existing file (on the thread
+that opens it)."""
 
 
 def default_db_path() -> Path:
@@ -184,10 +185,9 @@ class Database:
                 progress(f"Backing up {name} before updating it…", 0, steps)
             self.backup(self._backup_path())
         for number, migration in enumerate(pending, start=1):
-            if progress is not None:
-                doing = (f"Updating {name} to this version of the workbench ({number} of "
-                         f"{len(pending)})…" if applied else f"Creating {name}…")
-                progress(doing, number - 1 + backup, steps)
+            if progress is not None and applied:  # a new file is made too fast to tell
+                progress(f"Updating {name} to this version of the workbench ({number} of "
+                         f"{len(pending)})…", number - 1 + backup, steps)
             self._apply(migration)
 
     def _backup_path(self) -> Path:
