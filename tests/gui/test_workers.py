@@ -81,7 +81,7 @@ def test_streaming_delivers_items_and_stops_when_asked(qtbot: QtBot) -> None:
     assert pool.wait_idle()
     assert done == [None]  # stopped: no return value, but the owner hears the end
     assert len(produced) <= 4
-    assert not job.cancelled and job.stop_requested
+    assert not job.cancelled and job.cancel_event.is_set()
     pool.shutdown()
 
 

@@ -86,11 +86,6 @@ class Job(QObject):
         return self._cancelled
 
     @property
-    def stop_requested(self) -> bool:
-        """Whether the call was asked to stop (by :meth:`stop` or :meth:`cancel`)."""
-        return self._stop.is_set()
-
-    @property
     def cancel_event(self) -> threading.Event:
         """The event a long call may watch to stop early (set by stop and cancel)."""
         return self._stop
@@ -246,7 +241,7 @@ class WorkerPool(QObject):
             generator = fn(job)
             result = None
             while True:
-                if job.stop_requested:
+                if job.cancel_event.is_set():
                     generator.close()
                     break
                 try:

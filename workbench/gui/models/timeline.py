@@ -693,19 +693,15 @@ class TimelineModel(QAbstractListModel):
 
     @staticmethod
     def _pending_data(pending: Message, role: int) -> Any:
-        if role == KindRole:
-            return "pending"
-        if role == MessageRole:
-            return pending
-        if role == PositionRole:
-            return pending.position
-        if role == KeyRole:
-            return ("pending", id(pending), len(pending.content), str(pending.metadata))
-        if role == StateRole:
-            return "active"
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.AccessibleTextRole):
             return pending.content
-        return None
+        return {  # a turn still arriving: two rows at the most, read as a whole
+            KindRole: "pending",
+            MessageRole: pending,
+            PositionRole: pending.position,
+            KeyRole: ("pending", id(pending), len(pending.content), str(pending.metadata)),
+            StateRole: "active",
+        }.get(role)
 
     def flags(self, index: _Index) -> Qt.ItemFlag:
         base = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable

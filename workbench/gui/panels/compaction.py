@@ -38,7 +38,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QProgressBar,
-    QPushButton,
     QSizePolicy,
     QSpinBox,
     QTableWidgetItem,
@@ -74,6 +73,7 @@ from workbench.gui.layout import (
     FittingTableWidget,
     FlowLayout,
     VerticalScrollArea,
+    named_button,
 )
 from workbench.gui.panels.compaction_commands import (
     ApplyCompactionCommand,
@@ -112,6 +112,7 @@ def describe_ranges(plan: CompactionPlan) -> str:
 def kept_reasons(plan: CompactionPlan) -> dict[str, int]:
     """How many messages stay for each reason, most common first."""
     return dict(Counter(k.reason for k in plan.kept).most_common())
+
 
 
 class CompactionPanel(QWidget):
@@ -174,11 +175,8 @@ class CompactionPanel(QWidget):
         column.addWidget(self._build_history(content))
         column.addStretch(1)
 
-        self.scroll = VerticalScrollArea(content, self)
-        self.scroll.setAccessibleName("Compaction settings and preview")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.scroll)
+        self.scroll = VerticalScrollArea.filling(self, content,
+                                                 "Compaction settings and preview")
 
     def _build_policy(self, parent: QWidget) -> QGroupBox:
         box = QGroupBox("Policy for this session", parent)
@@ -243,21 +241,16 @@ class CompactionPanel(QWidget):
         self.prompt_edit.setFixedHeight(self.fontMetrics().height() * 5 + 12)
         form.addRow("Prompt", self.prompt_edit)
 
-        self.save_button = QPushButton("&Save for This Session", box)
-        self.save_button.setAccessibleName("Save the policy for this session")
-        self.save_button.clicked.connect(self.save_policy)
-        self.save_agent_button = QPushButton("Save for the A&gent", box)
-        self.save_agent_button.setAccessibleName(
-            "Save the policy as the default of every session of this agent")
-        self.save_agent_button.clicked.connect(self.save_agent_policy)
-        self.reset_button = QPushButton("Use Agent &Defaults", box)
-        self.reset_button.setAccessibleName("Drop this session's policy overrides")
-        self.reset_button.clicked.connect(self.reset_policy)
-        buttons = FlowLayout()
-        buttons.addWidget(self.save_button)
-        buttons.addWidget(self.save_agent_button)
-        buttons.addWidget(self.reset_button)
-        form.addRow(buttons)
+        self.save_button = named_button("&Save for This Session",
+                                        "Save the policy for this session",
+                                        clicked=self.save_policy, parent=box)
+        self.save_agent_button = named_button(
+            "Save for the A&gent", "Save the policy as the default of every session of "
+            "this agent", clicked=self.save_agent_policy, parent=box)
+        self.reset_button = named_button("Use Agent &Defaults",
+                                         "Drop this session's policy overrides",
+                                         clicked=self.reset_policy, parent=box)
+        form.addRow(FlowLayout.of(self.save_button, self.save_agent_button, self.reset_button))
         self.policy_status = QLabel("", box)
         self.policy_status.setWordWrap(True)
         self.policy_status.setTextFormat(Qt.TextFormat.RichText)
@@ -301,24 +294,17 @@ class CompactionPanel(QWidget):
         numbers.addWidget(self.range_from_spin)
         numbers.addWidget(self.range_to_label)
         numbers.addWidget(self.range_to_spin)
-        row = FlowLayout()
-        row.addWidget(self.mode_combo)
-        row.addLayout(numbers)
-        layout.addLayout(row)
+        layout.addLayout(FlowLayout.of(self.mode_combo, numbers))
         self.mode_combo.currentIndexChanged.connect(self._mode_changed)
 
-        self.preview_button = QPushButton("&Preview", box)
-        self.preview_button.setAccessibleName("Preview the compaction")
-        self.preview_button.setToolTip("Plan the compaction without changing anything "
-                                       "(Ctrl+Shift+K)")
-        self.preview_button.clicked.connect(self.preview)
-        self.show_button = QPushButton("S&how in Timeline", box)
-        self.show_button.setAccessibleName("Scroll the timeline to the first message to fold")
-        self.show_button.clicked.connect(self.show_first_folded)
-        row = FlowLayout()
-        row.addWidget(self.preview_button)
-        row.addWidget(self.show_button)
-        layout.addLayout(row)
+        self.preview_button = named_button(
+            "&Preview", "Preview the compaction",
+            "Plan the compaction without changing anything (Ctrl+Shift+K)",
+            clicked=self.preview, parent=box)
+        self.show_button = named_button(
+            "S&how in Timeline", "Scroll the timeline to the first message to fold",
+            clicked=self.show_first_folded, parent=box)
+        layout.addLayout(FlowLayout.of(self.preview_button, self.show_button))
 
         self.busy_bar = QProgressBar(box)
         self.busy_bar.setRange(0, 0)
@@ -326,9 +312,8 @@ class CompactionPanel(QWidget):
         self.busy_bar.setMaximumHeight(self.fontMetrics().height())
         self.busy_bar.setAccessibleName("Compaction in progress")
         self.busy_label = QLabel("", box)
-        self.cancel_button = QPushButton("&Cancel", box)
-        self.cancel_button.setAccessibleName("Cancel the preview")
-        self.cancel_button.clicked.connect(self.cancel)
+        self.cancel_button = named_button("&Cancel", "Cancel the preview", clicked=self.cancel,
+                                          parent=box)
         self.busy_row = QWidget(box)
         busy = QHBoxLayout(self.busy_row)
         busy.setContentsMargins(0, 0, 0, 0)
@@ -378,17 +363,14 @@ class CompactionPanel(QWidget):
         self.context_label.setAccessibleName("Facts and tasks the compaction changes")
         layout.addWidget(self.context_label)
 
-        self.apply_button = QPushButton("&Apply", box)
-        self.apply_button.setAccessibleName("Apply the compaction")
-        self.apply_button.setToolTip("Fold the messages into the summary (Ctrl+Z undoes it)")
-        self.apply_button.clicked.connect(self.apply)
-        self.discard_button = QPushButton("&Discard Preview", box)
-        self.discard_button.setAccessibleName("Discard the preview")
-        self.discard_button.clicked.connect(lambda: self.clear_preview("Preview discarded."))
-        row = FlowLayout()
-        row.addWidget(self.apply_button)
-        row.addWidget(self.discard_button)
-        layout.addLayout(row)
+        self.apply_button = named_button(
+            "&Apply", "Apply the compaction",
+            "Fold the messages into the summary (Ctrl+Z undoes it)",
+            clicked=self.apply, parent=box)
+        self.discard_button = named_button(
+            "&Discard Preview", "Discard the preview",
+            clicked=lambda: self.clear_preview("Preview discarded."), parent=box)
+        layout.addLayout(FlowLayout.of(self.apply_button, self.discard_button))
         self._mode_changed()
         return box
 
@@ -412,9 +394,8 @@ class CompactionPanel(QWidget):
         layout.addWidget(self.history_table)
         self.history_empty = QLabel("No compaction yet.", box)
         layout.addWidget(self.history_empty)
-        self.undo_button = QPushButton("&Undo Last Compaction", box)
-        self.undo_button.setAccessibleName("Undo the last compaction")
-        self.undo_button.clicked.connect(self.undo_last)
+        self.undo_button = named_button("&Undo Last Compaction", "Undo the last compaction",
+                                        clicked=self.undo_last, parent=box)
         row = QHBoxLayout()
         row.addWidget(self.undo_button)
         row.addStretch(1)
@@ -952,22 +933,22 @@ def _history_tooltip(record: CompactionRecord) -> str:
 
 
 def _context_changes(plan: CompactionPlan) -> str:
-    parts = []
-    if plan.facts_removed:
-        shown = "; ".join(f"“{f}”" for f in plan.facts_removed[:3])
-        more = f" and {len(plan.facts_removed) - 3} more" if len(plan.facts_removed) > 3 else ""
-        parts.append(f"Facts: {_plural(len(plan.facts_removed), 'repeat')} removed "
-                     f"({shown}{more}).")
-    else:
-        parts.append("Facts: no repeats.")
-    if plan.tasks_pruned:
-        shown = "; ".join(f"“{t.description}”" for t in plan.tasks_pruned[:3])
-        more = f" and {len(plan.tasks_pruned) - 3} more" if len(plan.tasks_pruned) > 3 else ""
-        parts.append(f"Tasks: {_plural(len(plan.tasks_pruned), 'completed task')} pruned "
-                     f"({shown}{more}).")
-    else:
-        parts.append("Tasks: none pruned.")
-    return " ".join(parts)
+    facts = plan.facts_removed
+    tasks = [t.description for t in plan.tasks_pruned]
+    return " ".join((
+        _changed("Facts", facts, f"{_plural(len(facts), 'repeat')} removed", "no repeats"),
+        _changed("Tasks", tasks, f"{_plural(len(tasks), 'completed task')} pruned",
+                 "none pruned"),
+    ))
+
+
+def _changed(what: str, items: list[str], done: str, nothing: str) -> str:
+    """``what: done ("a"; "b"; "c" and 2 more).``, or ``what: nothing.``"""
+    if not items:
+        return f"{what}: {nothing}."
+    shown = "; ".join(f"“{item}”" for item in items[:3])
+    more = f" and {len(items) - 3} more" if len(items) > 3 else ""
+    return f"{what}: {done} ({shown}{more})."
 
 
 def _escape(text: str) -> str:

@@ -125,11 +125,7 @@ class ComposerPanel(QWidget):
         self.error_label.hide()
 
         # The names are shown whole; a row too narrow for all of them wraps.
-        selectors = FlowLayout()
-        selectors.addWidget(self.provider_box)
-        selectors.addWidget(self.model_box)
-        selectors.addWidget(self.auto_box)
-        selectors.addWidget(self.gauge)
+        selectors = FlowLayout.of(self.provider_box, self.model_box, self.auto_box, self.gauge)
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)

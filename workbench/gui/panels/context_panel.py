@@ -40,7 +40,6 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPlainTextEdit,
-    QPushButton,
     QSpinBox,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -55,7 +54,7 @@ from workbench.core.conversation import MemoryEntry, Task, TaskStatus, utcnow
 from workbench.engine.session_context import ContextOverview, new_task, read_session_context
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
-from workbench.gui.layout import FlowLayout, VerticalScrollArea
+from workbench.gui.layout import FlowLayout, VerticalScrollArea, named_button
 from workbench.gui.panels.context_commands import (
     AddMemoryEntryCommand,
     DedupeFactsCommand,
@@ -158,13 +157,6 @@ def _section(title: str, name: str) -> tuple[QGroupBox, QVBoxLayout]:
     return box, layout
 
 
-def _button(text: str, name: str, tip: str) -> QPushButton:
-    button = QPushButton(text)
-    button.setAccessibleName(name)
-    button.setToolTip(tip)
-    return button
-
-
 class ContextPanel(QWidget):
     """Facts, summary, tasks, tool stats, token usage and memory entries of a session."""
 
@@ -203,11 +195,7 @@ class ContextPanel(QWidget):
                     self.memory_box):
             column.addWidget(box)
         column.addStretch(1)
-        self.scroll = VerticalScrollArea(body, self)
-        self.scroll.setAccessibleName("Session context")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.scroll)
+        self.scroll = VerticalScrollArea.filling(self, body, "Session context")
 
         self._reload_timer = QTimer(self)
         self._reload_timer.setSingleShot(True)
@@ -241,15 +229,15 @@ class ContextPanel(QWidget):
         self.fact_edit.setAccessibleName("New fact")
         self.fact_edit.setPlaceholderText("Add a fact…")
         self.fact_edit.returnPressed.connect(self.add_fact)
-        self.add_fact_button = _button("Add", "Add fact", "Add the fact typed on the left")
-        self.add_fact_button.clicked.connect(self.add_fact)
-        self.delete_fact_button = _button("Delete", "Delete facts",
-                                          "Delete the selected facts (Del)")
-        self.delete_fact_button.clicked.connect(self.delete_selected_facts)
-        self.dedupe_button = _button("Remove Repeats", "Remove repeated facts",
-                                     "Remove facts that repeat an earlier one (case, spacing "
-                                     "and final punctuation aside)")
-        self.dedupe_button.clicked.connect(self.dedupe_facts)
+        self.add_fact_button = named_button("Add", "Add fact", "Add the fact typed on the left",
+                                            clicked=self.add_fact)
+        self.delete_fact_button = named_button("Delete", "Delete facts",
+                                               "Delete the selected facts (Del)",
+                                               clicked=self.delete_selected_facts)
+        self.dedupe_button = named_button("Remove Repeats", "Remove repeated facts",
+                                          "Remove facts that repeat an earlier one (case, "
+                                          "spacing and final punctuation aside)",
+                                          clicked=self.dedupe_facts)
         delete_key = QShortcut(QKeySequence(QKeySequence.StandardKey.Delete), self.facts_list)
         delete_key.setContext(Qt.ShortcutContext.WidgetShortcut)
         delete_key.activated.connect(self.delete_selected_facts)
@@ -273,11 +261,12 @@ class ContextPanel(QWidget):
         self.summary_edit.setMinimumHeight(70)
         self.summary_edit.setMaximumHeight(120)
         self.summary_edit.textChanged.connect(self._summary_edited)
-        self.save_summary_button = _button("Save", "Save summary", "Store the edited summary")
-        self.save_summary_button.clicked.connect(self.save_summary)
-        self.revert_summary_button = _button("Revert", "Revert summary",
-                                             "Throw the edit away and show the stored summary")
-        self.revert_summary_button.clicked.connect(self.revert_summary)
+        self.save_summary_button = named_button("Save", "Save summary",
+                                                "Store the edited summary",
+                                                clicked=self.save_summary)
+        self.revert_summary_button = named_button(
+            "Revert", "Revert summary", "Throw the edit away and show the stored summary",
+            clicked=self.revert_summary)
         save_key = QShortcut(QKeySequence("Ctrl+Return"), self.summary_edit)
         save_key.setContext(Qt.ShortcutContext.WidgetShortcut)
         save_key.activated.connect(self.save_summary)
@@ -317,10 +306,11 @@ class ContextPanel(QWidget):
         self.task_edit.setAccessibleName("New task")
         self.task_edit.setPlaceholderText("Add a task…")
         self.task_edit.returnPressed.connect(self.add_task)
-        self.add_task_button = _button("Add", "Add task", "Add the task typed on the left")
-        self.add_task_button.clicked.connect(self.add_task)
-        self.delete_task_button = _button("Delete", "Delete tasks", "Delete the selected tasks")
-        self.delete_task_button.clicked.connect(self.delete_selected_tasks)
+        self.add_task_button = named_button("Add", "Add task", "Add the task typed on the left",
+                                            clicked=self.add_task)
+        self.delete_task_button = named_button("Delete", "Delete tasks",
+                                               "Delete the selected tasks",
+                                               clicked=self.delete_selected_tasks)
         row = QHBoxLayout()
         row.addWidget(self.task_edit, 1)
         row.addWidget(self.add_task_button)
@@ -385,11 +375,11 @@ class ContextPanel(QWidget):
         self.memory_namespace_edit.setToolTip("The namespace to store the entry in (empty: "
                                               "the one this session recalls from)")
         self.memory_namespace_edit.setMaximumWidth(110)
-        self.add_memory_button = _button("Add", "Add memory entry", "Store the entry")
-        self.add_memory_button.clicked.connect(self.add_memory_entry)
-        self.delete_memory_button = _button("Delete", "Delete memory entries",
-                                            "Delete the selected entries")
-        self.delete_memory_button.clicked.connect(self.delete_selected_entries)
+        self.add_memory_button = named_button("Add", "Add memory entry", "Store the entry",
+                                              clicked=self.add_memory_entry)
+        self.delete_memory_button = named_button("Delete", "Delete memory entries",
+                                                 "Delete the selected entries",
+                                                 clicked=self.delete_selected_entries)
         # The entry gets a line of its own; its scope, namespace and the buttons follow,
         # wrapping in a narrow panel.
         row = FlowLayout()

@@ -617,7 +617,8 @@ class RequestInspectorPanel(QWidget):
 
         def failed(error: BaseException) -> None:
             self._job = None
-            self._show_error(describe_error(error, doing="build the request"))
+            self._show_nothing(describe_error(error, doing="build the request"),
+                               style="color: #c62828;")
 
         self._job = self.ctx.workers.network(
             inspect_request, self.ctx.workspace, session_id, prompt, provider=provider,
@@ -636,19 +637,12 @@ class RequestInspectorPanel(QWidget):
         return self.shown.payload if self.shown is not None else None
 
     def _show(self, result: InspectedRequest | None) -> None:
+        if result is None:
+            self._show_nothing("No session is open.")
+            return
         self.shown = result
         self.state_label.setText("")
         self.summary_label.setStyleSheet("")
-        if result is None:
-            self.summary_label.setText("No session is open.")
-            self.endpoint_label.setText("")
-            self.endpoint_label.setToolTip("")
-            self.bar.set_breakdown(None)
-            self.payload_view.clear()
-            self.left_out_model.set_items([], {})
-            self.left_out_label.setText("")
-            self.request_shown.emit(None)
-            return
         long_session = result.history_count > GAUGE_PREFLIGHT_LIMIT
         self._timer.setInterval(LONG_REFRESH_DELAY_MS if long_session else REFRESH_DELAY_MS)
         tokens = result.tokens
@@ -710,11 +704,14 @@ class RequestInspectorPanel(QWidget):
         self.payload_view.setPlainText(text)
         scroll.setValue(min(position, scroll.maximum()))
 
-    def _show_error(self, text: str) -> None:
+    def _show_nothing(self, text: str, *, style: str = "") -> None:
+        """No request shown: ``text`` says why (an error in red)."""
         self.shown = None
         self.state_label.setText("")
         self.summary_label.setText(text)
-        self.summary_label.setStyleSheet("color: #c62828;")
+        self.summary_label.setStyleSheet(style)
+        self.endpoint_label.setText("")
+        self.endpoint_label.setToolTip("")
         self.bar.set_breakdown(None)
         self.payload_view.clear()
         self.left_out_model.set_items([], {})
