@@ -47,7 +47,6 @@ from typing import Any
 from PySide6.QtCore import (
     QAbstractListModel,
     QModelIndex,
-    QPersistentModelIndex,
     Qt,
     Signal,
 )
@@ -58,9 +57,8 @@ from workbench.engine import compaction
 from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError
 from workbench.gui.delegates.markdown import plain_tooltip
+from workbench.gui.models import ModelIndex
 from workbench.gui.workers import Job
-
-_Index = QModelIndex | QPersistentModelIndex
 
 PAGE = 100
 MAX_PAGES = 40
@@ -511,7 +509,7 @@ class TimelineModel(QAbstractListModel):
 
     # -- rows --------------------------------------------------------------------------
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+    def rowCount(self, parent: ModelIndex = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
         if parent.isValid():
             return 0
         return len(self._rows.rows) + len(self._pending)
@@ -632,7 +630,7 @@ class TimelineModel(QAbstractListModel):
     def cached_pages(self) -> int:
         return len(self._pages)
 
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: ModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
         row = index.row()
@@ -703,13 +701,13 @@ class TimelineModel(QAbstractListModel):
             StateRole: "active",
         }.get(role)
 
-    def flags(self, index: _Index) -> Qt.ItemFlag:
+    def flags(self, index: ModelIndex) -> Qt.ItemFlag:
         base = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
         if index.isValid() and index.data(KindRole) == "message":
             return base | Qt.ItemFlag.ItemIsEditable
         return base
 
-    def setData(self, index: _Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
+    def setData(self, index: ModelIndex, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
         """An edit from the view: asks for it through ``edit_requested`` (the change itself
         comes back through :meth:`message_changed` once the store has it)."""
         if role != Qt.ItemDataRole.EditRole or not index.isValid():

@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QProgressBar,
+    QPushButton,
     QSizePolicy,
     QSpinBox,
     QTableWidgetItem,
@@ -115,6 +116,48 @@ def kept_reasons(plan: CompactionPlan) -> dict[str, int]:
 
 
 
+def _spin_box(parent: QWidget, low: int, high: int, suffix: str, name: str,
+              tip: str = "") -> QSpinBox:
+    spin = QSpinBox(parent)
+    spin.setRange(low, high)
+    spin.setSuffix(suffix)
+    spin.setAccessibleName(name)
+    if tip:
+        spin.setToolTip(tip)
+    return spin
+
+
+def _wrapped_label(layout: QVBoxLayout, parent: QWidget, name: str, text: str = "",
+                   text_format: Qt.TextFormat = Qt.TextFormat.PlainText) -> QLabel:
+    """A word-wrapped label with its accessible name, added to ``layout``."""
+    label = QLabel(text, parent)
+    label.setWordWrap(True)
+    label.setTextFormat(text_format)
+    label.setAccessibleName(name)
+    layout.addWidget(label)
+    return label
+
+
+def _button_row(parent: QWidget, *specs: tuple[str, str, str, Callable[[], object]],
+                ) -> tuple[FlowLayout, list[QPushButton]]:
+    """Buttons made from ``(text, accessible name, tooltip, slot)``, in a flow."""
+    buttons = [named_button(text, name, tip, clicked=slot, parent=parent)
+               for text, name, tip, slot in specs]
+    return FlowLayout.of(*buttons), buttons
+
+
+def _trigger(form: QFormLayout, label: str, name: str, spin: QSpinBox) -> QCheckBox:
+    """A trigger's row of the form: "above" switches it on, ``spin`` says above what."""
+    check = QCheckBox("above", spin.parentWidget())
+    check.setAccessibleName(name)
+    QWidget.setTabOrder(check, spin)  # made after the spin box, reached before it
+    row = QHBoxLayout()
+    row.addWidget(check)
+    row.addWidget(spin, 1)
+    form.addRow(label, row)
+    return check
+
+
 class CompactionPanel(QWidget):
     """Policy, preview, apply and undo of compactions for the open session."""
 
@@ -184,38 +227,23 @@ class CompactionPanel(QWidget):
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
 
-        self.messages_trigger_check = QCheckBox("above", box)
-        self.messages_trigger_check.setAccessibleName("Message-count trigger on")
-        self.max_messages_spin = QSpinBox(box)
-        self.max_messages_spin.setRange(1, 10_000_000)
-        self.max_messages_spin.setSuffix(" messages")
-        self.max_messages_spin.setAccessibleName("Compact above this many active messages")
-        row = QHBoxLayout()
-        row.addWidget(self.messages_trigger_check)
-        row.addWidget(self.max_messages_spin, 1)
-        form.addRow("Message trigger", row)
-
-        self.keep_spin = QSpinBox(box)
-        self.keep_spin.setRange(0, 10_000_000)
-        self.keep_spin.setSuffix(" newest")
-        self.keep_spin.setAccessibleName("Messages the trigger keeps")
-        self.keep_spin.setToolTip("When the message trigger fires, fold the oldest until this "
-                                  "many active messages remain")
+        self.max_messages_spin = _spin_box(box, 1, 10_000_000, " messages",
+                                           "Compact above this many active messages")
+        self.messages_trigger_check = _trigger(form, "Message trigger",
+                                               "Message-count trigger on",
+                                               self.max_messages_spin)
+        self.keep_spin = _spin_box(box, 0, 10_000_000, " newest", "Messages the trigger keeps",
+                                   "When the message trigger fires, fold the oldest until "
+                                   "this many active messages remain")
         form.addRow("Keep", self.keep_spin)
-
-        self.tokens_trigger_check = QCheckBox("above", box)
-        self.tokens_trigger_check.setAccessibleName("Token trigger on")
-        self.max_tokens_spin = QSpinBox(box)
-        self.max_tokens_spin.setRange(1, _MAX_TOKENS_LIMIT)
+        self.max_tokens_spin = _spin_box(box, 1, _MAX_TOKENS_LIMIT, " tokens",
+                                         "Compact when the request has more tokens than",
+                                         "A request over this many tokens folds the oldest "
+                                         "half")
         self.max_tokens_spin.setSingleStep(1000)
-        self.max_tokens_spin.setSuffix(" tokens")
         self.max_tokens_spin.setGroupSeparatorShown(True)
-        self.max_tokens_spin.setAccessibleName("Compact when the request has more tokens than")
-        self.max_tokens_spin.setToolTip("A request over this many tokens folds the oldest half")
-        row = QHBoxLayout()
-        row.addWidget(self.tokens_trigger_check)
-        row.addWidget(self.max_tokens_spin, 1)
-        form.addRow("Token trigger", row)
+        self.tokens_trigger_check = _trigger(form, "Token trigger", "Token trigger on",
+                                             self.max_tokens_spin)
 
         self.auto_check = QCheckBox("Compact automatically before a send", box)
         self.auto_check.setAccessibleName("Auto-compaction for this session")
@@ -241,16 +269,16 @@ class CompactionPanel(QWidget):
         self.prompt_edit.setFixedHeight(self.fontMetrics().height() * 5 + 12)
         form.addRow("Prompt", self.prompt_edit)
 
-        self.save_button = named_button("&Save for This Session",
-                                        "Save the policy for this session",
-                                        clicked=self.save_policy, parent=box)
-        self.save_agent_button = named_button(
-            "Save for the A&gent", "Save the policy as the default of every session of "
-            "this agent", clicked=self.save_agent_policy, parent=box)
-        self.reset_button = named_button("Use Agent &Defaults",
-                                         "Drop this session's policy overrides",
-                                         clicked=self.reset_policy, parent=box)
-        form.addRow(FlowLayout.of(self.save_button, self.save_agent_button, self.reset_button))
+        row, (self.save_button, self.save_agent_button, self.reset_button) = _button_row(
+            box,
+            ("&Save for This Session", "Save the policy for this session", "",
+             self.save_policy),
+            ("Save for the A&gent",
+             "Save the policy as the default of every session of this agent", "",
+             self.save_agent_policy),
+            ("Use Agent &Defaults", "Drop this session's policy overrides", "",
+             self.reset_policy))
+        form.addRow(row)
         self.policy_status = QLabel("", box)
         self.policy_status.setWordWrap(True)
         self.policy_status.setTextFormat(Qt.TextFormat.RichText)
@@ -297,14 +325,13 @@ class CompactionPanel(QWidget):
         layout.addLayout(FlowLayout.of(self.mode_combo, numbers))
         self.mode_combo.currentIndexChanged.connect(self._mode_changed)
 
-        self.preview_button = named_button(
-            "&Preview", "Preview the compaction",
-            "Plan the compaction without changing anything (Ctrl+Shift+K)",
-            clicked=self.preview, parent=box)
-        self.show_button = named_button(
-            "S&how in Timeline", "Scroll the timeline to the first message to fold",
-            clicked=self.show_first_folded, parent=box)
-        layout.addLayout(FlowLayout.of(self.preview_button, self.show_button))
+        row, (self.preview_button, self.show_button) = _button_row(
+            box,
+            ("&Preview", "Preview the compaction",
+             "Plan the compaction without changing anything (Ctrl+Shift+K)", self.preview),
+            ("S&how in Timeline", "Scroll the timeline to the first message to fold", "",
+             self.show_first_folded))
+        layout.addLayout(row)
 
         self.busy_bar = QProgressBar(box)
         self.busy_bar.setRange(0, 0)
@@ -323,22 +350,12 @@ class CompactionPanel(QWidget):
         self.busy_row.hide()
         layout.addWidget(self.busy_row)
 
-        self.result_label = QLabel("Preview to see what would fold.", box)
-        self.result_label.setWordWrap(True)
-        self.result_label.setTextFormat(Qt.TextFormat.RichText)
-        self.result_label.setAccessibleName("Preview result")
+        self.result_label = _wrapped_label(layout, box, "Preview result",
+                                           "Preview to see what would fold.",
+                                           Qt.TextFormat.RichText)
         self.result_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout.addWidget(self.result_label)
-        self.ranges_label = QLabel("", box)
-        self.ranges_label.setWordWrap(True)
-        self.ranges_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.ranges_label.setAccessibleName("Folded ranges")
-        layout.addWidget(self.ranges_label)
-        self.kept_label = QLabel("", box)
-        self.kept_label.setWordWrap(True)
-        self.kept_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.kept_label.setAccessibleName("Kept messages and why")
-        layout.addWidget(self.kept_label)
+        self.ranges_label = _wrapped_label(layout, box, "Folded ranges")
+        self.kept_label = _wrapped_label(layout, box, "Kept messages and why")
 
         self.token_bar = TokenBarWidget(box)
         layout.addWidget(self.token_bar)
@@ -357,20 +374,16 @@ class CompactionPanel(QWidget):
         layout.addWidget(self.summary_edit)
         layout.addWidget(self.summary_note)
 
-        self.context_label = QLabel("", box)
-        self.context_label.setWordWrap(True)
-        self.context_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.context_label.setAccessibleName("Facts and tasks the compaction changes")
-        layout.addWidget(self.context_label)
+        self.context_label = _wrapped_label(layout, box,
+                                            "Facts and tasks the compaction changes")
 
-        self.apply_button = named_button(
-            "&Apply", "Apply the compaction",
-            "Fold the messages into the summary (Ctrl+Z undoes it)",
-            clicked=self.apply, parent=box)
-        self.discard_button = named_button(
-            "&Discard Preview", "Discard the preview",
-            clicked=lambda: self.clear_preview("Preview discarded."), parent=box)
-        layout.addLayout(FlowLayout.of(self.apply_button, self.discard_button))
+        row, (self.apply_button, self.discard_button) = _button_row(
+            box,
+            ("&Apply", "Apply the compaction",
+             "Fold the messages into the summary (Ctrl+Z undoes it)", self.apply),
+            ("&Discard Preview", "Discard the preview", "",
+             lambda: self.clear_preview("Preview discarded.")))
+        layout.addLayout(row)
         self._mode_changed()
         return box
 

@@ -19,8 +19,6 @@ from typing import Any
 
 from PySide6.QtCore import (
     QAbstractItemModel,
-    QModelIndex,
-    QPersistentModelIndex,
     QRectF,
     QSize,
     Qt,
@@ -55,6 +53,7 @@ from workbench.engine.session_context import ContextOverview, new_task, read_ses
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.layout import FlowLayout, VerticalScrollArea, named_button
+from workbench.gui.models import ModelIndex
 from workbench.gui.panels.context_commands import (
     AddMemoryEntryCommand,
     DedupeFactsCommand,
@@ -62,7 +61,6 @@ from workbench.gui.panels.context_commands import (
     EditContextCommand,
 )
 
-_Index = QModelIndex | QPersistentModelIndex
 RELOAD_DELAY_MS = 150
 TaskRole = Qt.ItemDataRole.UserRole + 1
 EntryRole = Qt.ItemDataRole.UserRole + 2
@@ -73,7 +71,7 @@ class TaskStatusDelegate(QStyledItemDelegate):
     """Edits a task's status with a combo box (committed as soon as one is picked)."""
 
     def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
-                     index: _Index) -> QWidget:
+                     index: ModelIndex) -> QWidget:
         box = QComboBox(parent)
         box.setAccessibleName("Task status")
         box.addItems(STATUSES)
@@ -84,14 +82,14 @@ class TaskStatusDelegate(QStyledItemDelegate):
         self.commitData.emit(box)
         self.closeEditor.emit(box, QStyledItemDelegate.EndEditHint.NoHint)
 
-    def setEditorData(self, editor: QWidget, index: _Index) -> None:
+    def setEditorData(self, editor: QWidget, index: ModelIndex) -> None:
         assert isinstance(editor, QComboBox)
         status = str(index.data(Qt.ItemDataRole.EditRole) or "")
         if editor.findText(status) < 0:
             editor.addItem(status)
         editor.setCurrentText(status)
 
-    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: _Index) -> None:
+    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: ModelIndex) -> None:
         assert isinstance(editor, QComboBox)
         model.setData(index, editor.currentText(), Qt.ItemDataRole.EditRole)
 
@@ -99,7 +97,7 @@ class TaskStatusDelegate(QStyledItemDelegate):
 class TaskProgressDelegate(QStyledItemDelegate):
     """Paints a task's progress as a bar and edits it as a percentage."""
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex) -> None:
         value = index.data(Qt.ItemDataRole.EditRole)
         super().paint(painter, option, index)  # background and selection
         if value is None or value == "":
@@ -128,7 +126,7 @@ class TaskProgressDelegate(QStyledItemDelegate):
         painter.restore()
 
     def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
-                     index: _Index) -> QWidget:
+                     index: ModelIndex) -> QWidget:
         spin = QSpinBox(parent)
         spin.setAccessibleName("Task progress")
         spin.setRange(-1, 100)
@@ -136,12 +134,12 @@ class TaskProgressDelegate(QStyledItemDelegate):
         spin.setSuffix(" %")
         return spin
 
-    def setEditorData(self, editor: QWidget, index: _Index) -> None:
+    def setEditorData(self, editor: QWidget, index: ModelIndex) -> None:
         assert isinstance(editor, QSpinBox)
         value = index.data(Qt.ItemDataRole.EditRole)
         editor.setValue(-1 if value is None or value == "" else int(value))
 
-    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: _Index) -> None:
+    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: ModelIndex) -> None:
         assert isinstance(editor, QSpinBox)
         editor.interpretText()
         value = editor.value()

@@ -29,7 +29,6 @@ from PySide6.QtCore import (
     QAbstractListModel,
     QEvent,
     QModelIndex,
-    QPersistentModelIndex,
     QRectF,
     QSize,
     Qt,
@@ -74,10 +73,10 @@ from workbench.engine.workspace import Workspace
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.errors import describe_error
+from workbench.gui.models import ModelIndex
 from workbench.gui.theme import is_dark, monospace_font, role_color
 from workbench.gui.workers import Job
 
-_Index = QModelIndex | QPersistentModelIndex
 REFRESH_DELAY_MS = 300
 #: After a session of more than GAUGE_PREFLIGHT_LIMIT messages, typing waits longer
 #: before building the request again: preflight then reads every message (a second for
@@ -334,10 +333,10 @@ class LeftOutModel(QAbstractListModel):
     def items(self) -> list[LeftOut]:
         return list(self._items)
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802
+    def rowCount(self, parent: ModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
         return 0 if parent.isValid() else len(self._items)
 
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: ModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or not 0 <= index.row() < len(self._items):
             return None
         item = self._items[index.row()]

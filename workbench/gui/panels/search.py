@@ -14,7 +14,6 @@ from PySide6.QtCore import (
     QEvent,
     QModelIndex,
     QObject,
-    QPersistentModelIndex,
     QSize,
     Qt,
     QTimer,
@@ -40,6 +39,7 @@ from PySide6.QtWidgets import (
 from workbench.core.conversation import ROLES, SearchHit
 from workbench.engine.workspace import SearchQuery, Workspace
 from workbench.gui.context import AppContext
+from workbench.gui.models import ModelIndex
 from workbench.gui.models.search_results import (
     MARK_END,
     MARK_START,
@@ -51,7 +51,6 @@ from workbench.gui.models.search_results import (
 )
 from workbench.gui.theme import ROLE_LABELS, is_dark, role_color
 
-_Index = QModelIndex | QPersistentModelIndex
 SEARCH_DELAY_MS = 250
 RESULT_LIMIT = 100
 
@@ -75,13 +74,13 @@ class SearchHitDelegate(QStyledItemDelegate):
 
     LINES = 3
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
+    def sizeHint(self, option: QStyleOptionViewItem, index: ModelIndex) -> QSize:
         fm = QFontMetrics(option.font)
         # No width of its own: the row is as wide as the list, which never scrolls sideways
         # (the width of the rect asked about once stuck after the dock narrowed).
         return QSize(1, fm.lineSpacing() * self.LINES + 12)
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex) -> None:
         hit: SearchHit | None = index.data(HitRole)
         if hit is None:
             return
