@@ -13,7 +13,8 @@ delivery on the UI thread: ``on_done`` gets the result, ``on_error`` the excepti
 (without one, :attr:`WorkerPool.error_reported` says it), so the callbacks may touch
 widgets. A job that was **cancelled** delivers nothing: neither its result nor its error
 reaches a callback or a signal, however late it comes back (the pattern of Anki's
-``QueryOp``: the one who asked no longer wants the answer).
+``QueryOp``: the one who asked no longer wants the answer). A read or network call
+cancelled before a thread took it does not run at all.
 
 Stale answers: a job submitted with a ``key`` (any hashable, by convention
 ``(owner, "what")``, e.g. ``key=(self, "preview")``) cancels the previous job with that
