@@ -185,6 +185,7 @@ class CompactionPanel(QWidget):
         # The worker jobs have keys (see gui.workers): a newer preview, policy or history
         # read supersedes the older one, and a session change cancels them.
         self._job: Job | None = None  # the preview running
+        self._history_job: Job | None = None  # reading the history: Undo waits for it
         self._applying = 0
 
         self._build()
@@ -420,8 +421,9 @@ class CompactionPanel(QWidget):
     def session_changed(self, session_id: int) -> None:
         """Show ``session_id`` (0: none): its policy and history; any preview goes."""
         self._cancel_job()
-        for what in ("policy", "history"):  # what the last session's jobs read goes too
-            self.ctx.workers.cancel((self, what))
+        self.ctx.workers.cancel((self, "policy"))  # what the last session's jobs read goes
+        self.ctx.workers.cancel((self, "history"))
+        self._history_job = None
         self.clear_preview("Preview to see what would fold.")
         self.session_id = session_id
         self.policy_view = None
@@ -854,14 +856,21 @@ class CompactionPanel(QWidget):
             return
 
         def done(records: list[CompactionRecord]) -> None:
+            self._history_job = None
             self.history = records
             self._show_history(records)
             self._update_buttons()
             self.history_loaded.emit(records)
 
-        self.ctx.workers.read(compaction.history, self.ctx.workspace, session_id,
-                              name="read the compaction history", key=(self, "history"),
-                              on_done=done, on_error=lambda _e: None)
+        def failed(_error: BaseException) -> None:
+            self._history_job = None
+            self._update_buttons()
+
+        self._history_job = self.ctx.workers.read(
+            compaction.history, self.ctx.workspace, session_id,
+            name="read the compaction history", key=(self, "history"), on_done=done,
+            on_error=failed)
+        self._update_buttons()
 
     def _show_history(self, records: list[CompactionRecord]) -> None:
         table = self.history_table
@@ -922,7 +931,8 @@ class CompactionPanel(QWidget):
         self.summary_edit.setReadOnly(not can_apply)
         for widget in (self.summary_heading, self.summary_edit, self.summary_note):
             widget.setVisible(self.plan is not None and self.plan.changed)
-        has_applied = any(not r.undone for r in self.history)
+        # Undo picks the newest compaction from the history: not while it is being read.
+        has_applied = self._history_job is None and any(not r.undone for r in self.history)
         self.undo_button.setEnabled(has_session and has_applied and self._applying == 0)
         self.undo_compaction_action.setEnabled(has_session and has_applied)
         self.save_button.setEnabled(has_session and self.policy_view is not None)
