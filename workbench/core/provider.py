@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from workbench.core.conversation import Message
-from workbench.errors import CancelledError
+from workbench.errors import OperationCancelledError
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ class CancelToken:
 
     def raise_if_cancelled(self) -> None:
         if self._event.is_set():
-            raise CancelledError("The request was stopped.")
+            raise OperationCancelledError("The request was stopped.")
 
 
 @runtime_checkable

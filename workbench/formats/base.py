@@ -34,7 +34,7 @@ from workbench.core.conversation import (
     SessionInfo,
     SkippedEntry,
 )
-from workbench.errors import FormatError
+from workbench.errors import FormatError, WorkbenchError
 from workbench.formats._reading import TooDeepError, decode_value, problem, too_deep_reason
 
 ImportItem = Conversation | SkippedEntry | ImportNote
@@ -339,7 +339,7 @@ _LITERALS = {"true": True, "false": False, "null": None}
 _MAX_DEPTH = 64
 
 
-class _Cut(Exception):
+class _Cut(WorkbenchError):
     """The text ended (or stopped being JSON) inside a value."""
 
     def __init__(self, partial: Any) -> None:
