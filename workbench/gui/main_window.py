@@ -519,9 +519,11 @@ class MainWindow(QMainWindow):
         """Switch the window to another database (created when missing, migrated when
         older). It is opened on a worker with a progress dialog (returned, running): the
         window switches when it is open; a failure is said in the dialog."""
-        if self._opening is not None and self._opening.running:
-            self._opening.raise_()
-            return self._opening
+        if self._opening is not None:
+            if self._opening.running:
+                self._opening.raise_()
+                return self._opening
+            self._opening.deleteLater()  # the last one's report was read or closed
         dialog = OpenDatabaseDialog(self.ctx.workers, path, parent=self)
         dialog.setWindowModality(Qt.WindowModality.WindowModal)
         dialog.opened.connect(self._database_opened)
