@@ -339,28 +339,34 @@ def test_opening_another_database_or_closing_saves_an_open_in_place_edit(
     open_window: Callable[..., MainWindow], tmp_path: Path,
 ) -> None:
     info = make_session(workspace, "Chat", [("user", "one"), ("assistant", "two")])
+    path = workspace.db_path
+
+    def first_message() -> str:
+        reopened = Workspace.open(path)
+        try:
+            return reopened.repo.list_messages(info.id)[0].content
+        finally:
+            reopened.close()
+
     window = open_window(workspace)
     window.open_session(info.id)
     settle(window)
     _edit_in_place(qtbot, window, " before the switch")
-    assert window.open_database(tmp_path / "other.db")
+    window.open_database(tmp_path / "other.db")  # on a worker: the window switches after
+    qtbot.waitUntil(lambda: "other.db" in window.database_label.text(), timeout=10_000)
     settle(window)
-    assert [m.content for m in workspace.repo.list_messages(info.id)][0] == (
-        "one before the switch")
+    assert first_message() == "one before the switch"
     assert not window.timeline.view.editing
 
-    window.open_database(workspace.db_path)
+    window.open_database(path)
+    qtbot.waitUntil(lambda: window.ctx.workspace.db_path == path, timeout=10_000)
+    settle(window)
     window.open_session(info.id)
     settle(window)
     _edit_in_place(qtbot, window, ", then closed")
     press(qtbot, Qt.Key.Key_Q, CTRL)
     assert not window.isVisible()
-    reopened = Workspace.open(workspace.db_path)
-    try:
-        assert [m.content for m in reopened.repo.list_messages(info.id)][0] == (
-            "one before the switch, then closed")
-    finally:
-        reopened.close()
+    assert first_message() == "one before the switch, then closed"
 
 
 # -- quitting while a reply streams in asks, and keeps what arrived -------------------------
