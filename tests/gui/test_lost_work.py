@@ -133,8 +133,9 @@ def test_two_facts_and_two_tasks_added_quickly_are_both_stored(
     qtbot.waitUntil(lambda: stored() == (["Old fact", "fact A", "fact B"],
                                          ["task A", "task B"]), timeout=10_000)
     qtbot.waitUntil(lambda: panel.facts() == ["Old fact", "fact A", "fact B"], timeout=10_000)
-    assert [panel.tasks_table.item(r, 0).text() for r in range(panel.tasks_table.rowCount())
-            ] == ["task A", "task B"]
+    qtbot.waitUntil(lambda: [panel.tasks_table.item(r, 0).text()
+                             for r in range(panel.tasks_table.rowCount())
+                             ] == ["task A", "task B"], timeout=10_000)
     # Undo takes out the last add only, then the one before.
     for expected in ((["Old fact", "fact A", "fact B"], ["task A"]),
                      (["Old fact", "fact A", "fact B"], []),
@@ -146,6 +147,8 @@ def test_two_facts_and_two_tasks_added_quickly_are_both_stored(
     qtbot.waitUntil(lambda: stored() == (["Old fact", "fact A"], []), timeout=10_000)
 
     # A delete clicked before the add typed just before it has landed keeps the add.
+    qtbot.waitUntil(lambda: panel.facts() == ["Old fact", "fact A"], timeout=10_000)
+    settle(window)
     release = _hold_the_writer(window)
     click_into(qtbot, named(window, "New fact"))
     type_text(qtbot, "fact C")
@@ -372,6 +375,16 @@ def test_opening_another_database_or_closing_saves_an_open_in_place_edit(
 # -- quitting while a reply streams in asks, and keeps what arrived -------------------------
 
 
+def _answer_quit(qtbot: QtBot, text: str, note: str) -> Callable[[QWidget], None]:
+    def act(box: QWidget) -> None:
+        assert "A reply is still arriving" in box.findChild(QLabel, "qt_msgbox_label").text()
+        assert note in box.findChild(QLabel, "qt_msgbox_informativelabel").text()
+        button = next(b for b in box.findChildren(QAbstractButton)
+                      if b.text().replace("&", "") == text)
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    return act
+
+
 def test_quitting_while_a_reply_arrives_asks_and_keeps_what_arrived(
     qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
     make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
@@ -393,24 +406,14 @@ def test_quitting_while_a_reply_arrives_asks_and_keeps_what_arrived(
     qtbot.waitUntil(lambda: len(pieces) == 3, timeout=10_000)
     assert server.stalling.wait(5)
 
-    def answer(text: str) -> Callable[[QWidget], None]:
-        def act(box: QWidget) -> None:
-            label = box.findChild(QLabel, "qt_msgbox_label").text()
-            assert "A reply is still arriving" in label
-            assert "marked as stopped" in box.findChild(QLabel, "qt_msgbox_informativelabel"
-                                                        ).text()
-            button = next(b for b in box.findChildren(QAbstractButton)
-                          if b.text().replace("&", "") == text)
-            qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
-        return act
-
     # Cancel: the window stays and the reply keeps arriving.
-    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Q, CTRL), answer("Cancel"))
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Q, CTRL),
+                      _answer_quit(qtbot, "Cancel", "marked as stopped"))
     assert window.isVisible() and composer.streaming
     # Stop and Quit: everything that had arrived is stored, marked stopped.
     _activate(qtbot, window)
     with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Q, CTRL),
-                      answer("Stop and Quit"))
+                      _answer_quit(qtbot, "Stop and Quit", "marked as stopped"))
     assert not window.isVisible()
     messages = workspace.repo.list_messages(info.id)
     assert [(m.role, m.content) for m in messages] == [
@@ -418,6 +421,30 @@ def test_quitting_while_a_reply_arrives_asks_and_keeps_what_arrived(
         ("user", "Tell me a long story."), ("assistant", pieces[-1])]
     assert messages[-1].metadata.get("stopped") is True
     assert len(pieces[-1]) > len(pieces[0])
+
+
+def test_quitting_while_a_reply_is_regenerated_keeps_the_earlier_one(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=server.url, model=server.model))
+    info = make_session(workspace, "Chat", CHAT)
+    window = open_window(workspace)
+    window.open_session(info.id)
+    settle(window)
+    composer = window.composer
+    assert composer is not None
+    server.script(Fault("stall", after=2))
+    pieces: list[str] = []
+    composer.reply_grew.connect(pieces.append)
+    _regenerate_keys(qtbot, window)
+    qtbot.waitUntil(lambda: len(pieces) == 2, timeout=10_000)
+    assert window.timeline.model.pending[-1].metadata["note"].startswith("new reply")
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Q, CTRL),
+                      _answer_quit(qtbot, "Stop and Quit", "keeps the earlier reply"))
+    assert not window.isVisible()
+    assert _stored(workspace, info.id) == CHAT
 
 
 # -- a compaction that would make the request bigger is not applied -------------------------

@@ -77,6 +77,7 @@ class ComposerPanel(QWidget):
         self._reply: Message | None = None
         self._keep_partial = False  # whether the turn under way keeps a stopped reply
         self._regenerating = False  # whether the turn under way regenerates the last reply
+        self._reply_note = "receiving…"  # what the arriving reply's header says
         self._draft_session = 0  # the session whose draft the prompt box holds
         self._carried_prompt: str | None = None  # a prompt moving into a new session
         # The session created for the turn under way (undone if the turn stores nothing).
@@ -397,7 +398,7 @@ class ComposerPanel(QWidget):
         self._run(session_id, [user], run, keep=keep, name="send the prompt")
 
     def _run(self, session_id: int, shown: list[Message], turn: Any, *, keep: bool,
-             name: str, regenerating: bool = False) -> None:
+             name: str, regenerating: bool = False, note: str = "receiving…") -> None:
         """Start the turn ``turn(token)`` (an engine generator of run events), showing
         the rows ``shown`` and then the reply as it arrives after the session's last."""
         self.error_label.hide()
@@ -406,8 +407,9 @@ class ComposerPanel(QWidget):
         self._regenerating = regenerating
         self._set_streaming(True)
         reply = Message(role="assistant", content="", session_id=session_id,
-                        metadata={"note": "receiving…"})
+                        metadata={"note": note})
         self._reply = reply
+        self._reply_note = note
         if self.timeline is not None:
             self.timeline.model.set_pending([*shown, reply])
             self.timeline.view.scroll_to_end()
@@ -430,7 +432,7 @@ class ComposerPanel(QWidget):
         elif isinstance(event, ToolStarted):
             reply.metadata["note"] = f"running {event.name}…"
         elif isinstance(event, ToolFinished):
-            reply.metadata["note"] = "receiving…"
+            reply.metadata["note"] = self._reply_note
         else:
             return
         if not self._repaint_timer.isActive():
@@ -576,9 +578,7 @@ class ComposerPanel(QWidget):
 
         # The new reply shows below the earlier one while it arrives.
         self._run(session_id, [], run, keep=False, name="regenerate the reply",
-                  regenerating=True)
-        if self._reply is not None:
-            self._reply.metadata["note"] = "new reply arriving… (replaces the one above)"
+                  regenerating=True, note="new reply arriving… (replaces the one above)")
 
     def _regenerated(self, response: Response | None, reply: Message | None) -> None:
         model = self.timeline.model if self.timeline is not None else None
