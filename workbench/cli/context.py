@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.cli import open_workspace, print_json
+from workbench.cli.common import open_workspace, print_json
 from workbench.core.conversation import TaskStatus
 from workbench.errors import WorkbenchError
 

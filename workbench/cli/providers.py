@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from workbench.cli import open_workspace, print_json
+from workbench.cli.common import open_workspace, positive_int, print_json
 from workbench.core.provider import PROVIDER_KINDS, ProviderConfig
 from workbench.errors import WorkbenchError
 
@@ -23,16 +23,6 @@ def _header(text: str) -> tuple[str, str]:
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
     return name.strip(), value.strip()
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be above zero")
-    return value
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -128,9 +118,9 @@ def _config_options(p: argparse.ArgumentParser, *, adding: bool) -> None:
                    help="the environment variable that holds the API key" + clear)
     p.add_argument("--keyring-entry", metavar="E",
                    help="the OS keyring entry that holds the API key" + clear)
-    p.add_argument("--context-window", type=_positive_int, metavar="N",
+    p.add_argument("--context-window", type=positive_int, metavar="N",
                    help="tokens, used when the server does not say and the model is unknown")
-    p.add_argument("--max-output-tokens", type=_positive_int, metavar="N",
+    p.add_argument("--max-output-tokens", type=positive_int, metavar="N",
                    help="the most tokens a reply may have")
     p.add_argument("--temperature", type=float, metavar="T", help="sampling temperature")
     p.add_argument("--header", type=_header, action="append", metavar="NAME=VALUE",
