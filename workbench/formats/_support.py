@@ -31,6 +31,7 @@ from workbench.errors import FormatError
 from workbench.formats._reading import (
     BrokenJsonError,
     TooDeepError,
+    decode_text,
     decode_value,
     open_file,
     problem,
@@ -55,16 +56,6 @@ def sentence(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- JSON arrays
-
-
-def decode_text(data: bytes, label: str, path: Path) -> str:
-    """UTF-8 text of ``data`` (a leading byte-order mark dropped); ``label`` names it."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise FormatError(
-            f"{label} is not UTF-8 text (bad byte at offset {exc.start}).", path=str(path)
-        ) from exc
 
 
 def first_char(text: str) -> str:
@@ -301,40 +292,28 @@ def export_documents(path: Path, what: str) -> list[ExportDocument]:
     """
     if path.is_dir():
         names = conversation_member_names(p.name for p in _folder_files(path))
-        if not names:
-            raise FormatError(
-                f"{path} holds no conversations.json or conversations-NNN.json file of {what}.",
-                path=str(path),
-            )
-        return [
-            ExportDocument(
-                label=str(path / name),
-                entry_prefix=f"{name} " if len(names) > 1 else "",
-                load=_file_loader(path / name),
-                open=_file_opener(path / name),
-            )
-            for name in names
-        ]
-    if is_zip(path, read_head(path, 4)):
+        documents = [(str(path / name), _file_loader(path / name), _file_opener(path / name))
+                     for name in names]
+    elif is_zip(path, read_head(path, 4)):
         names = conversation_member_names(zip_names(path))
-        if not names:
-            raise FormatError(
-                f"{path} holds no conversations.json or conversations-NNN.json file of {what}.",
-                path=str(path),
-            )
+        documents = [(f"{path}:{name}", _zip_loader(path, name), _zip_opener(path, name))
+                     for name in names]
+    else:
         return [
             ExportDocument(
-                label=f"{path}:{name}",
-                entry_prefix=f"{name} " if len(names) > 1 else "",
-                load=_zip_loader(path, name),
-                open=_zip_opener(path, name),
+                label=str(path), entry_prefix="", load=_file_loader(path),
+                open=_file_opener(path)
             )
-            for name in names
         ]
-    return [
-        ExportDocument(
-            label=str(path), entry_prefix="", load=_file_loader(path), open=_file_opener(path)
+    if not names:
+        raise FormatError(
+            f"{path} holds no conversations.json or conversations-NNN.json file of {what}.",
+            path=str(path),
         )
+    return [
+        ExportDocument(label=label, entry_prefix=f"{name} " if len(names) > 1 else "",
+                       load=load, open=opener)
+        for name, (label, load, opener) in zip(names, documents, strict=True)
     ]
 
 

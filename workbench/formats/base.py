@@ -35,7 +35,14 @@ from workbench.core.conversation import (
     SkippedEntry,
 )
 from workbench.errors import FormatError
-from workbench.formats._reading import TooDeepError, decode_value, problem, too_deep_reason
+from workbench.formats._reading import (
+    TooDeepError,
+    cannot_read,
+    decode_text,
+    decode_value,
+    problem,
+    too_deep_reason,
+)
 
 ImportItem = Conversation | SkippedEntry | ImportNote
 """What an importer yields: a parsed conversation, an entry it had to skip, or a note
@@ -160,7 +167,7 @@ def read_head(path: Path, size: int = HEAD_SIZE) -> bytes:
         with path.open("rb") as handle:
             return handle.read(size)
     except OSError as exc:
-        raise FormatError(f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)) from exc
+        raise cannot_read(path, exc) from exc
 
 
 def read_text(path: Path) -> str:
@@ -168,13 +175,8 @@ def read_text(path: Path) -> str:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise FormatError(f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)) from exc
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise FormatError(
-            f"{path} is not UTF-8 text (bad byte at offset {exc.start}).", path=str(path)
-        ) from exc
+        raise cannot_read(path, exc) from exc
+    return decode_text(data, str(path), path)
 
 
 def load_json(path: Path) -> Any:
@@ -416,12 +418,21 @@ def _object(text: str, pos: int, depth: int) -> tuple[dict[str, Any], int]:
             result[key] = cut.partial
             raise _Cut(result) from None
         result[key] = value
-        pos = _skip_ws(text, pos)
-        if pos < len(text) and text[pos] == "}":
-            return result, pos + 1
-        if pos >= len(text) or text[pos] != ",":
-            raise _Cut(result)
-        pos = _skip_ws(text, pos + 1)
+        pos, closed = _after_item(text, pos, "}", result)
+        if closed:
+            return result, pos
+
+
+def _after_item(text: str, pos: int, close: str, partial: Any) -> tuple[int, bool]:
+    """Past what follows an item of an object or array: the position after the comma, or
+    after ``close`` (then True); ``_Cut(partial)`` when the text ends or holds another
+    character."""
+    pos = _skip_ws(text, pos)
+    if pos < len(text) and text[pos] == close:
+        return pos + 1, True
+    if pos >= len(text) or text[pos] != ",":
+        raise _Cut(partial)
+    return _skip_ws(text, pos + 1), False
 
 
 def _string_or_cut(text: str, pos: int, partial: Any) -> tuple[str, int]:
@@ -444,9 +455,6 @@ def _array(text: str, pos: int, depth: int) -> tuple[list[Any], int]:
                 result.append(cut.partial)
             raise _Cut(result) from None
         result.append(value)
-        pos = _skip_ws(text, pos)
-        if pos < len(text) and text[pos] == "]":
-            return result, pos + 1
-        if pos >= len(text) or text[pos] != ",":
-            raise _Cut(result)
-        pos = _skip_ws(text, pos + 1)
+        pos, closed = _after_item(text, pos, "]", result)
+        if closed:
+            return result, pos
