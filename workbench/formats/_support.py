@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar, cast
 
-from workbench.core.conversation import Message, Role, SkippedEntry, parse_time
+from workbench.core.conversation import Conversation, Message, Role, SkippedEntry, parse_time
 from workbench.errors import FormatError
 from workbench.formats._reading import (
     BrokenJsonError,
@@ -38,7 +38,7 @@ from workbench.formats._reading import (
     stream_entries,
     too_deep_reason,
 )
-from workbench.formats.base import peek_json, read_head, shorten
+from workbench.formats.base import FileImporter, ImportItem, peek_json, read_head, shorten
 
 T = TypeVar("T")
 
@@ -282,6 +282,47 @@ def _folder_files(path: Path) -> list[Path]:
         return [p for p in path.iterdir() if p.is_file()]
     except OSError as exc:
         raise FormatError(f"Cannot list {path}: {exc.strerror or exc}.", path=str(path)) from exc
+
+
+class ExportImporter(FileImporter):
+    """Base of the importers of a data export: its conversations file, the export's ZIP,
+    or the folder it was unpacked into (:meth:`looks_like` judges the conversations
+    file's first bytes)."""
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        if path.is_dir() or is_zip(path, head):
+            inner = export_head(path, head)
+            return inner is not None and self.looks_like(inner)
+        return self.looks_like(head)
+
+
+def first_copies(
+    items: Iterable[Any],
+    parse: Callable[[Any, str, str], Iterable[ImportItem]],
+    entry_prefix: str,
+    stem: str,
+    what: str,
+) -> Iterator[ImportItem]:
+    """What ``parse`` makes of each of ``items`` (an unreadable one, a
+    :class:`SkippedEntry`, is passed on in its place), skipping a conversation whose
+    source id came before: ``what`` (``"Chat"``) names it in the reason."""
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        if isinstance(item, SkippedEntry):
+            yield item
+            continue
+        where = f"{entry_prefix}item {index}"
+        for result in parse(item, where, f"{stem}#{index}"):
+            if isinstance(result, Conversation) and result.source_id is not None:
+                if result.source_id in seen:
+                    yield SkippedEntry(
+                        entry=where,
+                        reason=f"{what} {result.source_id} appears again; "
+                        "its first copy was imported.",
+                    )
+                    continue
+                seen.add(result.source_id)
+            yield result
 
 
 def export_documents(path: Path, what: str) -> list[ExportDocument]:

@@ -156,6 +156,22 @@ def get_exporter(name: str) -> Exporter:
     raise FormatError(f"Unknown export format {name!r}; known formats: {known_names(_exporters)}.")
 
 
+class FileImporter:
+    """Base of the importers that read one file (never a directory): a subclass says in
+    :meth:`looks_like` whether the file's first bytes are its format."""
+
+    name: str
+    description: str
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return not path.is_dir() and self.looks_like(head)
+
+    def looks_like(self, head: bytes) -> bool:
+        """Whether ``head``, the first bytes of a file, look like this format (cheap;
+        never raises for foreign input)."""
+        raise NotImplementedError
+
+
 # --------------------------------------------------------------------------- file helpers
 
 

@@ -62,17 +62,16 @@ from workbench.core.conversation import Conversation, Message, Role, SkippedEntr
 from workbench.formats._reading import safe_json
 from workbench.formats._support import (
     ExportDocument,
+    ExportImporter,
     MessageTree,
     alternate_branches,
     document_entries,
     epoch_seconds,
     epoch_time,
     export_documents,
-    export_head,
     first_element,
     first_user_title,
     guarded,
-    is_zip,
     latest_leaf,
     mark_branch_start,
     number_positions,
@@ -508,17 +507,14 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
 # --------------------------------------------------------------------------- the format
 
 
-class ChatGPTImporter:
+class ChatGPTImporter(ExportImporter):
     """Reads a ChatGPT data export: ``conversations.json``, the ZIP, or split files."""
 
     name = NAME
     description = "ChatGPT data export: conversations.json, the export ZIP, or split files"
 
-    def sniff(self, path: Path, head: bytes) -> bool:
+    def looks_like(self, head: bytes) -> bool:
         """A ChatGPT conversations array, or a ZIP or folder whose conversations file is."""
-        if path.is_dir() or is_zip(path, head):
-            inner = export_head(path, head)
-            return inner is not None and looks_like_chatgpt(inner)
         return looks_like_chatgpt(head)
 
     def read(self, path: Path) -> Iterator[ImportItem]:

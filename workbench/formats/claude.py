@@ -29,14 +29,14 @@ from typing import Any
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
 from workbench.formats._support import (
     ExportDocument,
+    ExportImporter,
     document_entries,
     epoch_time,
     export_documents,
-    export_head,
+    first_copies,
     first_element,
     first_user_title,
     guarded,
-    is_zip,
     number_positions,
     primed,
     sentence,
@@ -300,17 +300,14 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
     return results
 
 
-class ClaudeImporter:
+class ClaudeImporter(ExportImporter):
     """Reads a Claude.ai data export (``conversations.json``, the ZIP, or its folder)."""
 
     name = NAME
     description = "Claude.ai data export: conversations.json with chat_messages, or the ZIP"
 
-    def sniff(self, path: Path, head: bytes) -> bool:
+    def looks_like(self, head: bytes) -> bool:
         """A conversations array with ``chat_messages``, or a ZIP or folder holding one."""
-        if path.is_dir() or is_zip(path, head):
-            inner = export_head(path, head)
-            return inner is not None and looks_like_claude(inner)
         return looks_like_claude(head)
 
     def read(self, path: Path) -> Iterator[ImportItem]:
@@ -332,20 +329,5 @@ class ClaudeImporter:
     def _read_document(self, path: Path, document: ExportDocument) -> Iterator[ImportItem]:
         items = document_entries(document, path)
         stem = Path(document.label.rsplit(":", 1)[-1]).name
-        seen: set[str] = set()
-        for index, item in enumerate(items):
-            if isinstance(item, SkippedEntry):  # unreadable: reported in its place
-                yield item
-                continue
-            where = f"{document.entry_prefix}item {index}"
-            for result in parse_conversation(item, where, f"{stem}#{index}"):
-                if isinstance(result, Conversation) and result.source_id is not None:
-                    if result.source_id in seen:
-                        yield SkippedEntry(
-                            entry=where,
-                            reason=f"Conversation {result.source_id} appears again; "
-                            "its first copy was imported.",
-                        )
-                        continue
-                    seen.add(result.source_id)
-                yield result
+        yield from first_copies(items, parse_conversation, document.entry_prefix, stem,
+                                "Conversation")

@@ -45,6 +45,7 @@ from workbench.core.conversation import (
 )
 from workbench.formats.base import (
     ExportSession,
+    FileImporter,
     ImportItem,
     fingerprint,
     read_text,
@@ -576,16 +577,14 @@ def _looks_like_transcript(text: str) -> bool:
     )
 
 
-class MarkdownImporter:
+class MarkdownImporter(FileImporter):
     """Reads back the transcripts :class:`MarkdownExporter` writes."""
 
     name = NAME
     description = "Markdown transcript written by the workbench's Markdown export"
 
-    def sniff(self, path: Path, head: bytes) -> bool:
+    def looks_like(self, head: bytes) -> bool:
         """A text file starting with ``# Title`` and holding the transcript's headings."""
-        if path.is_dir():
-            return False
         text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
         return _looks_like_transcript(text)
 

@@ -40,6 +40,7 @@ from workbench.formats._reading import BrokenJsonError
 from workbench.formats._support import file_entries, first_char, guarded, primed
 from workbench.formats.base import (
     ExportSession,
+    FileImporter,
     ImportItem,
     decode_json_line,
     dump_json,
@@ -310,16 +311,14 @@ def _probe_jsonl(path: Path) -> bool:
 # --------------------------------------------------------------------------- the format
 
 
-class OpenAIMessagesImporter:
+class OpenAIMessagesImporter(FileImporter):
     """Reads OpenAI chat messages (JSON or JSONL), tau-bench trajectories included."""
 
     name = NAME
     description = 'OpenAI chat messages: a JSON array, {"messages": [...]} items, or JSONL'
 
-    def sniff(self, path: Path, head: bytes) -> bool:
+    def looks_like(self, head: bytes) -> bool:
         """An array of messages, or objects with a ``messages``/``traj`` list of them."""
-        if path.is_dir():
-            return False
         return looks_like_openai(peek_json(head))
 
     def read(self, path: Path) -> Iterator[ImportItem]:

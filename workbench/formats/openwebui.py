@@ -41,6 +41,7 @@ from workbench.formats._support import (
     epoch_seconds,
     epoch_time,
     file_entries,
+    first_copies,
     first_element,
     first_user_title,
     guarded,
@@ -52,7 +53,7 @@ from workbench.formats._support import (
     text_of,
     tool_call,
 )
-from workbench.formats.base import ImportItem, type_name
+from workbench.formats.base import FileImporter, ImportItem, type_name
 
 NAME = "openwebui"
 
@@ -399,16 +400,14 @@ def _tags(item: dict[str, Any], chat: dict[str, Any]) -> list[str]:
     return found
 
 
-class OpenWebUIImporter:
+class OpenWebUIImporter(FileImporter):
     """Reads an Open WebUI chat export (one or many chats)."""
 
     name = NAME
     description = "Open WebUI chat export: [{id, title, chat: {history: {messages, currentId}}}]"
 
-    def sniff(self, path: Path, head: bytes) -> bool:
+    def looks_like(self, head: bytes) -> bool:
         """A JSON array (or object) of chats with a ``chat`` object holding ``history``."""
-        if path.is_dir():
-            return False
         return looks_like_openwebui(head)
 
     def read(self, path: Path) -> Iterator[ImportItem]:
@@ -417,20 +416,4 @@ class OpenWebUIImporter:
         return primed(guarded(self._read_items(path, file_entries(path))))
 
     def _read_items(self, path: Path, items: Iterator[Any]) -> Iterator[ImportItem]:
-        seen: set[str] = set()
-        for index, item in enumerate(items):
-            if isinstance(item, SkippedEntry):  # unreadable: reported in its place
-                yield item
-                continue
-            where = f"item {index}"
-            for result in parse_chat(item, where, f"{path.name}#{index}"):
-                if isinstance(result, Conversation) and result.source_id is not None:
-                    if result.source_id in seen:
-                        yield SkippedEntry(
-                            entry=where,
-                            reason=f"Chat {result.source_id} appears again; "
-                            "its first copy was imported.",
-                        )
-                        continue
-                    seen.add(result.source_id)
-                yield result
+        yield from first_copies(items, parse_chat, "", path.name, "Chat")

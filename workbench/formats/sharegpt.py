@@ -46,6 +46,7 @@ from workbench.formats._support import (
     tool_call,
 )
 from workbench.formats.base import (
+    FileImporter,
     ImportItem,
     decode_json_line,
     peek_json,
@@ -251,16 +252,14 @@ def _unique(items: Iterator[ImportItem]) -> Iterator[ImportItem]:
         yield item
 
 
-class ShareGPTImporter:
+class ShareGPTImporter(FileImporter):
     """Reads ShareGPT-style datasets (JSON array, one object, or JSON Lines)."""
 
     name = NAME
     description = 'ShareGPT-style dataset: {"conversations": [{"from", "value"}]} JSON or JSONL'
 
-    def sniff(self, path: Path, head: bytes) -> bool:
+    def looks_like(self, head: bytes) -> bool:
         """An entry (or array of entries) with a ``conversations`` list of ``from`` turns."""
-        if path.is_dir():
-            return False
         return looks_like_sharegpt(peek_json(head))
 
     def read(self, path: Path) -> Iterator[ImportItem]:
