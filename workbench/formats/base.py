@@ -163,8 +163,24 @@ class FileImporter:
     name: str
     description: str
 
+    # What the file holds, for the sentence refusing a directory ("JSON or JSONL").
+    reads = "data"
+
     def sniff(self, path: Path, head: bytes) -> bool:
         return not path.is_dir() and self.looks_like(head)
+
+    def read(self, path: Path) -> Iterator[ImportItem]:
+        path = Path(path)
+        if path.is_dir():
+            raise FormatError(
+                f"{path} is a directory; the {self.name} format reads one {self.reads} file.",
+                path=str(path),
+            )
+        return self.read_file(path)
+
+    def read_file(self, path: Path) -> Iterator[ImportItem]:
+        """The conversations of the file ``path`` (see :meth:`Importer.read`)."""
+        raise NotImplementedError
 
     def looks_like(self, head: bytes) -> bool:
         """Whether ``head``, the first bytes of a file, look like this format (cheap;

@@ -333,6 +333,7 @@ class MarkdownExporter:
     """Writes a Markdown transcript; several sessions are separated by ``---``."""
 
     name = NAME
+    reads = "Markdown"
     suffix = ".md"
 
     def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
@@ -588,9 +589,9 @@ class MarkdownImporter(FileImporter):
         text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
         return _looks_like_transcript(text)
 
-    def read(self, path: Path) -> Iterator[ImportItem]:
+    def read_file(self, path: Path) -> Iterator[ImportItem]:
         """Each ``# Title`` section of the transcript as a conversation."""
-        text = read_text(Path(path))
+        text = read_text(path)
         if "\r\n" in text and text.count("\r\n") == text.count("\n"):
             # Saved by an editor with Windows line ends: every line has one. (A lone CR in
             # a message is the message's own and is kept.)

@@ -315,20 +315,15 @@ class OpenAIMessagesImporter(FileImporter):
     """Reads OpenAI chat messages (JSON or JSONL), tau-bench trajectories included."""
 
     name = NAME
+    reads = "JSON or JSONL"
     description = 'OpenAI chat messages: a JSON array, {"messages": [...]} items, or JSONL'
 
     def looks_like(self, head: bytes) -> bool:
         """An array of messages, or objects with a ``messages``/``traj`` list of them."""
         return looks_like_openai(peek_json(head))
 
-    def read(self, path: Path) -> Iterator[ImportItem]:
+    def read_file(self, path: Path) -> Iterator[ImportItem]:
         """Conversations of ``path``; bad lines or items are yielded as skipped."""
-        path = Path(path)
-        if path.is_dir():
-            raise FormatError(
-                f"{path} is a directory; the openai format reads one JSON or JSONL file.",
-                path=str(path),
-            )
         if _probe_jsonl(path):
             return self._read_jsonl(path)
         if first_char(read_head(path).decode("utf-8", errors="replace").lstrip("\ufeff")) == "[":

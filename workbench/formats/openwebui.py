@@ -404,15 +404,15 @@ class OpenWebUIImporter(FileImporter):
     """Reads an Open WebUI chat export (one or many chats)."""
 
     name = NAME
+    reads = "JSON"
     description = "Open WebUI chat export: [{id, title, chat: {history: {messages, currentId}}}]"
 
     def looks_like(self, head: bytes) -> bool:
         """A JSON array (or object) of chats with a ``chat`` object holding ``history``."""
         return looks_like_openwebui(head)
 
-    def read(self, path: Path) -> Iterator[ImportItem]:
+    def read_file(self, path: Path) -> Iterator[ImportItem]:
         """Sessions and branch conversations of ``path``, one chat at a time."""
-        path = Path(path)
         return primed(guarded(self._read_items(path, file_entries(path))))
 
     def _read_items(self, path: Path, items: Iterator[Any]) -> Iterator[ImportItem]:
