@@ -30,15 +30,19 @@ from workbench.core.conversation import Conversation, Message, Role, SkippedEntr
 from workbench.errors import FormatError
 from workbench.formats._reading import (
     BrokenJsonError,
-    TooDeepError,
     decode_text,
-    decode_value,
     open_file,
     problem,
     stream_entries,
-    too_deep_reason,
 )
-from workbench.formats.base import FileImporter, ImportItem, peek_json, read_head, shorten
+from workbench.formats.base import (
+    FileImporter,
+    ImportItem,
+    parse_document,
+    peek_json,
+    read_head,
+    shorten,
+)
 
 T = TypeVar("T")
 
@@ -70,19 +74,7 @@ def load_json_text(text: str, label: str, path: Path) -> Any:
     The document is checked as an entry is (:func:`~workbench.formats._reading.decode_value`):
     lone surrogates are replaced and noted, and one nested too deep raises ``FormatError``.
     """
-    try:
-        return decode_value(text, "item 0")
-    except json.JSONDecodeError as exc:
-        raise FormatError(
-            f"{label} is not valid JSON: {problem(exc)} at line {exc.lineno}, "
-            f"column {exc.colno}.",
-            path=str(path),
-            entry=f"line {exc.lineno}",
-        ) from exc
-    except TooDeepError as exc:
-        raise FormatError(
-            f"{label}: {too_deep_reason('The document')}", path=str(path)
-        ) from exc
+    return parse_document(text, label, path, "item 0")
 
 
 def file_entries(path: Path, label: str | None = None, entry_prefix: str = "") -> Iterator[Any]:
@@ -579,6 +571,32 @@ def mark_branch_start(messages: Sequence[Message], main_messages: Sequence[Messa
             return
 
 
+def with_branches(main: Conversation, branches: Sequence[Branch]) -> list[ImportItem]:
+    """``main`` and a conversation for each of its alternate ``branches`` (titled and
+    identified after it, the message where each leaves it marked)."""
+    results: list[ImportItem] = [main]
+    for number, branch in enumerate(branches, start=1):
+        mark_branch_start(branch.messages, main.messages)
+        times = [m.created_at for m in branch.messages if m.created_at is not None]
+        results.append(
+            Conversation(
+                title=f"{main.title} (branch {number})",
+                messages=branch.messages,
+                source=main.source,
+                source_id=f"{main.source_id}#branch-{branch.leaf}",
+                created_at=main.created_at,
+                updated_at=max(times) if times else main.updated_at,
+                tags=list(main.tags),
+                metadata={
+                    "branch_of": main.source_id,
+                    "branch_leaf": branch.leaf,
+                    "branch_fork": branch.fork,
+                },
+            )
+        )
+    return results
+
+
 # --------------------------------------------------------------------------- builders
 
 
@@ -624,6 +642,13 @@ def epoch_seconds(value: Any) -> float | None:
     """An epoch number normalised to seconds, for ordering; ``None`` when not a number."""
     when = epoch_time(value)
     return when.timestamp() if when is not None else None
+
+
+def title_of(raw: Any, messages: Iterable[Message], fallback: str) -> str:
+    """``raw`` stripped when it is a string with text, else :func:`first_user_title`."""
+    if isinstance(raw, str) and raw.strip():
+        return raw.strip()
+    return first_user_title(messages, fallback)
 
 
 def first_user_title(messages: Iterable[Message], fallback: str) -> str:

@@ -217,18 +217,24 @@ def load_json(path: Path) -> Any:
     Lone surrogates are replaced and noted (see :mod:`workbench.formats._reading`); a
     document nested too deep raises ``FormatError``.
     """
-    text = read_text(path)
+    return parse_document(read_text(path), str(path), path, f"file {path.name}")
+
+
+def parse_document(text: str, label: str, path: Path, where: str) -> Any:
+    """Parse a whole JSON document (checked as an entry ``where`` is, see
+    :func:`~workbench.formats._reading.decode_value`); malformed JSON names ``label``,
+    the line and column."""
     try:
-        return decode_value(text, f"file {path.name}")
+        return decode_value(text, where)
     except json.JSONDecodeError as exc:
         raise FormatError(
-            f"{path} is not valid JSON: {problem(exc)} at line {exc.lineno}, "
+            f"{label} is not valid JSON: {problem(exc)} at line {exc.lineno}, "
             f"column {exc.colno}.",
             path=str(path),
             entry=f"line {exc.lineno}",
         ) from exc
     except TooDeepError as exc:
-        raise FormatError(f"{path}: {too_deep_reason('The document')}", path=str(path)) from exc
+        raise FormatError(f"{label}: {too_deep_reason('The document')}", path=str(path)) from exc
 
 
 def decode_json_line(text: str, where: str = "") -> Any:

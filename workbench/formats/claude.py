@@ -35,12 +35,12 @@ from workbench.formats._support import (
     export_documents,
     first_copies,
     first_element,
-    first_user_title,
     guarded,
     number_positions,
     primed,
     sentence,
     text_of,
+    title_of,
     tool_call,
 )
 from workbench.formats.base import ImportItem, type_name
@@ -195,26 +195,24 @@ def _block(builder: _Builder, block: Any, index: int) -> None:
 
 
 def _attachments(builder: _Builder, raw: dict[str, Any]) -> None:
-    attachments = raw.get("attachments")
-    if isinstance(attachments, list):
-        for attachment in attachments:
-            if not isinstance(attachment, dict):
-                continue
-            name = str(attachment.get("file_name") or "attachment")
-            extracted = attachment.get("extracted_content")
-            text = extracted if isinstance(extracted, str) else ""
-            part = {"type": "attachment", "file_name": name, "text": text}
-            for key in ("file_type", "file_size"):
-                if key in attachment:
-                    part[key] = attachment[key]
-            builder.part(part, f"[Attachment: {name}]\n{text}" if text else f"[Attachment: {name}]")
-    files = raw.get("files")
-    if isinstance(files, list):
-        for entry in files:
-            if not isinstance(entry, dict):
-                continue
-            name = str(entry.get("file_name") or "file")
-            builder.part({"type": "file", **entry}, f"[File: {name}]")
+    for attachment in _objects(raw, "attachments"):
+        name = str(attachment.get("file_name") or "attachment")
+        extracted = attachment.get("extracted_content")
+        text = extracted if isinstance(extracted, str) else ""
+        part = {"type": "attachment", "file_name": name, "text": text}
+        for key in ("file_type", "file_size"):
+            if key in attachment:
+                part[key] = attachment[key]
+        builder.part(part, f"[Attachment: {name}]\n{text}" if text else f"[Attachment: {name}]")
+    for entry in _objects(raw, "files"):
+        name = str(entry.get("file_name") or "file")
+        builder.part({"type": "file", **entry}, f"[File: {name}]")
+
+
+def _objects(raw: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The objects in the list ``raw[key]`` (other values, or no list, are passed over)."""
+    value = raw.get(key)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 # Keys that make an object a Claude conversation, and every key read into a field.
@@ -269,11 +267,7 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
                 )
             )
     number_positions(messages)
-    title = (
-        name.strip()
-        if isinstance(name, str) and name.strip()
-        else first_user_title(messages, f"Claude conversation {source_id}")
-    )
+    title = title_of(name, messages, f"Claude conversation {source_id}")
     metadata: dict[str, Any] = {"uuid": uuid}
     for key in ("summary", "model", "project_uuid"):
         value = item.get(key)
