@@ -10,14 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The insert trigger of the message index as 0001_initial created it. (Bulk imports of
-# that version dropped it, filled the index in one pass and put it back; since
-# 0002_pausable_index_triggers they pause it instead, see FTS_PAUSE_SETTING.)
-MESSAGES_FTS_INSERT_TRIGGER = """
-CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-END
-"""
+def _text_index(index: str, table: str, column: str) -> list[str]:
+    """An FTS5 index over ``table.column`` with external content (no second copy of the
+    text), and the triggers that keep it current."""
+    forget = (f"INSERT INTO {index}({index}, rowid, {column}) "
+              f"VALUES ('delete', old.id, old.{column});")
+    add = f"INSERT INTO {index}(rowid, {column}) VALUES (new.id, new.{column});"
+    return [
+        f"""
+    CREATE VIRTUAL TABLE {index} USING fts5(
+        {column}, content='{table}', content_rowid='id',
+        tokenize='unicode61 remove_diacritics 2'
+    )
+    """,
+        f"CREATE TRIGGER {index}_insert AFTER INSERT ON {table} BEGIN {add} END",
+        f"CREATE TRIGGER {index}_delete AFTER DELETE ON {table} BEGIN {forget} END",
+        f"CREATE TRIGGER {index}_update AFTER UPDATE OF {column} ON {table} BEGIN "
+        f"{forget} {add} END",
+    ]
 
 _INITIAL = [
     """
@@ -156,70 +166,12 @@ _INITIAL = [
     """,
     "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT)",
     # Full-text indexes over the tables' own text (external content: no second copy).
-    """
-    CREATE VIRTUAL TABLE messages_fts USING fts5(
-        content, content='messages', content_rowid='id',
-        tokenize='unicode61 remove_diacritics 2'
-    )
-    """,
-    MESSAGES_FTS_INSERT_TRIGGER,
-    """
-    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content)
-        VALUES ('delete', old.id, old.content);
-    END
-    """,
-    """
-    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content)
-        VALUES ('delete', old.id, old.content);
-        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-    END
-    """,
-    """
-    CREATE VIRTUAL TABLE sessions_fts USING fts5(
-        title, content='sessions', content_rowid='id',
-        tokenize='unicode61 remove_diacritics 2'
-    )
-    """,
-    """
-    CREATE TRIGGER sessions_fts_insert AFTER INSERT ON sessions BEGIN
-        INSERT INTO sessions_fts(rowid, title) VALUES (new.id, new.title);
-    END
-    """,
-    """
-    CREATE TRIGGER sessions_fts_delete AFTER DELETE ON sessions BEGIN
-        INSERT INTO sessions_fts(sessions_fts, rowid, title) VALUES ('delete', old.id, old.title);
-    END
-    """,
-    """
-    CREATE TRIGGER sessions_fts_update AFTER UPDATE OF title ON sessions BEGIN
-        INSERT INTO sessions_fts(sessions_fts, rowid, title) VALUES ('delete', old.id, old.title);
-        INSERT INTO sessions_fts(rowid, title) VALUES (new.id, new.title);
-    END
-    """,
-    """
-    CREATE VIRTUAL TABLE memory_fts USING fts5(
-        content, content='memory_entries', content_rowid='id',
-        tokenize='unicode61 remove_diacritics 2'
-    )
-    """,
-    """
-    CREATE TRIGGER memory_fts_insert AFTER INSERT ON memory_entries BEGIN
-        INSERT INTO memory_fts(rowid, content) VALUES (new.id, new.content);
-    END
-    """,
-    """
-    CREATE TRIGGER memory_fts_delete AFTER DELETE ON memory_entries BEGIN
-        INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.id, old.content);
-    END
-    """,
-    """
-    CREATE TRIGGER memory_fts_update AFTER UPDATE OF content ON memory_entries BEGIN
-        INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.id, old.content);
-        INSERT INTO memory_fts(rowid, content) VALUES (new.id, new.content);
-    END
-    """,
+    # (Bulk imports of this version dropped the message index's insert trigger, filled
+    # the index in one pass and put it back; since 0002_pausable_index_triggers they
+    # pause it instead, see FTS_PAUSE_SETTING.)
+    *_text_index("messages_fts", "messages", "content"),
+    *_text_index("sessions_fts", "sessions", "title"),
+    *_text_index("memory_fts", "memory_entries", "content"),
     # Vocabulary of the message index: how many rows hold each term, which lets search
     # tell a rare word from a very common one before ranking.
     "CREATE VIRTUAL TABLE messages_fts_vocab USING fts5vocab(messages_fts, 'row')",
