@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+
 def _text_index(index: str, table: str, column: str) -> list[str]:
     """An FTS5 index over ``table.column`` with external content (no second copy of the
     text), and the triggers that keep it current."""

@@ -34,6 +34,8 @@ from workbench.errors import NotFoundError, StorageError
 from workbench.store import bulk
 from workbench.store.db import Database
 from workbench.store.rows import (
+    AGENT_SELECT,
+    MEMORY_SELECT,
     MESSAGE_INSERT_WITH_LINES,
     MESSAGE_SELECT,
     SESSION_FROM,
@@ -146,8 +148,7 @@ class Repository:
                 pass
         with self.db.read() as conn:
             row = conn.exec_driver_sql(
-                "SELECT id, name, instructions, provider, model, memory_policy, tools "
-                "FROM agents WHERE name = ?",
+                f"SELECT {AGENT_SELECT} FROM agents WHERE name = ?",
                 (DEFAULT_AGENT_NAME,),
             ).first()
         # Long-term memory on for the default agent: the session's own entries, injected
@@ -184,21 +185,14 @@ class Repository:
         return self.get_agent(int(agent_id))  # type: ignore[arg-type]
 
     def get_agent(self, agent_id: int) -> Agent:
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                "SELECT id, name, instructions, provider, model, memory_policy, tools "
-                "FROM agents WHERE id = ?",
-                (agent_id,),
-            ).first()
-        if row is None:
-            raise NotFoundError(f"There is no agent with id {agent_id}.")
-        return agent_from_row(row)
+        return agent_from_row(self._read_one(
+            f"SELECT {AGENT_SELECT} FROM agents WHERE id = ?", agent_id,
+            f"There is no agent with id {agent_id}."))
 
     def list_agents(self) -> list[Agent]:
         with self.db.read() as conn:
             rows = conn.exec_driver_sql(
-                "SELECT id, name, instructions, provider, model, memory_policy, tools "
-                "FROM agents ORDER BY name"
+                f"SELECT {AGENT_SELECT} FROM agents ORDER BY name"
             ).all()
         return [agent_from_row(r) for r in rows]
 
@@ -310,13 +304,18 @@ class Repository:
 
     def get_session(self, session_id: int) -> SessionInfo:
         """The session with this id, or :class:`NotFoundError`."""
+        return session_from_row(self._read_one(
+            f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.id = ?", session_id,
+            f"There is no session with id {session_id}."))
+
+    def _read_one(self, sql: str, row_id: int, missing: str) -> Any:
+        """The row ``sql`` selects for ``row_id``; :class:`NotFoundError` saying
+        ``missing`` when there is none."""
         with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.id = ?", (session_id,)
-            ).first()
+            row = conn.exec_driver_sql(sql, (row_id,)).first()
         if row is None:
-            raise NotFoundError(f"There is no session with id {session_id}.")
-        return session_from_row(row)
+            raise NotFoundError(missing)
+        return row
 
     def find_session(self, ref: str | int) -> SessionInfo:
         """A session by id, by source id, or by exact title (the newest of equals)."""
@@ -1372,12 +1371,8 @@ class Repository:
 
     def session_metadata(self, session_id: int) -> dict[str, Any]:
         """What the source said about the session as a whole (empty when nothing)."""
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                "SELECT metadata FROM sessions WHERE id = ?", (session_id,)
-            ).first()
-        if row is None:
-            raise NotFoundError(f"There is no session with id {session_id}.")
+        row = self._read_one("SELECT metadata FROM sessions WHERE id = ?", session_id,
+                             f"There is no session with id {session_id}.")
         value = json_value(row[0])
         return value if isinstance(value, dict) else {}
 
@@ -1612,15 +1607,9 @@ class Repository:
         return self.get_memory_entry(entry_id), created
 
     def get_memory_entry(self, entry_id: int) -> MemoryEntry:
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                "SELECT id, agent_id, session_id, scope, namespace, content, metadata, created_at"
-                " FROM memory_entries WHERE id = ?",
-                (entry_id,),
-            ).first()
-        if row is None:
-            raise NotFoundError(f"There is no memory entry with id {entry_id}.")
-        return memory_from_row(row)
+        return memory_from_row(self._read_one(
+            f"SELECT {MEMORY_SELECT} FROM memory_entries WHERE id = ?", entry_id,
+            f"There is no memory entry with id {entry_id}."))
 
     def list_memory_entries(
         self,
@@ -1644,8 +1633,8 @@ class Repository:
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         with self.db.read() as conn:
             rows = conn.exec_driver_sql(
-                "SELECT id, agent_id, session_id, scope, namespace, content, metadata, created_at"
-                f" FROM memory_entries {where} ORDER BY created_at DESC, id DESC",
+                f"SELECT {MEMORY_SELECT} FROM memory_entries {where} "
+                "ORDER BY created_at DESC, id DESC",
                 tuple(params),
             ).all()
         return [memory_from_row(r) for r in rows]
