@@ -11,12 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def _index_insert(index: str, column: str) -> str:
+    """The statement that adds a new row's text to a full-text index."""
+    return f"INSERT INTO {index}(rowid, {column}) VALUES (new.id, new.{column});"
+
+
 def _text_index(index: str, table: str, column: str) -> list[str]:
     """An FTS5 index over ``table.column`` with external content (no second copy of the
     text), and the triggers that keep it current."""
     forget = (f"INSERT INTO {index}({index}, rowid, {column}) "
               f"VALUES ('delete', old.id, old.{column});")
-    add = f"INSERT INTO {index}(rowid, {column}) VALUES (new.id, new.{column});"
+    add = _index_insert(index, column)
     return [
         f"""
     CREATE VIRTUAL TABLE {index} USING fts5(
@@ -187,22 +192,15 @@ _INITIAL = [
 FTS_PAUSE_SETTING = "fts_paused"
 
 _PAUSABLE_INDEX_TRIGGERS = [
-    "DROP TRIGGER messages_fts_insert",
-    """
-    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages
-    WHEN NOT EXISTS (SELECT 1 FROM settings WHERE key = 'fts_paused')
-    BEGIN
-        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-    END
-    """,
-    "DROP TRIGGER sessions_fts_insert",
-    """
-    CREATE TRIGGER sessions_fts_insert AFTER INSERT ON sessions
-    WHEN NOT EXISTS (SELECT 1 FROM settings WHERE key = 'fts_paused')
-    BEGIN
-        INSERT INTO sessions_fts(rowid, title) VALUES (new.id, new.title);
-    END
-    """,
+    statement
+    for index, table, column in (("messages_fts", "messages", "content"),
+                                 ("sessions_fts", "sessions", "title"))
+    for statement in (
+        f"DROP TRIGGER {index}_insert",
+        f"CREATE TRIGGER {index}_insert AFTER INSERT ON {table} "
+        f"WHEN NOT EXISTS (SELECT 1 FROM settings WHERE key = '{FTS_PAUSE_SETTING}') "
+        f"BEGIN {_index_insert(index, column)} END",
+    )
 ]
 
 

@@ -320,27 +320,19 @@ class Repository:
     def find_session(self, ref: str | int) -> SessionInfo:
         """A session by id, by source id, or by exact title (the newest of equals)."""
         text = str(ref).strip()
+        lookups: list[tuple[str, int | str]] = []
+        if text.isdigit():
+            lookups.append(("WHERE s.id = ?", int(text)))
+        lookups += [("WHERE s.source_id = ? ORDER BY s.id DESC LIMIT 1", text),
+                    ("WHERE s.title = ? ORDER BY s.updated_at DESC LIMIT 1", text)]
         with self.db.read() as conn:
-            row = None
-            if text.isdigit():
+            for where, value in lookups:
                 row = conn.exec_driver_sql(
-                    f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.id = ?", (int(text),)
+                    f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} {where}", (value,)
                 ).first()
-            if row is None:
-                row = conn.exec_driver_sql(
-                    f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.source_id = ? "
-                    "ORDER BY s.id DESC LIMIT 1",
-                    (text,),
-                ).first()
-            if row is None:
-                row = conn.exec_driver_sql(
-                    f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.title = ? "
-                    "ORDER BY s.updated_at DESC LIMIT 1",
-                    (text,),
-                ).first()
-        if row is None:
-            raise NotFoundError(f"There is no session {text!r} (by id, source id or title).")
-        return session_from_row(row)
+                if row is not None:
+                    return session_from_row(row)
+        raise NotFoundError(f"There is no session {text!r} (by id, source id or title).")
 
     def find_by_source(self, source: str, source_id: str) -> SessionInfo | None:
         """The session imported from ``source_id`` of ``source``, if any."""
