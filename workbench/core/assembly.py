@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from workbench.core.conversation import ROLES, Message
@@ -193,14 +193,7 @@ class TokenBreakdown:
         )
 
     def to_json(self) -> dict[str, int]:
-        return {
-            "system": self.system,
-            "memory": self.memory,
-            "summary": self.summary,
-            "history": self.history,
-            "prompt": self.prompt,
-            "total": self.total,
-        }
+        return {**asdict(self), "total": self.total}
 
 
 @dataclass(frozen=True)
@@ -212,7 +205,7 @@ class LeftOut:
     reason: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"message_id": self.message_id, "position": self.position, "reason": self.reason}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -227,14 +220,7 @@ class LeftOutRange:
     reason: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "first_id": self.first_id,
-            "first_position": self.first_position,
-            "last_id": self.last_id,
-            "last_position": self.last_position,
-            "count": self.count,
-            "reason": self.reason,
-        }
+        return asdict(self)
 
 
 @dataclass
@@ -634,18 +620,11 @@ def assemble(
             msg_cost = msg.token_count
             if msg_cost is None or msg.token_encoding != encoding:
                 msg_cost = cost(msg)
-            if used + msg_cost > limit:
-                cut = i
-                break
-            used += msg_cost
-            keep(i)
-            i -= 1
-            continue
-        if role == "tool":
+        elif role == "tool":
             pending.setdefault(msg.tool_call_id or "", []).append(i)
             i -= 1
             continue
-        if role == "assistant":
+        elif role == "assistant":
             members = [i]
             answered = True
             for tool_call in msg.tool_calls or ():
@@ -671,13 +650,15 @@ def assemble(
             kept.extend(members)
             i -= 1
             continue
-        if role == "system" and exclude_system:
+        elif role == "system" and exclude_system:
             skipped[i] = REASON_EXCLUDED_SYSTEM
             i -= 1
             continue
-        if role not in ROLES:
-            _check_role(msg, "history")
-        msg_cost = cost(msg)
+        else:
+            if role not in ROLES:
+                _check_role(msg, "history")
+            msg_cost = cost(msg)
+        # A single message (the common case above, or another role): kept while it fits.
         if used + msg_cost > limit:
             cut = i
             break

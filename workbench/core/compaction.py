@@ -51,6 +51,7 @@ from workbench.core.conversation import (
     format_time,
 )
 from workbench.core.message_table import MessageSelection, MessageTable
+from workbench.core.policy import whole_setting
 from workbench.core.summarizers import (
     APPEND,
     EXTRACTIVE,
@@ -136,14 +137,8 @@ class CompactionError(WorkbenchError):
 
 
 def _whole(key: str, value: Any, *, optional: bool, minimum: int) -> int | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise CompactionError(
-            f"Compaction setting {key!r} is {value!r}; it must be a whole number of at least "
-            f"{minimum}{' or null' if optional else ''}."
-        )
-    return value
+    return whole_setting(f"Compaction setting {key!r}", value, optional=optional,
+                         minimum=minimum, error=CompactionError)
 
 
 @dataclass(frozen=True)
@@ -352,13 +347,7 @@ class FoldRange:
     count: int
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "first_position": self.first_position,
-            "last_position": self.last_position,
-            "first_id": self.first_id,
-            "last_id": self.last_id,
-            "count": self.count,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -372,7 +361,7 @@ class KeptMessage:
     reason: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "position": self.position, "role": self.role, "reason": self.reason}
+        return asdict(self)
 
 
 def fold_ranges(table: MessageTable, kept: Sequence[int]) -> list[FoldRange]:

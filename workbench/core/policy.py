@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from string import Formatter
 from typing import Any
 
-from workbench.errors import RequestError
+from workbench.errors import RequestError, WorkbenchError
 
 __all__ = ["CAPTURES", "INJECTS", "MODES", "SCOPES", "MemoryPolicy", "resolve_namespace"]
 
@@ -60,15 +60,22 @@ def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
-def _count(key: str, value: Any, *, optional: bool, minimum: int) -> int | None:
+def whole_setting(what: str, value: Any, *, optional: bool, minimum: int,
+                  error: type[WorkbenchError] = RequestError) -> int | None:
+    """``value`` when it is a whole number of at least ``minimum`` (or None, when
+    ``optional``); otherwise ``error`` saying that the setting ``what`` is wrong."""
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise RequestError(
-            f"Memory policy {key!r} is {value!r}; it must be a whole number of at least "
+        raise error(
+            f"{what} is {value!r}; it must be a whole number of at least "
             f"{minimum}{' or null' if optional else ''}."
         )
     return value
+
+
+def _count(key: str, value: Any, *, optional: bool, minimum: int) -> int | None:
+    return whole_setting(f"Memory policy {key!r}", value, optional=optional, minimum=minimum)
 
 
 # Keys of an agent's memory_policy JSON that belong to other policies, not this one.

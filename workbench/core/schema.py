@@ -53,22 +53,17 @@ _NUMBER_KEYS = (
 _MAX_DEPTH = 64
 
 
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (type(None), "null"), (bool, "boolean"), (int, "integer"), (float, "number"),
+    (str, "string"), (list, "array"), (dict, "object"),
+)
+
+
 def json_type(value: Any) -> str:
     """The JSON-schema type name of a Python value (its class name when none fits)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
+    for kind, name in _JSON_TYPES:  # bool before int: True is an int to Python
+        if isinstance(value, kind):
+            return name
     return type(value).__name__
 
 

@@ -34,6 +34,7 @@ from workbench.core.conversation import (
     SessionInfo,
     SkippedEntry,
 )
+from workbench.core.schema import json_type
 from workbench.errors import FormatError
 from workbench.formats._reading import (
     TooDeepError,
@@ -342,21 +343,14 @@ def fingerprint(messages: Sequence[Message]) -> str:
     return "sha256:" + digest.hexdigest()[:32]
 
 
+_KIND_WORDS = {"boolean": "a boolean", "string": "a string", "integer": "a number",
+               "number": "a number", "array": "a list", "object": "an object"}
+
+
 def type_name(value: Any) -> str:
     """``"a string"``, ``"null"``, ``"an object"``…: a JSON value's kind for sentences."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+    kind = json_type(value)
+    return _KIND_WORDS.get(kind, kind)
 
 
 def shorten(text: str, limit: int = 60) -> str:
