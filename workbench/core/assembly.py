@@ -45,6 +45,7 @@ from typing import Any
 
 from workbench.core.conversation import ROLES, Message
 from workbench.core.provider import ToolSpec
+from workbench.core.records import FieldsJson
 from workbench.core.summarizers import SUMMARY_HEADING as EXTRACTIVE_HEADING
 from workbench.core.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from workbench.errors import ContextBudgetError, RequestError
@@ -197,19 +198,16 @@ class TokenBreakdown:
 
 
 @dataclass(frozen=True)
-class LeftOut:
+class LeftOut(FieldsJson):
     """A history message the request does not carry, and why."""
 
     message_id: int | None
     position: int | None
     reason: str
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class LeftOutRange:
+class LeftOutRange(FieldsJson):
     """Consecutive history messages left out of a request for one reason."""
 
     first_id: int | None
@@ -218,9 +216,6 @@ class LeftOutRange:
     last_position: int | None
     count: int
     reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass

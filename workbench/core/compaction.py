@@ -51,7 +51,8 @@ from workbench.core.conversation import (
     format_time,
 )
 from workbench.core.message_table import MessageSelection, MessageTable
-from workbench.core.policy import whole_setting
+from workbench.core.policy import merge_settings, whole_setting
+from workbench.core.records import FieldsJson
 from workbench.core.summarizers import (
     APPEND,
     EXTRACTIVE,
@@ -209,26 +210,10 @@ class CompactionPolicy:
         turns a trigger off (``max_messages``, ``max_tokens``) or clears a name
         (``provider``, ``model``, ``prompt``); for the other keys it means "not set".
         """
-        merged: dict[str, Any] = {}
-        known = {f.name for f in fields(cls)}
-        nullable = {"max_messages", "max_tokens", "provider", "model", "prompt"}
-        for source in (data, *overrides):
-            if not source:
-                continue
-            if not isinstance(source, Mapping):
-                raise CompactionError(
-                    f"A compaction policy must be a JSON object, not {type(source).__name__}."
-                )
-            unknown = sorted(set(source) - known)
-            if unknown:
-                raise CompactionError(
-                    f"Compaction policy has no setting {unknown[0]!r}; the settings are "
-                    f"{', '.join(sorted(known))}."
-                )
-            for key, value in source.items():
-                if value is not None or key in nullable:
-                    merged[key] = value
-        return cls(**merged)
+        return cls(**merge_settings(
+            "compaction policy", (data, *overrides), {f.name for f in fields(cls)},
+            nullable=("max_messages", "max_tokens", "provider", "model", "prompt"),
+            error=CompactionError))
 
     def to_dict(self) -> dict[str, Any]:
         """The policy as JSON (what an agent or a session override stores)."""
@@ -337,7 +322,7 @@ def prune_tasks(
 
 
 @dataclass(frozen=True)
-class FoldRange:
+class FoldRange(FieldsJson):
     """A run of folded messages that are next to each other among the active ones."""
 
     first_position: int | None
@@ -346,12 +331,9 @@ class FoldRange:
     last_id: int | None
     count: int
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class KeptMessage:
+class KeptMessage(FieldsJson):
     """An active message that stays, and why (recent, important, tool group, system,
     outside the chosen range)."""
 
@@ -359,9 +341,6 @@ class KeptMessage:
     position: int | None
     role: str
     reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def fold_ranges(table: MessageTable, kept: Sequence[int]) -> list[FoldRange]:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from workbench.core.conversation import Message
+from workbench.core.records import FieldsJson
 from workbench.errors import CancelledError
 
 
@@ -63,7 +64,7 @@ class ChatRequest:
 
 
 @dataclass
-class Usage:
+class Usage(FieldsJson):
     """Tokens the provider reports for one call."""
 
     input_tokens: int = 0
@@ -72,9 +73,6 @@ class Usage:
     @property
     def total(self) -> int:
         return self.input_tokens + self.output_tokens
-
-    def to_json(self) -> dict[str, int]:
-        return asdict(self)
 
 
 # -- stream events ---------------------------------------------------------------------------
