@@ -35,6 +35,7 @@ from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace, export_format_names
 from workbench.errors import NotFoundError, WorkbenchError
 from workbench.gui.context import AppContext
+from workbench.gui.controls import single_shot
 from workbench.gui.db_watch import DatabaseWatcher
 from workbench.gui.dialogs.import_progress import ImportProgressDialog
 from workbench.gui.dialogs.shortcuts import ShortcutsDialog
@@ -95,10 +96,7 @@ class MainWindow(QMainWindow):
         self._restore_layout()
         self._opened_once = False
         self.first_run_bar: Any = None
-        self._refresh_status_timer = QTimer(self)
-        self._refresh_status_timer.setSingleShot(True)
-        self._refresh_status_timer.setInterval(80)
-        self._refresh_status_timer.timeout.connect(self._refresh_session_status)
+        self._refresh_status_timer = single_shot(self, 80, self._refresh_session_status)
         self.db_watcher = DatabaseWatcher(self.ctx, self._busy_with_own_work, self)
         # What a person types first goes to the prompt (or, without a composer, to the
         # timeline), not to the first role chip, which Space would switch off.

@@ -35,7 +35,6 @@ from PySide6.QtCore import (
     QRectF,
     QSize,
     Qt,
-    QTimer,
     QUrl,
     Signal,
 )
@@ -63,6 +62,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.conversation import Message
+from workbench.gui.controls import single_shot
 from workbench.gui.delegates.markdown import (
     CodeBlock,
     SafeDocument,
@@ -356,10 +356,7 @@ class MessageDelegate(QStyledItemDelegate):
         self._docs: OrderedDict[tuple[Any, ...], _Rendered] = OrderedDict()
         self._expanded: set[int] = set()
         self._to_colour: OrderedDict[tuple[Any, ...], None] = OrderedDict()
-        self._colour_timer = QTimer(self)
-        self._colour_timer.setSingleShot(True)
-        self._colour_timer.setInterval(0)
-        self._colour_timer.timeout.connect(self._colour_pending)
+        self._colour_timer = single_shot(self, 0, self._colour_pending)
         self.link_activated.connect(open_link)
         warm_up()
 

@@ -54,6 +54,7 @@ from workbench.core.compaction import dedupe_facts
 from workbench.core.conversation import MemoryEntry, Task, TaskStatus, utcnow
 from workbench.engine.session_context import ContextOverview, new_task, read_session_context
 from workbench.gui.context import AppContext
+from workbench.gui.controls import single_shot
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.layout import FlowLayout, VerticalScrollArea
 from workbench.gui.panels.context_commands import (
@@ -210,10 +211,7 @@ class ContextPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.scroll)
 
-        self._reload_timer = QTimer(self)
-        self._reload_timer.setSingleShot(True)
-        self._reload_timer.setInterval(RELOAD_DELAY_MS)
-        self._reload_timer.timeout.connect(self.reload)
+        self._reload_timer = single_shot(self, RELOAD_DELAY_MS, self.reload)
         ctx.context_changed.connect(self._session_touched)
         ctx.session_reloaded.connect(self._session_touched)
         ctx.session_updated.connect(lambda info: self._session_touched(info.id))  # renamed

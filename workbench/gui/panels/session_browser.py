@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import (
     QEvent,
@@ -11,7 +11,6 @@ from PySide6.QtCore import (
     QObject,
     QPoint,
     Qt,
-    QTimer,
     Signal,
 )
 from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
@@ -19,7 +18,6 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
     QHBoxLayout,
-    QLineEdit,
     QListView,
     QMenu,
     QVBoxLayout,
@@ -34,6 +32,7 @@ from workbench.gui.commands import (
     SessionFieldCommand,
 )
 from workbench.gui.context import AppContext
+from workbench.gui.controls import filter_field, named, single_shot, view_action
 from workbench.gui.delegates.session import SessionDelegate
 from workbench.gui.dialogs.ask_text import ask_text
 from workbench.gui.models.sessions import SessionListModel, SessionRole
@@ -58,13 +57,9 @@ class SessionBrowserPanel(QWidget):
         self.ctx = ctx
         self.setObjectName("SessionBrowserPanel")
 
-        self.filter_edit = QLineEdit(self)
-        self.filter_edit.setPlaceholderText("Filter by title or tag")
-        self.filter_edit.setClearButtonEnabled(True)
-        self.filter_edit.setAccessibleName("Filter sessions")
-        self.archived_box = QCheckBox("Archived", self)
-        self.archived_box.setToolTip("Show archived sessions too")
-        self.archived_box.setAccessibleName("Show archived sessions")
+        self.filter_edit = filter_field(self, "Filter sessions", "Filter by title or tag")
+        self.archived_box = named(QCheckBox("Archived", self), "Show archived sessions",
+                                  tip="Show archived sessions too")
 
         self.model = SessionListModel(ctx.workspace, hidden=ctx.trash.hidden, parent=self)
         self.view = QListView(self)
@@ -87,14 +82,8 @@ class SessionBrowserPanel(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.view, 1)
 
-        self._filter_timer = QTimer(self)
-        self._filter_timer.setSingleShot(True)
-        self._filter_timer.setInterval(FILTER_DELAY_MS)
-        self._filter_timer.timeout.connect(self._apply_filter)
-        self._reload_timer = QTimer(self)
-        self._reload_timer.setSingleShot(True)
-        self._reload_timer.setInterval(30)
-        self._reload_timer.timeout.connect(self.reload)
+        self._filter_timer = single_shot(self, FILTER_DELAY_MS, self._apply_filter)
+        self._reload_timer = single_shot(self, 30, self.reload)
         self._restoring = False
 
         self._build_actions()
@@ -120,17 +109,7 @@ class SessionBrowserPanel(QWidget):
 
     def _action(self, text: str, slot: object, shortcut: str | QKeySequence | None = None,
                 *, local: bool = True, tip: str = "") -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-            if local:
-                action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        if tip:
-            action.setToolTip(tip)
-            action.setStatusTip(tip)
-        action.triggered.connect(slot)
-        self.view.addAction(action)
-        return action
+        return view_action(self, self.view, text, slot, shortcut, local=local, tip=tip)
 
     def _build_actions(self) -> None:
         self.new_action = QAction("&New Session", self)
@@ -299,26 +278,28 @@ class SessionBrowserPanel(QWidget):
             self.rename_session(selected[0].id, title.strip())
 
     def set_pinned(self, session_ids: Sequence[int], pinned: bool) -> None:
-        text = ("Pin" if pinned else "Unpin") + (" sessions" if len(session_ids) > 1
-                                                 else " session")
-        self.ctx.undo_stack.push(
-            SessionFieldCommand(self.ctx, session_ids, "pinned", pinned, text))
-
-    def _toggle_pin(self) -> None:
-        selected = self.selected_sessions()
-        if selected:
-            self.set_pinned([s.id for s in selected], not all(s.pinned for s in selected))
+        self._set_flag(session_ids, "pinned", pinned, "Pin" if pinned else "Unpin")
 
     def set_archived(self, session_ids: Sequence[int], archived: bool) -> None:
-        text = ("Archive" if archived else "Unarchive") + (" sessions" if len(session_ids) > 1
-                                                           else " session")
-        self.ctx.undo_stack.push(
-            SessionFieldCommand(self.ctx, session_ids, "archived", archived, text))
+        self._set_flag(session_ids, "archived", archived,
+                       "Archive" if archived else "Unarchive")
+
+    def _set_flag(self, session_ids: Sequence[int], field: str, value: bool,
+                  verb: str) -> None:
+        text = verb + (" sessions" if len(session_ids) > 1 else " session")
+        self.ctx.undo_stack.push(SessionFieldCommand(self.ctx, session_ids, field, value, text))
+
+    def _toggle_pin(self) -> None:
+        self._toggle("pinned", self.set_pinned)
 
     def _toggle_archive(self) -> None:
+        self._toggle("archived", self.set_archived)
+
+    def _toggle(self, field: str, setter: Callable[[list[int], bool], None]) -> None:
+        # On for the selection unless every selected session has it already.
         selected = self.selected_sessions()
         if selected:
-            self.set_archived([s.id for s in selected], not all(s.archived for s in selected))
+            setter([s.id for s in selected], not all(getattr(s, field) for s in selected))
 
     def set_tags(self, session_id: int, tags: Sequence[str]) -> None:
         self.ctx.undo_stack.push(

@@ -27,6 +27,7 @@ from workbench.gui.commands import (
     SetImportantCommand,
 )
 from workbench.gui.context import AppContext
+from workbench.gui.controls import view_action
 from workbench.gui.delegates.message import MessageDelegate
 from workbench.gui.dialogs.ask_text import ask_text
 from workbench.gui.models.timeline import KindRole, MessageRole, TimelineModel
@@ -146,16 +147,7 @@ class TimelinePanel(QWidget):
 
     def _action(self, text: str, slot: object, shortcut: str | QKeySequence | None = None,
                 tip: str = "") -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-            action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        if tip:
-            action.setStatusTip(tip)
-            action.setToolTip(tip)
-        action.triggered.connect(slot)
-        self.view.addAction(action)
-        return action
+        return view_action(self, self.view, text, slot, shortcut, tip=tip)
 
     def _build_actions(self) -> None:
         self.edit_action = self._action("&Edit Message", self.edit_current, "F2",

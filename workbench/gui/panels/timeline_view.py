@@ -37,7 +37,6 @@ from PySide6.QtCore import (
     QPoint,
     QRect,
     Qt,
-    QTimer,
     Signal,
 )
 from PySide6.QtGui import QPainter, QPalette, QRegion, QResizeEvent, QWheelEvent
@@ -50,6 +49,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.gui.controls import single_shot
 from workbench.gui.delegates.message_editor import MessageEditor
 from workbench.gui.models.timeline import KeyRole, TimelineModel
 
@@ -88,10 +88,7 @@ class TimelineView(QAbstractItemView):
         self.setMouseTracking(True)
         self.setAccessibleName("Message timeline")
         self.setAccessibleDescription("The messages of the open session, oldest first")
-        self._prefetch_timer = QTimer(self)
-        self._prefetch_timer.setSingleShot(True)
-        self._prefetch_timer.setInterval(40)
-        self._prefetch_timer.timeout.connect(self._prefetch)
+        self._prefetch_timer = single_shot(self, 40, self._prefetch)
 
     # -- model -------------------------------------------------------------------------
 
