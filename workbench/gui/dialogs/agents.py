@@ -36,6 +36,7 @@ from workbench.core.policy import CAPTURES, INJECTS, MODES, SCOPES, MemoryPolicy
 from workbench.engine.builtin_tools import BUILTIN_TOOLS
 from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
+from workbench.gui.controls import add_rows, named
 from workbench.gui.dialogs.settings_form import SettingsFormDialog
 from workbench.gui.errors import describe_error
 
@@ -48,8 +49,7 @@ _SCOPE_LABELS = {"agent": "The agent's (all its sessions)", "session": "Each ses
 
 def _choices(parent: QWidget, name: str, values: tuple[str, ...],
              labels: dict[str, str]) -> QComboBox:
-    box = QComboBox(parent)
-    box.setAccessibleName(name)
+    box = named(QComboBox(parent), name)
     for value in values:
         box.addItem(labels.get(value, value), value)
     return box
@@ -71,41 +71,32 @@ class AgentsDialog(SettingsFormDialog):
         self._stored: Agent | None = None  # the agent in the form (None: a new one)
         self._provider_models: dict[str, str] = {}  # provider name -> its model
 
-        self.instructions_edit = QPlainTextEdit(self)
-        self.instructions_edit.setAccessibleName("Instructions")
-        self.instructions_edit.setPlaceholderText("The system prompt: who the agent is and "
-                                                  "how it should answer.")
+        self.instructions_edit = named(
+            QPlainTextEdit(self), "Instructions",
+            placeholder="The system prompt: who the agent is and how it should answer.")
         self.instructions_edit.setTabChangesFocus(True)
-        self.provider_box = QComboBox(self)
-        self.provider_box.setAccessibleName("Provider")
-        self.model_edit = QLineEdit(self)
-        self.model_edit.setAccessibleName("Model")
+        self.provider_box = named(QComboBox(self), "Provider")
+        self.model_edit = named(QLineEdit(self), "Model")
 
         self.mode_box = _choices(self, "Memory mode", MODES, _MODE_LABELS)
-        self.window_spin = QSpinBox(self)
-        self.window_spin.setAccessibleName("Window size in messages")
+        self.window_spin = named(QSpinBox(self), "Window size in messages",
+                                 tip="Keep only this many recent messages in the model's view;"
+                                 " older ones are evicted (never deleted).")
         self.window_spin.setRange(0, 1_000_000)
         self.window_spin.setSpecialValueText("No window")
         self.window_spin.setSuffix(" messages")
-        self.window_spin.setToolTip("Keep only this many recent messages in the model's view; "
-                                    "older ones are evicted (never deleted).")
         self.capture_box = _choices(self, "Memory capture", CAPTURES, _CAPTURE_LABELS)
         self.inject_box = _choices(self, "Where recalled memory goes", INJECTS, _INJECT_LABELS)
-        self.max_entries_spin = QSpinBox(self)
-        self.max_entries_spin.setAccessibleName("Entries recalled per turn")
+        self.max_entries_spin = named(QSpinBox(self), "Entries recalled per turn")
         self.max_entries_spin.setRange(0, 100)
         self.max_entries_spin.setSpecialValueText("None (no recall)")
         self.scope_box = _choices(self, "Memory scope", SCOPES, _SCOPE_LABELS)
-        self.namespace_edit = QLineEdit(self)
-        self.namespace_edit.setAccessibleName("Memory namespace")
-        self.namespace_edit.setPlaceholderText("default")
+        self.namespace_edit = named(QLineEdit(self), "Memory namespace", placeholder="default")
 
         self.tool_boxes: dict[str, QCheckBox] = {}
         for name, label in BUILTIN_TOOLS.items():
-            box = QCheckBox(label, self)
-            box.setAccessibleName(f"Tool: {label}")
-            box.setToolTip(f"Let the model call {name}")
-            self.tool_boxes[name] = box
+            self.tool_boxes[name] = named(QCheckBox(label, self), f"Tool: {label}",
+                                          tip=f"Let the model call {name}")
 
         self._lay_out()
         self.save_button.clicked.connect(self.save)
@@ -114,21 +105,16 @@ class AgentsDialog(SettingsFormDialog):
         self.resize(780, 620)
 
     def _lay_out(self) -> None:
-        form = QFormLayout()
-        form.addRow("&Name:", self.name_edit)
-        form.addRow("&Instructions:", self.instructions_edit)
-        form.addRow("&Provider:", self.provider_box)
-        form.addRow("&Model:", self.model_edit)
+        form = add_rows(QFormLayout(), [
+            ("&Name:", self.name_edit), ("&Instructions:", self.instructions_edit),
+            ("&Provider:", self.provider_box), ("&Model:", self.model_edit)])
 
         memory = QGroupBox("Memory", self)
-        memory_form = QFormLayout(memory)
-        memory_form.addRow("Mo&de:", self.mode_box)
-        memory_form.addRow("&Window:", self.window_spin)
-        memory_form.addRow("&Capture:", self.capture_box)
-        memory_form.addRow("Recalled &entries go:", self.inject_box)
-        memory_form.addRow("Recall &at most:", self.max_entries_spin)
-        memory_form.addRow("Sc&ope:", self.scope_box)
-        memory_form.addRow("Names&pace:", self.namespace_edit)
+        add_rows(QFormLayout(memory), [
+            ("Mo&de:", self.mode_box), ("&Window:", self.window_spin),
+            ("&Capture:", self.capture_box), ("Recalled &entries go:", self.inject_box),
+            ("Recall &at most:", self.max_entries_spin), ("Sc&ope:", self.scope_box),
+            ("Names&pace:", self.namespace_edit)])
 
         tools = QGroupBox("Built-in tools", self)
         tools_layout = QVBoxLayout(tools)

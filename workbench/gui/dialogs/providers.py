@@ -41,6 +41,7 @@ from workbench.engine.providers import (
 )
 from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
+from workbench.gui.controls import add_rows, named, note_label
 from workbench.gui.dialogs.settings_form import SettingsFormDialog
 from workbench.gui.errors import describe_error
 
@@ -83,46 +84,33 @@ class ProvidersDialog(SettingsFormDialog):
         self.keyring_usable, self.keyring_why = keyring_state()
 
         self.name_edit.setPlaceholderText("e.g. llama.cpp (local)")
-        self.kind_box = QComboBox(self)
-        self.kind_box.setAccessibleName("Provider kind")
+        self.kind_box = named(QComboBox(self), "Provider kind")
         for kind in PROVIDER_KINDS:
             self.kind_box.addItem(_KIND_LABELS.get(kind, kind), kind)
-        self.base_url_edit = QLineEdit(self)
-        self.base_url_edit.setAccessibleName("Base URL")
-        self.base_url_edit.setPlaceholderText("http://127.0.0.1:8080/v1")
-        self.model_edit = QLineEdit(self)
-        self.model_edit.setAccessibleName("Model")
-        self.model_edit.setPlaceholderText("the model's name on the server")
-        self.key_source_box = QComboBox(self)
-        self.key_source_box.setAccessibleName("API key source")
+        self.base_url_edit = named(QLineEdit(self), "Base URL",
+                                   placeholder="http://127.0.0.1:8080/v1")
+        self.model_edit = named(QLineEdit(self), "Model",
+                                placeholder="the model's name on the server")
+        self.key_source_box = named(QComboBox(self), "API key source")
         for value, label in _KEY_SOURCES:
             self.key_source_box.addItem(label, value)
-        self.key_env_edit = QLineEdit(self)
-        self.key_env_edit.setAccessibleName("Environment variable name")
-        self.key_env_edit.setPlaceholderText("e.g. OPENAI_API_KEY")
-        self.keyring_entry_edit = QLineEdit(self)
-        self.keyring_entry_edit.setAccessibleName("Keyring entry name")
-        self.keyring_entry_edit.setPlaceholderText("default: the provider's name")
-        self.key_edit = QLineEdit(self)
-        self.key_edit.setAccessibleName("API key to save in the keyring")
+        self.key_env_edit = named(QLineEdit(self), "Environment variable name",
+                                  placeholder="e.g. OPENAI_API_KEY")
+        self.keyring_entry_edit = named(QLineEdit(self), "Keyring entry name",
+                                        placeholder="default: the provider's name")
+        self.key_edit = named(QLineEdit(self), "API key to save in the keyring",
+                              placeholder="type a key to put it in the keyring on Save")
         self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
-        self.key_edit.setPlaceholderText("type a key to put it in the keyring on Save")
-        self.keyring_note = QLabel(self)
-        self.keyring_note.setWordWrap(True)
-        self.keyring_note.setAccessibleName("Keyring availability")
-        self.use_env_button = QPushButton("Use an &Environment Variable", self)
-        self.use_env_button.setAccessibleName("Use an environment variable instead")
+        self.keyring_note = note_label(self, "Keyring availability")
+        self.use_env_button = named(QPushButton("Use an &Environment Variable", self),
+                                    "Use an environment variable instead")
         self.window_spin = _token_spin(self, "Context window")
-        self.detect_button = QPushButton("&Detect", self)
-        self.detect_button.setAccessibleName("Detect the context window")
-        self.detect_button.setToolTip("Ask the server for its context window")
-        self.window_label = QLabel(self)
-        self.window_label.setWordWrap(True)
-        self.window_label.setAccessibleName("Context window detection")
+        self.detect_button = named(QPushButton("&Detect", self), "Detect the context window",
+                                   tip="Ask the server for its context window")
+        self.window_label = note_label(self, "Context window detection")
         self.max_output_spin = _token_spin(self, "Max output tokens")
 
-        self.test_button = QPushButton("&Test Connection", self)
-        self.test_button.setAccessibleName("Test the connection")
+        self.test_button = named(QPushButton("&Test Connection", self), "Test the connection")
 
         self._lay_out()
         self._connect()
@@ -132,15 +120,11 @@ class ProvidersDialog(SettingsFormDialog):
     # -- building ----------------------------------------------------------------------
 
     def _lay_out(self) -> None:
-        self.form = QFormLayout()
-        self.form.addRow("&Name:", self.name_edit)
-        self.form.addRow("&Kind:", self.kind_box)
-        self.form.addRow("Base &URL:", self.base_url_edit)
-        self.form.addRow("&Model:", self.model_edit)
-        self.form.addRow("API &key:", self.key_source_box)
-        self.form.addRow("&Variable:", self.key_env_edit)
-        self.form.addRow("Keyring &entry:", self.keyring_entry_edit)
-        self.form.addRow("Key to sa&ve:", self.key_edit)
+        self.form = add_rows(QFormLayout(), [
+            ("&Name:", self.name_edit), ("&Kind:", self.kind_box),
+            ("Base &URL:", self.base_url_edit), ("&Model:", self.model_edit),
+            ("API &key:", self.key_source_box), ("&Variable:", self.key_env_edit),
+            ("Keyring &entry:", self.keyring_entry_edit), ("Key to sa&ve:", self.key_edit)])
         note = QVBoxLayout()
         note.addWidget(self.keyring_note)
         note.addWidget(self.use_env_button, 0, Qt.AlignmentFlag.AlignLeft)

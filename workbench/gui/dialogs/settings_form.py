@@ -13,7 +13,6 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QHBoxLayout,
-    QLabel,
     QLayout,
     QLineEdit,
     QListWidget,
@@ -24,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.gui.controls import named, note_label
 from workbench.gui.errors import describe_error
 
 _GOOD = "color: #2e7d32;"
@@ -51,22 +51,14 @@ class SettingsFormDialog(QDialog):
         self.setAccessibleName(title)
         names = self.accessible_names
 
-        self.list = QListWidget(self)
-        self.list.setAccessibleName(names["list"])
+        self.list = named(QListWidget(self), names["list"])
         self.list.setMinimumWidth(170)
-        self.add_button = QPushButton("&Add", self)
-        self.add_button.setAccessibleName(names["add"])
-        self.remove_button = QPushButton("&Remove…", self)
-        self.remove_button.setAccessibleName(names["remove"])
-        self.name_edit = QLineEdit(self)
-        self.name_edit.setAccessibleName(names["name"])
-        self.save_button = QPushButton("&Save", self)
-        self.save_button.setAccessibleName(names["save"])
+        self.add_button = named(QPushButton("&Add", self), names["add"])
+        self.remove_button = named(QPushButton("&Remove…", self), names["remove"])
+        self.name_edit = named(QLineEdit(self), names["name"])
+        self.save_button = named(QPushButton("&Save", self), names["save"])
         self.save_button.setDefault(True)
-        self.status_label = QLabel(self)
-        self.status_label.setWordWrap(True)
-        self.status_label.setAccessibleName(names["status"])
-        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status_label = note_label(self, names["status"], selectable=True)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
         self.buttons.rejected.connect(self.reject)
         self.list.currentItemChanged.connect(self._selection_changed)
