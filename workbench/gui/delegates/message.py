@@ -321,6 +321,18 @@ def _code_header_height(fm: QFontMetrics) -> int:
     return fm.height() + 6
 
 
+def _bubble_document(font: QFont) -> SafeDocument:
+    """An empty document for a bubble's text in ``font``, without margins; long code lines
+    and unbroken tokens wrap rather than run past the bubble."""
+    doc = SafeDocument()
+    doc.setDocumentMargin(0)
+    doc.setDefaultFont(font)
+    wrap = doc.defaultTextOption()
+    wrap.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+    doc.setDefaultTextOption(wrap)
+    return doc
+
+
 @dataclass
 class _Rendered:
     doc: QTextDocument
@@ -391,13 +403,7 @@ class MessageDelegate(QStyledItemDelegate):
             self._docs.move_to_end(key)
             return cached
         text, truncated, _lines = message_markdown(message, expanded)
-        doc = SafeDocument()
-        doc.setDocumentMargin(0)
-        doc.setDefaultFont(font)
-        wrap = doc.defaultTextOption()
-        # Long code lines and unbroken tokens wrap rather than run past the bubble.
-        wrap.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
-        doc.setDefaultTextOption(wrap)
+        doc = _bubble_document(font)
         # Code is coloured after the paint (see _colour_pending): lexing costs more than
         # the rest of the row, and a screenful of new rows should not wait for it.
         blocks = render_markdown(doc, text, dark, _code_header_height(QFontMetrics(font)),
@@ -451,12 +457,7 @@ class MessageDelegate(QStyledItemDelegate):
         if cached is not None:
             self._docs.move_to_end(key)
             return cached.doc
-        doc = SafeDocument()
-        doc.setDocumentMargin(0)
-        doc.setDefaultFont(font)
-        wrap = doc.defaultTextOption()
-        wrap.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
-        doc.setDefaultTextOption(wrap)
+        doc = _bubble_document(font)
         doc.setPlainText(text)
         doc.setTextWidth(max(40, width))
         self._docs[key] = _Rendered(doc, False, ())

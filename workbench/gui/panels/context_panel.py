@@ -54,7 +54,7 @@ from workbench.core.compaction import dedupe_facts
 from workbench.core.conversation import MemoryEntry, Task, TaskStatus, utcnow
 from workbench.engine.session_context import ContextOverview, new_task, read_session_context
 from workbench.gui.context import AppContext
-from workbench.gui.controls import single_shot
+from workbench.gui.controls import named, single_shot
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.layout import FlowLayout, VerticalScrollArea
 from workbench.gui.panels.context_commands import (
@@ -148,6 +148,23 @@ class TaskProgressDelegate(QStyledItemDelegate):
         editor.interpretText()
         value = editor.value()
         model.setData(index, None if value < 0 else value, Qt.ItemDataRole.EditRole)
+
+
+def _rows_table(name: str, headers: list[str], last: QHeaderView.ResizeMode) -> QTableWidget:
+    """A table selected by rows, its text in the stretching first column, one line a row
+    (elided when narrow, the tooltip has it whole: a wrapped second line would be cut by
+    the row's height)."""
+    table = named(QTableWidget(0, len(headers)), name)
+    table.setHorizontalHeaderLabels(headers)
+    table.verticalHeader().hide()
+    header = table.horizontalHeader()
+    header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+    header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+    header.setSectionResizeMode(2, last)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setWordWrap(False)
+    table.setMinimumHeight(80)
+    return table
 
 
 def _section(title: str, name: str) -> tuple[QGroupBox, QVBoxLayout]:
@@ -289,26 +306,15 @@ class ContextPanel(QWidget):
 
     def _build_tasks(self) -> None:
         self.tasks_box, layout = _section("Tasks", "Tasks")
-        table = QTableWidget(0, 3)
-        table.setAccessibleName("Tasks")
-        table.setHorizontalHeaderLabels(["Task", "Status", "Progress"])
-        table.verticalHeader().hide()
-        header = table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Fixed)
-        header.resizeSection(2, 80)
-        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table = _rows_table("Tasks", ["Task", "Status", "Progress"],
+                            QHeaderView.ResizeMode.Fixed)
+        table.horizontalHeader().resizeSection(2, 80)
         table.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
                               | QAbstractItemView.EditTrigger.EditKeyPressed
                               | QAbstractItemView.EditTrigger.SelectedClicked)
         table.setItemDelegateForColumn(1, TaskStatusDelegate(table))
         table.setItemDelegateForColumn(2, TaskProgressDelegate(table))
-        table.setMinimumHeight(80)
         table.setMaximumHeight(130)
-        # One line a task, elided when narrow (the tooltip has it whole): a wrapped second
-        # line would be cut by the row's height.
-        table.setWordWrap(False)
         table.itemChanged.connect(self._task_edited)
         table.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
         self.tasks_table = table
@@ -355,18 +361,9 @@ class ContextPanel(QWidget):
         self.memory_note = QLabel()
         self.memory_note.setWordWrap(True)
         self.memory_note.setAccessibleName("Memory entries note")
-        table = QTableWidget(0, 3)
-        table.setAccessibleName("Memory entries")
-        table.setHorizontalHeaderLabels(["Entry", "Scope", "Namespace"])
-        table.verticalHeader().hide()
-        header = table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
-        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table = _rows_table("Memory entries", ["Entry", "Scope", "Namespace"],
+                            QHeaderView.ResizeMode.ResizeToContents)
         table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        table.setWordWrap(False)
-        table.setMinimumHeight(80)
         table.setMaximumHeight(170)
         self.memory_table = table
         self.memory_edit = QLineEdit()
