@@ -10,6 +10,7 @@ from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelInde
 
 from workbench.core.conversation import SearchHit
 from workbench.gui.delegates.markdown import plain_tooltip
+from workbench.gui.models.rows import item_at
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -71,9 +72,9 @@ class SearchResultsModel(QAbstractListModel):
         return self._titles.get(hit.session_id or 0, f"Session {hit.session_id}")
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not 0 <= index.row() < len(self._hits):
+        hit = item_at(index, self._hits)
+        if hit is None:
             return None
-        hit = self._hits[index.row()]
         if role == HitRole:
             return hit
         if role == TitleRole:

@@ -17,6 +17,7 @@ from workbench.core.identity import metadata_lines
 from workbench.engine.workspace import Workspace
 from workbench.errors import WorkbenchError
 from workbench.gui.delegates.markdown import plain_tooltip
+from workbench.gui.models.rows import item_at
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -73,18 +74,18 @@ class SessionListModel(QAbstractListModel):
         return self._filter
 
     def set_filter_text(self, text: str) -> None:
-        text = text.strip()
-        if text != self._filter:
-            self._filter = text
-            self.reload()
+        self._reload_if_changed("_filter", text.strip())
 
     @property
     def include_archived(self) -> bool:
         return self._include_archived
 
     def set_include_archived(self, include: bool) -> None:
-        if include != self._include_archived:
-            self._include_archived = include
+        self._reload_if_changed("_include_archived", include)
+
+    def _reload_if_changed(self, attribute: str, value: object) -> None:
+        if value != getattr(self, attribute):
+            setattr(self, attribute, value)
             self.reload()
 
     def reload(self) -> None:
@@ -152,9 +153,9 @@ class SessionListModel(QAbstractListModel):
             self.dataChanged.emit(index, index)
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+        info = item_at(index, self._rows)
+        if info is None:
             return None
-        info = self._rows[index.row()]
         if role == SessionRole:
             return info
         if role == Qt.ItemDataRole.DisplayRole:
