@@ -146,11 +146,8 @@ class Repository:
                 return self.get_agent(int(agent_id))
             except NotFoundError:
                 pass
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                f"SELECT {AGENT_SELECT} FROM agents WHERE name = ?",
-                (DEFAULT_AGENT_NAME,),
-            ).first()
+        row = self._first(f"SELECT {AGENT_SELECT} FROM agents WHERE name = ?",
+                          (DEFAULT_AGENT_NAME,))
         # Long-term memory on for the default agent: the session's own entries, injected
         # into the instructions, 5 at most (seed 004's "Default to scope: :session").
         agent = agent_from_row(row) if row is not None else self.create_agent(
@@ -311,11 +308,15 @@ class Repository:
     def _read_one(self, sql: str, row_id: int, missing: str) -> Any:
         """The row ``sql`` selects for ``row_id``; :class:`NotFoundError` saying
         ``missing`` when there is none."""
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql(sql, (row_id,)).first()
+        row = self._first(sql, (row_id,))
         if row is None:
             raise NotFoundError(missing)
         return row
+
+    def _first(self, sql: str, params: tuple[Any, ...]) -> Any:
+        """The first row ``sql`` selects with ``params`` (None when there is none)."""
+        with self.db.read() as conn:
+            return conn.exec_driver_sql(sql, params).first()
 
     def find_session(self, ref: str | int) -> SessionInfo:
         """A session by id, by source id, or by exact title (the newest of equals)."""
@@ -336,12 +337,8 @@ class Repository:
 
     def find_by_source(self, source: str, source_id: str) -> SessionInfo | None:
         """The session imported from ``source_id`` of ``source``, if any."""
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} "
-                "WHERE s.source = ? AND s.source_id = ?",
-                (source, source_id),
-            ).first()
+        row = self._first(f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} "
+                          "WHERE s.source = ? AND s.source_id = ?", (source, source_id))
         return None if row is None else session_from_row(row)
 
     def list_sessions(
@@ -1640,8 +1637,7 @@ class Repository:
     # == settings ======================================================================
 
     def get_setting(self, key: str, default: Any = None) -> Any:
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql("SELECT value FROM settings WHERE key = ?", (key,)).first()
+        row = self._first("SELECT value FROM settings WHERE key = ?", (key,))
         return default if row is None else json_value(row[0])
 
     def set_setting(self, key: str, value: Any) -> None:

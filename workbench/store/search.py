@@ -419,57 +419,43 @@ def substring_snippet(
 
 
 def _search_sessions(conn: Connection, query: SearchQuery, fts: str) -> list[SearchHit]:
-    where = ["sessions_fts MATCH ?"]
-    params: list[Any] = [fts]
-    if query.agent_id is not None:
-        where.append("s.agent_id = ?")
-        params.append(query.agent_id)
-    if not query.include_archived:
-        where.append("s.archived = 0")
+    where, params = _conditions("sessions_fts MATCH ?", fts, [("s.agent_id", query.agent_id)],
+                                *(() if query.include_archived else ("s.archived = 0",)))
     rows = conn.exec_driver_sql(
         "SELECT s.id, highlight(sessions_fts, 0, ?, ?), bm25(sessions_fts) AS score, s.title"
         " FROM sessions_fts AS f JOIN sessions AS s ON s.id = f.rowid"
         f" WHERE {' AND '.join(where)} ORDER BY score LIMIT ?",
         (query.highlight[0], query.highlight[1], *params, query.limit),
     ).all()
-    return [
-        SearchHit(
-            kind="session",
-            session_id=r[0],
-            message_id=None,
-            role=None,
-            snippet=str(r[1]),
-            score=round(-float(r[2]), 6),
-            title=r[3],
-        )
-        for r in rows
-    ]
+    return [_hit("session", r[0], r[1], r[2], title=r[3]) for r in rows]
 
 
 def _search_memory(conn: Connection, query: SearchQuery, fts: str) -> list[SearchHit]:
-    where = ["memory_fts MATCH ?"]
-    params: list[Any] = [fts]
-    if query.agent_id is not None:
-        where.append("e.agent_id = ?")
-        params.append(query.agent_id)
-    if query.session_id is not None:
-        where.append("e.session_id = ?")
-        params.append(query.session_id)
+    where, params = _conditions("memory_fts MATCH ?", fts, [("e.agent_id", query.agent_id),
+                                                            ("e.session_id", query.session_id)])
     rows = conn.exec_driver_sql(
         "SELECT e.id, e.session_id, snippet(memory_fts, 0, ?, ?, ?, ?), bm25(memory_fts) AS score"
         " FROM memory_fts AS f JOIN memory_entries AS e ON e.id = f.rowid"
         f" WHERE {' AND '.join(where)} ORDER BY score LIMIT ?",
         (query.highlight[0], query.highlight[1], ELLIPSIS, SNIPPET_TOKENS, *params, query.limit),
     ).all()
-    return [
-        SearchHit(
-            kind="memory",
-            session_id=r[1],
-            message_id=None,
-            role=None,
-            snippet=str(r[2]),
-            score=round(-float(r[3]), 6),
-            memory_id=r[0],
-        )
-        for r in rows
-    ]
+    return [_hit("memory", r[1], r[2], r[3], memory_id=r[0]) for r in rows]
+
+
+def _conditions(match: str, fts: str, equal: list[tuple[str, Any]],
+                *fixed: str) -> tuple[list[str], list[Any]]:
+    """The conditions of a search (the full-text ``match``, ``column = ?`` for each filter
+    of ``equal`` that is set, then the ``fixed`` ones) and their parameters."""
+    where, params = [match], [fts]
+    for column, value in equal:
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    return where + list(fixed), params
+
+
+def _hit(kind: str, session_id: int | None, snippet: Any, bm25: Any, **more: Any) -> SearchHit:
+    """A hit on a session title or a memory entry (no message, no role), scored by
+    FTS5's bm25 (lower is better, so the score is its negation)."""
+    return SearchHit(kind=kind, session_id=session_id, message_id=None, role=None,
+                     snippet=str(snippet), score=round(-float(bm25), 6), **more)

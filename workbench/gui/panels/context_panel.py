@@ -14,6 +14,7 @@ another session is opened. A newer read makes the answer of an older one be igno
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -177,10 +178,17 @@ def _section(title: str, name: str) -> tuple[QGroupBox, QVBoxLayout]:
 
 
 def _button(text: str, name: str, tip: str) -> QPushButton:
-    button = QPushButton(text)
-    button.setAccessibleName(name)
-    button.setToolTip(tip)
-    return button
+    return named(QPushButton(text), name, tip=tip)
+
+
+def _adder(name: str, placeholder: str, button_name: str, button_tip: str,
+           add: Callable[[], None]) -> tuple[QLineEdit, QPushButton]:
+    """A field to type a new item into and its Add button; Enter in the field adds too."""
+    edit = named(QLineEdit(), name, placeholder=placeholder)
+    edit.returnPressed.connect(add)
+    button = _button("Add", button_name, button_tip)
+    button.clicked.connect(add)
+    return edit, button
 
 
 class ContextPanel(QWidget):
@@ -253,12 +261,9 @@ class ContextPanel(QWidget):
         self.facts_list.setMaximumHeight(130)
         self.facts_list.itemChanged.connect(self._fact_edited)
         self.facts_list.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
-        self.fact_edit = QLineEdit()
-        self.fact_edit.setAccessibleName("New fact")
-        self.fact_edit.setPlaceholderText("Add a fact…")
-        self.fact_edit.returnPressed.connect(self.add_fact)
-        self.add_fact_button = _button("Add", "Add fact", "Add the fact typed on the left")
-        self.add_fact_button.clicked.connect(self.add_fact)
+        self.fact_edit, self.add_fact_button = _adder(
+            "New fact", "Add a fact…", "Add fact", "Add the fact typed on the left",
+            self.add_fact)
         self.delete_fact_button = _button("Delete", "Delete facts",
                                           "Delete the selected facts (Del)")
         self.delete_fact_button.clicked.connect(self.delete_selected_facts)
@@ -318,12 +323,9 @@ class ContextPanel(QWidget):
         table.itemChanged.connect(self._task_edited)
         table.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
         self.tasks_table = table
-        self.task_edit = QLineEdit()
-        self.task_edit.setAccessibleName("New task")
-        self.task_edit.setPlaceholderText("Add a task…")
-        self.task_edit.returnPressed.connect(self.add_task)
-        self.add_task_button = _button("Add", "Add task", "Add the task typed on the left")
-        self.add_task_button.clicked.connect(self.add_task)
+        self.task_edit, self.add_task_button = _adder(
+            "New task", "Add a task…", "Add task", "Add the task typed on the left",
+            self.add_task)
         self.delete_task_button = _button("Delete", "Delete tasks", "Delete the selected tasks")
         self.delete_task_button.clicked.connect(self.delete_selected_tasks)
         row = QHBoxLayout()
@@ -366,10 +368,9 @@ class ContextPanel(QWidget):
         table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         table.setMaximumHeight(170)
         self.memory_table = table
-        self.memory_edit = QLineEdit()
-        self.memory_edit.setAccessibleName("New memory entry")
-        self.memory_edit.setPlaceholderText("Remember…")
-        self.memory_edit.returnPressed.connect(self.add_memory_entry)
+        self.memory_edit, self.add_memory_button = _adder(
+            "New memory entry", "Remember…", "Add memory entry", "Store the entry",
+            self.add_memory_entry)
         self.memory_scope_box = QComboBox()
         self.memory_scope_box.setAccessibleName("Memory entry scope")
         self.memory_scope_box.addItem("agent", "agent")
@@ -381,8 +382,6 @@ class ContextPanel(QWidget):
         self.memory_namespace_edit.setToolTip("The namespace to store the entry in (empty: "
                                               "the one this session recalls from)")
         self.memory_namespace_edit.setMaximumWidth(110)
-        self.add_memory_button = _button("Add", "Add memory entry", "Store the entry")
-        self.add_memory_button.clicked.connect(self.add_memory_entry)
         self.delete_memory_button = _button("Delete", "Delete memory entries",
                                             "Delete the selected entries")
         self.delete_memory_button.clicked.connect(self.delete_selected_entries)
@@ -570,11 +569,19 @@ class ContextPanel(QWidget):
         self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id, text,
                                                     facts=facts))
 
-    def add_fact(self) -> None:
-        text = " ".join(self.fact_edit.text().split())
+    def _take_typed(self, edit: QLineEdit, *, fold: bool = True) -> str:
+        """What was typed into ``edit`` (its white space folded, or only trimmed), taken out
+        of it; empty when there is nothing, or no session is shown."""
+        text = " ".join(edit.text().split()) if fold else edit.text().strip()
         if not text or self.overview is None:
+            return ""
+        edit.clear()
+        return text
+
+    def add_fact(self) -> None:
+        text = self._take_typed(self.fact_edit)
+        if not text:
             return
-        self.fact_edit.clear()
         self._push_facts([*self._stored_facts(), text], "Add fact")
 
     def _fact_edited(self, item: QListWidgetItem) -> None:
@@ -666,10 +673,9 @@ class ContextPanel(QWidget):
                                                     tasks=tasks))
 
     def add_task(self) -> None:
-        text = " ".join(self.task_edit.text().split())
-        if not text or self.overview is None:
+        text = self._take_typed(self.task_edit)
+        if not text:
             return
-        self.task_edit.clear()
         tasks = self._stored_tasks()
         tasks.append(new_task(text, existing=tasks))
         self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id, "Add task",
@@ -692,10 +698,9 @@ class ContextPanel(QWidget):
                 for r in range(self.memory_table.rowCount())]
 
     def add_memory_entry(self) -> None:
-        text = self.memory_edit.text().strip()
-        if not text or self.overview is None:
+        text = self._take_typed(self.memory_edit, fold=False)
+        if not text:
             return
-        self.memory_edit.clear()
         self.ctx.undo_stack.push(AddMemoryEntryCommand(
             self.ctx, self._session_id, text, scope=str(self.memory_scope_box.currentData()),
             namespace=self.memory_namespace_edit.text().strip() or None))
