@@ -55,7 +55,7 @@ from workbench.core.compaction import dedupe_facts
 from workbench.core.conversation import MemoryEntry, Task, TaskStatus, utcnow
 from workbench.engine.session_context import ContextOverview, new_task, read_session_context
 from workbench.gui.context import AppContext
-from workbench.gui.controls import named, single_shot
+from workbench.gui.controls import add_rows, named, single_shot
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.layout import FlowLayout, VerticalScrollArea
 from workbench.gui.panels.context_commands import (
@@ -341,28 +341,26 @@ class ContextPanel(QWidget):
         form = QFormLayout(self.usage_box)
         form.setContentsMargins(6, 6, 6, 6)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-        self.local_tokens_label = QLabel()
-        self.local_tokens_label.setAccessibleName("Local token count")
-        self.local_tokens_label.setToolTip("The session's active messages, counted here with "
-                                           "the tokenizer (cached per message)")
-        self.billed_label = QLabel()
-        self.billed_label.setAccessibleName("Provider-billed tokens")
-        self.billed_label.setToolTip("Input and output tokens the providers reported for "
-                                     "this session's calls, summed")
-        self.tools_label = QLabel()
-        self.tools_label.setAccessibleName("Tool calls")
+        self.local_tokens_label = named(
+            QLabel(), "Local token count",
+            tip="The session's active messages, counted here with the tokenizer (cached per "
+            "message)")
+        self.billed_label = named(
+            QLabel(), "Provider-billed tokens",
+            tip="Input and output tokens the providers reported for this session's calls, "
+            "summed")
+        self.tools_label = named(QLabel(), "Tool calls")
         self.tools_label.setWordWrap(True)
         for label in (self.local_tokens_label, self.billed_label, self.tools_label):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        form.addRow("Local count:", self.local_tokens_label)
-        form.addRow("Provider billed:", self.billed_label)
-        form.addRow("Tool calls:", self.tools_label)
+        add_rows(form, [("Local count:", self.local_tokens_label),
+                        ("Provider billed:", self.billed_label),
+                        ("Tool calls:", self.tools_label)])
 
     def _build_memory(self) -> None:
         self.memory_box, layout = _section("Memory entries", "Memory entries")
-        self.memory_note = QLabel()
+        self.memory_note = named(QLabel(), "Memory entries note")
         self.memory_note.setWordWrap(True)
-        self.memory_note.setAccessibleName("Memory entries note")
         table = _rows_table("Memory entries", ["Entry", "Scope", "Namespace"],
                             QHeaderView.ResizeMode.ResizeToContents)
         table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -371,16 +369,15 @@ class ContextPanel(QWidget):
         self.memory_edit, self.add_memory_button = _adder(
             "New memory entry", "Remember…", "Add memory entry", "Store the entry",
             self.add_memory_entry)
-        self.memory_scope_box = QComboBox()
-        self.memory_scope_box.setAccessibleName("Memory entry scope")
+        self.memory_scope_box = named(
+            QComboBox(), "Memory entry scope",
+            tip="agent: recalled in every session of the agent; session: only in this one")
         self.memory_scope_box.addItem("agent", "agent")
         self.memory_scope_box.addItem("session", "session")
-        self.memory_scope_box.setToolTip("agent: recalled in every session of the agent; "
-                                         "session: only in this one")
-        self.memory_namespace_edit = QLineEdit()
-        self.memory_namespace_edit.setAccessibleName("Memory entry namespace")
-        self.memory_namespace_edit.setToolTip("The namespace to store the entry in (empty: "
-                                              "the one this session recalls from)")
+        self.memory_namespace_edit = named(
+            QLineEdit(), "Memory entry namespace",
+            tip="The namespace to store the entry in (empty: the one this session recalls "
+            "from)")
         self.memory_namespace_edit.setMaximumWidth(110)
         self.delete_memory_button = _button("Delete", "Delete memory entries",
                                             "Delete the selected entries")
