@@ -19,7 +19,7 @@ PACKAGE_ARGS ?=
 
 help:
 	@echo "make run     start the workbench GUI"
-	@echo "make test    ruff, import contracts, then the test suite (offscreen Qt)"
+	@echo "make test    ruff, import contracts, mypy, then the test suite (offscreen Qt)"
 	@echo "make lint    ruff, import contracts and mypy"
 	@echo "make bench   run every bench/bench_*.py script"
 	@echo "make screenshots  write PNGs of the window's main states and each panel and"
@@ -39,7 +39,7 @@ $(BIN)/pip:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml setup.py | $(BIN)/pip
-	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev]'
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev,team]'
 	@touch $@
 
 syslibs:
@@ -52,6 +52,7 @@ run: venv
 test: venv syslibs
 	$(BIN)/ruff check workbench tests bench
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: venv
@@ -72,7 +73,7 @@ screenshots: venv syslibs
 	QT_QPA_PLATFORM=offscreen $(BIN)/python scripts/screenshots.py
 
 $(PACKAGE_STAMP): $(STAMP)
-	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev,package]'
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev,team,package]'
 	@touch $@
 
 # The one-folder Linux bundle (PyInstaller, packaging/), then its own --version and --selftest.

@@ -50,6 +50,7 @@ from workbench.core.gcpause import collector_paused  # noqa: E402
 from workbench.core.summarizers import clear_count_cache  # noqa: E402
 from workbench.core.tokens import fill_counts, get_counter  # noqa: E402
 from workbench.engine import compaction  # noqa: E402
+from workbench.engine.workspace import Workspace  # noqa: E402
 from workbench.store import Database, Repository  # noqa: E402
 from workbench.store.compactions import load_table  # noqa: E402
 
@@ -128,16 +129,16 @@ def report(name: str, timing: _common.Timing, goal_ms: float) -> None:
     )
 
 
-def time_previews(db: Database, sid: int, runs: int) -> tuple[_common.Timing, _common.Timing]:
+def time_previews(ws: Workspace, sid: int, runs: int) -> tuple[_common.Timing, _common.Timing]:
     """A first preview (no summary block counted yet, as in a fresh process) and the same
     preview again."""
 
     def first_preview() -> None:
         clear_count_cache()
-        compaction.preview(db, sid)
+        compaction.preview(ws, sid)
 
     first = _common.time_calls(first_preview, runs=runs)
-    again = _common.time_calls(lambda: compaction.preview(db, sid), runs=runs)
+    again = _common.time_calls(lambda: compaction.preview(ws, sid), runs=runs)
     return first, again
 
 
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     _common.remove_database(path)
     db = Database.open(path)
     repo = Repository(db)
+    ws = Workspace(db)
     try:
         sid = build_session(repo, args.messages, args.seed)
         counter = get_counter()
@@ -160,13 +162,13 @@ def main(argv: list[str] | None = None) -> int:
 
         # -- preview ---------------------------------------------------------------------
         _common.header(f"preview (extractive, default policy): median of {args.runs} runs")
-        plan = compaction.preview(db, sid)
+        plan = compaction.preview(ws, sid)
         print(
             f"  plan: {plan.folded_count:,} fold in {len(plan.ranges)} range(s), "
             f"{plan.active_after} active stay; request tokens {plan.tokens_before:,} -> "
             f"{plan.tokens_after:,}; summary {len(plan.new_summary):,} characters"
         )
-        cold, whole = time_previews(db, sid, args.runs)
+        cold, whole = time_previews(ws, sid, args.runs)
         encoding = counter.encoding_name
         def load_only() -> None:
             with collector_paused():  # as preview loads
@@ -216,10 +218,10 @@ def main(argv: list[str] | None = None) -> int:
         apply_t = _common.Timing([], [])
         undo_t = _common.Timing([], [])
         for run in range(args.runs + 1):
-            plan = compaction.preview(db, sid)
+            plan = compaction.preview(ws, sid)
             for timing, action in (
-                (apply_t, lambda p=plan: compaction.apply(db, p)),
-                (undo_t, lambda: compaction.undo(db, sid)),
+                (apply_t, lambda p=plan: compaction.apply(ws, p)),
+                (undo_t, lambda: compaction.undo(ws, sid)),
             ):
                 cpu_started = time.thread_time()
                 started = time.perf_counter()
@@ -262,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             f" and commit: {_common.ms(peer.median)}; apply/peer "
             f"{apply_t.median / peer.median:.2f}, undo/peer {undo_t.median / peer.median:.2f}"
         )
-        history = compaction.history(db, sid)
+        history = compaction.history(ws, sid)
         print(f"  {len(history)} compactions recorded, all undone: "
               f"{all(r.undone for r in history)}")
 
@@ -277,12 +279,12 @@ def main(argv: list[str] | None = None) -> int:
                 " WHERE session_id = ?",
                 (sid,),
             )
-        bare_plan = compaction.preview(db, sid)
+        bare_plan = compaction.preview(ws, sid)
         same = bare_plan.summary == plan.summary and (
             bare_plan.tokens_after == plan.tokens_after
         )
         print(f"  the same summary and tokens as with kept lines: {same}")
-        cold, whole = time_previews(db, sid, args.runs)
+        cold, whole = time_previews(ws, sid, args.runs)
         report("first preview (every line written and counted)", cold, PREVIEW_GOAL_MS)
         report("preview again (its blocks' counts remembered)", whole, PREVIEW_GOAL_MS)
         print(

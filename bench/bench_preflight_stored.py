@@ -54,7 +54,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from workbench.core.conversation import Conversation, Message
     from workbench.core.tokens import REPLY_PRIMING_TOKENS, get_counter
-    from workbench.engine.preflight import DEFAULT_CONTEXT_WINDOW, preflight_session
+    from workbench.engine.preflight import DEFAULT_CONTEXT_WINDOW
+    try:
+        from workbench.engine.turn import preflight_session
+    except ImportError:  # a checkout (--code) from before it moved out of engine.preflight
+        from workbench.engine.preflight import preflight_session  # type: ignore[no-redef]
     from workbench.engine.workspace import Workspace
 
     _common.prepare_environment()

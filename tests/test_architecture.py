@@ -8,12 +8,17 @@ temp dir and run the same contracts there, proving that they really catch a viol
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import os
+import pkgutil
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from types import ModuleType
 
+import grimp
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -307,3 +312,174 @@ def test_the_repo_scan_sees_every_way_of_reading_it() -> None:
         "path = args.db\n"
     )
     assert sorted(_repo_reads(ast.parse(source))) == [1, 3, 4, 6]
+
+
+# -- import cycles ---------------------------------------------------------------------------
+
+# Everything below the GUI: the engine and the floors under it (ARCHITECTURE.md: "import
+# cycles are broken by moving code, not by imports inside functions").
+ACYCLIC = ("workbench.engine", "workbench.store", "workbench.providers", "workbench.formats",
+           "workbench.core", "workbench.errors")
+
+
+def _cycles(graph: grimp.ImportGraph, prefixes: tuple[str, ...]) -> list[list[str]]:
+    """The import cycles among the modules named by ``prefixes``: each strongly connected
+    group of two or more modules (Tarjan), with one import line per edge in it."""
+    modules = sorted(
+        m for m in graph.modules if any(m == p or m.startswith(p + ".") for p in prefixes)
+    )
+    inside = set(modules)
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m) & inside) for m in modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for other in edges[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                group.append(top)
+                if top == module:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for module in modules:
+        if module not in index:
+            visit(module)
+    return [
+        [
+            f"{a} -> {b} (line {d['line_number']})"
+            for a in group
+            for b in edges[a]
+            if b in group
+            for d in graph.get_import_details(importer=a, imported=b)
+        ]
+        for group in groups
+    ]
+
+
+def test_no_import_cycles_below_the_gui() -> None:
+    # grimp sees every import: at module level, inside functions and under TYPE_CHECKING.
+    graph = grimp.build_graph("workbench", cache_dir=None)
+    assert _cycles(graph, ACYCLIC) == []
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        "def late():\n    from fakecycle import first\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fakecycle import first\n",
+    ],
+    ids=["function-level", "type-checking"],
+)
+def test_the_cycle_check_sees_hidden_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, second: str
+) -> None:
+    package = tmp_path / "fakecycle"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "first.py").write_text("from fakecycle import second\n")
+    (package / "second.py").write_text(second)
+    (package / "third.py").write_text("from fakecycle import first\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    graph = grimp.build_graph("fakecycle", cache_dir=None)
+    (cycle,) = _cycles(graph, ("fakecycle",))
+    assert [line.split(" (")[0] for line in cycle] == [
+        "fakecycle.first -> fakecycle.second",
+        "fakecycle.second -> fakecycle.first",
+    ]
+
+
+# -- one error tree ----------------------------------------------------------------------------
+
+
+def _workbench_modules() -> list[ModuleType]:
+    import workbench
+
+    modules = [workbench]
+    for info in pkgutil.walk_packages(workbench.__path__, "workbench."):
+        if info.name.endswith("__main__"):  # running it is the command line itself
+            continue
+        modules.append(importlib.import_module(info.name))
+    return modules
+
+
+def test_every_exception_class_of_the_workbench_is_in_the_error_tree() -> None:
+    from workbench.errors import WorkbenchError
+
+    defined = [
+        (module.__name__, name, cls)
+        for module in _workbench_modules()
+        for name, cls in vars(module).items()
+        if inspect.isclass(cls)
+        and issubclass(cls, BaseException)
+        and cls.__module__ == module.__name__
+    ]
+    assert len(defined) > 25  # the walk did reach the modules
+    outside = [f"{module}.{name}" for module, name, cls in defined
+               if not issubclass(cls, WorkbenchError)]
+    assert outside == []
+
+
+def _documented_tree(doc: str) -> dict[str, str | None]:
+    """``{class: parent}`` as the tree in ``workbench.errors``'s docstring draws it."""
+    parents: dict[str, str | None] = {}
+    path: list[str] = []
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if stripped == "WorkbenchError":
+            path = ["WorkbenchError"]
+            parents["WorkbenchError"] = None
+            continue
+        if not path or not any(mark in line for mark in ("├── ", "└── ")):
+            continue
+        start = max(line.find("├── "), line.find("└── "))
+        depth = start // 4  # the root is drawn at column 4, each level 4 columns further
+        name = line[start + 4:].split()[0]
+        del path[depth:]
+        parents[name] = path[-1]
+        path.append(name)
+    return parents
+
+
+def test_the_error_tree_is_documented_as_it_is() -> None:
+    import workbench.errors as errors
+
+    classes = {
+        name: cls for name, cls in vars(errors).items()
+        if inspect.isclass(cls) and issubclass(cls, BaseException)
+        and cls.__module__ == errors.__name__
+    }
+    drawn = _documented_tree(errors.__doc__ or "")
+    actual = {
+        name: (None if name == "WorkbenchError" else cls.__bases__[0].__name__)
+        for name, cls in classes.items()
+    }
+    assert drawn == actual
+
+
+def test_no_workbench_error_shadows_a_standard_name() -> None:
+    import asyncio
+    import builtins
+    import concurrent.futures
+
+    standard = set(dir(builtins)) | set(dir(asyncio)) | set(dir(concurrent.futures))
+    import workbench.errors as errors
+
+    clashes = [name for name in vars(errors) if name in standard and name[0].isupper()
+               and name.endswith("Error")]
+    assert clashes == []

@@ -1,17 +1,21 @@
-"""The workbench's exception tree.
+"""The workbench's exception tree: every exception class of the workbench is in it.
 
-Every error the engine raises on purpose derives from :class:`WorkbenchError` and
-carries a sentence a person can act on (the file, the entry, the field, the status)::
+Every error the workbench raises derives from :class:`WorkbenchError` and carries a
+sentence a person can act on (the file, the entry, the field, the status)::
 
     WorkbenchError
     ├── StorageError            the database file or a row in it
     │   ├── DatabaseVersionError    the file was written by a newer workbench
     │   └── NotFoundError           a session, message or entry that does not exist
     ├── FormatError             a file being imported or exported
-    │   └── UnknownFormatError      no importer recognises the file
+    │   ├── UnknownFormatError      no importer recognises the file
+    │   └── InvalidEntryError       one entry of a file cannot be read (it is skipped)
     ├── TokenizerError          token counting could not load an encoding
     ├── RequestError            a request cannot be built (too big for the window, bad tool)
     │   └── ContextBudgetError      even the essential parts exceed the budget
+    ├── StructuredOutputError   no reply matched the schema (``execute_with_schema``)
+    ├── CompactionError         a compaction could not be planned, applied or undone
+    ├── OperationCancelledError the user stopped a request or a tool run
     └── ProviderError           talking to a model server; ``retryable`` says if a retry may help
         ├── AuthenticationError     401/403: the key is missing, wrong or lacks permission
         ├── UnknownModelError       404 for the model: the server does not serve it
@@ -20,10 +24,13 @@ carries a sentence a person can act on (the file, the entry, the field, the stat
         ├── ServerError             5xx, or a reply the protocol does not allow
         ├── UnreachableError        no connection could be made
         ├── ProviderTimeoutError    connect, read or total time limit passed
-        ├── StreamInterruptedError  the connection dropped after the reply began
-        └── CancelledError          the user stopped the request
-"""
+        └── StreamInterruptedError  the connection dropped after the reply began
 
+The classes are defined here, and the layers import them from here. A few modules keep
+a private subclass for their own control flow (a JSON scanner's cut, a retry signal, a
+tool's time limit); it never leaves the module, and it is in the tree all the same.
+``tests/test_architecture.py`` checks that every exception class of the workbench is.
+"""
 from __future__ import annotations
 
 
@@ -60,6 +67,11 @@ class UnknownFormatError(FormatError):
     """No importer recognises the file; the message lists the known formats."""
 
 
+class InvalidEntryError(FormatError):
+    """One entry of a file (a message, a turn, a session) cannot be read; the importer
+    skips it with the message as the reason and reads on."""
+
+
 class TokenizerError(WorkbenchError):
     """No token encoding could be loaded from local files."""
 
@@ -75,6 +87,26 @@ class ContextBudgetError(RequestError):
         super().__init__(message)
         self.needed = needed
         self.budget = budget
+
+
+class StructuredOutputError(WorkbenchError):
+    """Every attempt of ``execute_with_schema`` failed validation; memory is unchanged.
+
+    ``errors`` holds the validation error of each attempt and ``replies`` their texts.
+    """
+
+    def __init__(self, message: str, *, errors: list[str], replies: list[str]):
+        super().__init__(message)
+        self.errors = errors
+        self.replies = replies
+
+
+class CompactionError(WorkbenchError):
+    """A compaction could not be planned, applied or undone; the session is unchanged."""
+
+
+class OperationCancelledError(WorkbenchError):
+    """The user stopped the operation: a model request, or a tool the model called."""
 
 
 class ProviderError(WorkbenchError):
@@ -149,7 +181,3 @@ class ProviderTimeoutError(ProviderError):
 
 class StreamInterruptedError(ProviderError):
     """The connection broke after part of the reply had arrived (never retried)."""
-
-
-class CancelledError(ProviderError):
-    """The user stopped the request."""

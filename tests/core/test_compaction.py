@@ -24,7 +24,6 @@ from workbench.core.compaction import (
     TRIGGER_MESSAGES,
     TRIGGER_RANGE,
     TRIGGER_TOKENS,
-    CompactionError,
     CompactionPlan,
     CompactionPolicy,
     ExtractiveSummarizer,
@@ -40,6 +39,7 @@ from workbench.core.compaction import (
 )
 from workbench.core.conversation import Message, SessionContext, Task
 from workbench.core.tokens import get_counter
+from workbench.errors import CompactionError
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 COUNTER = get_counter()

@@ -28,7 +28,7 @@ from workbench.core.provider import (
 from workbench.engine.memory import Memory
 from workbench.engine.model import Model
 from workbench.engine.workspace import Workspace
-from workbench.errors import CancelledError, ContextTooLongError
+from workbench.errors import ContextTooLongError, OperationCancelledError
 from workbench.providers.anthropic import Anthropic
 from workbench.providers.base import HttpProvider
 from workbench.providers.openai import OpenAICompatible
@@ -116,7 +116,7 @@ def test_stop_mid_stream_ends_the_call_and_frees_the_server(
     worker.start()
     worker.join(60)
     assert not worker.is_alive()
-    assert isinstance(outcome.get("error"), CancelledError)
+    assert isinstance(outcome.get("error"), OperationCancelledError)
     assert len(received) == 3  # nothing was yielded after the stop
     # The server's only slot was given back: the next request is answered at once.
     reply = provider.complete(chat(max_tokens=3, stream=False))
@@ -129,7 +129,7 @@ def test_chat_through_the_model_builder_with_memory(
 ) -> None:
     with Workspace.open(tmp_path / "e2e.db") as ws:
         session = ws.repo.create_session("e2e chat")
-        memory = Memory.open(ws.repo, session.id)
+        memory = Memory.open(ws, session.id)
         model = Model(make("openai", llama), instructions="Answer briefly.", max_tokens=6,
                       stream=stream).with_memory(memory, auto=True)
         inputs: list[int] = []

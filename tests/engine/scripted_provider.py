@@ -39,7 +39,7 @@ from workbench.core.provider import (
     collect,
 )
 from workbench.engine.preflight import openai_chat_payload
-from workbench.errors import CancelledError
+from workbench.errors import OperationCancelledError
 
 
 def call(name: str, arguments: Any = None, call_id: str | None = None) -> dict[str, Any]:
@@ -190,4 +190,4 @@ class ScriptedProvider:
         return self.window
 
 
-__all__ = ["CancelledError", "Reply", "ScriptedProvider", "call"]
+__all__ = ["OperationCancelledError", "Reply", "ScriptedProvider", "call"]

@@ -21,7 +21,7 @@ from workbench.engine.builtin_tools import (
 )
 from workbench.engine.chat import stream_turn
 from workbench.engine.model import Response, ToolFinished, ToolStarted
-from workbench.engine.preflight import preflight_session
+from workbench.engine.turn import preflight_session
 from workbench.engine.workspace import Workspace
 from workbench.errors import RequestError
 

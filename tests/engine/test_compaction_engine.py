@@ -14,14 +14,13 @@ from hypothesis import strategies as st
 
 from workbench.core.compaction import (
     SUMMARY_HEADING,
-    CompactionError,
 )
 from workbench.core.conversation import Message, SessionContext, Task
 from workbench.core.tokens import fill_counts, get_counter
 from workbench.engine import compaction
 from workbench.engine.memory import Memory
 from workbench.engine.workspace import Workspace
-from workbench.errors import ServerError, UnreachableError
+from workbench.errors import CompactionError, ServerError, UnreachableError
 from workbench.store.compactions import load_active
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -454,7 +453,7 @@ def test_the_agent_policy_applies_with_the_session_override(workspace: Workspace
 def test_auto_compaction_is_off_unless_the_session_opts_in(workspace: Workspace) -> None:
     sid = chat_session(workspace, 60)
     before = snapshot(workspace, sid)
-    assert compaction.maybe_compact_before_send(workspace, sid) is None
+    assert compaction.maybe_compact_before_send(Memory.open(workspace, sid)) is None
     assert snapshot(workspace, sid) == before
 
 
@@ -463,7 +462,7 @@ def test_auto_compaction_before_a_send_compacts_records_and_refreshes_memory(
 ) -> None:
     overrides = {"compaction": {"auto": True, "max_messages": 10, "keep_messages": 4}}
     sid = chat_session(workspace, 12, overrides=overrides)
-    memory = Memory.open(workspace.db, sid)
+    memory = Memory.open(workspace, sid)
     assert len(memory) == 13
     result = compaction.maybe_compact_before_send(memory)
     assert result is not None and result.changed
@@ -487,7 +486,7 @@ def test_model_execute_compacts_an_opted_in_session_before_sending(
 
     overrides = {"compaction": {"auto": True, "max_messages": 10, "keep_messages": 4}}
     sid = chat_session(workspace, 12, overrides=overrides)
-    memory = Memory.open(workspace.db, sid)
+    memory = Memory.open(workspace, sid)
     provider = ScriptedProvider(["fine"])
 
     response = Model(provider).with_memory(memory, auto=True).execute("and now?")
@@ -514,25 +513,26 @@ def test_auto_compaction_with_a_failing_model_reports_and_changes_nothing(
     sid = chat_session(workspace, 12, overrides=overrides)
     before = snapshot(workspace, sid)
     provider = ScriptedProvider([ServerError("The server failed (503).", status=503)])
-    result = compaction.maybe_compact_before_send(workspace, sid, provider=provider)
+    result = compaction.maybe_compact_before_send(Memory.open(workspace, sid), provider=provider)
     assert result is not None and not result.changed
     assert "The server failed" in result.message
     assert snapshot(workspace, sid) == before
     ok = ScriptedProvider(["A short summary."])
-    result = compaction.maybe_compact_before_send(workspace, sid, provider=ok)
+    result = compaction.maybe_compact_before_send(Memory.open(workspace, sid), provider=ok)
     assert result is not None and result.changed
     assert workspace.repo.get_context(sid).summary == "A short summary."
 
 
-def test_compaction_through_a_memory_keeps_it_in_step(workspace: Workspace) -> None:
+def test_an_open_memory_keeps_in_step_with_compaction_and_undo(workspace: Workspace) -> None:
     sid = chat_session(workspace, 20)
-    memory = Memory.open(workspace.db, sid)
-    compaction.compact(memory, sid, keep=5)
+    memory = Memory.open(workspace, sid)
+    assert len(memory.messages()) == 21
+    compaction.compact(workspace, sid, keep=5)
     assert len(memory) == 6
-    compaction.undo(memory, sid)
+    assert len(memory.messages()) == 6
+    compaction.undo(workspace, sid)
     assert len(memory) == 21
-    with pytest.raises(CompactionError, match="stored session"):
-        compaction.preview(Memory(), 1)
+    assert len(memory.messages()) == 21
 
 
 def test_the_model_summarizer_refuses_a_window_too_small_for_the_summary(
@@ -588,7 +588,7 @@ def test_the_lean_loader_reads_what_the_repository_reads(
 def test_a_broken_auto_policy_does_not_stop_a_send(workspace: Workspace) -> None:
     sid = chat_session(workspace, 60, overrides={"compaction": {"auto": True, "keep": 3}})
     before = snapshot(workspace, sid)
-    result = compaction.maybe_compact_before_send(workspace, sid)
+    result = compaction.maybe_compact_before_send(Memory.open(workspace, sid))
     assert result is not None and not result.changed
     assert "no setting 'keep'" in result.message
     assert snapshot(workspace, sid) == before
@@ -729,7 +729,7 @@ def test_auto_compaction_that_would_not_lower_the_tokens_is_not_applied(
     plan = compaction.preview(workspace, sid, auto=True)
     assert plan.changed and plan.tokens_after >= plan.tokens_before
     before = snapshot(workspace, sid)
-    result = compaction.maybe_compact_before_send(workspace, sid)
+    result = compaction.maybe_compact_before_send(Memory.open(workspace, sid))
     assert result is not None and not result.changed
     assert "would not lower" in result.message
     assert snapshot(workspace, sid) == before

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.core.compaction import CompactionError, CompactionPolicy
+from workbench.core.compaction import CompactionPolicy
 from workbench.core.conversation import Message
 from workbench.core.provider import ProviderConfig
 from workbench.core.tokens import fill_counts
@@ -23,6 +23,7 @@ from workbench.engine.compaction_view import (
 )
 from workbench.engine.providers import ProviderSettings
 from workbench.engine.workspace import Workspace
+from workbench.errors import CompactionError
 
 
 def _session(ws: Workspace, count: int = 40, **overrides: object) -> int:

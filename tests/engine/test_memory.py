@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,7 +29,7 @@ def make(request: pytest.FixtureRequest, workspace: Workspace) -> MakeMemory:
         if request.param == "in-memory":
             return Memory(max_messages, **options)
         info = workspace.repo.create_session("memory test")
-        return Memory.open(workspace.db, info.id, max_messages=max_messages, **options)
+        return Memory.open(workspace, info.id, max_messages=max_messages, **options)
 
     return build
 
@@ -171,7 +170,7 @@ def test_messages_given_before_the_first_run_are_not_appended(make: MakeMemory) 
 def test_a_window_comes_from_the_agents_policy(workspace: Workspace) -> None:
     agent = workspace.repo.create_agent("windowed", memory_policy={"max_messages": 4})
     info = workspace.repo.create_session("s", agent_id=agent.id)
-    memory = Memory.open(workspace.db, info.id)
+    memory = Memory.open(workspace, info.id)
     assert memory.max_messages == 4
     for i in range(5):
         exchange(memory, i)
@@ -258,7 +257,7 @@ def test_a_batch_is_all_or_nothing(make: MakeMemory) -> None:
 
 def test_evicted_messages_keep_their_rows_in_the_store(workspace: Workspace) -> None:
     info = workspace.repo.create_session("window")
-    memory = Memory.open(workspace.db, info.id, max_messages=20)
+    memory = Memory.open(workspace, info.id, max_messages=20)
     for i in range(100):
         exchange(memory, i)
     repo = workspace.repo
@@ -267,24 +266,21 @@ def test_evicted_messages_keep_their_rows_in_the_store(workspace: Workspace) -> 
     assert repo.message_count(info.id) == 200
 
 
-def test_open_accepts_a_database_a_repository_a_workspace_or_a_path(
-    workspace: Workspace, db_path: Path
-) -> None:
+def test_memories_opened_on_one_session_share_its_messages(workspace: Workspace) -> None:
     info = workspace.repo.create_session("shared")
-    Memory.open(workspace.db, info.id).append("user", "one")
-    Memory.open(workspace.repo, info.id).append("assistant", "two")
-    Memory.open(workspace, info.id).append("user", "three")
-    with Memory.open(db_path, info.id) as own:
-        assert [m.content for m in own.messages()] == ["one", "two", "three"]
-        assert own.session_id == info.id
+    Memory.open(workspace, info.id).append("user", "one")
+    Memory.open(workspace, info.id).append("assistant", "two")
+    other = Memory.open(workspace, info.id)
+    assert [m.content for m in other.messages()] == ["one", "two"]
+    assert other.session_id == info.id
+    assert other.repository is workspace.repo
     assert Memory().session_id is None
-    with pytest.raises(RequestError):
-        Memory.open(42, info.id)
+    assert Memory().repository is None
 
 
 def test_a_store_memory_sees_changes_made_elsewhere(workspace: Workspace) -> None:
     info = workspace.repo.create_session("two writers")
-    memory = Memory.open(workspace.db, info.id)
+    memory = Memory.open(workspace, info.id)
     exchange(memory, 1)
     workspace.repo.append_message(info.id, Message(role="user", content="from the GUI"))
     assert memory.last(1)[0].content == "from the GUI"
@@ -359,3 +355,19 @@ def test_a_summarizing_memory_over_an_in_memory_memory() -> None:
     texts = [m["content"] for m in sent["messages"]]
     assert any("question 0" in (t or "") for t in texts)
     assert texts[-1] == "next"
+
+
+def test_evict_by_id_leaves_the_rest_and_keeps_what_left(make: MakeMemory) -> None:
+    memory = make()
+    one = memory.append("user", "one")
+    memory.append("assistant", "two")
+    three = memory.append("user", "three")
+    assert one.id is not None and three.id is not None
+    left = memory.evict([three.id, one.id])
+    assert [(m.content, m.state) for m in left] == [("one", "evicted"), ("three", "evicted")]
+    assert [m.content for m in memory.messages()] == ["two"]
+    assert [m.content for m in memory.evicted()] == ["one", "three"]
+    (two,) = memory.messages()
+    assert two.id is not None
+    assert [m.state for m in memory.evict([two.id], state="folded")] == ["folded"]
+    assert memory.messages() == [] and memory.evict([12345]) == []

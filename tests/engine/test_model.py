@@ -21,17 +21,17 @@ from workbench.core.tools import tool
 from workbench.engine.memory import Memory
 from workbench.engine.model import (
     Model,
-    StructuredOutputError,
     ToolFinished,
     ToolStarted,
 )
 from workbench.engine.workspace import Workspace
 from workbench.errors import (
-    CancelledError,
     ContextBudgetError,
+    OperationCancelledError,
     RateLimitError,
     RequestError,
     StreamInterruptedError,
+    StructuredOutputError,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,7 +48,7 @@ def stored_session(workspace: Workspace, **policy: Any) -> Memory:
     agent = workspace.repo.create_agent(f"agent {len(workspace.repo.list_agents())}",
                                         memory_policy=policy)
     info = workspace.repo.create_session("model test", agent_id=agent.id)
-    return Memory.open(workspace.db, info.id)
+    return Memory.open(workspace, info.id)
 
 
 # -- the seed examples -------------------------------------------------------------------------
@@ -75,7 +75,7 @@ def test_two_executes_with_auto_memory_leave_four_messages() -> None:
 
 def test_a_window_of_twenty_after_a_hundred_executes(workspace: Workspace) -> None:
     info = workspace.repo.create_session("windowed")
-    memory = Memory.open(workspace.db, info.id, max_messages=20)
+    memory = Memory.open(workspace, info.id, max_messages=20)
     model = Model(ScriptedProvider(default="ok"), memory=memory)
     for i in range(100):
         model.execute(f"question {i}")
@@ -345,7 +345,7 @@ def test_a_failure_after_a_tool_ran_appends_nothing(workspace: Workspace) -> Non
 def test_a_stopped_stream_appends_nothing() -> None:
     memory = Memory()
     provider = ScriptedProvider([Reply(text="a long answer being typed", pieces=5, cancel_after=2)])
-    with pytest.raises(CancelledError):
+    with pytest.raises(OperationCancelledError):
         Model(provider, memory=memory).execute("tell me", cancel=CancelToken())
     assert len(memory) == 0
 

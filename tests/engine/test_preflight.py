@@ -16,8 +16,9 @@ from workbench.core.provider import ProviderConfig
 from workbench.core.tokens import fill_counts, get_counter
 from workbench.engine.memory import Memory
 from workbench.engine.model import Model
-from workbench.engine.preflight import DEFAULT_CONTEXT_WINDOW, OfflineProvider, preflight_session
+from workbench.engine.preflight import DEFAULT_CONTEXT_WINDOW, OfflineProvider
 from workbench.engine.providers import ProviderSettings
+from workbench.engine.turn import preflight_session
 from workbench.engine.workspace import Workspace
 from workbench.errors import UnreachableError
 

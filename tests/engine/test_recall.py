@@ -129,7 +129,7 @@ def test_long_term_memory_applies_the_policy(workspace: Workspace) -> None:
 def _session(workspace: Workspace, policy: dict[str, object]) -> Memory:
     agent = workspace.repo.create_agent("remembering", memory_policy=policy)
     info = workspace.repo.create_session("s", agent_id=agent.id)
-    return Memory.open(workspace.db, info.id)
+    return Memory.open(workspace, info.id)
 
 
 def test_conversation_capture_writes_each_successful_turn(workspace: Workspace) -> None:

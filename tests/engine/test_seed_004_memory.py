@@ -13,8 +13,9 @@ import pytest
 from workbench.core.policy import MemoryPolicy, resolve_namespace
 from workbench.engine.memory import Memory
 from workbench.engine.model import Model
-from workbench.engine.preflight import OfflineProvider, preflight_session
+from workbench.engine.preflight import OfflineProvider
 from workbench.engine.recall import LocalEntries, LongTermMemory
+from workbench.engine.turn import preflight_session
 from workbench.engine.workspace import Workspace
 from workbench.errors import RequestError
 
@@ -34,7 +35,7 @@ def test_the_seeds_own_example_write_then_preflight_hello(tmp_path: Path) -> Non
         ws.repo.update_agent(info.agent_id, instructions=(
             "Greet the user and use any remembered facts."), memory_policy={
             "scope": "session", "capture": "conversation", "max_entries": 5})
-        memory = Memory.open(ws.repo, info.id)
+        memory = Memory.open(ws, info.id)
         entry, created = memory.long_term().remember("User prefers the name Alex.")
         assert created and entry.session_id == info.id
         preview = preflight_session(ws, "conv-1", "hello")
@@ -53,7 +54,7 @@ def test_the_default_agent_has_session_memory_injected_into_instructions(
     """Issue 15.8: the default agent recalls the session's entries, 5 at most."""
     with Workspace.open(tmp_path / "default.db") as ws:
         info = ws.repo.create_session("Chat")
-        policy = Memory.open(ws.repo, info.id).policy()
+        policy = Memory.open(ws, info.id).policy()
         assert (policy.scope, policy.inject, policy.max_entries) == (
             "session", "instructions", 5)
 

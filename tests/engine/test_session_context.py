@@ -9,7 +9,6 @@ import pytest
 from workbench.core.conversation import Conversation, Message, Task, TokenUsage
 from workbench.core.provider import ProviderConfig
 from workbench.engine.chat import left_out_previews, preflight_turn
-from workbench.engine.preflight import preflight_session
 from workbench.engine.providers import ProviderSettings, build_provider
 from workbench.engine.session_context import (
     add_memory_entry,
@@ -20,6 +19,7 @@ from workbench.engine.session_context import (
     restore_memory_entry,
     update_context,
 )
+from workbench.engine.turn import preflight_session
 from workbench.engine.workspace import Workspace
 from workbench.errors import RequestError
 

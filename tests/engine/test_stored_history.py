@@ -23,8 +23,8 @@ from workbench.core.conversation import Message, MessageState
 from workbench.core.tokens import get_counter
 from workbench.engine.chat import newest_left_out
 from workbench.engine.memory import Memory
-from workbench.engine.preflight import preflight_session
 from workbench.engine.stored_history import StoredHistory
+from workbench.engine.turn import preflight_session
 from workbench.engine.workspace import Workspace
 from workbench.errors import ContextBudgetError
 
@@ -183,18 +183,18 @@ def test_a_long_session_is_read_only_as_far_as_the_request_reaches(
     steps = [("user" if i % 2 == 0 else "assistant", 8, ACTIVE, True, False)
              for i in range(3000)]
     sid = _store(workspace, steps)
-    with Memory.open(workspace.repo, sid) as memory:
-        history = memory.history()
-        assert isinstance(history, StoredHistory)
-        assert history.loaded() == 0 and len(memory) == 3000
-        result = assemble(
-            RequestParts(history=history, turn=[Message(role="user", content="Hi")]),
-            counter=get_counter(), budget=Budget(context_window=2000, reserved_output=100))
-        kept = len(result.history)
-        assert 0 < kept < 3000
-        assert history.loaded() < kept + 1000  # a page beyond what fits, not the session
-        (run,) = result.left_out_ranges()
-        assert (run.first_position, run.count, run.reason) == (0, 3000 - kept, REASON_BUDGET)
+    memory = Memory.open(workspace, sid)
+    history = memory.history()
+    assert isinstance(history, StoredHistory)
+    assert history.loaded() == 0 and len(memory) == 3000
+    result = assemble(
+        RequestParts(history=history, turn=[Message(role="user", content="Hi")]),
+        counter=get_counter(), budget=Budget(context_window=2000, reserved_output=100))
+    kept = len(result.history)
+    assert 0 < kept < 3000
+    assert history.loaded() < kept + 1000  # a page beyond what fits, not the session
+    (run,) = result.left_out_ranges()
+    assert (run.first_position, run.count, run.reason) == (0, 3000 - kept, REASON_BUDGET)
 
 
 def test_memory_opens_without_loading_and_still_reads_and_writes(
@@ -210,14 +210,14 @@ def test_memory_opens_without_loading_and_still_reads_and_writes(
         return original(*args, **kwargs)
 
     monkeypatch.setattr(workspace.repo, "list_messages", counting)
-    with Memory.open(workspace.repo, sid) as memory:
-        assert len(memory) == 2
-        assert [m.role for m in memory.last(1)] == ["assistant"]
-        # A tool result answering a call stored earlier is accepted without a full load.
-        call_id = memory.last(1)[0].tool_calls[0]["id"]
-        memory.append("tool", "found it", tool_call_id=call_id)
-        with pytest.raises(Exception, match="no assistant"):
-            memory.append("tool", "lost", tool_call_id="call_unknown")
-        assert loads == []
-        assert [m.role for m in memory.messages()] == ["user", "assistant", "tool"]
-        assert loads  # what needs every message still gets them all
+    memory = Memory.open(workspace, sid)
+    assert len(memory) == 2
+    assert [m.role for m in memory.last(1)] == ["assistant"]
+    # A tool result answering a call stored earlier is accepted without a full load.
+    call_id = memory.last(1)[0].tool_calls[0]["id"]
+    memory.append("tool", "found it", tool_call_id=call_id)
+    with pytest.raises(Exception, match="no assistant"):
+        memory.append("tool", "lost", tool_call_id="call_unknown")
+    assert loads == []
+    assert [m.role for m in memory.messages()] == ["user", "assistant", "tool"]
+    assert loads  # what needs every message still gets them all

@@ -18,8 +18,8 @@ def test_a_change_by_another_writer_is_reported_once(tmp_path: Path) -> None:
         watch = ChangeWatch(mine)
         assert watch.poll() is False  # nothing since the watch began
         before = session_mark(mine, info.id)
-        with Memory.open(theirs.repo, info.id) as memory:
-            memory.append("user", "written by the other process")
+        memory = Memory.open(theirs, info.id)
+        memory.append("user", "written by the other process")
         assert watch.poll() is True
         assert watch.poll() is False  # reported once
         after = session_mark(mine, info.id)
@@ -27,8 +27,8 @@ def test_a_change_by_another_writer_is_reported_once(tmp_path: Path) -> None:
         assert after.message_count == before.message_count + 1
 
         # Seen while the caller is busy: kept until it is quiet.
-        with Memory.open(theirs.repo, info.id) as memory:
-            memory.append("assistant", "and a reply")
+        memory = Memory.open(theirs, info.id)
+        memory.append("assistant", "and a reply")
         assert watch.poll(quiet=False) is False
         assert watch.poll() is True
     finally:

@@ -191,9 +191,9 @@ from workbench.engine.memory import Memory
 from workbench.engine.workspace import Workspace
 
 ws = Workspace.open(sys.argv[1])
-with Memory.open(ws.repo, int(sys.argv[2])) as memory:
-    for i in range(int(sys.argv[3])):
-        memory.append("user", f"from the other process {i}")
+memory = Memory.open(ws, int(sys.argv[2]))
+for i in range(int(sys.argv[3])):
+    memory.append("user", f"from the other process {i}")
 other = ws.repo.create_session("Made elsewhere")
 ws.close()
 """

@@ -14,8 +14,8 @@ from workbench.core.conversation import Message
 from workbench.core.provider import CancelToken, ChatRequest, TextDelta
 from workbench.errors import (
     AuthenticationError,
-    CancelledError,
     ContextTooLongError,
+    OperationCancelledError,
     ProviderError,
     ProviderTimeoutError,
     RateLimitError,
@@ -186,7 +186,7 @@ def test_real_wait_between_retries_is_cut_short_by_stop(server: ProtocolServer) 
     cancel.cancel()  # during the 50 s wait
     thread.join(LIVENESS_S)
     assert not thread.is_alive()
-    assert isinstance(outcome.get("error"), CancelledError)
+    assert isinstance(outcome.get("error"), OperationCancelledError)
     assert len(server.chat_requests()) == 1
 
 
@@ -372,7 +372,7 @@ def test_stop_mid_stream_closes_the_connection_and_keeps_what_arrived(
     cancel.cancel()
     thread.join(LIVENESS_S)
     assert not thread.is_alive()
-    assert isinstance(outcome.get("error"), CancelledError)
+    assert isinstance(outcome.get("error"), OperationCancelledError)
     assert received == server.reply_words[:2]
     # The server saw the client hang up while it was still stalling: the socket was closed.
     assert server.hung_up.wait(LIVENESS_S)
@@ -403,14 +403,14 @@ def test_stop_before_the_headers_arrive_ends_the_call(kind: str, server: Protoco
     cancel.cancel()
     thread.join(LIVENESS_S)
     assert not thread.is_alive()
-    assert isinstance(outcome.get("error"), CancelledError)
+    assert isinstance(outcome.get("error"), OperationCancelledError)
     assert server.hung_up.wait(LIVENESS_S)
 
 
 def test_a_cancelled_token_sends_nothing(server: ProtocolServer) -> None:
     cancel = CancelToken()
     cancel.cancel()
-    with pytest.raises(CancelledError):
+    with pytest.raises(OperationCancelledError):
         list(make("openai", server).stream(chat(), cancel))
     assert server.chat_requests() == []
 

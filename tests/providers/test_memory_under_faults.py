@@ -14,8 +14,8 @@ from workbench.engine.memory import Memory
 from workbench.engine.model import Model
 from workbench.errors import (
     AuthenticationError,
-    CancelledError,
     ContextTooLongError,
+    OperationCancelledError,
     ProviderError,
     ProviderTimeoutError,
     RateLimitError,
@@ -181,6 +181,6 @@ def test_stop_mid_stream_appends_nothing_or_the_marked_partial(
                                   ("assistant", "".join(server.reply_words[:2]))]
         assert memory.messages()[-1].metadata.get("stopped") is True
     else:
-        assert isinstance(outcome.get("error"), CancelledError)
+        assert isinstance(outcome.get("error"), OperationCancelledError)
         assert after == before and usage_after == usage_before
     assert server.hung_up.wait(20)

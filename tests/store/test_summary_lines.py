@@ -145,6 +145,7 @@ def test_a_database_from_0002_upgrades_with_no_lines_and_previews_alike(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from workbench.engine import compaction
+    from workbench.engine.workspace import Workspace
 
     assert MIGRATIONS[2].name == "0003_summary_lines"
     messages = [Message("user" if i % 2 == 0 else "assistant", f"Turn {i}: " + "word " * 30)
@@ -166,7 +167,8 @@ def test_a_database_from_0002_upgrades_with_no_lines_and_previews_alike(
         assert "0003_summary_lines" in [n for n, _ in db.applied_migrations()]
         assert {(r[1], r[2]) for r in _kept(db, info.id)} == {(None, None)}
         policy = compaction.CompactionPolicy(summary_chars=1000)
-        without = compaction.preview(db, info.id, policy=policy)
+        ws = Workspace(db)
+        without = compaction.preview(ws, info.id, policy=policy)
         # The lines written now (as the counting pass would) give the same preview.
         with db.write() as conn:
             stored = Repository(db).list_messages(info.id)
@@ -175,7 +177,7 @@ def test_a_database_from_0002_upgrades_with_no_lines_and_previews_alike(
                 [(b, t, m.id) for m, (b, t) in zip(stored, _expected(stored, COUNTER),
                                                    strict=True)],
             )
-        with_lines = compaction.preview(db, info.id, policy=policy)
+        with_lines = compaction.preview(ws, info.id, policy=policy)
         assert without.changed and without.folded_count == 30
         assert with_lines.to_json() | {"created_at": None} == without.to_json() | {
             "created_at": None

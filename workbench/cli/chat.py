@@ -17,7 +17,7 @@ from typing import Any
 
 from workbench.cli.common import open_workspace, positive_int, print_json
 from workbench.core.provider import CancelToken
-from workbench.errors import CancelledError, NotFoundError, WorkbenchError
+from workbench.errors import NotFoundError, OperationCancelledError, WorkbenchError
 
 EXIT_INTERRUPTED = 130
 EXIT_FAILED = 1
@@ -112,7 +112,7 @@ def _run(model: Any, args: argparse.Namespace) -> int:
         sys.stdout.flush()
     error = outcome.get("error")
     response = outcome.get("response")
-    if interrupted or isinstance(error, CancelledError) or (response and response.stopped):
+    if interrupted or isinstance(error, OperationCancelledError) or (response and response.stopped):
         if response is not None and response.stopped and response.appended:
             print("workbench: stopped; the partial reply was kept, marked as stopped.",
                   file=sys.stderr)

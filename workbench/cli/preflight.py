@@ -40,7 +40,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
-    from workbench.engine.preflight import preflight_session
+    from workbench.engine.turn import preflight_session
 
     with open_workspace(args) as ws:
         result = preflight_session(

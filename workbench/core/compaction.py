@@ -69,7 +69,7 @@ from workbench.core.summarizers import (
     message_line,
     shorten,
 )
-from workbench.errors import WorkbenchError
+from workbench.errors import CompactionError
 
 __all__ = [
     "APPEND",
@@ -89,7 +89,6 @@ __all__ = [
     "TRIGGER_NONE",
     "TRIGGER_RANGE",
     "TRIGGER_TOKENS",
-    "CompactionError",
     "CompactionPlan",
     "CompactionPolicy",
     "CompactionRecord",
@@ -128,10 +127,6 @@ REASON_OUTSIDE_RANGE = "outside the chosen range"
 
 # Swaps the planner's per-row flags: folded rows become kept rows and back.
 _INVERT = bytes.maketrans(b"\x00\x01", b"\x01\x00")
-
-
-class CompactionError(WorkbenchError):
-    """A compaction could not be planned, applied or undone; the session is unchanged."""
 
 
 # -- policy ----------------------------------------------------------------------------------

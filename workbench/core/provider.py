@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from workbench.core.conversation import Message
 from workbench.core.records import FieldsJson
-from workbench.errors import CancelledError
+from workbench.errors import OperationCancelledError
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ class CancelToken:
 
     def raise_if_cancelled(self) -> None:
         if self._event.is_set():
-            raise CancelledError("The request was stopped.")
+            raise OperationCancelledError("The request was stopped.")
 
 
 @runtime_checkable

@@ -170,7 +170,7 @@ def _find_packaged_file(name: str) -> _PackagedFile | None:
     return None
 
 
-class _CorruptVocabulary(ValueError):
+class _CorruptVocabulary(TokenizerError):
     """A vocabulary file whose bytes do not match the expected hash."""
 
 

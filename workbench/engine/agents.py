@@ -16,6 +16,8 @@ from workbench.core.conversation import Agent, MemoryEntry
 from workbench.core.policy import MemoryPolicy
 from workbench.engine.builtin_tools import builtin_tool_names
 from workbench.engine.recall import LongTermMemory, StoreEntries
+from workbench.engine.session_context import add_memory_entry, delete_memory_entry
+from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError, RequestError
 
 __all__ = [
@@ -30,7 +32,7 @@ __all__ = [
 _EDITABLE = ("instructions", "provider", "model", "memory_policy", "tools")
 
 
-def find_agent(ws: Any, ref: str | int | None) -> Agent:
+def find_agent(ws: Workspace, ref: str | int | None) -> Agent:
     """The agent named ``ref`` (or with that id); ``None``: the default agent."""
     if ref is None:
         return ws.repo.default_agent()
@@ -46,7 +48,7 @@ def find_agent(ws: Any, ref: str | int | None) -> Agent:
     raise NotFoundError(f"There is no agent {text!r}; the agents are: {names}.")
 
 
-def edit_agent(ws: Any, ref: str | int, **fields: Any) -> Agent:
+def edit_agent(ws: Workspace, ref: str | int, **fields: Any) -> Agent:
     """Change the fields given (``instructions``, ``provider``, ``model``,
     ``memory_policy`` merged into the stored one, ``tools``); bad values raise
     :class:`RequestError` and change nothing."""
@@ -74,7 +76,7 @@ def edit_agent(ws: Any, ref: str | int, **fields: Any) -> Agent:
     return ws.repo.update_agent(agent.id, **changes)
 
 
-def _session_policy(ws: Any, session_id: int) -> tuple[Agent, MemoryPolicy]:
+def _session_policy(ws: Workspace, session_id: int) -> tuple[Agent, MemoryPolicy]:
     info = ws.repo.get_session(session_id)
     agent = ws.repo.get_agent(info.agent_id)
     overrides = (info.overrides or {}).get("memory_policy")
@@ -82,7 +84,7 @@ def _session_policy(ws: Any, session_id: int) -> tuple[Agent, MemoryPolicy]:
 
 
 def write_memory(
-    ws: Any,
+    ws: Workspace,
     text: str,
     *,
     session_id: int | None = None,
@@ -97,8 +99,6 @@ def write_memory(
     if session_id is not None and agent is not None:
         raise RequestError("Write for a session or for an agent, not both.")
     if session_id is not None:
-        from workbench.engine.session_context import add_memory_entry
-
         return add_memory_entry(ws, session_id, text, namespace=namespace)
     owner = find_agent(ws, agent)
     policy = MemoryPolicy.from_dict(owner.memory_policy)
@@ -108,7 +108,7 @@ def write_memory(
 
 
 def list_memory(
-    ws: Any, *, session_id: int | None = None, agent: str | int | None = None
+    ws: Workspace, *, session_id: int | None = None, agent: str | int | None = None
 ) -> list[MemoryEntry]:
     """Entries, newest first: a session's own and its agent's, or one agent's, or all."""
     if session_id is not None:
@@ -121,7 +121,7 @@ def list_memory(
 
 
 def recall_memory(
-    ws: Any, query: str, *, session_id: int | None = None, agent: str | int | None = None
+    ws: Workspace, query: str, *, session_id: int | None = None, agent: str | int | None = None
 ) -> list[MemoryEntry]:
     """What a turn would recall for ``query``: in a session with its policy, else for
     an agent with its policy in ``agent`` scope."""
@@ -133,8 +133,6 @@ def recall_memory(
     return LongTermMemory(StoreEntries(ws.repo, owner.id), policy).recall(query)
 
 
-def forget_memory(ws: Any, entry_id: int) -> MemoryEntry:
+def forget_memory(ws: Workspace, entry_id: int) -> MemoryEntry:
     """Delete an entry; returns it as it was."""
-    from workbench.engine.session_context import delete_memory_entry
-
     return delete_memory_entry(ws, entry_id)

@@ -23,20 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workbench.core.assembly import LeftOut, LeftOutRange
 from workbench.core.conversation import Message
 from workbench.core.provider import CancelToken, Provider
 from workbench.core.tokens import get_counter
 from workbench.engine.model import Response, RunEvent
+from workbench.engine.preflight import Preflight
 from workbench.engine.providers import ProviderSettings, build_provider
-from workbench.engine.turn import prepare_turn
+from workbench.engine.turn import preflight_session, prepare_turn
 from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError
-
-if TYPE_CHECKING:
-    from workbench.engine.preflight import Preflight
+from workbench.providers.base import HttpProvider
 
 __all__ = [
     "GAUGE_PREFLIGHT_LIMIT",
@@ -81,7 +80,7 @@ def choose_provider(ws: Workspace, session_id: int | None = None) -> str | None:
         return None
 
 
-def _provider(ws: Workspace, name: str, model: str | None, **options: Any) -> Any:
+def _provider(ws: Workspace, name: str, model: str | None, **options: Any) -> HttpProvider:
     config = ProviderSettings(ws.db).get(name)
     if model and model != config.model:
         config = replace(config, model=model)
@@ -105,7 +104,7 @@ def stream_turn(
     The request is built from the session's memory with its agent's instructions and
     enabled built-in tools. With ``auto`` the prompt and the reply (and any tool
     messages) are appended when the turn succeeds; without it nothing is stored. A
-    cancelled turn raises :class:`~workbench.errors.CancelledError` (or, with
+    cancelled turn raises :class:`~workbench.errors.OperationCancelledError` (or, with
     ``keep_partial``, keeps the partial reply marked as stopped). ``client`` is a ready
     provider to use instead of building one from the config named ``provider`` (it is
     not closed here). Provider, model, tools and options are decided by
@@ -157,8 +156,6 @@ def context_gauge(
         if info.message_count > GAUGE_PREFLIGHT_LIMIT:
             tokens = info.token_count + (get_counter().count_text(prompt) if prompt else 0)
             return ContextGauge(tokens, window, estimated=True)
-        from workbench.engine.preflight import preflight_session
-
         result = preflight_session(ws, session_id, prompt, provider=client,
                                    context_window=window)
         # Without a provider the window preflight assumes is not the model's: say none.
@@ -203,10 +200,8 @@ def preflight_turn(
     has its secrets redacted. ``window`` (a context window learned earlier) spares
     asking the server again. Without ``provider`` the agent's configuration, else an
     offline stand-in, is assumed (see
-    :func:`~workbench.engine.preflight.preflight_session`).
+    :func:`~workbench.engine.turn.preflight_session`).
     """
-    from workbench.engine.preflight import preflight_session
-
     return preflight_session(ws, session_id, prompt, provider=provider, model=model,
                              context_window=window)
 

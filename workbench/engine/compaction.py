@@ -8,10 +8,12 @@ and auto-compaction before a send.
     result = apply(ws, plan, summary=edited_text)  # one transaction
     undo(ws, session_id)                           # the last compaction, exactly
 
-``target`` everywhere is a :class:`~workbench.engine.workspace.Workspace`, a
-:class:`~workbench.store.repository.Repository`, a :class:`~workbench.store.db.Database`
-or a store-backed :class:`~workbench.engine.memory.Memory` (which is refreshed after a
-change). ``session`` is a session id or anything ``Repository.find_session`` accepts.
+``ws`` everywhere is an open :class:`~workbench.engine.workspace.Workspace`, and
+``session`` a session id or anything :meth:`Workspace.find_session
+<workbench.engine.workspace.Workspace.find_session>` accepts. Auto-compaction
+(:func:`maybe_compact_before_send`) takes the store-backed
+:class:`~workbench.engine.memory.Memory` about to send instead: the store changes under
+its lock, and it is refreshed after.
 
 The policy of a session is its agent's ``memory_policy["compaction"]`` overridden by the
 session's ``overrides["compaction"]`` (see :class:`CompactionPolicy`). The request's
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from datetime import datetime
@@ -40,7 +43,6 @@ from workbench.core.compaction import (
     MODEL,
     REPLACE,
     SUMMARIZERS,
-    CompactionError,
     CompactionPlan,
     CompactionPolicy,
     CompactionRecord,
@@ -57,15 +59,21 @@ from workbench.core.message_table import MessageSelection
 from workbench.core.provider import ChatRequest, Provider
 from workbench.core.summarizers import CountedText, summary_lines
 from workbench.core.tokens import TokenCounter, get_counter
-from workbench.errors import ProviderError, WorkbenchError
+from workbench.engine.memory import Memory
+from workbench.engine.providers import ProviderSettings, build_provider
+from workbench.engine.workspace import Workspace
+from workbench.errors import (
+    CompactionError,
+    OperationCancelledError,
+    ProviderError,
+    WorkbenchError,
+)
 from workbench.store.compactions import apply_plan, list_compactions, load_table
 from workbench.store.compactions import undo_compaction as _undo_in_store
-from workbench.store.db import Database
 from workbench.store.repository import Repository
 
 __all__ = [
     "DEFAULT_PROMPT",
-    "CompactionError",
     "CompactionPlan",
     "CompactionPolicy",
     "CompactionResult",
@@ -95,36 +103,7 @@ DEFAULT_PROMPT = (
 _WINDOW_MARGIN = 0.8
 
 
-# -- resolving targets -------------------------------------------------------------------------
-
-
-def _resolve(target: Any) -> tuple[Repository | None, Any]:
-    """``(repository, memory or None)`` for any accepted target; no repository for an
-    in-memory ``Memory``."""
-    if isinstance(target, Repository):
-        return target, None
-    if isinstance(target, Database):
-        return Repository(target), None
-    repo = getattr(target, "repo", None)
-    if isinstance(repo, Repository):  # a Workspace
-        return repo, None
-    # A Memory: its store backing holds the repository (an in-memory one has none).
-    backing = getattr(target, "_backing", None)
-    repo = getattr(backing, "repo", None)
-    if isinstance(repo, Repository):
-        return repo, target
-    if backing is not None:
-        return None, target
-    raise WorkbenchError(
-        f"Compaction needs a workspace, repository, database or stored memory, not {target!r}."
-    )
-
-
-def _repository(target: Any) -> tuple[Repository, Any]:
-    repo, memory = _resolve(target)
-    if repo is None:
-        raise CompactionError("Only a stored session can be compacted; this memory is in memory.")
-    return repo, memory
+# -- sessions and policies ---------------------------------------------------------------------
 
 
 def _session(repo: Repository, session: int | str) -> SessionInfo:
@@ -133,15 +112,20 @@ def _session(repo: Repository, session: int | str) -> SessionInfo:
     return repo.find_session(session)
 
 
-def _refresh(memory: Any) -> None:
+def _locked(memory: Memory | None) -> AbstractContextManager[object]:
+    """The memory's lock, held while the store changes under it (nothing without one)."""
+    return memory.lock if memory is not None else nullcontext()
+
+
+def _refresh(memory: Memory | None) -> None:
     if memory is not None:
         memory.refresh()
 
 
-def policy_for(target: Any, session: int | str) -> CompactionPolicy:
+def policy_for(ws: Workspace, session: int | str) -> CompactionPolicy:
     """The session's compaction policy: its agent's ``memory_policy["compaction"]``
     overridden by the session's ``overrides["compaction"]``."""
-    repo, _ = _repository(target)
+    repo = ws.repo
     info = _session(repo, session)
     return _policy(repo.get_agent(info.agent_id), info)
 
@@ -368,7 +352,7 @@ class ModelSummarizer:
                         "left unchanged."
                     )
                 summary = text
-        except ProviderError as exc:
+        except (ProviderError, OperationCancelledError) as exc:
             raise CompactionError(
                 f"The model summarizer failed: {exc} The session was left unchanged."
             ) from exc
@@ -407,8 +391,6 @@ class _LazyModelSummarizer:
 def _configured_provider(
     repo: Repository, agent: Agent, name: str | None, model: str | None
 ) -> tuple[Provider, bool]:
-    from workbench.engine.providers import ProviderSettings, build_provider
-
     settings = ProviderSettings(repo.db)
     chosen = settings.choose(name, agent.provider)
     config = settings.get(chosen)
@@ -473,7 +455,7 @@ class CompactionResult:
 
 
 def preview(
-    target: Any,
+    ws: Workspace,
     session: int | str,
     *,
     keep: int | None = None,
@@ -495,18 +477,46 @@ def preview(
     configured as ``provider_name``, the policy's or the agent's. Raises
     :class:`CompactionError` when the model summarizer fails.
     """
-    repo, memory = _repository(target)
+    return _preview(
+        ws.repo,
+        None,
+        session,
+        keep=keep,
+        fold_range=fold_range,
+        summarizer=summarizer,
+        provider=provider,
+        provider_name=provider_name,
+        prompt=prompt,
+        policy=policy,
+        counter=counter,
+        now=now,
+        auto=auto,
+    )
+
+
+def _preview(
+    repo: Repository,
+    memory: Memory | None,
+    session: int | str,
+    *,
+    keep: int | None,
+    fold_range: tuple[int, int] | None,
+    summarizer: str | Summarizer | None,
+    provider: Provider | None,
+    provider_name: str | None,
+    prompt: str | None,
+    policy: CompactionPolicy | None,
+    counter: TokenCounter | None,
+    now: datetime | None,
+    auto: bool,
+) -> CompactionPlan:
     info = _session(repo, session)
     agent = repo.get_agent(info.agent_id)
     policy = policy or _policy(agent, info)
     counter = counter or get_counter(model=agent.model)
     instructions = agent.instructions or None
     with collector_paused():  # ten thousand rows and lines: see core.gcpause
-        if memory is not None:
-            with memory.lock:
-                messages = load_table(repo.db, info.id, counter.encoding_name)
-                context = repo.get_context(info.id)
-        else:
+        with _locked(memory):
             messages = load_table(repo.db, info.id, counter.encoding_name)
             context = repo.get_context(info.id)
         chosen = _summarizer(
@@ -543,7 +553,7 @@ def preview(
 
 
 def apply(
-    target: Any,
+    ws: Workspace,
     plan: CompactionPlan,
     *,
     summary: str | None = None,
@@ -554,17 +564,24 @@ def apply(
     A plan that changes nothing returns ``changed=False`` with the reason. A session that
     changed since the plan was made raises :class:`CompactionError` and is left as it is.
     """
-    repo, memory = _repository(target)
+    return _apply(ws.repo, None, plan, summary=summary, counter=counter)
+
+
+def _apply(
+    repo: Repository,
+    memory: Memory | None,
+    plan: CompactionPlan,
+    *,
+    summary: str | None = None,
+    counter: TokenCounter | None = None,
+) -> CompactionResult:
     if not plan.changed:
         return CompactionResult(False, plan, None, plan.reason or "Nothing to compact.")
     if plan.session_id is None:
         raise CompactionError("The plan is not for a stored session.")
     if summary is not None and summary != plan.summary:
         plan = _edited(repo, plan, summary, counter)
-    if memory is not None:
-        with memory.lock:
-            compaction_id = apply_plan(repo.db, plan)
-    else:
+    with _locked(memory):
         compaction_id = apply_plan(repo.db, plan)
     _refresh(memory)
     return CompactionResult(
@@ -591,33 +608,26 @@ def _edited(
     return edited.with_summary(summary, tokens)
 
 
-def compact(target: Any, session: int | str, **options: Any) -> CompactionResult:
+def compact(ws: Workspace, session: int | str, **options: Any) -> CompactionResult:
     """Preview and apply in one call (``options`` as for :func:`preview`)."""
-    plan = preview(target, session, **options)
-    return apply(target, plan, counter=options.get("counter"))
+    plan = preview(ws, session, **options)
+    return apply(ws, plan, counter=options.get("counter"))
 
 
-def undo(target: Any, session: int | str, compaction_id: int | None = None) -> CompactionRecord:
+def undo(ws: Workspace, session: int | str, compaction_id: int | None = None) -> CompactionRecord:
     """Undo the session's last compaction still applied (or ``compaction_id``, which
     must be that one): messages, summary, facts and tasks come back exactly. Repeated
     calls walk back through earlier compactions.
 
     Raises :class:`CompactionError` when there is none left or it was already undone.
     """
-    repo, memory = _repository(target)
-    info = _session(repo, session)
-    if memory is not None:
-        with memory.lock:
-            record = _undo_in_store(repo.db, info.id, compaction_id)
-    else:
-        record = _undo_in_store(repo.db, info.id, compaction_id)
-    _refresh(memory)
-    return record
+    repo = ws.repo
+    return _undo_in_store(repo.db, _session(repo, session).id, compaction_id)
 
 
-def history(target: Any, session: int | str) -> list[CompactionRecord]:
+def history(ws: Workspace, session: int | str) -> list[CompactionRecord]:
     """Every compaction of a session, oldest first (the timeline's markers)."""
-    repo, _ = _repository(target)
+    repo = ws.repo
     return list_compactions(repo.db, _session(repo, session).id)
 
 
@@ -625,28 +635,25 @@ def history(target: Any, session: int | str) -> list[CompactionRecord]:
 
 
 def maybe_compact_before_send(
-    target: Any,
-    session_id: int | None = None,
+    memory: Memory,
     *,
     provider: Provider | None = None,
     counter: TokenCounter | None = None,
     now: datetime | None = None,
 ) -> CompactionResult | None:
-    """Compact before a send when the session opted in and a trigger fires.
+    """Compact ``memory``'s session before a send when it opted in and a trigger fires.
 
-    ``target`` is a store-backed ``Memory`` (its session is used) or a workspace,
-    repository or database with ``session_id``. Returns ``None`` when auto-compaction is
-    off for the session (or the memory is not stored); otherwise a result whose
-    ``changed`` says whether it compacted. The model summarizer uses the policy's
-    provider, else ``provider`` (the one about to be sent to). A failure is not raised:
-    the send may go on, so the result carries the reason and nothing changed.
+    The store changes under the memory's lock and the memory is refreshed after.
+    Returns ``None`` when auto-compaction is off for the session (or the memory is not
+    stored); otherwise a result whose ``changed`` says whether it compacted. The model
+    summarizer uses the policy's provider, else ``provider`` (the one about to be sent
+    to). A failure is not raised: the send may go on, so the result carries the reason
+    and nothing changed.
     """
-    repo, memory = _resolve(target)
-    if repo is None:
+    repo = memory.repository
+    sid = memory.session_id
+    if repo is None or sid is None:
         return None
-    sid = session_id if session_id is not None else getattr(memory, "session_id", None)
-    if sid is None:
-        raise CompactionError("maybe_compact_before_send needs the session's id.")
     info = repo.get_session(sid)
     agent = repo.get_agent(info.agent_id)
     try:
@@ -658,10 +665,16 @@ def maybe_compact_before_send(
     if not policy.auto:
         return None
     try:
-        plan = preview(
-            target,
+        plan = _preview(
+            repo,
+            memory,
             sid,
+            keep=None,
+            fold_range=None,
+            summarizer=None,
             provider=provider if not policy.provider else None,
+            provider_name=None,
+            prompt=None,
             policy=policy,
             counter=counter,
             now=now,
@@ -671,7 +684,7 @@ def maybe_compact_before_send(
             # Not applied automatically: the send would carry as many tokens or more.
             return CompactionResult(False, plan, None, "Auto-compaction skipped: " + (
                 plan.warning or "it would not lower the request's tokens."))
-        result = apply(target, plan, counter=counter)
+        result = _apply(repo, memory, plan, counter=counter)
     except CompactionError as exc:
         log.warning("Auto-compaction of session %s did not run: %s", sid, exc)
         return CompactionResult(False, None, None, str(exc))

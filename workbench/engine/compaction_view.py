@@ -21,18 +21,17 @@ from typing import Any
 
 from workbench.core.compaction import (
     MODEL,
-    CompactionError,
     CompactionPlan,
     CompactionPolicy,
     CompactionRecord,
     SummaryDraft,
 )
-from workbench.core.conversation import Message
+from workbench.core.conversation import Agent, Message, SessionInfo
 from workbench.core.provider import CancelToken, ChatRequest, ChatResponse, Provider
 from workbench.engine import compaction
 from workbench.engine.providers import ProviderSettings, build_provider
 from workbench.engine.workspace import Workspace
-from workbench.errors import NotFoundError, WorkbenchError
+from workbench.errors import CompactionError, NotFoundError, WorkbenchError
 from workbench.providers.context import known_context_window
 from workbench.store.compactions import load_active
 
@@ -83,7 +82,9 @@ class PolicyView:
     default_prompt: str = compaction.DEFAULT_PROMPT
 
 
-def _agent_policy(ws: Workspace, session_id: int) -> tuple[Any, Any, CompactionPolicy]:
+def _agent_policy(
+    ws: Workspace, session_id: int
+) -> tuple[SessionInfo, Agent, CompactionPolicy]:
     info = ws.repo.get_session(session_id)
     agent = ws.repo.get_agent(info.agent_id)
     return info, agent, CompactionPolicy.from_dict((agent.memory_policy or {}).get("compaction"))
@@ -135,7 +136,9 @@ def _checked_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _write_overrides(ws: Workspace, info: Any, compaction_overrides: dict[str, Any]) -> None:
+def _write_overrides(
+    ws: Workspace, info: SessionInfo, compaction_overrides: dict[str, Any]
+) -> None:
     overrides = dict(info.overrides or {})
     if compaction_overrides:
         overrides["compaction"] = compaction_overrides
@@ -247,7 +250,7 @@ class _StoppableModelSummarizer:
             ) from exc
         try:
             summarizer = compaction.ModelSummarizer(
-                _StoppableProvider(provider, self._cancel),  # type: ignore[arg-type]
+                _StoppableProvider(provider, self._cancel),
                 prompt=self._policy.prompt,
             )
             return summarizer.summarize(folded, previous)
@@ -342,7 +345,7 @@ def redo_compaction(ws: Workspace, session_id: int,
     first = min(p for p in by_id.values() if p is not None)
     last = max(p for p in by_id.values() if p is not None)
     plan = compaction.preview(ws, session_id, fold_range=(first, last),
-                              summarizer=_RecordedSummary(record))  # type: ignore[arg-type]
+                              summarizer=_RecordedSummary(record))
     if sorted(plan.folded_ids) != sorted(wanted):
         raise CompactionError(
             f"Session {session_id} changed since compaction {record.id} (other messages "

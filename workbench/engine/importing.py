@@ -35,19 +35,17 @@ import queue
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from workbench.core.conversation import Conversation, ImportNote, SkippedEntry, utcnow
 from workbench.core.handoff import quick_handoff
 from workbench.core.tokens import TokenCounter, fill_counts, get_counter
+from workbench.engine.import_report import ImportReport, ProgressCallback
 from workbench.errors import WorkbenchError
 from workbench.store import bulk
 from workbench.store.repository import ImportOutcome, Repository
-
-if TYPE_CHECKING:
-    from workbench.engine.workspace import ImportReport, ProgressCallback
 
 # A batch (one transaction) grows up to these sizes while the reader is ahead of the
 # writer; when the writer has caught up, it writes what it has instead of waiting. Big
@@ -90,8 +88,6 @@ def import_conversations(
     the module docstring); else they are counted first (with ``counter``, by default
     the default encoding's).
     """
-    from workbench.engine.workspace import ImportReport
-
     report = ImportReport()
     if count_tokens:
         counter = counter or get_counter()

@@ -1,7 +1,7 @@
 """``Memory``: the ordered messages of one session as the model sees them (SPEC §2).
 
-``Memory(max_messages=None)`` keeps its messages in a list; ``Memory.open(db, session_id)``
-keeps them in the workbench database. Both behave the same, through one
+``Memory(max_messages=None)`` keeps its messages in a list; ``Memory.open(ws, session_id)``
+keeps them in the workbench database of the open workspace ``ws``. Both behave the same, through one
 :class:`MemoryBacking` protocol:
 
 * ``append`` / ``extend`` add messages (their token counts are cached at once);
@@ -34,8 +34,7 @@ from __future__ import annotations
 import copy
 import itertools
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from workbench.core.assembly import call_ids, tool_units
@@ -52,8 +51,8 @@ from workbench.core.policy import MemoryPolicy
 from workbench.core.tokens import TokenCounter, fill_counts, get_counter
 from workbench.engine.recall import EntryStore, LocalEntries, LongTermMemory, StoreEntries
 from workbench.engine.stored_history import StoredHistory
+from workbench.engine.workspace import Workspace
 from workbench.errors import RequestError
-from workbench.store.db import Database
 from workbench.store.repository import Repository
 
 __all__ = ["InMemoryBacking", "Memory", "MemoryBacking", "StoreBacking", "copy_message"]
@@ -288,7 +287,6 @@ class Memory:
         self._backing: MemoryBacking = backing or InMemoryBacking()
         self._counter = counter
         self._policy = policy
-        self._owned_db: Database | None = None
         stored_policy = self._backing.policy()
         if max_messages is None:
             source = policy or stored_policy
@@ -308,56 +306,24 @@ class Memory:
     @classmethod
     def open(
         cls,
-        db: Database | Repository | Any,
+        ws: Workspace,
         session_id: int,
         *,
         max_messages: int | None = None,
         counter: TokenCounter | None = None,
         policy: MemoryPolicy | None = None,
     ) -> Memory:
-        """The memory of a stored session.
+        """The memory of a session stored in the open workspace ``ws``.
 
-        ``db`` is a :class:`~workbench.store.db.Database`, a repository, a workspace or
-        the path of a database file (opened here and closed by :meth:`close`). Without
-        ``max_messages`` the window is the session's policy's ``max_messages``.
+        Without ``max_messages`` the window is the session's policy's ``max_messages``.
+        The memory uses the workspace's database and never closes it.
         """
-        owned: Database | None = None
-        if isinstance(db, Repository):
-            repo = db
-        elif isinstance(db, Database):
-            repo = Repository(db)
-        elif isinstance(db, str | Path):
-            owned = Database.open(db)
-            repo = Repository(owned)
-        elif isinstance(getattr(db, "repo", None), Repository):
-            repo = db.repo
-        else:
-            raise RequestError(f"Memory.open needs a database, repository or path, not {db!r}.")
-        try:
-            memory = cls(
-                max_messages,
-                counter=counter,
-                policy=policy,
-                backing=StoreBacking(repo, session_id),
-            )
-        except BaseException:
-            if owned is not None:
-                owned.close()
-            raise
-        memory._owned_db = owned
-        return memory
-
-    def close(self) -> None:
-        """Close the database this memory opened itself (nothing otherwise)."""
-        if self._owned_db is not None:
-            self._owned_db.close()
-            self._owned_db = None
-
-    def __enter__(self) -> Memory:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return cls(
+            max_messages,
+            counter=counter,
+            policy=policy,
+            backing=StoreBacking(ws.repo, session_id),
+        )
 
     # -- properties ---------------------------------------------------------------------
 
@@ -392,6 +358,14 @@ class Memory:
             return stored
         return MemoryPolicy(max_messages=self._max_messages)
 
+    @property
+    def repository(self) -> Repository | None:
+        """The repository a stored session's memory reads and writes (``None`` in
+        memory): compaction writes through it under :attr:`lock`, then calls
+        :meth:`refresh`."""
+        backing = self._backing
+        return backing.repo if isinstance(backing, StoreBacking) else None
+
     def agent(self) -> Agent | None:
         """The stored session's agent (``None`` in memory)."""
         return self._backing.agent()
@@ -406,10 +380,16 @@ class Memory:
 
     def _reload(self) -> None:
         self._stamp = self._backing.stamp()
-        if callable(getattr(self._backing, "history", None)):
+        if isinstance(self._backing, StoreBacking):
             self._active = None  # read when an operation needs every message
         else:
             self._active = self._backing.load()
+
+    def _stored(self) -> StoreBacking:
+        """The store backing: what a memory whose messages are not loaded has."""
+        if not isinstance(self._backing, StoreBacking):
+            raise AssertionError("only a store-backed memory reads without loading")
+        return self._backing
 
     def _loaded(self) -> list[Message]:
         """The active messages, loading (and caching) them if not done yet."""
@@ -500,7 +480,7 @@ class Memory:
                 asked.append(msg.tool_call_id)
         if not asked:
             return set()
-        return self._backing.open_calls(asked)  # type: ignore[attr-defined, no-any-return]
+        return self._stored().open_calls(asked)
 
     def _validate(self, batch: Sequence[Message]) -> None:
         open_calls = self._open_calls(batch)
@@ -604,6 +584,22 @@ class Memory:
             self._stamp = self._backing.stamp()
             return [copy_message(m) for m in evicted]
 
+    def evict(self, ids: Collection[int], *, state: str = EVICTED) -> list[Message]:
+        """Evict the active messages with these ids (they stay stored, as ``evicted``).
+
+        ``state`` is the state the messages show afterwards here (``folded`` for
+        messages a caller folded into the summary). Returns copies of them, in order.
+        """
+        with self._lock:
+            self._sync()
+            wanted = set(ids)
+            active = self._loaded()
+            leaving = self._evict_indices([i for i, m in enumerate(active) if m.id in wanted])
+            for message in leaving:
+                message.state = state
+            self._stamp = self._backing.stamp()
+            return [copy_message(m) for m in leaving]
+
     # -- reading -----------------------------------------------------------------------------
 
     def messages(self) -> list[Message]:
@@ -633,14 +629,14 @@ class Memory:
         with self._lock:
             self._sync()
             if self._active is None:
-                return self._backing.history()  # type: ignore[attr-defined, no-any-return]
+                return self._stored().history()
             return list(self._active)
 
     def __len__(self) -> int:
         with self._lock:
             self._sync()
             if self._active is None:
-                return self._backing.count()  # type: ignore[attr-defined, no-any-return]
+                return self._stored().count()
             return len(self._active)
 
     def __iter__(self) -> Iterator[Message]:
@@ -658,7 +654,7 @@ class Memory:
         with self._lock:
             self._sync()
             if self._active is None:
-                history = self._backing.history()  # type: ignore[attr-defined]
+                history = self._stored().history()
                 return [copy_message(m) for m in history[max(0, len(history) - n):]]
             return [copy_message(m) for m in self._active[-n:]]
 

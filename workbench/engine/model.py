@@ -76,10 +76,16 @@ from workbench.core.provider import (
 from workbench.core.schema import check_schema, parse_json_reply, validate
 from workbench.core.tokens import TokenCounter, get_counter
 from workbench.core.tools import Tool, as_tools, tool_result_text
+from workbench.engine.compaction import maybe_compact_before_send
 from workbench.engine.memory import Memory, copy_message
 from workbench.engine.preflight import Preflight, provider_note
 from workbench.engine.recall import LongTermMemory
-from workbench.errors import CancelledError, RequestError, WorkbenchError
+from workbench.errors import (
+    OperationCancelledError,
+    RequestError,
+    StructuredOutputError,
+    WorkbenchError,
+)
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -87,9 +93,9 @@ __all__ = [
     "RETRY_PROMPT",
     "Model",
     "Response",
+    "ResponseSchema",
     "Run",
     "RunEvent",
-    "StructuredOutputError",
     "StructuredResponse",
     "ToolFinished",
     "ToolStarted",
@@ -109,18 +115,6 @@ RETRY_PROMPT = (
 )
 
 log = logging.getLogger(__name__)
-
-
-class StructuredOutputError(WorkbenchError):
-    """Every attempt of ``execute_with_schema`` failed validation; memory is unchanged.
-
-    ``errors`` holds the validation error of each attempt and ``replies`` their texts.
-    """
-
-    def __init__(self, message: str, *, errors: list[str], replies: list[str]):
-        super().__init__(message)
-        self.errors = errors
-        self.replies = replies
 
 
 # -- run events ---------------------------------------------------------------------------
@@ -189,7 +183,7 @@ class Run:
     """A turn in progress: iterate over its events; ``response`` is set at the end.
 
     ``cancel()`` stops it (from any thread); the iteration then raises
-    :class:`~workbench.errors.CancelledError`, unless the partial reply was to be kept.
+    :class:`~workbench.errors.OperationCancelledError`, unless the partial reply was to be kept.
     """
 
     def __init__(self, events: Generator[RunEvent, None, Response], cancel: CancelToken):
@@ -320,8 +314,8 @@ def _normal_calls(calls: Sequence[dict[str, Any]], step: int) -> list[dict[str, 
     return out
 
 
-class _ToolTimeout(Exception):
-    pass
+class _ToolTimeout(WorkbenchError):
+    """A tool did not finish within its time limit (the model is told so)."""
 
 
 def _call_with_timeout(
@@ -360,16 +354,21 @@ def _call_with_timeout(
         if done.wait(wait):
             break
         if cancel is not None and cancel.cancelled:
-            raise CancelledError("The request was stopped while a tool was running.")
+            raise OperationCancelledError("The request was stopped while a tool was running.")
     if "error" in box:
         raise box["error"]
     return box.get("value")
 
 
+ResponseSchema = type[Any] | dict[str, Any]
+"""What ``execute_with_schema`` and ``preflight`` take: a pydantic model class (anything
+with ``model_json_schema``) or a JSON schema object."""
+
+
 class _Schema:
     """A pydantic model or a JSON schema, and how to check a reply against it."""
 
-    def __init__(self, schema: Any):
+    def __init__(self, schema: ResponseSchema):
         self.model: Any = None
         make_schema = getattr(schema, "model_json_schema", None)
         if isinstance(schema, type) and callable(make_schema):
@@ -563,8 +562,6 @@ class Model:
         memory = self.active_memory
         if memory is None or memory.session_id is None:
             return None, ""
-        from workbench.engine.compaction import maybe_compact_before_send
-
         result = maybe_compact_before_send(memory, provider=self.provider)
         if result is None:
             return None, ""
@@ -665,7 +662,7 @@ class Model:
 
     # -- preflight ------------------------------------------------------------------------
 
-    def preflight(self, prompt: str, *, schema: Any = None) -> Preflight:
+    def preflight(self, prompt: str, *, schema: ResponseSchema | None = None) -> Preflight:
         """The request ``execute(prompt)`` would send first, without sending it."""
         response_schema = _Schema(schema).json_schema if schema is not None else None
         plan = self._plan(prompt)
@@ -712,7 +709,7 @@ class Model:
             for event in _response_events(reply):
                 yield event
             return reply
-        except CancelledError:
+        except OperationCancelledError:
             partial = fold.response()
             if keep_partial and partial.text:
                 partial.stopped = True
@@ -745,7 +742,7 @@ class Model:
         timeout = found.timeout if found.timeout is not None else self.tool_timeout
         try:
             value = _call_with_timeout(found.function, arguments, timeout, cancel, name)
-        except CancelledError:
+        except OperationCancelledError:
             raise
         except _ToolTimeout:
             error = f"the tool {name!r} did not finish within {timeout:g} seconds"
@@ -932,7 +929,7 @@ class Model:
     def execute_with_schema(
         self,
         prompt: str,
-        schema: Any,
+        schema: ResponseSchema,
         retries: int = 2,
         *,
         on_event: Callable[[RunEvent], None] | None = None,

@@ -7,10 +7,11 @@ provider's description of the HTTP request with secrets redacted, the tokens of 
 (system, memory, summary, history, prompt, total), the budget arithmetic, and the history
 messages left out with the reason for each.
 
-:func:`preflight_session` does it for a stored session, the way ``workbench preflight``
-does, through :func:`~workbench.engine.turn.prepare_turn`, the function chat uses: the
-same provider (the one named, else the agent's, else the only one configured), model,
-tools, ``max_tokens`` and streaming choice. When no provider can be used, an
+:func:`~workbench.engine.turn.preflight_session` does it for a stored session, the way
+``workbench preflight`` does, through :func:`~workbench.engine.turn.prepare_turn`, the
+function chat uses: the same provider (the one named, else the agent's, else the only
+one configured), model, tools, ``max_tokens`` and streaming choice. When no provider can
+be used, an
 :class:`OfflineProvider` stands in: it builds an OpenAI chat completions body for the
 agent's model (``gpt-4o-mini`` when the agent names none) and assumes a context window of
 128,000 tokens; the preflight says so in :attr:`Preflight.provider`.
@@ -46,7 +47,6 @@ __all__ = [
     "OfflineProvider",
     "Preflight",
     "openai_chat_payload",
-    "preflight_session",
     "provider_note",
 ]
 
@@ -213,41 +213,3 @@ class Preflight:
             "recalled": [{"id": e.id, "content": e.content} for e in self.recalled],
         }
 
-
-def preflight_session(
-    ws: Any,
-    session: str | int,
-    prompt: str,
-    *,
-    provider: Provider | str | None = None,
-    model: str | None = None,
-    max_tokens: int | None = None,
-    stream: bool = True,
-    context_window: int | None = None,
-) -> Preflight:
-    """Preflight ``prompt`` in a stored session exactly as a chat turn would send it.
-
-    ``ws`` is an open :class:`~workbench.engine.workspace.Workspace`. ``provider`` is a
-    provider config's name or a ready client; ``model``, ``max_tokens``, ``stream`` and
-    ``context_window`` are the chat's. The turn is set up by
-    :func:`~workbench.engine.turn.prepare_turn`, the function chat uses; without any
-    usable provider :class:`OfflineProvider` is assumed and the result says so.
-    """
-    from workbench.engine.turn import prepare_turn
-
-    name = provider if isinstance(provider, str) else None
-    client = None if isinstance(provider, str) else provider
-    with prepare_turn(
-        ws,
-        session,
-        provider=name,
-        model=model,
-        max_tokens=max_tokens,
-        stream=stream,
-        context_window=context_window,
-        client=client,
-        for_preflight=True,
-    ) as setup:
-        result = setup.model.preflight(prompt)
-        result.provider = provider_note(setup.client, assumed=setup.assumed, why=setup.note)
-    return result

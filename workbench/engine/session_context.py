@@ -28,7 +28,8 @@ from typing import Any
 from workbench.core.compaction import dedupe_facts
 from workbench.core.conversation import MemoryEntry, SessionContext, Task, utcnow
 from workbench.core.policy import MemoryPolicy
-from workbench.errors import RequestError, WorkbenchError
+from workbench.engine.workspace import Workspace
+from workbench.errors import NotFoundError, RequestError, WorkbenchError
 
 __all__ = [
     "EDITABLE_FIELDS",
@@ -80,15 +81,13 @@ class ContextChange:
         return self.before.to_json() != self.after.to_json()
 
 
-def load_context(ws: Any, session: str | int, *, create: bool = False) -> SessionContext:
+def load_context(ws: Workspace, session: str | int, *, create: bool = False) -> SessionContext:
     """The context of ``session`` (an id, source id or title).
 
     A missing session raises :class:`~workbench.errors.NotFoundError`, unless ``create``
     is true: then a session titled ``session`` is created and its (empty) context
     returned, as seed 002's ``load`` "creates new if not exists".
     """
-    from workbench.errors import NotFoundError
-
     try:
         info = ws.repo.find_session(session)
     except NotFoundError:
@@ -104,7 +103,7 @@ def _namespace_name(policy: MemoryPolicy) -> str:
     return policy.namespace if isinstance(policy.namespace, str) else "default"
 
 
-def _policy(ws: Any, session_id: int) -> MemoryPolicy:
+def _policy(ws: Workspace, session_id: int) -> MemoryPolicy:
     info = ws.repo.get_session(session_id)
     agent = ws.repo.get_agent(info.agent_id)
     overrides = info.overrides.get("memory_policy") if info.overrides else None
@@ -114,7 +113,7 @@ def _policy(ws: Any, session_id: int) -> MemoryPolicy:
         return MemoryPolicy()
 
 
-def memory_entries_for(ws: Any, session_id: int) -> list[MemoryEntry]:
+def memory_entries_for(ws: Workspace, session_id: int) -> list[MemoryEntry]:
     """The entries recall may use in a session: its agent's ``agent``-scope entries and
     the ``session``-scope entries of this session, newest first."""
     repo = ws.repo
@@ -127,7 +126,7 @@ def memory_entries_for(ws: Any, session_id: int) -> list[MemoryEntry]:
     return entries
 
 
-def read_session_context(ws: Any, session_id: int) -> ContextOverview:
+def read_session_context(ws: Workspace, session_id: int) -> ContextOverview:
     """The session's context, its local token count and its agent's memory entries.
 
     ``ws`` is an open :class:`~workbench.engine.workspace.Workspace`; an unknown
@@ -178,7 +177,7 @@ def _check_fields(fields: dict[str, Any]) -> None:
             raise RequestError(f"The context's {name} must be a JSON object.")
 
 
-def update_context(ws: Any, session_id: int, **fields: Any) -> ContextChange:
+def update_context(ws: Workspace, session_id: int, **fields: Any) -> ContextChange:
     """Replace the given fields of a session's context; the others stay as stored.
 
     Fields: ``facts`` (list of str), ``summary`` (str), ``tasks`` (list of
@@ -196,7 +195,7 @@ def update_context(ws: Any, session_id: int, **fields: Any) -> ContextChange:
     return ContextChange(session_id, before, repo.get_context(session_id))
 
 
-def dedupe_session_facts(ws: Any, session_id: int) -> ContextChange:
+def dedupe_session_facts(ws: Workspace, session_id: int) -> ContextChange:
     """Drop repeated (and empty) facts: the first spelling of each stays, in order."""
     repo = ws.repo
     before = repo.get_context(session_id)
@@ -209,7 +208,7 @@ def dedupe_session_facts(ws: Any, session_id: int) -> ContextChange:
 
 
 def add_memory_entry(
-    ws: Any,
+    ws: Workspace,
     session_id: int,
     content: str,
     *,
@@ -242,14 +241,14 @@ def add_memory_entry(
     )
 
 
-def delete_memory_entry(ws: Any, entry_id: int) -> MemoryEntry:
+def delete_memory_entry(ws: Workspace, entry_id: int) -> MemoryEntry:
     """Delete a memory entry; returns it as it was (for :func:`restore_memory_entry`)."""
     entry = ws.repo.get_memory_entry(entry_id)
     ws.repo.delete_memory_entry(entry_id)
     return entry
 
 
-def restore_memory_entry(ws: Any, entry: MemoryEntry) -> MemoryEntry:
+def restore_memory_entry(ws: Workspace, entry: MemoryEntry) -> MemoryEntry:
     """Store a deleted entry again (same agent, scope, namespace, session, text and
     metadata; it gets a new id)."""
     restored, _new = ws.repo.add_memory_entry(

@@ -17,7 +17,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
-from workbench.core.assembly import Shape, prefix_reasons
+from workbench.core.assembly import Shape, call_ids, prefix_reasons
 from workbench.core.conversation import Message, MessageState
 from workbench.store.repository import Repository
 
@@ -172,8 +172,6 @@ class StoredHistory(Sequence[Message]):
 
 
 def _shape(msg: Message) -> Shape:
-    from workbench.core.assembly import call_ids
-
     ids = call_ids(msg) if msg.role == "assistant" and msg.tool_calls else []
     return (msg.id, msg.position, msg.role, msg.tool_call_id, ids)
 

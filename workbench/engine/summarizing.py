@@ -89,15 +89,11 @@ class SummarizingMemory:
             if not plan.folded_ids:
                 return []
             self.last_plan = plan
-            folding = set(plan.folded_ids)
-            indices = [i for i, m in enumerate(active) if m.id in folding]
-            folded = memory._evict_indices(indices)  # noqa: SLF001 - same package
-            for message in folded:
-                message.state = MessageState.FOLDED.value
+            folded = memory.evict(plan.folded_ids, state=MessageState.FOLDED.value)
 
             def change(ctx: SessionContext) -> None:
                 after = plan.context_after(ctx)
                 ctx.summary, ctx.facts, ctx.tasks = after.summary, after.facts, after.tasks
 
             memory.update_context(change)
-            return [m.copy() for m in folded]
+            return folded

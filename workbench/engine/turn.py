@@ -26,23 +26,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from workbench.core.conversation import Agent, SessionInfo
 from workbench.core.provider import Provider
 from workbench.engine.builtin_tools import tools_for_agent
 from workbench.engine.memory import Memory
 from workbench.engine.model import Model
+from workbench.engine.preflight import (
+    DEFAULT_CONTEXT_WINDOW,
+    OfflineProvider,
+    Preflight,
+    provider_note,
+)
 from workbench.engine.providers import ProviderSettings, build_provider
+from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError, WorkbenchError
+from workbench.providers.http import RetryNotice
 
-__all__ = ["TurnSetup", "prepare_turn"]
+__all__ = ["TurnSetup", "preflight_session", "prepare_turn"]
 
 
 @dataclass
 class TurnSetup:
     """A turn ready to run or to preflight: close it when done (closes the client it
-    built, never one it was given, and the memory)."""
+    built, never one it was given)."""
 
     info: SessionInfo
     agent: Agent
@@ -55,12 +62,11 @@ class TurnSetup:
     owned: bool = True
 
     def close(self) -> None:
-        """Close the client this setup built and the session's memory."""
+        """Close the client this setup built."""
         if self.owned:
             close = getattr(self.client, "close", None)
             if callable(close):
                 close()
-        self.memory.close()
 
     def __enter__(self) -> TurnSetup:
         return self
@@ -78,7 +84,7 @@ def _model_for(agent: Agent, name: str, explicit: str | None) -> str | None:
 
 
 def prepare_turn(
-    ws: Any,
+    ws: Workspace,
     session: str | int,
     *,
     provider: str | None = None,
@@ -89,66 +95,59 @@ def prepare_turn(
     auto: bool | None = True,
     client: Provider | None = None,
     for_preflight: bool = False,
-    on_retry: Callable[[Any], None] | None = None,
+    on_retry: Callable[[RetryNotice], None] | None = None,
 ) -> TurnSetup:
     """Decide provider, model, tools, limits and options of a turn in ``session``.
 
-    ``ws`` is an open :class:`~workbench.engine.workspace.Workspace`; ``session`` an id,
-    source id or title. ``client`` is a ready provider to use as it is (not closed
-    here). ``for_preflight`` builds the client without its key and, when no provider
-    can be used, assumes the offline stand-in instead of failing. The returned model
-    has the session's memory attached (``auto`` as in
+    ``session`` is an id, source id or title. ``client`` is a ready provider to use as
+    it is (not closed here). ``for_preflight`` builds the client without its key and,
+    when no provider can be used, assumes the offline stand-in instead of failing. The
+    returned model has the session's memory attached (``auto`` as in
     :meth:`~workbench.engine.model.Model.with_memory`).
     """
-    from workbench.engine.preflight import DEFAULT_CONTEXT_WINDOW, OfflineProvider
-
     info = ws.repo.find_session(session)
-    memory = Memory.open(ws.repo, info.id)
-    try:
-        agent = memory.agent() or ws.repo.default_agent()
-        name: str | None = None
-        assumed = False
-        note = ""
-        owned = client is None
-        active: Provider | None = client
+    memory = Memory.open(ws, info.id)
+    agent = memory.agent() or ws.repo.default_agent()
+    name: str | None = None
+    assumed = False
+    note = ""
+    owned = client is None
+    active: Provider | None = client
+    if active is None:
+        settings = ProviderSettings(ws.db)
+        try:
+            name = settings.choose(provider, agent.provider)
+            config = settings.get(name)
+            chosen_model = _model_for(agent, name, model)
+            if chosen_model and chosen_model != config.model:
+                config = replace(config, model=chosen_model)
+            active = build_provider(config, on_retry=on_retry, without_key=for_preflight)
+        except WorkbenchError as exc:
+            if not for_preflight or provider:
+                raise
+            name = None
+            note = (
+                "the agent has no provider configured"
+                if isinstance(exc, NotFoundError) and not agent.provider
+                else f"no provider can be used ({exc})"
+            )
         if active is None:
-            settings = ProviderSettings(ws.db)
-            try:
-                name = settings.choose(provider, agent.provider)
-                config = settings.get(name)
-                chosen_model = _model_for(agent, name, model)
-                if chosen_model and chosen_model != config.model:
-                    config = replace(config, model=chosen_model)
-                active = build_provider(config, on_retry=on_retry, without_key=for_preflight)
-            except WorkbenchError as exc:
-                if not for_preflight or provider:
-                    raise
-                name = None
-                note = (
-                    "the agent has no provider configured"
-                    if isinstance(exc, NotFoundError) and not agent.provider
-                    else f"no provider can be used ({exc})"
-                )
-            if active is None:
-                active = OfflineProvider(model or agent.model)
-                assumed = True
-                note = (
-                    f"{note}; assumed an OpenAI-compatible provider for model "
-                    f"{active.model!r} with a context window of {DEFAULT_CONTEXT_WINDOW} "
-                    "tokens"
-                )
-        tools = tools_for_agent(agent, ws.repo, session_id=info.id, policy=memory.policy())
-        built = Model(
-            active,
-            instructions=agent.instructions or None,
-            tools=tools,
-            max_tokens=max_tokens,
-            stream=stream,
-            context_window=context_window,
-        ).with_memory(memory, auto=auto)
-    except BaseException:
-        memory.close()
-        raise
+            active = OfflineProvider(model or agent.model)
+            assumed = True
+            note = (
+                f"{note}; assumed an OpenAI-compatible provider for model "
+                f"{active.model!r} with a context window of {DEFAULT_CONTEXT_WINDOW} "
+                "tokens"
+            )
+    tools = tools_for_agent(agent, ws.repo, session_id=info.id, policy=memory.policy())
+    built = Model(
+        active,
+        instructions=agent.instructions or None,
+        tools=tools,
+        max_tokens=max_tokens,
+        stream=stream,
+        context_window=context_window,
+    ).with_memory(memory, auto=auto)
     return TurnSetup(
         info=info,
         agent=agent,
@@ -160,3 +159,39 @@ def prepare_turn(
         note=note,
         owned=owned,
     )
+
+
+def preflight_session(
+    ws: Workspace,
+    session: str | int,
+    prompt: str,
+    *,
+    provider: Provider | str | None = None,
+    model: str | None = None,
+    max_tokens: int | None = None,
+    stream: bool = True,
+    context_window: int | None = None,
+) -> Preflight:
+    """Preflight ``prompt`` in a stored session exactly as a chat turn would send it.
+
+    ``provider`` is a provider config's name or a ready client; ``model``,
+    ``max_tokens``, ``stream`` and ``context_window`` are the chat's. The turn is set up
+    by :func:`prepare_turn`, the function chat uses; without any usable provider
+    :class:`~workbench.engine.preflight.OfflineProvider` is assumed and the result says so.
+    """
+    name = provider if isinstance(provider, str) else None
+    client = None if isinstance(provider, str) else provider
+    with prepare_turn(
+        ws,
+        session,
+        provider=name,
+        model=model,
+        max_tokens=max_tokens,
+        stream=stream,
+        context_window=context_window,
+        client=client,
+        for_preflight=True,
+    ) as setup:
+        result = setup.model.preflight(prompt)
+        result.provider = provider_note(setup.client, assumed=setup.assumed, why=setup.note)
+    return result

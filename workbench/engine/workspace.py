@@ -9,26 +9,25 @@ Use cases that join layers live here or in the modules this one calls: importing
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.core.conversation import (
     Agent,
     Conversation,
-    ImportNote,
     Message,
     SearchHit,
     SessionContext,
     SessionInfo,
-    SkippedEntry,
 )
 from workbench.engine.editing import Editing, SessionTrash
+from workbench.engine.import_report import ImportReport, ProgressCallback
+from workbench.engine.importing import count_missing_tokens, import_conversations
 from workbench.engine.resources import sample_session_path
 from workbench.errors import WorkbenchError
 from workbench.store.db import Database
-from workbench.store.repository import ImportOutcome, Repository
+from workbench.store.repository import Repository
 from workbench.store.search import KINDS as SEARCH_KINDS
 from workbench.store.search import SearchQuery, search
 
@@ -54,72 +53,6 @@ def export_format_names() -> list[str]:
     return [e.name for e in exporters()]
 
 
-@dataclass
-class ImportReport:
-    """What an import did: sessions stored (or found already stored) and entries skipped.
-
-    ``sessions`` holds every session the import met, with True for those it created;
-    ``updated`` those it changed (new turns appended, or replaced with ``replace``);
-    ``reused_ids`` the created sessions whose source id a different stored
-    conversation already has. The others of ``sessions`` were stored before, unchanged.
-    """
-
-    sessions: list[tuple[SessionInfo, bool]] = field(default_factory=list)  # (info, created)
-    skipped: list[SkippedEntry] = field(default_factory=list)
-    notes: list[ImportNote] = field(default_factory=list)
-    """Entries imported with something changed (a replaced character), and what."""
-    cancelled: bool = False
-    updated: list[SessionInfo] = field(default_factory=list)
-    reused_ids: list[SessionInfo] = field(default_factory=list)
-    _updated_ids: set[int] = field(default_factory=set, repr=False, compare=False)
-
-    def add(self, outcome: ImportOutcome) -> None:
-        """Count one conversation the store took."""
-        self.sessions.append((outcome.session, outcome.created))
-        if outcome.status == "updated":
-            self.updated.append(outcome.session)
-            self._updated_ids.add(id(outcome.session))
-        if outcome.reused_id:
-            self.reused_ids.append(outcome.session)
-
-    def status_of(self, session: SessionInfo, created: bool) -> str:
-        """``"created"``, ``"updated"`` or ``"unchanged"`` for one of ``sessions``."""
-        if created:
-            return "created"
-        if len(self._updated_ids) != len(self.updated):  # ``updated`` filled by hand
-            self._updated_ids = {id(s) for s in self.updated}
-        return "updated" if id(session) in self._updated_ids else "unchanged"
-
-    def counts(self) -> dict[str, int]:
-        """How many sessions were created, updated, left unchanged; entries skipped."""
-        statuses = [self.status_of(s, c) for s, c in self.sessions]
-        return {
-            "created": statuses.count("created"),
-            "updated": statuses.count("updated"),
-            "unchanged": statuses.count("unchanged"),
-            "skipped": len(self.skipped),
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        reused = {id(s) for s in self.reused_ids}
-        return {
-            "sessions": [
-                {
-                    "id": s.id,
-                    "title": s.title,
-                    "messages": s.message_count,
-                    "created": created,
-                    "status": self.status_of(s, created),
-                    **({"source_id_reused": True} if id(s) in reused else {}),
-                }
-                for s, created in self.sessions
-            ],
-            "counts": self.counts(),
-            "skipped": [{"entry": s.entry, "reason": s.reason} for s in self.skipped],
-            "notes": [{"entry": n.entry, "note": n.note} for n in self.notes],
-        }
-
-
 def source_identity(path: Path) -> str:
     """How an import names the file it read: its absolute path (symbolic links
     resolved), so the same file given another way is still the same source."""
@@ -127,10 +60,6 @@ def source_identity(path: Path) -> str:
         return str(path.resolve())
     except OSError:
         return str(path.absolute())
-
-
-ProgressCallback = Callable[[int, int | None], bool | None]
-"""Called with (conversations done, total if known); returning False cancels."""
 
 
 class Workspace:
@@ -322,7 +251,6 @@ class Workspace:
         without token counts, for :meth:`count_missing_tokens` to fill afterwards (see
         :mod:`workbench.engine.importing`).
         """
-        from workbench.engine.importing import import_conversations
         from workbench.formats import read_conversations
 
         items = read_conversations(Path(path), format)
@@ -338,14 +266,10 @@ class Workspace:
     def count_missing_tokens(self) -> Iterator[tuple[int, int]]:
         """Fill the token counts an import left out; yields ``(counted, total)`` after each
         short transaction. Stopping early is safe: the next pass does the rest."""
-        from workbench.engine.importing import count_missing_tokens
-
         return count_missing_tokens(self.repo)
 
     def import_conversation(self, conversation: Conversation) -> SessionInfo:
         """Store one already-parsed conversation (token counts filled in first)."""
-        from workbench.engine.importing import import_conversations
-
         report = import_conversations(self.repo, [conversation], replace=False)
         if report.skipped:
             raise WorkbenchError(report.skipped[0].reason)

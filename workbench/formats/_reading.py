@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from workbench.core.conversation import Conversation, ImportNote, SkippedEntry
-from workbench.errors import FormatError
+from workbench.errors import FormatError, InvalidEntryError
 
 MAX_NESTING = 100
 """How many arrays or objects deep one entry may nest (the entry's own object counts)."""
@@ -246,7 +246,7 @@ def too_deep_reason(what: str) -> str:
     )
 
 
-class TooDeepError(ValueError):
+class TooDeepError(InvalidEntryError):
     """A JSON value nests deeper than :data:`MAX_NESTING` (or than the decoder can)."""
 
 
@@ -276,7 +276,7 @@ def safe_json(text: str, entry: str = "") -> Any:
     """``text`` decoded as JSON, or ``None`` when it is not JSON or nests too deep."""
     try:
         return decode_value(text, entry)
-    except ValueError:
+    except (ValueError, TooDeepError):
         return None
 
 

@@ -35,7 +35,7 @@ from workbench.core.conversation import (
     SkippedEntry,
 )
 from workbench.core.schema import json_type
-from workbench.errors import FormatError
+from workbench.errors import FormatError, WorkbenchError
 from workbench.formats._reading import (
     TooDeepError,
     cannot_read,
@@ -373,7 +373,7 @@ _LITERALS = {"true": True, "false": False, "null": None}
 _MAX_DEPTH = 64
 
 
-class _Cut(Exception):
+class _Cut(WorkbenchError):
     """The text ended (or stopped being JSON) inside a value."""
 
     def __init__(self, partial: Any) -> None:

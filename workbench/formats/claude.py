@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
+from workbench.errors import InvalidEntryError
 from workbench.formats._support import (
     ExportDocument,
     ExportImporter,
@@ -54,10 +55,6 @@ def looks_like_claude(head: bytes) -> bool:
     """Whether the head of a JSON document is a Claude.ai conversations export."""
     first = first_element(head)
     return first is not None and "chat_messages" in first and "mapping" not in first
-
-
-class InvalidMessageError(ValueError):
-    """A chat message that cannot be read; the text says why."""
 
 
 class _Builder:
@@ -128,15 +125,15 @@ class _Builder:
 
 
 def parse_message(raw: Any) -> list[Message]:
-    """One ``chat_messages`` entry as workbench messages; raises :class:`InvalidMessageError`."""
+    """One ``chat_messages`` entry as workbench messages; raises :class:`InvalidEntryError`."""
     if raw is None:
-        raise InvalidMessageError("the message is null")
+        raise InvalidEntryError("the message is null")
     if not isinstance(raw, dict):
-        raise InvalidMessageError(f"the message is {type_name(raw)}, not an object")
+        raise InvalidEntryError(f"the message is {type_name(raw)}, not an object")
     sender = raw.get("sender")
     role = _SENDERS.get(sender) if isinstance(sender, str) else None
     if role is None:
-        raise InvalidMessageError(f"sender {sender!r} is neither 'human' nor 'assistant'")
+        raise InvalidEntryError(f"sender {sender!r} is neither 'human' nor 'assistant'")
     meta: dict[str, Any] = {}
     uuid = raw.get("uuid")
     if isinstance(uuid, str) and uuid:
@@ -256,7 +253,7 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
     for index, raw in enumerate(raw_messages):
         try:
             messages.extend(parse_message(raw))
-        except InvalidMessageError as exc:
+        except InvalidEntryError as exc:
             results.append(
                 SkippedEntry(
                     entry=f"{where} chat_messages[{index}]",

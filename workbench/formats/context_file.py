@@ -43,7 +43,7 @@ from workbench.core.conversation import (
     format_time,
     parse_time,
 )
-from workbench.errors import FormatError
+from workbench.errors import FormatError, InvalidEntryError
 from workbench.formats._reading import JsonStream, open_file
 from workbench.formats._support import guarded, primed
 from workbench.formats.base import (
@@ -101,10 +101,6 @@ _ENTRY_KEYS = frozenset(
 # Keys that, next to ``session_id``, only a context file has.
 _CONTEXT_CUES = frozenset(_SESSION_KEYS - {"session_id", "title", "tags", "created_at"})
 _DIRECTORY_SNIFF_LIMIT = 20
-
-
-class InvalidEntryError(ValueError):
-    """One session of a context file is not valid; the message names the field."""
 
 
 # --------------------------------------------------------------------------- detection

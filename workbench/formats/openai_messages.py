@@ -35,7 +35,7 @@ from workbench.core.conversation import (
     format_time,
     parse_time,
 )
-from workbench.errors import FormatError
+from workbench.errors import FormatError, InvalidEntryError
 from workbench.formats._reading import BrokenJsonError
 from workbench.formats._support import file_entries, first_char, guarded, primed
 from workbench.formats.base import (
@@ -72,10 +72,6 @@ _API_PART_TYPES = frozenset(
         "refusal",
     }
 )
-
-
-class InvalidEntryError(ValueError):
-    """One conversation or message is not valid; the message names the field."""
 
 
 # --------------------------------------------------------------------------- parsing
@@ -421,7 +417,7 @@ class OpenAIMessagesImporter(FileImporter):
         try:
             value = decode_json_line(line, where)
             return parse_conversation(value, path.name, number - 1)
-        except ValueError as exc:
+        except (ValueError, InvalidEntryError) as exc:
             return SkippedEntry(entry=where, reason=_sentence(exc))
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
+from workbench.errors import InvalidEntryError
 from workbench.formats._reading import safe_json
 from workbench.formats._support import (
     file_entries,
@@ -110,10 +111,6 @@ def looks_like_sharegpt(value: Any) -> bool:
     )
 
 
-class InvalidTurnError(ValueError):
-    """A turn that cannot be read; the text says why."""
-
-
 class _Reader:
     """Builds one conversation's messages, pairing tool results with calls."""
 
@@ -124,11 +121,11 @@ class _Reader:
 
     def turn(self, raw: Any) -> None:
         if not isinstance(raw, dict):
-            raise InvalidTurnError(f"the turn is {type_name(raw)}, not an object")
+            raise InvalidEntryError(f"the turn is {type_name(raw)}, not an object")
         speaker = raw.get("from", raw.get("role"))
         value = raw.get("value", raw.get("content"))
         if not isinstance(speaker, str):
-            raise InvalidTurnError(f"'from' is {type_name(speaker)}, not a name")
+            raise InvalidEntryError(f"'from' is {type_name(speaker)}, not a name")
         if value is None:
             value = ""
         if not isinstance(value, str):
@@ -158,7 +155,7 @@ class _Reader:
                 )
             )
         else:
-            raise InvalidTurnError(f"speaker {speaker!r} is not one this importer knows")
+            raise InvalidEntryError(f"speaker {speaker!r} is not one this importer knows")
 
     def _calls(self, value: str, meta: dict[str, Any]) -> None:
         decoded = safe_json(value)  # None when not JSON (or nested too deep)
@@ -209,7 +206,7 @@ def parse_entry(entry: Any, where: str) -> list[ImportItem]:
     for index, raw in enumerate(turns):
         try:
             reader.turn(raw)
-        except InvalidTurnError as exc:
+        except InvalidEntryError as exc:
             results.append(
                 SkippedEntry(
                     entry=f"{where} {key}[{index}]",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from workbench.errors import (
     AuthenticationError,
-    CancelledError,
     ContextBudgetError,
     ContextTooLongError,
+    OperationCancelledError,
     ProviderTimeoutError,
     RateLimitError,
     ServerError,
@@ -52,7 +52,7 @@ def describe_error(error: BaseException, *, doing: str = "") -> str:
     Workbench errors already are sentences; anything else is an unexpected failure and
     says so, naming what was being done.
     """
-    if isinstance(error, CancelledError):
+    if isinstance(error, OperationCancelledError):
         return "Stopped."
     if isinstance(error, WorkbenchError):
         text = str(error).strip() or type(error).__name__

@@ -64,7 +64,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 
 
-class SelftestFailure(Exception):
+class SelftestFailure(WorkbenchError):
     """A check found the installation broken; the message says what is wrong."""
 
 

@@ -23,7 +23,7 @@ from workbench.core.provider import (
     StreamEvent,
     collect,
 )
-from workbench.errors import CancelledError, ProviderError
+from workbench.errors import OperationCancelledError, ProviderError
 from workbench.providers.context import (
     choose_context_window,
     context_window_from_models,
@@ -152,7 +152,7 @@ class HttpProvider:
         """Send ``request`` streaming and yield its events as they arrive.
 
         Stopping (``cancel``) closes the connection and raises
-        :class:`~workbench.errors.CancelledError` from the iterator.
+        :class:`~workbench.errors.OperationCancelledError` from the iterator.
         """
         cancel = cancel or CancelToken()
         payload = self.build_payload(request)
@@ -168,7 +168,7 @@ class HttpProvider:
         """The whole reply; streamed underneath when ``request.stream`` is true.
 
         A stop while streaming returns what had arrived with ``stopped=True``; a stop
-        of a non-streamed call raises :class:`~workbench.errors.CancelledError`.
+        of a non-streamed call raises :class:`~workbench.errors.OperationCancelledError`.
         """
         cancel = cancel or CancelToken()
         if not request.stream:
@@ -180,7 +180,7 @@ class HttpProvider:
         try:
             for event in self.stream(request, cancel):
                 events.append(event)
-        except CancelledError:
+        except OperationCancelledError:
             response = collect(events)
             response.stopped = True
             return response
@@ -263,8 +263,8 @@ class HttpProvider:
                 drained += len(chunk)
                 if drained > _DRAIN_LIMIT:
                     break
-        except ProviderError:  # the reply is complete; a failure after its end changes nothing
-            return
+        except (ProviderError, OperationCancelledError):
+            return  # the reply is complete; a failure or a stop after its end changes nothing
 
     def _malformed(self, data: str) -> ProviderError:
         from workbench.errors import ServerError

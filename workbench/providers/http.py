@@ -16,7 +16,7 @@ pieces of the reply (a stalled stream), ``total`` the whole call including retri
 
 **Stopping.** A :class:`~workbench.core.provider.CancelToken` set from any thread shuts
 the socket the call is blocked on (before the reply's headers too), so the call ends at
-once with :class:`~workbench.errors.CancelledError`. The connection pool's sockets are
+once with :class:`~workbench.errors.OperationCancelledError`. The connection pool's sockets are
 created through a small tracking network backend for that reason.
 
 Error messages name the server and never contain the API key: every sentence passes
@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpcore
@@ -44,17 +44,19 @@ import httpx
 
 from workbench.core.provider import CancelToken
 from workbench.errors import (
-    CancelledError,
+    OperationCancelledError,
     ProviderError,
     ProviderTimeoutError,
     ServerError,
     StreamInterruptedError,
     UnreachableError,
+    WorkbenchError,
 )
 from workbench.providers.failures import error_from_reply, retry_after_seconds, scrub
 from workbench.providers.transport import PoolTransport
 
 log = logging.getLogger("workbench.providers")
+_T = TypeVar("_T")
 
 RETRY_STATUSES = frozenset({408, 409, 429})
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -220,7 +222,7 @@ class _CallGuard:
                     socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
-class _Retryable(Exception):
+class _Retryable(WorkbenchError):
     """Internal: a failure that a retry may cure, with the server's wait hint if any.
 
     ``immediate`` marks a kept-alive connection the server had closed meanwhile: the
@@ -318,7 +320,7 @@ class HttpClient:
                     raise self._timeout_error(exc, limits, deadline) from exc
                 except httpx.TransportError as exc:
                     if cancel.cancelled:
-                        raise CancelledError("The request was stopped.") from exc
+                        raise OperationCancelledError("The request was stopped.") from exc
                     # Nothing was handed to the caller yet, so the whole call may be retried.
                     raise _Retryable(ServerError(
                         f"{self.where} closed the connection before its reply was complete "
@@ -329,7 +331,7 @@ class HttpClient:
                 guard.finish()
                 response.close()
             if cancel.cancelled:
-                raise CancelledError("The request was stopped.")
+                raise OperationCancelledError("The request was stopped.")
             try:
                 return json.loads(raw) if raw else None
             except ValueError as exc:
@@ -364,8 +366,8 @@ class HttpClient:
     def _scrub(self, text: str) -> str:
         return scrub(text, self.secrets)
 
-    def _with_retries(self, attempt: Callable[[], Any], cancel: CancelToken,
-                      deadline: float | None, *, retries: bool) -> Any:
+    def _with_retries(self, attempt: Callable[[], _T], cancel: CancelToken,
+                      deadline: float | None, *, retries: bool) -> _T:
         attempts = max(1, self.retry.attempts if retries else 1)
         number = 1
         while True:
@@ -415,7 +417,7 @@ class HttpClient:
         except httpx.TimeoutException as exc:
             guard.finish()
             if cancel.cancelled:
-                raise CancelledError("The request was stopped.") from exc
+                raise OperationCancelledError("The request was stopped.") from exc
             timed_out = self._timeout_error(exc, limits, deadline)
             if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
                 raise _Retryable(timed_out) from exc
@@ -424,7 +426,7 @@ class HttpClient:
         except httpx.TransportError as exc:
             guard.finish()
             if cancel.cancelled:
-                raise CancelledError("The request was stopped.") from exc
+                raise OperationCancelledError("The request was stopped.") from exc
             failed = self._connection_error(exc)
             if failed.retryable:
                 # A closed keep-alive connection shows as a protocol error before headers.
@@ -438,7 +440,7 @@ class HttpClient:
         if cancel.cancelled:
             guard.finish()
             response.close()
-            raise CancelledError("The request was stopped.")
+            raise OperationCancelledError("The request was stopped.")
         if response.status_code < 400:
             return guard, response
         try:
@@ -541,7 +543,7 @@ class StreamReply:
     def iter_bytes(self) -> Iterator[bytes]:
         """The body's bytes as they arrive; errors come out typed.
 
-        A stop raises :class:`CancelledError`, silence past the read limit
+        A stop raises :class:`OperationCancelledError`, silence past the read limit
         :class:`ProviderTimeoutError`, a dropped connection :class:`StreamInterruptedError`.
         """
         cancel = self._cancel
@@ -550,7 +552,7 @@ class StreamReply:
         try:
             for chunk in self.response.iter_bytes():
                 if cancel.cancelled:
-                    raise CancelledError("The request was stopped.")
+                    raise OperationCancelledError("The request was stopped.")
                 if deadline is not None and time.monotonic() > deadline:
                     raise ProviderTimeoutError(
                         f"{client.where} did not finish within the total limit of "
@@ -560,18 +562,18 @@ class StreamReply:
                 yield chunk
         except httpx.TimeoutException as exc:
             if cancel.cancelled:
-                raise CancelledError("The request was stopped.") from exc
+                raise OperationCancelledError("The request was stopped.") from exc
             raise client._timeout_error(exc, client.timeouts, deadline) from exc
         except httpx.TransportError as exc:
             if cancel.cancelled:
-                raise CancelledError("The request was stopped.") from exc
+                raise OperationCancelledError("The request was stopped.") from exc
             raise StreamInterruptedError(
                 f"The connection to {client.where} broke while the reply was streaming "
                 f"({client._scrub(str(exc)) or type(exc).__name__}).",
                 provider=client.provider,
             ) from exc
         if cancel.cancelled:
-            raise CancelledError("The request was stopped.")
+            raise OperationCancelledError("The request was stopped.")
 
     def close(self) -> None:
         self._guard.finish()

@@ -30,10 +30,10 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from workbench.core.compaction import CompactionError, CompactionPlan, CompactionRecord
+from workbench.core.compaction import CompactionPlan, CompactionRecord
 from workbench.core.conversation import Message, Task, utcnow
 from workbench.core.message_table import MessageTable
-from workbench.errors import NotFoundError
+from workbench.errors import CompactionError, NotFoundError
 from workbench.store.db import Database
 from workbench.store.repository import Repository
 from workbench.store.types import json_text, json_value, text_to_time, time_to_text
@@ -276,7 +276,7 @@ def apply_plan(db: Database, plan: CompactionPlan, *, tokens_after: int | None =
                 json_text(details),
             ),
         )
-        compaction_id = int(cur.lastrowid)  # type: ignore[arg-type]
+        compaction_id = int(cur.lastrowid)
         folded = conn.exec_driver_sql(
             # By rowid: the (session, state) index would be searched while it is changed.
             "UPDATE messages SET state = 'folded', compaction_id = ?"

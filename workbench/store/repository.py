@@ -179,7 +179,7 @@ class Repository:
                  json_text(list(tools)), now, now),
             )
             agent_id = cur.lastrowid
-        return self.get_agent(int(agent_id))  # type: ignore[arg-type]
+        return self.get_agent(int(agent_id))
 
     def get_agent(self, agent_id: int) -> Agent:
         return agent_from_row(self._read_one(
@@ -297,7 +297,7 @@ class Repository:
                 source_id,
             ),
         )
-        return int(cur.lastrowid)  # type: ignore[arg-type]
+        return int(cur.lastrowid)
 
     def get_session(self, session_id: int) -> SessionInfo:
         """The session with this id, or :class:`NotFoundError`."""
@@ -1592,7 +1592,7 @@ class Repository:
                     (agent_id, session_id, scope, namespace, content, digest,
                      json_text(metadata or {}), time_to_text(utcnow())),
                 )
-                entry_id, created = int(cur.lastrowid), True  # type: ignore[arg-type]
+                entry_id, created = int(cur.lastrowid), True
         return self.get_memory_entry(entry_id), created
 
     def get_memory_entry(self, entry_id: int) -> MemoryEntry:

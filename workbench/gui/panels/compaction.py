@@ -49,7 +49,6 @@ from PySide6.QtWidgets import (
 from workbench.core.compaction import (
     EXTRACTIVE,
     MODEL,
-    CompactionError,
     CompactionPlan,
     CompactionPolicy,
     CompactionRecord,
@@ -65,7 +64,7 @@ from workbench.engine.compaction_view import (
     save_agent_policy,
     save_policy,
 )
-from workbench.errors import NotFoundError
+from workbench.errors import CompactionError, NotFoundError
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.errors import describe_error

@@ -42,7 +42,7 @@ from workbench.engine.chat import (
     stream_turn,
 )
 from workbench.engine.model import Response, ToolFinished, ToolStarted
-from workbench.errors import CancelledError, WorkbenchError
+from workbench.errors import OperationCancelledError, WorkbenchError
 from workbench.gui.commands import DeleteMessagesCommand, NewSessionCommand
 from workbench.gui.context import AppContext
 from workbench.gui.controls import named, note_label, single_shot
@@ -473,7 +473,7 @@ class ComposerPanel(QWidget):
         self._finish()
         if self.timeline is not None:
             self.timeline.model.set_pending(None)
-        if isinstance(error, CancelledError):
+        if isinstance(error, OperationCancelledError):
             self._fail("Stopped before any reply arrived; nothing was added to the session. "
                        "The prompt is still in the box.")
         else:

@@ -71,6 +71,7 @@ from workbench.engine.chat import (
     preflight_turn,
 )
 from workbench.engine.workspace import Workspace
+from workbench.errors import OperationCancelledError
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.errors import describe_error
@@ -380,7 +381,7 @@ class InspectedRequest:
     reasons: list[tuple[str, int]]  # why messages were left out, most frequent first
 
 
-class Superseded(Exception):
+class Superseded(OperationCancelledError):
     """A preflight stopped because what it was built from changed meanwhile."""
 
 
