@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, QPersistentModelIndex, Qt
 
 T = TypeVar("T")
+_Index = QModelIndex | QPersistentModelIndex
 
 
 def item_at(index: QModelIndex | QPersistentModelIndex, items: Sequence[T]) -> T | None:
@@ -15,3 +16,29 @@ def item_at(index: QModelIndex | QPersistentModelIndex, items: Sequence[T]) -> T
     is no longer there)."""
     row = index.row()
     return items[row] if index.isValid() and 0 <= row < len(items) else None
+
+
+class ItemListModel(QAbstractListModel):
+    """A list model over the Python list ``self._items``: :meth:`data` answers
+    :attr:`item_role` with the item itself and asks :meth:`item_data` for the others."""
+
+    item_role: int
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._items: list[Any] = []
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+        return 0 if parent.isValid() else len(self._items)
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        item = item_at(index, self._items)
+        if item is None:
+            return None
+        if role == self.item_role:
+            return item
+        return self.item_data(item, role)
+
+    def item_data(self, item: Any, role: int) -> Any:
+        """What ``item`` shows for ``role`` (None: nothing)."""
+        return None

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, Signal
 
 from workbench.core.conversation import SessionInfo
 from workbench.core.identity import metadata_lines
 from workbench.engine.workspace import Workspace
 from workbench.errors import WorkbenchError
 from workbench.gui.delegates.markdown import plain_tooltip
-from workbench.gui.models.rows import item_at
+from workbench.gui.models.rows import ItemListModel
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -43,8 +43,10 @@ def session_summary(info: SessionInfo) -> str:
     return line
 
 
-class SessionListModel(QAbstractListModel):
+class SessionListModel(ItemListModel):
     """Sessions as rows, fetched in pages (see the module docstring)."""
+
+    item_role = SessionRole
 
     rename_requested = Signal(int, str)  # session id, new title (from editing in place)
 
@@ -54,7 +56,6 @@ class SessionListModel(QAbstractListModel):
         self._workspace = workspace
         self._hidden = hidden if hidden is not None else (lambda: frozenset())
         self._page_size = page_size
-        self._rows: list[SessionInfo] = []
         self._consumed = 0  # rows read from the store (hidden ones included)
         self._exhausted = True
         self._filter = ""
@@ -92,9 +93,9 @@ class SessionListModel(QAbstractListModel):
         """Read the list again, as many rows as were loaded (at least one page)."""
         want = max(self._page_size, self._consumed)
         self.beginResetModel()
-        self._rows, self._consumed = [], 0
+        self._items, self._consumed = [], 0
         self._exhausted = False
-        self._rows = self._read(want)
+        self._items = self._read(want)
         self.endResetModel()
 
     def _read(self, count: int) -> list[SessionInfo]:
@@ -118,9 +119,6 @@ class SessionListModel(QAbstractListModel):
 
     # -- rows --------------------------------------------------------------------------
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(self._rows)
-
     def canFetchMore(self, parent: _Index) -> bool:
         return not parent.isValid() and not self._exhausted
 
@@ -130,16 +128,16 @@ class SessionListModel(QAbstractListModel):
         page = self._read(self._page_size)
         if not page:
             return
-        first = len(self._rows)
+        first = len(self._items)
         self.beginInsertRows(QModelIndex(), first, first + len(page) - 1)
-        self._rows.extend(page)
+        self._items.extend(page)
         self.endInsertRows()
 
     def session_at(self, row: int) -> SessionInfo:
-        return self._rows[row]
+        return self._items[row]
 
     def row_of(self, session_id: int) -> int | None:
-        for row, info in enumerate(self._rows):
+        for row, info in enumerate(self._items):
             if info.id == session_id:
                 return row
         return None
@@ -148,16 +146,11 @@ class SessionListModel(QAbstractListModel):
         """Show a session's new details in place (its order is fixed by the next reload)."""
         row = self.row_of(info.id)
         if row is not None:
-            self._rows[row] = info
+            self._items[row] = info
             index = self.index(row, 0)
             self.dataChanged.emit(index, index)
 
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        info = item_at(index, self._rows)
-        if info is None:
-            return None
-        if role == SessionRole:
-            return info
+    def item_data(self, info: SessionInfo, role: int) -> Any:
         if role == Qt.ItemDataRole.DisplayRole:
             return info.title
         if role == Qt.ItemDataRole.EditRole:
@@ -203,7 +196,7 @@ class SessionListModel(QAbstractListModel):
         if role != Qt.ItemDataRole.EditRole or not index.isValid():
             return False
         title = str(value).strip()
-        info = self._rows[index.row()]
+        info = self._items[index.row()]
         if not title or title == info.title:
             return False
         self.rename_requested.emit(info.id, title)
