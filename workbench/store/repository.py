@@ -9,7 +9,7 @@ messages) are kept current by every change, so listing sessions never aggregates
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -124,6 +124,17 @@ def _check_role(role: str) -> None:
 def _check_state(state: str) -> None:
     if state not in STATES:
         raise StorageError(f"State {state!r} is not one of {', '.join(STATES)}.")
+
+
+def _chunks(ids: Sequence[int], size: int = 500) -> Iterator[Sequence[int]]:
+    """``ids`` in runs short enough for one ``IN (...)`` each."""
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
+
+
+def _first_column(conn: Connection, sql: str, params: Sequence[Any]) -> set[Any]:
+    """The values of the first column of the rows ``sql`` selects."""
+    return {row[0] for row in conn.exec_driver_sql(sql, tuple(params))}
 
 
 def _in_clause(values: Sequence[Any]) -> str:
@@ -651,15 +662,11 @@ class Repository:
         changed = 0
         with self.db.write() as conn:
             sessions: set[int] = set()
-            for chunk_start in range(0, len(ids), 500):
-                chunk = ids[chunk_start : chunk_start + 500]
-                sessions.update(
-                    r[0]
-                    for r in conn.exec_driver_sql(
-                        f"SELECT DISTINCT session_id FROM messages WHERE id IN {_in_clause(chunk)}",
-                        tuple(chunk),
-                    )
-                )
+            for chunk in _chunks(ids):
+                sessions |= _first_column(
+                    conn,
+                    f"SELECT DISTINCT session_id FROM messages WHERE id IN {_in_clause(chunk)}",
+                    chunk)
                 cur = conn.exec_driver_sql(
                     f"UPDATE messages SET state = ?, compaction_id = ? "
                     f"WHERE id IN {_in_clause(chunk)}",
@@ -668,15 +675,9 @@ class Repository:
                 changed += cur.rowcount
             if changed < len(ids):
                 found: set[int] = set()
-                for i in range(0, len(ids), 500):
-                    chunk = ids[i : i + 500]
-                    found.update(
-                        r[0]
-                        for r in conn.exec_driver_sql(
-                            f"SELECT id FROM messages WHERE id IN {_in_clause(chunk)}",
-                            tuple(chunk),
-                        )
-                    )
+                for chunk in _chunks(ids):
+                    found |= _first_column(
+                        conn, f"SELECT id FROM messages WHERE id IN {_in_clause(chunk)}", chunk)
                 missing = [i for i in ids if i not in found]
                 shown = ", ".join(str(i) for i in missing[:10])
                 more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
