@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt
+from PySide6.QtCore import QRect, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
+from workbench.gui.models import ModelIndex
 from workbench.gui.models.sessions import SessionRole, session_summary
 
-_Index = QModelIndex | QPersistentModelIndex
 PAD_X = 8
 PAD_Y = 5
 
@@ -19,18 +19,18 @@ class SessionDelegate(QStyledItemDelegate):
     """Two lines per session; pinned sessions carry a flag, archived ones are greyed."""
 
     def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
-                     index: _Index) -> QWidget:
+                     index: ModelIndex) -> QWidget:
         editor = super().createEditor(parent, option, index)
         editor.setAccessibleName("Session title")  # the in-place rename field
         return editor
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
+    def sizeHint(self, option: QStyleOptionViewItem, index: ModelIndex) -> QSize:
         fm = QFontMetrics(option.font)
         # No width of its own: the row is as wide as the list, which never scrolls sideways
         # (the width of the rect asked about once stuck after the dock narrowed).
         return QSize(1, fm.height() * 2 + 2 * PAD_Y + 3)
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex) -> None:
         info = index.data(SessionRole)
         if info is None:
             return
@@ -83,7 +83,7 @@ class SessionDelegate(QStyledItemDelegate):
         painter.restore()
 
     def updateEditorGeometry(self, editor: Any, option: QStyleOptionViewItem,
-                             index: _Index) -> None:
+                             index: ModelIndex) -> None:
         fm = QFontMetrics(option.font)
         editor.setGeometry(option.rect.adjusted(PAD_X - 3, 2, -PAD_X,
                                                 -(option.rect.height() - fm.height() - 10)))

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, QPersistentModelIndex, Qt
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, Qt
+
+from workbench.gui.models import ModelIndex
 
 T = TypeVar("T")
-_Index = QModelIndex | QPersistentModelIndex
 
 
-def item_at(index: QModelIndex | QPersistentModelIndex, items: Sequence[T]) -> T | None:
+def item_at(index: ModelIndex, items: Sequence[T]) -> T | None:
     """The item a list model's ``index`` stands for (None: an invalid index, or a row that
     is no longer there)."""
     row = index.row()
@@ -28,10 +29,10 @@ class ItemListModel(QAbstractListModel):
         super().__init__(parent)
         self._items: list[Any] = []
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+    def rowCount(self, parent: ModelIndex = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
         return 0 if parent.isValid() else len(self._items)
 
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: ModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         item = item_at(index, self._items)
         if item is None:
             return None

@@ -6,13 +6,11 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import Qt
 
 from workbench.core.conversation import SearchHit
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.models.rows import ItemListModel
-
-_Index = QModelIndex | QPersistentModelIndex
 
 # Markers the search puts around matched words; control characters never occur in text
 # people search, so a «» in a message is shown as it is.

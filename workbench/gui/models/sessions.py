@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QModelIndex, Qt, Signal
 
 from workbench.core.conversation import SessionInfo
 from workbench.core.identity import metadata_lines
 from workbench.engine.workspace import Workspace
 from workbench.errors import WorkbenchError
 from workbench.gui.delegates.markdown import plain_tooltip
+from workbench.gui.models import ModelIndex
 from workbench.gui.models.rows import ItemListModel
-
-_Index = QModelIndex | QPersistentModelIndex
 
 PAGE = 100
 _DETAIL_LINES = 12  # metadata lines a tooltip shows at most
@@ -119,10 +118,10 @@ class SessionListModel(ItemListModel):
 
     # -- rows --------------------------------------------------------------------------
 
-    def canFetchMore(self, parent: _Index) -> bool:
+    def canFetchMore(self, parent: ModelIndex) -> bool:
         return not parent.isValid() and not self._exhausted
 
-    def fetchMore(self, parent: _Index) -> None:
+    def fetchMore(self, parent: ModelIndex) -> None:
         if parent.isValid() or self._exhausted:
             return
         page = self._read(self._page_size)
@@ -185,13 +184,13 @@ class SessionListModel(ItemListModel):
             metadata = {k: v for k, v in metadata.items() if k != "time_missing"}
         return lines + metadata_lines(metadata, limit=80)[:_DETAIL_LINES]
 
-    def flags(self, index: _Index) -> Qt.ItemFlag:
+    def flags(self, index: ModelIndex) -> Qt.ItemFlag:
         if not index.isValid():
             return Qt.ItemFlag.NoItemFlags
         return (Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
                 | Qt.ItemFlag.ItemIsEditable)
 
-    def setData(self, index: _Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
+    def setData(self, index: ModelIndex, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
         """A title typed in place: asked for through ``rename_requested`` (undoable)."""
         if role != Qt.ItemDataRole.EditRole or not index.isValid():
             return False
