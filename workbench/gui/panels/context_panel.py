@@ -175,12 +175,17 @@ def _section(title: str, name: str) -> tuple[QGroupBox, QVBoxLayout]:
     return box, layout
 
 
-def _adder(name: str, placeholder: str, button_name: str, button_tip: str,
-           add: Callable[[], None]) -> tuple[QLineEdit, QPushButton]:
-    """A field to type a new item into and its Add button; Enter in the field adds too."""
-    edit = named(QLineEdit(), name, placeholder=placeholder)
+def _add_and_delete(
+    field: tuple[str, str], add_button: tuple[str, str], add: Callable[[], None],
+    delete_button: tuple[str, str], delete: Callable[[], None],
+) -> tuple[QLineEdit, QPushButton, QPushButton]:
+    """A field to type a new item into (accessible name, placeholder), its Add button and
+    a Delete button for the selected items (accessible name, tooltip each); Enter in the
+    field adds too."""
+    edit = named(QLineEdit(), field[0], placeholder=field[1])
     edit.returnPressed.connect(add)
-    return edit, named_button("Add", button_name, button_tip, clicked=add)
+    return (edit, named_button("Add", *add_button, clicked=add),
+            named_button("Delete", *delete_button, clicked=delete))
 
 
 class ContextPanel(QWidget):
@@ -246,14 +251,11 @@ class ContextPanel(QWidget):
                                         | QAbstractItemView.EditTrigger.EditKeyPressed)
         self.facts_list.setMinimumHeight(80)
         self.facts_list.setMaximumHeight(130)
-        self.facts_list.itemChanged.connect(self._fact_edited)
-        self.facts_list.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
-        self.fact_edit, self.add_fact_button = _adder(
-            "New fact", "Add a fact…", "Add fact", "Add the fact typed on the left",
-            self.add_fact)
-        self.delete_fact_button = named_button("Delete", "Delete facts",
-                                               "Delete the selected facts (Del)",
-                                               clicked=self.delete_selected_facts)
+        self._edited_in_place(self.facts_list, self._fact_edited)
+        self.fact_edit, self.add_fact_button, self.delete_fact_button = _add_and_delete(
+            ("New fact", "Add a fact…"), ("Add fact", "Add the fact typed on the left"),
+            self.add_fact, ("Delete facts", "Delete the selected facts (Del)"),
+            self.delete_selected_facts)
         self.dedupe_button = named_button("Remove Repeats", "Remove repeated facts",
                                           "Remove facts that repeat an earlier one (case, "
                                           "spacing and final punctuation aside)",
@@ -308,15 +310,12 @@ class ContextPanel(QWidget):
         table.setItemDelegateForColumn(1, TaskStatusDelegate(table))
         table.setItemDelegateForColumn(2, TaskProgressDelegate(table))
         table.setMaximumHeight(130)
-        table.itemChanged.connect(self._task_edited)
-        table.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
+        self._edited_in_place(table, self._task_edited)
         self.tasks_table = table
-        self.task_edit, self.add_task_button = _adder(
-            "New task", "Add a task…", "Add task", "Add the task typed on the left",
-            self.add_task)
-        self.delete_task_button = named_button("Delete", "Delete tasks",
-                                               "Delete the selected tasks",
-                                               clicked=self.delete_selected_tasks)
+        self.task_edit, self.add_task_button, self.delete_task_button = _add_and_delete(
+            ("New task", "Add a task…"), ("Add task", "Add the task typed on the left"),
+            self.add_task, ("Delete tasks", "Delete the selected tasks"),
+            self.delete_selected_tasks)
         row = QHBoxLayout()
         row.addWidget(self.task_edit, 1)
         row.addWidget(self.add_task_button)
@@ -355,9 +354,10 @@ class ContextPanel(QWidget):
         table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         table.setMaximumHeight(170)
         self.memory_table = table
-        self.memory_edit, self.add_memory_button = _adder(
-            "New memory entry", "Remember…", "Add memory entry", "Store the entry",
-            self.add_memory_entry)
+        self.memory_edit, self.add_memory_button, self.delete_memory_button = _add_and_delete(
+            ("New memory entry", "Remember…"), ("Add memory entry", "Store the entry"),
+            self.add_memory_entry, ("Delete memory entries", "Delete the selected entries"),
+            self.delete_selected_entries)
         self.memory_scope_box = named(
             QComboBox(), "Memory entry scope",
             tip="agent: recalled in every session of the agent; session: only in this one")
@@ -368,9 +368,6 @@ class ContextPanel(QWidget):
             tip="The namespace to store the entry in (empty: the one this session recalls "
             "from)")
         self.memory_namespace_edit.setMaximumWidth(110)
-        self.delete_memory_button = named_button("Delete", "Delete memory entries",
-                                                 "Delete the selected entries",
-                                                 clicked=self.delete_selected_entries)
         # The entry gets a line of its own; its scope, namespace and the buttons follow,
         # wrapping in a narrow panel.
         row = FlowLayout()
@@ -549,6 +546,12 @@ class ContextPanel(QWidget):
             return
         self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id, text,
                                                     facts=facts))
+
+    def _edited_in_place(self, view: QListWidget | QTableWidget,
+                         edited: Callable[[Any], None]) -> None:
+        """Items of ``view`` are edited in place: ``edited`` gets each changed item."""
+        view.itemChanged.connect(edited)
+        view.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
 
     def _take_typed(self, edit: QLineEdit, *, fold: bool = True) -> str:
         """What was typed into ``edit`` (its white space folded, or only trimmed), taken out
