@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench.errors import DatabaseVersionError
+
 
 def _index_insert(index: str, column: str) -> str:
     """The statement that adds a new row's text to a full-text index."""
@@ -498,3 +500,17 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0005_session_metadata", tuple(_SESSION_METADATA)),
     Migration("0006_search_postgresql", (), tuple(_PG_SEARCH)),
 )
+
+
+def refuse_newer(applied: list[str], where: str, what: str = "database") -> None:
+    """Raise :class:`DatabaseVersionError` when ``applied`` (the schema changes a database
+    records) holds one this version does not know; ``where`` and ``what`` ("file") name
+    it in the sentence."""
+    known = {m.name for m in MIGRATIONS}
+    unknown = [name for name in applied if name not in known]
+    if unknown:
+        raise DatabaseVersionError(
+            f"{where} was written by a newer version of Conversation Workbench (it has "
+            f"schema change {sorted(unknown)[-1]!r}, which this version does not know). "
+            f"Upgrade the workbench to open it; the {what} was left untouched."
+        )
