@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -126,22 +126,40 @@ def parse_query(text: str) -> list[_Term]:
     return terms
 
 
-def _fts_expression(terms: Sequence[_Term]) -> str | None:
-    """FTS5 MATCH text for the terms, or None when no positive term has a word."""
+def combine_terms(
+    terms: Sequence[_Term], render: Callable[[_Term], str | None], either: str
+) -> tuple[list[str], list[str]]:
+    """The terms as a backend's query pieces (``render`` gives None for a term with no
+    indexable word): the positive ones, a term after OR joined to the one before with
+    ``either``, and the negative ones (a symbolic exclusion is left to the exact
+    substring conditions)."""
     positive: list[str] = []
     negative: list[str] = []
     for term in terms:
-        words = _words(term.text)
-        if not words:
+        piece = render(term)
+        if piece is None:
             continue
-        quoted = '"' + " ".join(words).replace('"', '""') + '"' + (" *" if term.prefix else "")
         if term.negated:
-            if not term.symbolic:  # a symbolic exclusion is exact: NOT LIKE below
-                negative.append(quoted)
+            if not term.symbolic:
+                negative.append(piece)
         elif term.operator_or and positive:
-            positive[-1] = f"({positive[-1]} OR {quoted})"
+            positive[-1] = f"({positive[-1]} {either} {piece})"
         else:
-            positive.append(quoted)
+            positive.append(piece)
+    return positive, negative
+
+
+def _fts_term(term: _Term) -> str | None:
+    """A term as a quoted FTS5 phrase (a prefix one ending in ``*``)."""
+    words = _words(term.text)
+    if not words:
+        return None
+    return '"' + " ".join(words).replace('"', '""') + '"' + (" *" if term.prefix else "")
+
+
+def _fts_expression(terms: Sequence[_Term]) -> str | None:
+    """FTS5 MATCH text for the terms, or None when no positive term has a word."""
+    positive, negative = combine_terms(terms, _fts_term, "OR")
     if not positive:
         return None  # FTS5 cannot start with NOT; the substring path handles it
     return " AND ".join(positive) + "".join(f" NOT {n}" for n in negative)
@@ -427,7 +445,8 @@ def _search_sessions(conn: Connection, query: SearchQuery, fts: str) -> list[Sea
         f" WHERE {' AND '.join(where)} ORDER BY score LIMIT ?",
         (query.highlight[0], query.highlight[1], *params, query.limit),
     ).all()
-    return [_hit("session", r[0], r[1], r[2], title=r[3]) for r in rows]
+    return [title_or_memory_hit("session", r[0], r[1], -float(r[2]), title=r[3])
+            for r in rows]
 
 
 def _search_memory(conn: Connection, query: SearchQuery, fts: str) -> list[SearchHit]:
@@ -439,7 +458,8 @@ def _search_memory(conn: Connection, query: SearchQuery, fts: str) -> list[Searc
         f" WHERE {' AND '.join(where)} ORDER BY score LIMIT ?",
         (query.highlight[0], query.highlight[1], ELLIPSIS, SNIPPET_TOKENS, *params, query.limit),
     ).all()
-    return [_hit("memory", r[1], r[2], r[3], memory_id=r[0]) for r in rows]
+    return [title_or_memory_hit("memory", r[1], r[2], -float(r[3]), memory_id=r[0])
+            for r in rows]
 
 
 def _conditions(match: str, fts: str, equal: list[tuple[str, Any]],
@@ -454,8 +474,9 @@ def _conditions(match: str, fts: str, equal: list[tuple[str, Any]],
     return where + list(fixed), params
 
 
-def _hit(kind: str, session_id: int | None, snippet: Any, bm25: Any, **more: Any) -> SearchHit:
-    """A hit on a session title or a memory entry (no message, no role), scored by
-    FTS5's bm25 (lower is better, so the score is its negation)."""
+def title_or_memory_hit(kind: str, session_id: int | None, snippet: Any, score: float,
+                        **more: Any) -> SearchHit:
+    """A hit on a session title or a memory entry (no message, no role); higher scores
+    rank first (SQLite's is bm25 negated)."""
     return SearchHit(kind=kind, session_id=session_id, message_id=None, role=None,
-                     snippet=str(snippet), score=round(-float(bm25), 6), **more)
+                     snippet=str(snippet), score=round(score, 6), **more)

@@ -35,8 +35,10 @@ from workbench.store.search import (
     _Term,
     _validate,
     _words,
+    combine_terms,
     parse_query,
     substring_snippet,
+    title_or_memory_hit,
 )
 from workbench.store.types import time_to_text
 
@@ -75,19 +77,7 @@ def _term_query(term: _Term, params: _Params) -> str | None:
 
 def _tsquery(terms: Sequence[_Term], params: _Params) -> str | None:
     """The whole query as tsquery SQL, or None when no positive term has a word."""
-    positive: list[str] = []
-    negative: list[str] = []
-    for term in terms:
-        sql = _term_query(term, params)
-        if sql is None:
-            continue
-        if term.negated:
-            if not term.symbolic:  # a symbolic exclusion is exact: NOT ILIKE below
-                negative.append(sql)
-        elif term.operator_or and positive:
-            positive[-1] = f"({positive[-1]} || {sql})"
-        else:
-            positive.append(sql)
+    positive, negative = combine_terms(terms, lambda term: _term_query(term, params), "||")
     if not positive:
         return None
     return " && ".join(positive + [f"!!{n}" for n in negative])
@@ -230,9 +220,7 @@ def _search_titles(
     tsq = _tsquery(terms, params)
     if tsq is None:
         return []
-    where = [f"s.search @@ ({tsq})"]
-    if query.agent_id is not None:
-        where.append(f"s.agent_id = {params.add(query.agent_id)}")
+    where = _ranked_conditions("s", tsq, params, [("s.agent_id", query.agent_id)])
     if not query.include_archived:
         where.append("NOT s.archived")
     rows = conn.execute(text(
@@ -241,11 +229,8 @@ def _search_titles(
         f" ts_rank(s.search, ({tsq})) AS score, s.title FROM sessions s"
         f" WHERE {' AND '.join(where)} ORDER BY score DESC, s.id DESC"
         f" LIMIT {params.add(query.limit)}"), params.values).all()
-    return [
-        SearchHit(kind="session", session_id=r[0], message_id=None, role=None,
-                  snippet=str(r[1]), score=round(float(r[2]), 6), title=r[3])
-        for r in rows
-    ]
+    return [title_or_memory_hit("session", r[0], r[1], float(r[2]), title=r[3])
+            for r in rows]
 
 
 def _search_memory(
@@ -255,19 +240,22 @@ def _search_memory(
     tsq = _tsquery(terms, params)
     if tsq is None:
         return []
-    where = [f"e.search @@ ({tsq})"]
-    if query.agent_id is not None:
-        where.append(f"e.agent_id = {params.add(query.agent_id)}")
-    if query.session_id is not None:
-        where.append(f"e.session_id = {params.add(query.session_id)}")
+    where = _ranked_conditions("e", tsq, params, [("e.agent_id", query.agent_id),
+                                                  ("e.session_id", query.session_id)])
     rows = conn.execute(text(
         f"SELECT e.id, e.session_id, ts_headline('simple', left(e.content, {PG_SEARCH_CHARS}),"
         f" ({tsq}), {params.add(_headline_options(query.highlight))}),"
         f" ts_rank(e.search, ({tsq})) AS score FROM memory_entries e"
         f" WHERE {' AND '.join(where)} ORDER BY score DESC, e.id DESC"
         f" LIMIT {params.add(query.limit)}"), params.values).all()
-    return [
-        SearchHit(kind="memory", session_id=r[1], message_id=None, role=None,
-                  snippet=str(r[2]), score=round(float(r[3]), 6), memory_id=r[0])
-        for r in rows
-    ]
+    return [title_or_memory_hit("memory", r[1], r[2], float(r[3]), memory_id=r[0])
+            for r in rows]
+
+
+def _ranked_conditions(alias: str, tsq: str, params: _Params,
+                       equal: list[tuple[str, Any]]) -> list[str]:
+    """The conditions of a title or memory search: the rows of ``alias`` matching the
+    tsquery, and ``column = value`` for each filter of ``equal`` that is set."""
+    where = [f"{alias}.search @@ ({tsq})"]
+    where += [f"{column} = {params.add(value)}" for column, value in equal if value is not None]
+    return where
