@@ -57,6 +57,10 @@ class SearchQuery:
     highlight: tuple[str, str] = HIGHLIGHT
     include_archived: bool = True
 
+    def wants(self, kind: str) -> bool:
+        """Whether hits of ``kind`` are asked for (session titles not within a session)."""
+        return kind in self.kinds and not (kind == "session" and self.session_id is not None)
+
 
 @dataclass
 class _Term:
@@ -193,19 +197,33 @@ def _validate(query: SearchQuery) -> None:
 
 def search(db: Database, query: SearchQuery) -> list[SearchHit]:
     """Run a search; hits of every requested kind, best first (higher score = better)."""
+    return best_hits(query, lambda terms: _hits(db, query, terms))
+
+
+def best_hits(
+    query: SearchQuery, find: Callable[[Sequence[_Term]], list[SearchHit]]
+) -> list[SearchHit]:
+    """What ``find`` gives for the checked and parsed query, best first, at most its
+    limit (nothing for a query without terms)."""
     _validate(query)
     terms = parse_query(query.text)
     if not terms:
         return []
+    hits = find(terms)
+    hits.sort(key=lambda h: h.score, reverse=True)
+    return hits[: query.limit]
+
+
+def _hits(db: Database, query: SearchQuery, terms: Sequence[_Term]) -> list[SearchHit]:
     hits: list[SearchHit] = []
     try:
         with db.read() as conn:
-            if "message" in query.kinds:
+            if query.wants("message"):
                 hits += _search_messages(conn, query, terms)
             fts = _fts_expression(terms)
-            if fts is not None and "session" in query.kinds and query.session_id is None:
+            if fts is not None and query.wants("session"):
                 hits += _search_sessions(conn, query, fts)
-            if fts is not None and "memory" in query.kinds:
+            if fts is not None and query.wants("memory"):
                 hits += _search_memory(conn, query, fts)
     except StorageError as exc:
         if _TOO_COMPLEX.search(str(exc)):
@@ -215,8 +233,7 @@ def search(db: Database, query: SearchQuery) -> list[SearchHit]:
                 f"{len(query.text):,} characters); search for fewer words."
             ) from exc
         raise
-    hits.sort(key=lambda h: h.score, reverse=True)
-    return hits[: query.limit]
+    return hits
 
 
 # -- messages -----------------------------------------------------------------------------

@@ -33,10 +33,9 @@ from workbench.store.search import (
     _groups,
     _like_pattern,
     _Term,
-    _validate,
     _words,
+    best_hits,
     combine_terms,
-    parse_query,
     substring_snippet,
     title_or_memory_hit,
 )
@@ -136,19 +135,16 @@ def _headline_options(marks: tuple[str, str], *, whole: bool = False) -> str:
 
 def search_postgresql(conn: Connection, query: SearchQuery) -> list[SearchHit]:
     """Run a search on a PostgreSQL connection; hits of every requested kind, best first."""
-    _validate(query)
-    terms = parse_query(query.text)
-    if not terms:
-        return []
-    hits: list[SearchHit] = []
-    if "message" in query.kinds:
-        hits += _search_messages(conn, query, terms)
-    if "session" in query.kinds and query.session_id is None:
-        hits += _search_titles(conn, query, terms)
-    if "memory" in query.kinds:
-        hits += _search_memory(conn, query, terms)
-    hits.sort(key=lambda h: h.score, reverse=True)
-    return hits[: query.limit]
+
+    def find(terms: Sequence[_Term]) -> list[SearchHit]:
+        hits: list[SearchHit] = []
+        for kind, search_kind in (("message", _search_messages), ("session", _search_titles),
+                                  ("memory", _search_memory)):
+            if query.wants(kind):
+                hits += search_kind(conn, query, terms)
+        return hits
+
+    return best_hits(query, find)
 
 
 def _search_messages(
