@@ -404,8 +404,7 @@ def _substring_messages(
     conn: Connection, query: SearchQuery, terms: Sequence[_Term]
 ) -> list[SearchHit]:
     """Plain substring scan for text with no indexable word (newest first)."""
-    positive = [t for t in terms if not t.negated]
-    if not positive:
+    if all(t.negated for t in terms):
         return []
     filters, params = _message_filters(query)
     sub, sub_params = _substring_conditions(terms, only_symbolic=False)
@@ -416,16 +415,18 @@ def _substring_messages(
         f" WHERE {' AND '.join(filters)} ORDER BY m.id DESC LIMIT ?",
         (*params, query.limit),
     ).all()
+    return substring_hits(rows, query, terms)
+
+
+def substring_hits(rows: Sequence[Any], query: SearchQuery,
+                   terms: Sequence[_Term]) -> list[SearchHit]:
+    """The hits of a substring scan (rows of id, session_id, role, position, content),
+    each with a snippet around the first term that is not excluded."""
+    wanted = next(t.text for t in terms if not t.negated)
     return [
-        SearchHit(
-            kind="message",
-            session_id=r[1],
-            message_id=r[0],
-            role=r[2],
-            snippet=substring_snippet(r[4], positive[0].text, query.highlight),
-            score=0.0,
-            position=r[3],
-        )
+        SearchHit(kind="message", session_id=r[1], message_id=r[0], role=r[2],
+                  snippet=substring_snippet(r[4], wanted, query.highlight), score=0.0,
+                  position=r[3])
         for r in rows
     ]
 

@@ -36,7 +36,7 @@ from workbench.store.search import (
     _words,
     best_hits,
     combine_terms,
-    substring_snippet,
+    substring_hits,
     title_or_memory_hit,
 )
 from workbench.store.types import time_to_text
@@ -191,8 +191,7 @@ def _substring_messages(
     conn: Connection, query: SearchQuery, terms: Sequence[_Term]
 ) -> list[SearchHit]:
     """Substring scan for text with no indexable word (newest first)."""
-    positive = [t for t in terms if not t.negated]
-    if not positive:
+    if all(t.negated for t in terms):
         return []
     params = _Params()
     where = [*_message_filters(query, params),
@@ -201,12 +200,7 @@ def _substring_messages(
         "SELECT m.id, m.session_id, m.role, m.position, m.content FROM messages AS m"
         f" WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT {params.add(query.limit)}"),
         params.values).all()
-    return [
-        SearchHit(kind="message", session_id=r[1], message_id=r[0], role=r[2],
-                  snippet=substring_snippet(r[4], positive[0].text, query.highlight),
-                  score=0.0, position=r[3])
-        for r in rows
-    ]
+    return substring_hits(rows, query, terms)
 
 
 def _search_titles(
