@@ -80,7 +80,7 @@ from workbench.gui.panels.compaction_commands import (
     CompactionAliases,
     UndoCompactionCommand,
 )
-from workbench.gui.panels.token_bar import TokenBarWidget
+from workbench.gui.panels.savings_bar import SavingsBarWidget
 from workbench.gui.workers import Job
 
 MODE_KEEP = "keep"
@@ -357,7 +357,7 @@ class CompactionPanel(QWidget):
         self.ranges_label = _wrapped_label(layout, box, "Folded ranges")
         self.kept_label = _wrapped_label(layout, box, "Kept messages and why")
 
-        self.token_bar = TokenBarWidget(box)
+        self.token_bar = SavingsBarWidget(box)
         layout.addWidget(self.token_bar)
 
         self.summary_heading = QLabel("&Summary (edit before applying)", box)
