@@ -29,7 +29,7 @@ from workbench.gui.delegates.message import (
 )
 from workbench.gui.main_window import MainWindow
 from workbench.gui.models.sessions import SessionListModel
-from workbench.gui.models.timeline import MessageRole
+from workbench.gui.models.timeline import KeyRole, MessageRole
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -369,3 +369,47 @@ def test_a_message_opening_with_code_keeps_the_strip_below_its_header(
         doc.size()  # lay it out
         top = doc.findBlockByNumber(code.first).layout().position().y()
         assert top - header >= 0, f"the strip starts {top - header} above the document"
+
+
+def _row_is_painted(window: MainWindow, row: int) -> bool:
+    """Whether the row shows more than the view's background (a blank box has one colour)."""
+    view = window.timeline.view
+    rect = view.visualRect(window.timeline.model.index(row, 0))
+    image = view.viewport().grab(rect).toImage()
+    colours = {image.pixel(x, y) for x in range(0, image.width(), 3)
+               for y in range(0, image.height(), 3)}
+    return len(colours) > 6
+
+
+def test_copy_code_keeps_the_message_and_says_copied(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    make_session: Callable[..., SessionInfo],
+) -> None:
+    """A click on Copy code used to leave the row blank (the view took the click for an
+    edit and stopped painting the row) until the session was opened again."""
+    window = open_chat(workspace, open_window, make_session)
+    QGuiApplication.clipboard().clear()
+    regions = row_regions(window, 1)
+    ((code, button),) = regions["code"]
+    viewport = window.timeline.view.viewport()
+    assert _row_is_painted(window, 1)
+    qtbot.mouseMove(viewport, button.center())
+    qtbot.mouseClick(viewport, Qt.MouseButton.LeftButton, pos=button.center())
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == CODE)
+    QApplication.processEvents()
+    assert not window.timeline.view.editing
+    assert _row_is_painted(window, 1)
+    key = window.timeline.model.index(1, 0).data(KeyRole)
+    assert window.timeline.delegate.copied_button() == (key, code.first)
+    assert "Copied 2 lines" in window.statusBar().currentMessage()
+    # The message's own Copy button (and the star) leave the row painted too.
+    copy = row_regions(window, 1)["copy"]
+    qtbot.mouseMove(viewport, copy.center())
+    qtbot.mouseClick(viewport, Qt.MouseButton.LeftButton, pos=copy.center())
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == REPLY)
+    assert window.timeline.delegate.copied_button() == (key, "message")
+    assert not window.timeline.view.editing and _row_is_painted(window, 1)
+    star = row_regions(window, 1)["star"]
+    qtbot.mouseClick(viewport, Qt.MouseButton.LeftButton, pos=star.center())
+    qtbot.waitUntil(lambda: window.timeline.model.index(1, 0).data(MessageRole).important)
+    assert not window.timeline.view.editing and _row_is_painted(window, 1)

@@ -93,6 +93,8 @@ DOC_CACHE = 300
 COLOUR_BUDGET_S = 0.008  # highlighting per event-loop turn
 COPY_LABEL = "Copy"
 COPY_CODE_LABEL = "Copy code"
+COPIED_LABEL = "Copied ✓"
+COPIED_MS = 1_500  # how long a copy button says it copied
 MARKER_SUMMARY_LINES = 12
 MARKER_SUMMARY_CHARS = 1_500
 WILL_FOLD_LIGHT = QColor("#e69500")
@@ -360,6 +362,12 @@ class MessageDelegate(QStyledItemDelegate):
         self._colour_timer.setSingleShot(True)
         self._colour_timer.setInterval(0)
         self._colour_timer.timeout.connect(self._colour_pending)
+        # The button last used to copy: (row key, "message" or a code block's first block).
+        self._copied: tuple[Any, Any] | None = None
+        self._copied_timer = QTimer(self)
+        self._copied_timer.setSingleShot(True)
+        self._copied_timer.setInterval(COPIED_MS)
+        self._copied_timer.timeout.connect(lambda: self._show_copied(None))
         self.link_activated.connect(open_link)
         warm_up()
 
@@ -375,6 +383,25 @@ class MessageDelegate(QStyledItemDelegate):
             self._expanded.add(int(message.id))
         else:
             self._expanded.discard(int(message.id))
+
+    def copied_button(self) -> tuple[Any, Any] | None:
+        """The copy button that says "Copied" now: (row key, "message" or the first block
+        number of a code block), or None."""
+        return self._copied
+
+    def _show_copied(self, which: tuple[Any, Any] | None) -> None:
+        self._copied = which
+        if which is not None:
+            self._copied_timer.start()
+        view = self.parent()
+        if isinstance(view, QAbstractItemView):
+            view.viewport().update()
+
+    def copy_to_clipboard(self, index: _Index, text: str, which: Any = "message") -> None:
+        """Put ``text`` on the clipboard; the button ``which`` of the row says "Copied"."""
+        QGuiApplication.clipboard().setText(text)
+        self._show_copied((index.data(KeyRole), which))
+        self.copied.emit(text)
 
     def clear_cache(self) -> None:
         self._docs.clear()
@@ -495,7 +522,7 @@ class MessageDelegate(QStyledItemDelegate):
                        self._header_height(fm))
         star_size = fm.height() + 2
         star = QRect(header.right() - star_size, header.top(), star_size, header.height())
-        copy_width = fm.horizontalAdvance(COPY_LABEL) + 10
+        copy_width = max(fm.horizontalAdvance(COPY_LABEL), fm.horizontalAdvance(COPIED_LABEL)) + 10
         copy = QRect(star.left() - copy_width - 2, header.top(), copy_width, header.height())
         details_rect = None
         body_top = header.bottom() + 4
@@ -717,8 +744,10 @@ class MessageDelegate(QStyledItemDelegate):
             elif hovered or selected:
                 painter.setPen(muted)
                 painter.drawText(geo.star, Qt.AlignmentFlag.AlignCenter, "☆")
-            if hovered:
-                self._paint_button(painter, geo.copy, COPY_LABEL, palette)
+            copied = self._copied == (index.data(KeyRole), "message")
+            if hovered or copied:
+                self._paint_button(painter, geo.copy, COPIED_LABEL if copied else COPY_LABEL,
+                                   palette)
 
         if geo.details is not None:
             painter.setPen(muted)
@@ -727,7 +756,7 @@ class MessageDelegate(QStyledItemDelegate):
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                              fm.elidedText(details, Qt.TextElideMode.ElideRight,
                                            geo.details.width()))
-        self._paint_code_headers(painter, option, geo, rendered, dark)
+        self._paint_code_headers(painter, option, geo, rendered, dark, index.data(KeyRole))
 
         # Body.
         painter.save()
@@ -776,14 +805,15 @@ class MessageDelegate(QStyledItemDelegate):
             top = block.layout().position().y() - header
             strip = QRect(int(geo.doc_origin.x()), int(geo.doc_origin.y() + top), width,
                           header)
-            label_width = fm.horizontalAdvance(COPY_CODE_LABEL) + 12
+            label_width = max(fm.horizontalAdvance(COPY_CODE_LABEL),
+                              fm.horizontalAdvance(COPIED_LABEL)) + 12
             button = QRect(strip.right() - label_width - 2, strip.top() + 1, label_width,
                            strip.height() - 2)
             regions.append((code, strip, button))
         return regions
 
     def _paint_code_headers(self, painter: QPainter, option: QStyleOptionViewItem,
-                            geo: _Geometry, rendered: _Rendered, dark: bool) -> None:
+                            geo: _Geometry, rendered: _Rendered, dark: bool, key: Any) -> None:
         if not rendered.code_blocks:
             return
         fm = QFontMetrics(option.font)
@@ -803,7 +833,8 @@ class MessageDelegate(QStyledItemDelegate):
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                              fm.elidedText(code.language or "code", Qt.TextElideMode.ElideRight,
                                            max(0, strip.width() - button.width() - 14)))
-            self._paint_button(painter, button, COPY_CODE_LABEL, palette)
+            label = COPIED_LABEL if self._copied == (key, code.first) else COPY_CODE_LABEL
+            self._paint_button(painter, button, label, palette)
         painter.restore()
 
     def hit_regions(self, option: QStyleOptionViewItem, index: _Index) -> dict[str, Any]:
@@ -856,13 +887,11 @@ class MessageDelegate(QStyledItemDelegate):
             self.importance_toggled.emit(message)
             return True
         if regions["copy"].contains(point):
-            QGuiApplication.clipboard().setText(message.content or "")
-            self.copied.emit(message.content or "")
+            self.copy_to_clipboard(index, message.content or "")
             return True
         for code, button in regions["code"]:
             if button.contains(point):
-                QGuiApplication.clipboard().setText(code.text)
-                self.copied.emit(code.text)
+                self.copy_to_clipboard(index, code.text, code.first)
                 return True
         href = regions["doc"].documentLayout().anchorAt(QPointF(point) - regions["doc_origin"])
         if href:

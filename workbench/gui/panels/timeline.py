@@ -130,6 +130,7 @@ class TimelinePanel(QWidget):
         self.model.rowsInserted.connect(lambda *_: self._update_summary())
         self.delegate.importance_toggled.connect(self._toggle_importance_of)
         self.delegate.marker_toggled.connect(self.model.toggle_run)
+        self.delegate.copied.connect(self._report_copied)
         self.view.customContextMenuRequested.connect(self._context_menu)
         self.view.selectionModel().selectionChanged.connect(lambda *_: self._update_actions())
         ctx.message_changed.connect(self.model.message_changed)
@@ -415,6 +416,13 @@ class TimelinePanel(QWidget):
             text = "\n\n".join(f"{m.role}: {m.content or ''}" for m in messages)
         QGuiApplication.clipboard().setText(text)
         return text
+
+    def _report_copied(self, text: str) -> None:
+        lines = text.count("\n") + 1
+        what = f"{lines:,} lines" if lines > 1 else f"{len(text):,} characters"
+        if len(text) == 1:
+            what = "1 character"
+        self.ctx.status_reported.emit(f"Copied {what} to the clipboard.")
 
     def fork_at_current(self) -> None:
         message = self.current_message()

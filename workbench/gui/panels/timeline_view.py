@@ -494,7 +494,10 @@ class TimelineView(QAbstractItemView):
         if trigger is None:
             trigger = QAbstractItemView.EditTrigger.AllEditTriggers
         opened = super().edit(index, trigger, event)
-        if opened:
+        # Qt's edit() also answers True when the delegate took the event (a click on a
+        # copy button, the star or "Show all"): only an open editor makes an edit, else
+        # the row would be left unpainted as if an editor covered it.
+        if opened and self.state() == QAbstractItemView.State.EditingState:
             self._editing = QPersistentModelIndex(index)
             self.scrollTo(index)
             self._refresh()
