@@ -125,6 +125,12 @@ def test_hostile_sessions_open_under_a_memory_cap_and_show_every_word(tmp_path: 
     assert '<span style="font-size:40px;color:red">shout</span>' in texts["red span"]
     assert "[image: x] (/dev/zero)" in texts["markdown image"]
     assert 'file:///dev/zero "hidden words"' in texts["reference"]
+    # Nothing the model receives is invisible, and nothing reorders the text after it.
+    assert texts["bidi override"].startswith("RLO:⟨U+202E⟩evil ⟨U+2067⟩isolate⟨U+2069⟩")
+    assert texts["zero width"].startswith(
+        "zero⟨U+200B⟩width⟨U+2060⟩joined⟨U+FEFF⟩mark⟨U+00AD⟩soft")
+    assert texts["tag characters"].startswith("hi⟨U+E0072⟩⟨U+E0075⟩⟨U+E006E⟩⟨U+E0020⟩")
+    assert texts["entities"].startswith("&amp; &lt;tag&gt; &#x202E;x &amp; ")
 
 
 def test_the_document_never_loads_a_resource(qapp: QApplication) -> None:
@@ -413,3 +419,47 @@ def test_copy_code_keeps_the_message_and_says_copied(
     qtbot.mouseClick(viewport, Qt.MouseButton.LeftButton, pos=star.center())
     qtbot.waitUntil(lambda: window.timeline.model.index(1, 0).data(MessageRole).important)
     assert not window.timeline.view.editing and _row_is_painted(window, 1)
+
+
+def test_invisible_and_reordering_characters_are_named_and_copied_as_written(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    make_session: Callable[..., SessionInfo],
+) -> None:
+    """U+202E made "RLO:evil" read "RLO:live"; zero-width characters showed nothing;
+    ``&amp; &lt;tag&gt;`` showed as ``& <tag>``. The timeline shows what the model gets."""
+    texts = ["RLO:\u202eevil", "a\u200bb c\u2066d", "&amp; &lt;tag&gt;",
+             "```python\nx = 1\u202e  # y\n```"]
+    info = make_session(workspace, "Hostile", [("user", t) for t in texts])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    shown = [row_regions(window, row)["doc"].toPlainText() for row in range(len(texts))]
+    assert shown == ["RLO:⟨U+202E⟩evil", "a⟨U+200B⟩b c⟨U+2066⟩d", "&amp; &lt;tag&gt;",
+                     "x = 1⟨U+202E⟩  # y"]
+    # Copying gives the text as written, control characters and all.
+    QGuiApplication.clipboard().clear()
+    view = window.timeline.view
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton,
+                     pos=view.visualRect(window.timeline.model.index(0, 0)).center())
+    assert QApplication.focusWidget() is view
+    qtbot.keyClick(view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == texts[0])
+    ((code, _button),) = row_regions(window, 3)["code"]
+    assert code.text == "x = 1\u202e  # y"
+
+
+def test_every_format_character_is_named() -> None:
+    import unicodedata
+
+    from workbench.gui.delegates.markdown import invisible_spans, visible_text
+
+    for point in range(0x110000):
+        ch = chr(point)
+        if unicodedata.category(ch) == "Cf" or (unicodedata.category(ch) == "Cc"
+                                                and ch not in "\t\n\r"):
+            assert invisible_spans(f"a {ch} b") == [(2, f"⟨U+{point:04X}⟩")], hex(point)
+    # Joiners inside an emoji sequence or a Persian word, and an emoji's presentation
+    # selector, are how that text is written: left alone.
+    for text in ("👨\u200d👩\u200d👧", "می\u200cخواهم", "❤\ufe0f"):
+        assert visible_text(text) == text
+    assert visible_text("a\u200db") == "a⟨U+200D⟩b"
+    assert visible_text("x\ufe0f\ufe01") == "x\ufe0f⟨U+FE01⟩"

@@ -67,8 +67,10 @@ from workbench.gui.delegates.markdown import (
     CodeBlock,
     SafeDocument,
     highlight_code,
+    mark_invisible,
     plain_tooltip,
     render_markdown,
+    visible_text,
     warm_up,
 )
 from workbench.gui.delegates.message_editor import MessageEditor
@@ -488,6 +490,7 @@ class MessageDelegate(QStyledItemDelegate):
         wrap.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         doc.setDefaultTextOption(wrap)
         doc.setPlainText(text)
+        mark_invisible(doc, is_dark())
         doc.setTextWidth(max(40, width))
         self._docs[key] = _Rendered(doc, False, ())
         while len(self._docs) > DOC_CACHE:
@@ -732,8 +735,8 @@ class MessageDelegate(QStyledItemDelegate):
             room = header_room(fm, right_rect, x, "  ·  ".join(right))
             painter.drawText(QRect(x, geo.header.top(), room, geo.header.height()),
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                             fm.elidedText(" · ".join(extras), Qt.TextElideMode.ElideRight,
-                                           room))
+                             fm.elidedText(visible_text(" · ".join(extras)),
+                                           Qt.TextElideMode.ElideRight, room))
         painter.drawText(right_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
                          "  ·  ".join(right))
         if not pending:
