@@ -35,6 +35,7 @@ from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace, export_format_names
 from workbench.errors import NotFoundError, WorkbenchError
 from workbench.gui.context import AppContext
+from workbench.gui.context_menu_key import install_context_menu_key
 from workbench.gui.db_watch import DatabaseWatcher
 from workbench.gui.dialogs.import_progress import ImportProgressDialog
 from workbench.gui.dialogs.shortcuts import ShortcutsDialog
@@ -60,6 +61,9 @@ class MainWindow(QMainWindow):
     def __init__(self, workspace: Workspace, parent: QWidget | None = None, *,
                  settings: QSettings | None = None) -> None:
         super().__init__(parent)
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            install_context_menu_key(app)
         self.setObjectName("MainWindow")
         self.settings = settings if settings is not None else gui_settings()
         self.ctx = AppContext(workspace, self)

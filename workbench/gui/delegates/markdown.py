@@ -308,6 +308,15 @@ def _links(doc: QTextDocument) -> list[_Link]:
     return found
 
 
+def link_targets(doc: QTextDocument) -> list[str]:
+    """The targets of a rendered document's links and images, in order, each once."""
+    seen: dict[str, None] = {}
+    for link in _links(doc):
+        if link.href:
+            seen.setdefault(link.href, None)
+    return list(seen)
+
+
 def _show_images_and_targets(doc: QTextDocument, dark: bool) -> None:
     """Replace each image by a link naming it; show link targets and titles the text hides."""
     links = _links(doc)

@@ -67,6 +67,7 @@ from workbench.gui.delegates.markdown import (
     CodeBlock,
     SafeDocument,
     highlight_code,
+    link_targets,
     mark_invisible,
     plain_tooltip,
     render_markdown,
@@ -136,8 +137,36 @@ def _shorten(text: str, expanded: bool) -> tuple[str, bool, int]:
             end = cut.find("\n", end + 1)
         cut = cut[:end]
     if len(cut) > COLLAPSED_CHARS + LINE_CHARS:
-        cut = cut[:COLLAPSED_CHARS]
+        # At a space near the limit, so the last word shown is a whole one.
+        space = cut.rfind(" ", COLLAPSED_CHARS - LINE_CHARS, COLLAPSED_CHARS + 1)
+        cut = cut[:space if space > 0 else COLLAPSED_CHARS].rstrip()
     return cut, len(cut) < len(text), lines
+
+
+def _hidden_chars(message: Message) -> int:
+    total = len(message.content or "")
+    for part in message.parts or []:
+        if isinstance(part, dict) and str(part.get("type", "")) in ("reasoning", "thinking"):
+            total += len(str(part.get("text") or part.get("thinking") or ""))
+    for call in message.tool_calls or []:
+        function = call.get("function", call) if isinstance(call, dict) else {}
+        total += len(_arguments_text(function.get("arguments", call.get("arguments", {}))))
+    return total
+
+
+def show_all_label(message: Message, expanded: bool) -> str:
+    """The label of a long message's expander: how much there is when it is folded.
+
+    A text cut by lines counts its lines; one cut by length (a long paragraph, a long
+    single line) counts its characters, so it never says "1 lines".
+    """
+    if expanded:
+        return "Show less ▴"
+    lines = (message.content or "").count("\n") + 1
+    if lines > COLLAPSED_LINES + 1:
+        return f"Show all ▾ {lines:,} lines"
+    total = _hidden_chars(message)
+    return f"Show all ▾ {total:,} character{'' if total == 1 else 's'}"
 
 
 def _arguments_text(arguments: Any) -> str:
@@ -405,6 +434,34 @@ class MessageDelegate(QStyledItemDelegate):
         self._show_copied((index.data(KeyRole), which))
         self.copied.emit(text)
 
+    def toggle_expanded(self, index: _Index) -> bool:
+        """Show all of a folded long message, or fold it again; whether it had a part to
+        show or hide (a short message has none)."""
+        message = index.data(MessageRole)
+        if index.data(KindRole) != "message" or message is None:
+            return False
+        if not self.is_expanded(message) and not message_markdown(message, False)[1]:
+            return False
+        self.set_expanded(message, not self.is_expanded(message))
+        self.expansion_changed.emit(QModelIndex(index))
+        self.sizeHintChanged.emit(QModelIndex(index))
+        return True
+
+    @staticmethod
+    def _whole_document(message: Message) -> tuple[SafeDocument, list[CodeBlock]]:
+        doc = SafeDocument()
+        text, _cut, _lines = message_markdown(message, expanded=True)
+        blocks = render_markdown(doc, text, False, 0, highlight=False)
+        return doc, blocks
+
+    def code_blocks(self, message: Message) -> list[CodeBlock]:
+        """The code blocks of a whole message (tool call arguments and results too)."""
+        return self._whole_document(message)[1]
+
+    def links(self, message: Message) -> list[str]:
+        """The targets of a message's links and images, in order."""
+        return link_targets(self._whole_document(message)[0])
+
     def clear_cache(self) -> None:
         self._docs.clear()
         self._to_colour.clear()
@@ -536,7 +593,8 @@ class MessageDelegate(QStyledItemDelegate):
         more = None
         if truncated:
             more = QRect(left, int(doc_origin.y()) + doc_height + 2,
-                         fm.horizontalAdvance("Show all ▾ 00000000 lines") + 8, fm.height() + 4)
+                         fm.horizontalAdvance("Show all ▾ 000,000,000 characters") + 8,
+                         fm.height() + 4)
         return _Geometry(bubble, badge, header, star, copy, details_rect, doc_origin, more)
 
     @staticmethod
@@ -776,11 +834,8 @@ class MessageDelegate(QStyledItemDelegate):
         if geo.more is not None:
             painter.setPen(palette.color(QPalette.ColorRole.Link))
             painter.setFont(option.font)
-            expanded = self.is_expanded(message)
-            lines = (message.content or "").count("\n") + 1
-            label = "Show less ▴" if expanded else f"Show all ▾ {lines:,} lines"
             painter.drawText(geo.more, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                             label)
+                             show_all_label(message, self.is_expanded(message)))
 
     @staticmethod
     def _paint_button(painter: QPainter, rect: QRect, label: str, palette: QPalette) -> None:
@@ -902,10 +957,7 @@ class MessageDelegate(QStyledItemDelegate):
             return True
         more = regions["more"]
         if more is not None and more.contains(point):
-            self.set_expanded(message, not self.is_expanded(message))
-            self.expansion_changed.emit(QModelIndex(index))
-            self.sizeHintChanged.emit(QModelIndex(index))
-            return True
+            return self.toggle_expanded(index)
         return False
 
     def helpEvent(self, event: QHelpEvent, view: QAbstractItemView,  # noqa: N802 - Qt's name
