@@ -90,7 +90,8 @@ def main() -> int:
         window.grab()
         print(json.dumps({
             "session": session_id,
-            "title_label": timeline.title_label.text(),
+            "title_label": timeline.title_label.full_text(),
+            "title_shown": timeline.title_label.text(),
             "title_format": timeline.title_label.textFormat().name,
             "window_title": window.windowTitle(),
             "texts": texts,

@@ -55,6 +55,9 @@ _EXPORT_FILTERS = {
 _SETTINGS_VERSION = 1
 
 
+TITLE_CHARS = 120  # the longest session title the window title takes whole
+
+
 class MainWindow(QMainWindow):
     """The workbench's main window over one open workspace."""
 
@@ -409,7 +412,10 @@ class MainWindow(QMainWindow):
             self.setWindowTitle(APP_TITLE)
             self.tokens_label.setText("")
             return
-        self.setWindowTitle(f"{info.title} — {APP_TITLE}")
+        # Capped: a 5,000-character title is no window title (the timeline shows it).
+        title = info.title if len(info.title) <= TITLE_CHARS \
+            else info.title[:TITLE_CHARS - 1] + "…"
+        self.setWindowTitle(f"{title} — {APP_TITLE}")
         window = self.composer.context_window() if self.composer is not None else None
         if window:
             self.tokens_label.setText(f"{info.token_count:,} / {window:,} tokens")

@@ -9,9 +9,7 @@ from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
-    QLabel,
     QMenu,
-    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -30,6 +28,7 @@ from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import CodeBlock
 from workbench.gui.delegates.message import MessageDelegate
 from workbench.gui.dialogs.ask_text import ask_text
+from workbench.gui.layout import ElidedLabel
 from workbench.gui.models.timeline import KindRole, MessageRole, TimelineModel
 from workbench.gui.panels.timeline_view import TimelineView
 from workbench.gui.theme import ROLE_LABELS, is_dark, role_color
@@ -91,17 +90,14 @@ class TimelinePanel(QWidget):
         self.ctx = ctx
         self.setObjectName("TimelinePanel")
         self.prompt_below = False  # a composer under the timeline (set when attached)
-        self.title_label = QLabel(self)
+        # A long title takes a second line, then is elided (the tooltip holds it whole).
+        self.title_label = ElidedLabel("", self, lines=2)
         self.title_label.setAccessibleName("Session title")
-        self.title_label.setTextFormat(Qt.TextFormat.PlainText)  # a title is data, not markup
         font = self.title_label.font()
         font.setBold(True)
         font.setPointSizeF(font.pointSizeF() * 1.15)
         self.title_label.setFont(font)
         self.title_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.title_label.setWordWrap(True)  # a long title takes a second line, never cut
-        self.title_label.setSizePolicy(QSizePolicy.Policy.Ignored,
-                                       QSizePolicy.Policy.Preferred)
         self.chips = RoleFilterBar(self)
 
         self.model = TimelineModel(ctx.workspace, ctx.workers, self)
