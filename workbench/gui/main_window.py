@@ -37,6 +37,7 @@ from workbench.errors import NotFoundError, WorkbenchError
 from workbench.gui.context import AppContext
 from workbench.gui.context_menu_key import install_context_menu_key
 from workbench.gui.db_watch import DatabaseWatcher
+from workbench.gui.delegates.markdown import visible_text
 from workbench.gui.dialogs.import_progress import ImportProgressDialog
 from workbench.gui.dialogs.shortcuts import ShortcutsDialog
 from workbench.gui.dock_sizing import DockSharesSizer, format_shares, parse_shares
@@ -413,8 +414,9 @@ class MainWindow(QMainWindow):
             self.tokens_label.setText("")
             return
         # Capped: a 5,000-character title is no window title (the timeline shows it).
-        title = info.title if len(info.title) <= TITLE_CHARS \
-            else info.title[:TITLE_CHARS - 1] + "…"
+        title = visible_text(info.title)  # a bidi control would reorder the title bar
+        if len(title) > TITLE_CHARS:
+            title = title[:TITLE_CHARS - 1] + "…"
         self.setWindowTitle(f"{title} — {APP_TITLE}")
         window = self.composer.context_window() if self.composer is not None else None
         if window:
