@@ -35,7 +35,7 @@ from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace, export_format_names
 from workbench.errors import NotFoundError, WorkbenchError
 from workbench.gui.context import AppContext
-from workbench.gui.context_menu_key import install_context_menu_key
+from workbench.gui.context_menu_key import open_context_menu
 from workbench.gui.db_watch import DatabaseWatcher
 from workbench.gui.delegates.markdown import visible_text
 from workbench.gui.dialogs.import_progress import ImportProgressDialog
@@ -65,9 +65,6 @@ class MainWindow(QMainWindow):
     def __init__(self, workspace: Workspace, parent: QWidget | None = None, *,
                  settings: QSettings | None = None) -> None:
         super().__init__(parent)
-        app = QApplication.instance()
-        if isinstance(app, QApplication):
-            install_context_menu_key(app)
         self.setObjectName("MainWindow")
         self.settings = settings if settings is not None else gui_settings()
         self.ctx = AppContext(workspace, self)
@@ -340,10 +337,13 @@ class MainWindow(QMainWindow):
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
         help_menu.addAction(self.shortcuts_action)
         help_menu.addAction(self.about_action)
+        # Not in a menu: the key opens the focused widget's own menu (as the Menu key does).
+        self.context_menu_action = self._action("Context &Menu", lambda: open_context_menu(),
+                                                "Shift+F10")
         for action in (self.import_action, self.import_folder_action, self.export_action,
                        self.open_database_action, self.quit_action, self.undo_action,
                        self.redo_action, self.find_action, self.find_all_action,
-                       self.shortcuts_action):
+                       self.shortcuts_action, self.context_menu_action):
             self.addAction(action)
 
     def _connect(self) -> None:
