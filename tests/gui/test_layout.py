@@ -17,12 +17,13 @@ is checked the way a person would look at it:
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtCore import QEventLoop, QPoint, QRect, Qt
 from PySide6.QtGui import QFontMetrics, QTextDocument
 from PySide6.QtGui import Qt as GuiQt
 from PySide6.QtWidgets import (
@@ -125,7 +126,12 @@ def _minimum_size(widget: QWidget) -> tuple[int, int]:
         width = max(width, hint.width())
     height = widget.minimumHeight()
     if policy.verticalPolicy() != QSizePolicy.Policy.Ignored:
-        height = max(height, hint.height())
+        if widget.hasHeightForWidth():
+            # Its height follows its width (wrapping content): what it needs at the
+            # width it was given, not at the narrowest it could be.
+            height = max(height, widget.heightForWidth(widget.width()))
+        else:
+            height = max(height, hint.height())
     return width, height
 
 
@@ -315,10 +321,22 @@ def furnished(workspace: Workspace) -> Iterator[tuple[Workspace, int]]:
     yield workspace, session_id
 
 
+def _busy(window: MainWindow) -> bool:
+    """Work is under way or due: a job, or the Request panel's debounce timer running."""
+    inspector = window.request_inspector
+    return not window.ctx.workers.idle or (
+        inspector is not None and inspector.isVisible() and inspector.busy)
+
+
 def _settle(window: MainWindow) -> None:
+    """Run the event loop until no job is running or due, then lay out what they showed."""
+    deadline = time.monotonic() + 30
     for _ in range(3):
         QApplication.processEvents()
-        assert window.ctx.workers.wait_idle(15)
+        while _busy(window) and time.monotonic() < deadline:
+            QApplication.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 20)
+            time.sleep(0.002)
+        assert not _busy(window), "the window's work did not finish"
     QApplication.processEvents()
 
 

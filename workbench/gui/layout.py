@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QEvent, QObject, QPoint, QRect, QSize, Qt
 from PySide6.QtGui import QFont, QFontMetrics, QResizeEvent, QTextLayout, QTextOption
 from PySide6.QtWidgets import (
@@ -28,16 +30,32 @@ from PySide6.QtWidgets import (
     QLayout,
     QLayoutItem,
     QProgressBar,
+    QPushButton,
     QScrollArea,
     QSizePolicy,
     QStyle,
     QTableWidget,
+    QVBoxLayout,
     QWidget,
 )
 
 from workbench.gui.delegates.markdown import plain_tooltip, visible_text
 
 _DEFAULT_SPACING = 6
+
+
+def named_button(text: str, name: str, tip: str = "", *,
+                 clicked: Callable[[], object] | None = None,
+                 parent: QWidget | None = None) -> QPushButton:
+    """A push button with its accessible name (and tooltip); pressing calls ``clicked``."""
+    button = QPushButton(text, parent)
+    button.setAccessibleName(name)
+    if tip:
+        button.setToolTip(tip)
+    if clicked is not None:
+        button.clicked.connect(clicked)
+    return button
+
 _FLIP_WIDTH = 40  # wider than any scroll bar
 
 
@@ -59,6 +77,17 @@ class FlowLayout(QLayout):
             self.setContentsMargins(0, 0, 0, 0)
         if spacing >= 0:
             self.setSpacing(spacing)
+
+    @classmethod
+    def of(cls, *items: QWidget | QLayout) -> FlowLayout:
+        """A flow of these widgets and nested layouts, in this order."""
+        flow = cls()
+        for item in items:
+            if isinstance(item, QLayout):
+                flow.addLayout(item)
+            else:
+                flow.addWidget(item)
+        return flow
 
     # -- the item list QLayout asks for ----------------------------------------------------
 
@@ -223,6 +252,16 @@ class VerticalScrollArea(QScrollArea):
         if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
             self.updateGeometry()  # the content's minimum may have changed
         return super().eventFilter(watched, event)
+
+    @classmethod
+    def filling(cls, panel: QWidget, content: QWidget, name: str) -> VerticalScrollArea:
+        """``content`` scrolled in an area that fills ``panel`` edge to edge."""
+        area = cls(content, panel)
+        area.setAccessibleName(name)
+        layout = QVBoxLayout(panel)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(area)
+        return area
 
 
 class FittedProgressBar(QProgressBar):

@@ -33,12 +33,13 @@ from PySide6.QtWidgets import (
 
 from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace, export_format_names
-from workbench.errors import NotFoundError, WorkbenchError
+from workbench.errors import NotFoundError
 from workbench.gui.context import AppContext
 from workbench.gui.context_menu_key import open_context_menu
 from workbench.gui.db_watch import DatabaseWatcher
 from workbench.gui.delegates.markdown import visible_text
 from workbench.gui.dialogs.import_progress import ImportProgressDialog
+from workbench.gui.dialogs.open_database import OpenDatabaseDialog
 from workbench.gui.dialogs.shortcuts import ShortcutsDialog
 from workbench.gui.dock_sizing import DockSharesSizer, format_shares, parse_shares
 from workbench.gui.panels.search import SearchPanel
@@ -99,6 +100,8 @@ class MainWindow(QMainWindow):
         self._connect()
         self._restore_layout()
         self._opened_once = False
+        self._opening: OpenDatabaseDialog | None = None  # File → Open Database running
+        self._closing = False
         self.first_run_bar: Any = None
         self._refresh_status_timer = QTimer(self)
         self._refresh_status_timer.setSingleShot(True)
@@ -524,17 +527,32 @@ class MainWindow(QMainWindow):
             path += suffix
         self.export_sessions(ids, format, path)
 
-    def open_database(self, path: Path | str) -> bool:
-        """Switch the window to another database (created when missing)."""
-        try:
-            workspace = Workspace.open(path)
-        except WorkbenchError as exc:
-            self._show_error(str(exc))
-            return False
+    def open_database(self, path: Path | str) -> OpenDatabaseDialog:
+        """Switch the window to another database (created when missing, migrated when
+        older). It is opened on a worker with a progress dialog (returned, running): the
+        window switches when it is open; a failure is said in the dialog."""
+        if self._opening is not None:
+            if self._opening.running:
+                self._opening.raise_()
+                return self._opening
+            self._opening.deleteLater()  # the last one's report was read or closed
+        dialog = OpenDatabaseDialog(self.ctx.workers, path, parent=self)
+        dialog.setWindowModality(Qt.WindowModality.WindowModal)
+        dialog.opened.connect(self._database_opened)
+        dialog.open_failed.connect(
+            lambda _e: self.statusBar().showMessage(dialog.label.text(), 15000))
+        self._opening = dialog
+        dialog.start()
+        return dialog
+
+    def _database_opened(self, workspace: Workspace) -> None:
+        if self._closing:  # the window closed while it was being opened
+            workspace.close()
+            return
         old = self.ctx.replace_workspace(workspace)
         old.close()
         self.open_session(0)
-        return True
+        self.statusBar().showMessage(f"Opened {workspace.db_path}.", 8000)
 
     def _open_database_interactively(self) -> None:
         path, _filter = QFileDialog.getSaveFileName(
@@ -705,6 +723,7 @@ class MainWindow(QMainWindow):
             self.open_session(last_id)
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self._closing = True
         for dialog in self.findChildren(QDialog):
             if dialog.isVisible():
                 # A running import is cancelled and waited for below; the settings

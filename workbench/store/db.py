@@ -12,7 +12,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +32,11 @@ APP_NAME = "conversation-workbench"
 DB_FILENAME = "workbench.db"
 BUSY_TIMEOUT_MS = 10_000
 SQLITE_HEADER = b"SQLite format 3\x00"
+
+OpenProgress = Callable[[str, int, int], object]
+"""Told what opening a database is doing: ``(sentence, steps done, steps in all)``,
+before the backup and before each schema change of an existing file (on the thread
+that opens it)."""
 
 
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -118,12 +123,14 @@ class Database:
     # -- opening -----------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path | str | None = None, *, migrate: bool = True) -> Database:
+    def open(cls, path: Path | str | None = None, *, migrate: bool = True,
+             progress: OpenProgress | None = None) -> Database:
         """Open (creating if needed) and migrate the database at ``path``.
 
         A file from a newer workbench raises :class:`DatabaseVersionError`; a file that is
         not a workbench database raises :class:`StorageError`. Neither is changed.
-        Before an existing file is migrated, a backup copy is written beside it.
+        Before an existing file is migrated, a backup copy is written beside it;
+        ``progress`` hears of the backup and of each schema change.
         """
         if path is not None:
             refuse_url(path)
@@ -143,13 +150,13 @@ class Database:
         event.listen(engine, "connect", _on_connect)
         db = cls(path, engine)
         try:
-            db._prepare(existed, migrate)
+            db._prepare(existed, migrate, progress)
         except BaseException:
             engine.dispose()
             raise
         return db
 
-    def _prepare(self, existed: bool, migrate: bool) -> None:
+    def _prepare(self, existed: bool, migrate: bool, progress: OpenProgress | None) -> None:
         try:
             with self.engine.connect() as conn:
                 tables = {
@@ -194,9 +201,17 @@ class Database:
         if not migrate:
             raise StorageError(f"{self.path} needs schema changes: {pending[0].name} and on.")
         # A change that is PostgreSQL's only is just recorded here: no copy for it.
-        if existed and applied and any(m.statements for m in pending):
+        backup = existed and bool(applied) and any(m.statements for m in pending)
+        steps = len(pending) + backup
+        name = self.path.name
+        if backup:
+            if progress is not None:
+                progress(f"Backing up {name} before updating it…", 0, steps)
             self.backup(self._backup_path())
-        for migration in pending:
+        for number, migration in enumerate(pending, start=1):
+            if progress is not None and applied:  # a new file is made too fast to tell
+                progress(f"Updating {name} to this version of the workbench ({number} of "
+                         f"{len(pending)})…", number - 1 + backup, steps)
             self._apply(migration)
 
     def _backup_path(self) -> Path:

@@ -29,7 +29,6 @@ from PySide6.QtCore import (
     QAbstractItemModel,
     QEvent,
     QModelIndex,
-    QPersistentModelIndex,
     QPointF,
     QRect,
     QRectF,
@@ -75,6 +74,7 @@ from workbench.gui.delegates.markdown import (
     warm_up,
 )
 from workbench.gui.delegates.message_editor import MessageEditor
+from workbench.gui.models import ModelIndex
 from workbench.gui.models.timeline import (
     CompactionsRole,
     KeyRole,
@@ -85,8 +85,6 @@ from workbench.gui.models.timeline import (
     WillFoldRole,
 )
 from workbench.gui.theme import ROLE_GLYPHS, ROLE_LABELS, is_dark, role_color
-
-_Index = QModelIndex | QPersistentModelIndex
 
 COLLAPSED_LINES = 24
 COLLAPSED_CHARS = 2_400
@@ -428,13 +426,13 @@ class MessageDelegate(QStyledItemDelegate):
         if isinstance(view, QAbstractItemView):
             view.viewport().update()
 
-    def copy_to_clipboard(self, index: _Index, text: str, which: Any = "message") -> None:
+    def copy_to_clipboard(self, index: ModelIndex, text: str, which: Any = "message") -> None:
         """Put ``text`` on the clipboard; the button ``which`` of the row says "Copied"."""
         QGuiApplication.clipboard().setText(text)
         self._show_copied((index.data(KeyRole), which))
         self.copied.emit(text)
 
-    def toggle_expanded(self, index: _Index) -> bool:
+    def toggle_expanded(self, index: ModelIndex) -> bool:
         """Show all of a folded long message, or fold it again; whether it had a part to
         show or hide (a short message has none)."""
         message = index.data(MessageRole)
@@ -466,12 +464,12 @@ class MessageDelegate(QStyledItemDelegate):
         self._docs.clear()
         self._to_colour.clear()
 
-    def _document(self, index: _Index, message: Message, width: int,
+    def _document(self, index: ModelIndex, message: Message, width: int,
                   font: QFont, dark: bool) -> tuple[QTextDocument, bool]:
         entry = self._rendered(index, message, width, font, dark)
         return entry.doc, entry.truncated
 
-    def _rendered(self, index: _Index, message: Message, width: int,
+    def _rendered(self, index: ModelIndex, message: Message, width: int,
                   font: QFont, dark: bool) -> _Rendered:
         expanded = self.is_expanded(message)
         key = (index.data(KeyRole), width, expanded, dark, font.key())
@@ -521,12 +519,12 @@ class MessageDelegate(QStyledItemDelegate):
         if coloured and isinstance(view, QAbstractItemView):
             view.viewport().update()
 
-    def is_coloured(self, index: _Index) -> bool:
+    def is_coloured(self, index: ModelIndex) -> bool:
         """Whether every rendered document of the row at ``index`` has its code coloured."""
         key = index.data(KeyRole)
         return all(entry.coloured for k, entry in self._docs.items() if k[0] == key)
 
-    def _summary_document(self, index: _Index, width: int, font: QFont
+    def _summary_document(self, index: ModelIndex, width: int, font: QFont
                           ) -> QTextDocument | None:
         """The summary block of an expanded folded marker (None when there is none)."""
         run = index.data(RunRole)
@@ -555,7 +553,7 @@ class MessageDelegate(QStyledItemDelegate):
         return doc
 
     @staticmethod
-    def _summary_heading(index: _Index) -> str:
+    def _summary_heading(index: ModelIndex) -> str:
         records = index.data(CompactionsRole) or []
         if not records:
             return "The session's summary"
@@ -601,7 +599,7 @@ class MessageDelegate(QStyledItemDelegate):
     def _text_width(width: int) -> int:
         return width - 2 * MARGIN_X - 2 * PAD - BADGE - GAP
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
+    def sizeHint(self, option: QStyleOptionViewItem, index: ModelIndex) -> QSize:
         width = option.rect.width() if option.rect.width() > 0 else 600
         fm = QFontMetrics(option.font)
         kind = index.data(KindRole)
@@ -627,7 +625,7 @@ class MessageDelegate(QStyledItemDelegate):
 
     # -- painting ----------------------------------------------------------------------
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex) -> None:
         kind = index.data(KindRole)
         painter.save()
         try:
@@ -640,7 +638,7 @@ class MessageDelegate(QStyledItemDelegate):
             painter.restore()
 
     def _paint_marker(self, painter: QPainter, option: QStyleOptionViewItem,
-                      index: _Index) -> None:
+                      index: ModelIndex) -> None:
         run = index.data(RunRole)
         palette = option.palette
         fm = QFontMetrics(option.font)
@@ -697,7 +695,7 @@ class MessageDelegate(QStyledItemDelegate):
         doc.documentLayout().draw(painter, context)
         painter.restore()
 
-    def _paint_message(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index,
+    def _paint_message(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex,
                        *, pending: bool) -> None:
         message: Message | None = index.data(MessageRole)
         palette = option.palette
@@ -895,7 +893,7 @@ class MessageDelegate(QStyledItemDelegate):
             self._paint_button(painter, button, label, palette)
         painter.restore()
 
-    def hit_regions(self, option: QStyleOptionViewItem, index: _Index) -> dict[str, Any]:
+    def hit_regions(self, option: QStyleOptionViewItem, index: ModelIndex) -> dict[str, Any]:
         """Where a message row's controls are, in view coordinates (None when absent).
 
         ``copy`` is the copy-message button, ``star`` the importance star, ``code`` a list
@@ -924,7 +922,7 @@ class MessageDelegate(QStyledItemDelegate):
     # -- clicks ------------------------------------------------------------------------
 
     def editorEvent(self, event: QEvent, model: QAbstractItemModel,
-                    option: QStyleOptionViewItem, index: _Index) -> bool:
+                    option: QStyleOptionViewItem, index: ModelIndex) -> bool:
         if event.type() != QEvent.Type.MouseButtonRelease:
             return super().editorEvent(event, model, option, index)
         assert isinstance(event, QMouseEvent)
@@ -961,7 +959,7 @@ class MessageDelegate(QStyledItemDelegate):
         return False
 
     def helpEvent(self, event: QHelpEvent, view: QAbstractItemView,  # noqa: N802 - Qt's name
-                  option: QStyleOptionViewItem, index: _Index) -> bool:
+                  option: QStyleOptionViewItem, index: ModelIndex) -> bool:
         regions = self.hit_regions(option, index)
         message = index.data(MessageRole)
         if not regions or message is None or event is None:
@@ -988,7 +986,7 @@ class MessageDelegate(QStyledItemDelegate):
     # -- editing -----------------------------------------------------------------------
 
     def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
-                     index: _Index) -> QWidget:
+                     index: ModelIndex) -> QWidget:
         editor = MessageEditor(parent)
         editor.committed.connect(lambda: self._finish(editor, commit=True))
         editor.cancelled.connect(lambda: self._finish(editor, commit=False))
@@ -999,18 +997,18 @@ class MessageDelegate(QStyledItemDelegate):
             self.commitData.emit(editor)
         self.closeEditor.emit(editor, QStyledItemDelegate.EndEditHint.NoHint)
 
-    def setEditorData(self, editor: QWidget, index: _Index) -> None:
+    def setEditorData(self, editor: QWidget, index: ModelIndex) -> None:
         message = index.data(MessageRole)
         if isinstance(editor, MessageEditor) and message is not None:
             editor.set_message(message.role, message.content or "")
             editor.focus_text()
 
-    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: _Index) -> None:
+    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: ModelIndex) -> None:
         if isinstance(editor, MessageEditor):
             model.setData(index, (editor.role(), editor.text()), Qt.ItemDataRole.EditRole)
 
     def updateEditorGeometry(self, editor: QWidget, option: QStyleOptionViewItem,
-                             index: _Index) -> None:
+                             index: ModelIndex) -> None:
         editor.setGeometry(option.rect.adjusted(MARGIN_X, MARGIN_Y, -MARGIN_X, -MARGIN_Y))
 
     def eventFilter(self, editor: Any, event: QEvent) -> bool:

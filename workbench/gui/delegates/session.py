@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt
+from PySide6.QtCore import QRect, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
 from workbench.core.conversation import SessionInfo
 from workbench.gui.delegates.markdown import visible_text
+from workbench.gui.models import ModelIndex
 from workbench.gui.models.sessions import SessionRole
 
-_Index = QModelIndex | QPersistentModelIndex
 PAD_X = 8
 PAD_Y = 5
 LINE_GAP = 3
@@ -56,12 +56,12 @@ class SessionDelegate(QStyledItemDelegate):
     ones are greyed (see the module docstring)."""
 
     def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
-                     index: _Index) -> QWidget:
+                     index: ModelIndex) -> QWidget:
         editor = super().createEditor(parent, option, index)
         editor.setAccessibleName("Session title")  # the in-place rename field
         return editor
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
+    def sizeHint(self, option: QStyleOptionViewItem, index: ModelIndex) -> QSize:
         fm = QFontMetrics(option.font)
         info = index.data(SessionRole)
         lines = 3 if info is not None and info.tags else 2
@@ -69,7 +69,7 @@ class SessionDelegate(QStyledItemDelegate):
         # (the width of the rect asked about once stuck after the dock narrowed).
         return QSize(1, fm.height() * lines + (lines - 1) * LINE_GAP + 2 * PAD_Y)
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex) -> None:
         info = index.data(SessionRole)
         if info is None:
             return
@@ -137,7 +137,7 @@ class SessionDelegate(QStyledItemDelegate):
         painter.restore()
 
     def updateEditorGeometry(self, editor: Any, option: QStyleOptionViewItem,
-                             index: _Index) -> None:
+                             index: ModelIndex) -> None:
         fm = QFontMetrics(option.font)
         editor.setGeometry(option.rect.adjusted(PAD_X - 3, 2, -PAD_X,
                                                 -(option.rect.height() - fm.height() - 10)))

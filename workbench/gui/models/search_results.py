@@ -6,12 +6,11 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import QAbstractListModel, QModelIndex, Qt
 
 from workbench.core.conversation import SearchHit
 from workbench.gui.delegates.markdown import plain_tooltip
-
-_Index = QModelIndex | QPersistentModelIndex
+from workbench.gui.models import ModelIndex
 
 # Markers the search puts around matched words; control characters never occur in text
 # people search, so a «» in a message is shown as it is.
@@ -60,7 +59,7 @@ class SearchResultsModel(QAbstractListModel):
     def hit_at(self, row: int) -> SearchHit:
         return self._hits[row]
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+    def rowCount(self, parent: ModelIndex = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
         return 0 if parent.isValid() else len(self._hits)
 
     def title_of(self, hit: SearchHit) -> str:
@@ -70,7 +69,7 @@ class SearchResultsModel(QAbstractListModel):
             return "Memory"
         return self._titles.get(hit.session_id or 0, f"Session {hit.session_id}")
 
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: ModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or not 0 <= index.row() < len(self._hits):
             return None
         hit = self._hits[index.row()]

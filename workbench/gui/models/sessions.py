@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractListModel, QModelIndex, Qt, Signal
 
 from workbench.core.conversation import SessionInfo
 from workbench.core.identity import metadata_lines
 from workbench.engine.workspace import Workspace
 from workbench.errors import WorkbenchError
 from workbench.gui.delegates.markdown import plain_tooltip
-
-_Index = QModelIndex | QPersistentModelIndex
+from workbench.gui.models import ModelIndex
 
 PAGE = 100
 _DETAIL_LINES = 12  # metadata lines a tooltip shows at most
@@ -117,13 +116,13 @@ class SessionListModel(QAbstractListModel):
 
     # -- rows --------------------------------------------------------------------------
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+    def rowCount(self, parent: ModelIndex = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
         return 0 if parent.isValid() else len(self._rows)
 
-    def canFetchMore(self, parent: _Index) -> bool:
+    def canFetchMore(self, parent: ModelIndex) -> bool:
         return not parent.isValid() and not self._exhausted
 
-    def fetchMore(self, parent: _Index) -> None:
+    def fetchMore(self, parent: ModelIndex) -> None:
         if parent.isValid() or self._exhausted:
             return
         page = self._read(self._page_size)
@@ -151,7 +150,7 @@ class SessionListModel(QAbstractListModel):
             index = self.index(row, 0)
             self.dataChanged.emit(index, index)
 
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: ModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or not 0 <= index.row() < len(self._rows):
             return None
         info = self._rows[index.row()]
@@ -191,13 +190,13 @@ class SessionListModel(QAbstractListModel):
             metadata = {k: v for k, v in metadata.items() if k != "time_missing"}
         return lines + metadata_lines(metadata, limit=80)[:_DETAIL_LINES]
 
-    def flags(self, index: _Index) -> Qt.ItemFlag:
+    def flags(self, index: ModelIndex) -> Qt.ItemFlag:
         if not index.isValid():
             return Qt.ItemFlag.NoItemFlags
         return (Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
                 | Qt.ItemFlag.ItemIsEditable)
 
-    def setData(self, index: _Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
+    def setData(self, index: ModelIndex, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
         """A title typed in place: asked for through ``rename_requested`` (undoable)."""
         if role != Qt.ItemDataRole.EditRole or not index.isValid():
             return False

@@ -81,7 +81,6 @@ class ComposerPanel(QWidget):
         self._new_session: NewSessionCommand | None = None
         self._turn_new_session: NewSessionCommand | None = None
         self._gauge: ContextGauge | None = None
-        self._gauge_sequence = 0
         self._windows: dict[tuple[str, str | None], int] = {}  # learned context windows
 
         self.provider_box = FittedComboBox(self)
@@ -125,11 +124,7 @@ class ComposerPanel(QWidget):
         self.error_label.hide()
 
         # The names are shown whole; a row too narrow for all of them wraps.
-        selectors = FlowLayout()
-        selectors.addWidget(self.provider_box)
-        selectors.addWidget(self.model_box)
-        selectors.addWidget(self.auto_box)
-        selectors.addWidget(self.gauge)
+        selectors = FlowLayout.of(self.provider_box, self.model_box, self.auto_box, self.gauge)
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
@@ -511,10 +506,11 @@ class ComposerPanel(QWidget):
             keep = self._keep_partial
         if self._token is not None:
             self._token.cancel()
-        # Cancelling the job closes the engine's generator between two events, before
-        # it can store anything; a kept reply needs the engine to end the turn itself.
+        # Stopping the job closes the engine's generator between two events, before it
+        # can store anything (``_done`` then gets None); a kept reply needs the engine to
+        # end the turn itself.
         if self._job is not None and not keep:
-            self._job.cancel()
+            self._job.stop()
 
     def regenerate(self) -> None:
         """Ask again for the last reply: the last turn is removed (undoable) and resent."""
@@ -544,30 +540,31 @@ class ComposerPanel(QWidget):
         """Measure the next request (on a worker; the network may be asked the window)."""
         session_id = self.ctx.current_session_id
         provider = self.provider()
-        self._gauge_sequence += 1
-        sequence = self._gauge_sequence
+        job_key = (self, "gauge")  # a newer measurement supersedes the one under way
         if not session_id:
+            self.ctx.workers.cancel(job_key)
             self._show_gauge(None)
             return
         workspace, model, prompt = self.ctx.workspace, self.model_name(), \
             self.prompt.toPlainText()
         key = (provider or "", model)
         known = self._windows.get(key) if provider else None
+        windows = self._windows
 
-        def done(gauge: ContextGauge) -> None:
+        def measure() -> ContextGauge:
+            gauge = context_gauge(workspace, session_id, provider=provider, model=model,
+                                  prompt=prompt, window=known)
             if provider and gauge.window:
-                self._windows[key] = gauge.window  # ask the server once per model
-            if sequence == self._gauge_sequence:
-                self._show_gauge(gauge)
+                # Ask the server once per model, even when this measurement is superseded.
+                windows[key] = gauge.window
+            return gauge
 
         def failed(error: BaseException) -> None:
-            if sequence == self._gauge_sequence:
-                self.gauge.setFormat("context: unknown")
-                self.gauge.setToolTip(describe_error(error, doing="measure the request"))
+            self.gauge.setFormat("context: unknown")
+            self.gauge.setToolTip(describe_error(error, doing="measure the request"))
 
-        self.ctx.workers.network(context_gauge, workspace, session_id, provider=provider,
-                                 model=model, prompt=prompt, window=known,
-                                 name="measure the request", on_done=done, on_error=failed)
+        self.ctx.workers.network(measure, name="measure the request", key=job_key,
+                                 on_done=self._show_gauge, on_error=failed)
 
     def _show_gauge(self, gauge: ContextGauge | None) -> None:
         self._gauge = gauge

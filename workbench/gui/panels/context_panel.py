@@ -19,8 +19,6 @@ from typing import Any
 
 from PySide6.QtCore import (
     QAbstractItemModel,
-    QModelIndex,
-    QPersistentModelIndex,
     QRectF,
     QSize,
     Qt,
@@ -40,7 +38,6 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPlainTextEdit,
-    QPushButton,
     QSpinBox,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -55,7 +52,8 @@ from workbench.core.conversation import MemoryEntry, Task, TaskStatus, utcnow
 from workbench.engine.session_context import ContextOverview, new_task, read_session_context
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
-from workbench.gui.layout import ElidedLabel, FlowLayout, VerticalScrollArea
+from workbench.gui.layout import ElidedLabel, FlowLayout, VerticalScrollArea, named_button
+from workbench.gui.models import ModelIndex
 from workbench.gui.panels.context_commands import (
     AddMemoryEntryCommand,
     DedupeFactsCommand,
@@ -63,7 +61,6 @@ from workbench.gui.panels.context_commands import (
     EditContextCommand,
 )
 
-_Index = QModelIndex | QPersistentModelIndex
 RELOAD_DELAY_MS = 150
 TaskRole = Qt.ItemDataRole.UserRole + 1
 EntryRole = Qt.ItemDataRole.UserRole + 2
@@ -74,7 +71,7 @@ class TaskStatusDelegate(QStyledItemDelegate):
     """Edits a task's status with a combo box (committed as soon as one is picked)."""
 
     def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
-                     index: _Index) -> QWidget:
+                     index: ModelIndex) -> QWidget:
         box = QComboBox(parent)
         box.setAccessibleName("Task status")
         box.addItems(STATUSES)
@@ -85,14 +82,14 @@ class TaskStatusDelegate(QStyledItemDelegate):
         self.commitData.emit(box)
         self.closeEditor.emit(box, QStyledItemDelegate.EndEditHint.NoHint)
 
-    def setEditorData(self, editor: QWidget, index: _Index) -> None:
+    def setEditorData(self, editor: QWidget, index: ModelIndex) -> None:
         assert isinstance(editor, QComboBox)
         status = str(index.data(Qt.ItemDataRole.EditRole) or "")
         if editor.findText(status) < 0:
             editor.addItem(status)
         editor.setCurrentText(status)
 
-    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: _Index) -> None:
+    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: ModelIndex) -> None:
         assert isinstance(editor, QComboBox)
         model.setData(index, editor.currentText(), Qt.ItemDataRole.EditRole)
 
@@ -100,7 +97,7 @@ class TaskStatusDelegate(QStyledItemDelegate):
 class TaskProgressDelegate(QStyledItemDelegate):
     """Paints a task's progress as a bar and edits it as a percentage."""
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex) -> None:
         value = index.data(Qt.ItemDataRole.EditRole)
         super().paint(painter, option, index)  # background and selection
         if value is None or value == "":
@@ -129,7 +126,7 @@ class TaskProgressDelegate(QStyledItemDelegate):
         painter.restore()
 
     def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
-                     index: _Index) -> QWidget:
+                     index: ModelIndex) -> QWidget:
         spin = QSpinBox(parent)
         spin.setAccessibleName("Task progress")
         spin.setRange(-1, 100)
@@ -137,12 +134,12 @@ class TaskProgressDelegate(QStyledItemDelegate):
         spin.setSuffix(" %")
         return spin
 
-    def setEditorData(self, editor: QWidget, index: _Index) -> None:
+    def setEditorData(self, editor: QWidget, index: ModelIndex) -> None:
         assert isinstance(editor, QSpinBox)
         value = index.data(Qt.ItemDataRole.EditRole)
         editor.setValue(-1 if value is None or value == "" else int(value))
 
-    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: _Index) -> None:
+    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: ModelIndex) -> None:
         assert isinstance(editor, QSpinBox)
         editor.interpretText()
         value = editor.value()
@@ -158,13 +155,6 @@ def _section(title: str, name: str) -> tuple[QGroupBox, QVBoxLayout]:
     return box, layout
 
 
-def _button(text: str, name: str, tip: str) -> QPushButton:
-    button = QPushButton(text)
-    button.setAccessibleName(name)
-    button.setToolTip(tip)
-    return button
-
-
 class ContextPanel(QWidget):
     """Facts, summary, tasks, tool stats, token usage and memory entries of a session."""
 
@@ -176,7 +166,6 @@ class ContextPanel(QWidget):
         self.setObjectName("ContextPanel")
         self.overview: ContextOverview | None = None
         self._session_id = 0
-        self._sequence = 0
         self._loaded_summary = ""
         self._filling = False
         self._stale_while_editing = False
@@ -203,11 +192,7 @@ class ContextPanel(QWidget):
                     self.memory_box):
             column.addWidget(box)
         column.addStretch(1)
-        self.scroll = VerticalScrollArea(body, self)
-        self.scroll.setAccessibleName("Session context")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.scroll)
+        self.scroll = VerticalScrollArea.filling(self, body, "Session context")
 
         self._reload_timer = QTimer(self)
         self._reload_timer.setSingleShot(True)
@@ -241,15 +226,15 @@ class ContextPanel(QWidget):
         self.fact_edit.setAccessibleName("New fact")
         self.fact_edit.setPlaceholderText("Add a fact…")
         self.fact_edit.returnPressed.connect(self.add_fact)
-        self.add_fact_button = _button("Add", "Add fact", "Add the fact typed on the left")
-        self.add_fact_button.clicked.connect(self.add_fact)
-        self.delete_fact_button = _button("Delete", "Delete facts",
-                                          "Delete the selected facts (Del)")
-        self.delete_fact_button.clicked.connect(self.delete_selected_facts)
-        self.dedupe_button = _button("Remove Repeats", "Remove repeated facts",
-                                     "Remove facts that repeat an earlier one (case, spacing "
-                                     "and final punctuation aside)")
-        self.dedupe_button.clicked.connect(self.dedupe_facts)
+        self.add_fact_button = named_button("Add", "Add fact", "Add the fact typed on the left",
+                                            clicked=self.add_fact)
+        self.delete_fact_button = named_button("Delete", "Delete facts",
+                                               "Delete the selected facts (Del)",
+                                               clicked=self.delete_selected_facts)
+        self.dedupe_button = named_button("Remove Repeats", "Remove repeated facts",
+                                          "Remove facts that repeat an earlier one (case, "
+                                          "spacing and final punctuation aside)",
+                                          clicked=self.dedupe_facts)
         delete_key = QShortcut(QKeySequence(QKeySequence.StandardKey.Delete), self.facts_list)
         delete_key.setContext(Qt.ShortcutContext.WidgetShortcut)
         delete_key.activated.connect(self.delete_selected_facts)
@@ -273,11 +258,12 @@ class ContextPanel(QWidget):
         self.summary_edit.setMinimumHeight(70)
         self.summary_edit.setMaximumHeight(120)
         self.summary_edit.textChanged.connect(self._summary_edited)
-        self.save_summary_button = _button("Save", "Save summary", "Store the edited summary")
-        self.save_summary_button.clicked.connect(self.save_summary)
-        self.revert_summary_button = _button("Revert", "Revert summary",
-                                             "Throw the edit away and show the stored summary")
-        self.revert_summary_button.clicked.connect(self.revert_summary)
+        self.save_summary_button = named_button("Save", "Save summary",
+                                                "Store the edited summary",
+                                                clicked=self.save_summary)
+        self.revert_summary_button = named_button(
+            "Revert", "Revert summary", "Throw the edit away and show the stored summary",
+            clicked=self.revert_summary)
         save_key = QShortcut(QKeySequence("Ctrl+Return"), self.summary_edit)
         save_key.setContext(Qt.ShortcutContext.WidgetShortcut)
         save_key.activated.connect(self.save_summary)
@@ -317,10 +303,11 @@ class ContextPanel(QWidget):
         self.task_edit.setAccessibleName("New task")
         self.task_edit.setPlaceholderText("Add a task…")
         self.task_edit.returnPressed.connect(self.add_task)
-        self.add_task_button = _button("Add", "Add task", "Add the task typed on the left")
-        self.add_task_button.clicked.connect(self.add_task)
-        self.delete_task_button = _button("Delete", "Delete tasks", "Delete the selected tasks")
-        self.delete_task_button.clicked.connect(self.delete_selected_tasks)
+        self.add_task_button = named_button("Add", "Add task", "Add the task typed on the left",
+                                            clicked=self.add_task)
+        self.delete_task_button = named_button("Delete", "Delete tasks",
+                                               "Delete the selected tasks",
+                                               clicked=self.delete_selected_tasks)
         row = QHBoxLayout()
         row.addWidget(self.task_edit, 1)
         row.addWidget(self.add_task_button)
@@ -385,11 +372,11 @@ class ContextPanel(QWidget):
         self.memory_namespace_edit.setToolTip("The namespace to store the entry in (empty: "
                                               "the one this session recalls from)")
         self.memory_namespace_edit.setMaximumWidth(110)
-        self.add_memory_button = _button("Add", "Add memory entry", "Store the entry")
-        self.add_memory_button.clicked.connect(self.add_memory_entry)
-        self.delete_memory_button = _button("Delete", "Delete memory entries",
-                                            "Delete the selected entries")
-        self.delete_memory_button.clicked.connect(self.delete_selected_entries)
+        self.add_memory_button = named_button("Add", "Add memory entry", "Store the entry",
+                                              clicked=self.add_memory_entry)
+        self.delete_memory_button = named_button("Delete", "Delete memory entries",
+                                                 "Delete the selected entries",
+                                                 clicked=self.delete_selected_entries)
         # The entry gets a line of its own; its scope, namespace and the buttons follow,
         # wrapping in a narrow panel.
         row = FlowLayout()
@@ -429,22 +416,17 @@ class ContextPanel(QWidget):
     def reload(self) -> None:
         """Read the open session's context again (on a reader thread)."""
         self._reload_timer.stop()
-        self._sequence += 1
-        sequence, session_id = self._sequence, self._session_id
-        if not session_id:
+        key = (self, "context")  # a newer read (another session too) supersedes it
+        if not self._session_id:
+            self.ctx.workers.cancel(key)
             self._show(None)
             return
 
-        def done(overview: ContextOverview) -> None:
-            if sequence == self._sequence and session_id == self._session_id:
-                self._show(overview)
-
         def failed(error: BaseException) -> None:
-            if sequence == self._sequence:
-                self.ctx.report_error(error, doing="read the session's context")
+            self.ctx.report_error(error, doing="read the session's context")
 
-        self.ctx.workers.read(read_session_context, self.ctx.workspace, session_id,
-                              name="read the session's context", on_done=done,
+        self.ctx.workers.read(read_session_context, self.ctx.workspace, self._session_id,
+                              name="read the session's context", key=key, on_done=self._show,
                               on_error=failed)
 
     def _editing(self) -> bool:

@@ -14,7 +14,6 @@ from PySide6.QtCore import (
     QEvent,
     QModelIndex,
     QObject,
-    QPersistentModelIndex,
     QSize,
     Qt,
     QTimer,
@@ -40,6 +39,7 @@ from PySide6.QtWidgets import (
 from workbench.core.conversation import ROLES, SearchHit
 from workbench.engine.workspace import SearchQuery, Workspace
 from workbench.gui.context import AppContext
+from workbench.gui.models import ModelIndex
 from workbench.gui.models.search_results import (
     MARK_END,
     MARK_START,
@@ -51,7 +51,6 @@ from workbench.gui.models.search_results import (
 )
 from workbench.gui.theme import ROLE_LABELS, is_dark, role_color
 
-_Index = QModelIndex | QPersistentModelIndex
 SEARCH_DELAY_MS = 250
 RESULT_LIMIT = 100
 
@@ -75,13 +74,13 @@ class SearchHitDelegate(QStyledItemDelegate):
 
     LINES = 3
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
+    def sizeHint(self, option: QStyleOptionViewItem, index: ModelIndex) -> QSize:
         fm = QFontMetrics(option.font)
         # No width of its own: the row is as wide as the list, which never scrolls sideways
         # (the width of the rect asked about once stuck after the dock narrowed).
         return QSize(1, fm.lineSpacing() * self.LINES + 12)
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex) -> None:
         hit: SearchHit | None = index.data(HitRole)
         if hit is None:
             return
@@ -197,7 +196,6 @@ class SearchPanel(QWidget):
         layout.addWidget(self.results, 1)
         layout.addWidget(self.status_label)
 
-        self._sequence = 0
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(SEARCH_DELAY_MS)
@@ -268,17 +266,15 @@ class SearchPanel(QWidget):
         """Run the query now (typing runs it after a short pause)."""
         self._timer.stop()
         query = self.build_query()
-        self._sequence += 1
+        key = (self, "search")  # a newer search supersedes the one under way
         if query is None:
+            self.ctx.workers.cancel(key)
             self.model.set_outcome(None)
             self.status_label.setText("")
             return
-        sequence = self._sequence
         self.status_label.setText("Searching…")
 
         def done(outcome: SearchOutcome) -> None:
-            if sequence != self._sequence:
-                return  # a newer search is under way
             hidden = self.ctx.trash.hidden()
             outcome.hits = [h for h in outcome.hits if h.session_id not in hidden]
             self.model.set_outcome(outcome)
@@ -290,11 +286,10 @@ class SearchPanel(QWidget):
             self.search_finished.emit(outcome)
 
         def failed(error: BaseException) -> None:
-            if sequence == self._sequence:
-                self.status_label.setText("The search failed.")
-                self.ctx.report_error(error, doing="search")
+            self.status_label.setText("The search failed.")
+            self.ctx.report_error(error, doing="search")
 
-        self.ctx.workers.read(run_search, self.ctx.workspace, query, name="search",
+        self.ctx.workers.read(run_search, self.ctx.workspace, query, name="search", key=key,
                               on_done=done, on_error=failed)
 
     def _activated(self, index: QModelIndex) -> None:

@@ -51,9 +51,9 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.gui.delegates.message_editor import MessageEditor
+from workbench.gui.models import ModelIndex
 from workbench.gui.models.timeline import KeyRole, TimelineModel
 
-_Index = QModelIndex | QPersistentModelIndex
 MAX_SUB = 1000
 _INT_LIMIT = 2**31 - 2
 
@@ -157,13 +157,13 @@ class TimelineView(QAbstractItemView):
                     model.index(row, 0), QItemSelectionModel.SelectionFlag.ClearAndSelect)
         self._refresh()
 
-    def rowsInserted(self, parent: _Index, start: int, end: int) -> None:
+    def rowsInserted(self, parent: ModelIndex, start: int, end: int) -> None:
         super().rowsInserted(parent, start, end)
         if not self._follow_end and start <= self._anchor_row:
             self._anchor_row += end - start + 1
         self._refresh()
 
-    def rowsAboutToBeRemoved(self, parent: _Index, start: int, end: int) -> None:
+    def rowsAboutToBeRemoved(self, parent: ModelIndex, start: int, end: int) -> None:
         super().rowsAboutToBeRemoved(parent, start, end)
         if end < self._anchor_row:
             self._anchor_row -= end - start + 1
@@ -173,7 +173,7 @@ class TimelineView(QAbstractItemView):
     def _after_rows_removed(self, *_args: Any) -> None:
         self._refresh()
 
-    def dataChanged(self, top_left: _Index, bottom_right: _Index,
+    def dataChanged(self, top_left: ModelIndex, bottom_right: ModelIndex,
                     roles: list[int] | None = None) -> None:
         super().dataChanged(top_left, bottom_right, roles or [])
         self._refresh()
@@ -186,7 +186,7 @@ class TimelineView(QAbstractItemView):
         option.rect = rect
         return option
 
-    def _delegate(self, index: _Index) -> QAbstractItemDelegate:
+    def _delegate(self, index: ModelIndex) -> QAbstractItemDelegate:
         return self.itemDelegateForIndex(index)
 
     def row_height(self, row: int) -> int:
@@ -374,7 +374,7 @@ class TimelineView(QAbstractItemView):
         self._ensure_layout()
         return self._follow_end
 
-    def scrollTo(self, index: _Index,
+    def scrollTo(self, index: ModelIndex,
                  hint: QAbstractItemView.ScrollHint = QAbstractItemView.ScrollHint.EnsureVisible,
                  ) -> None:
         if not index.isValid() or self.model() is None:
@@ -405,7 +405,7 @@ class TimelineView(QAbstractItemView):
 
     # -- geometry for QAbstractItemView ----------------------------------------------------
 
-    def visualRect(self, index: _Index) -> QRect:
+    def visualRect(self, index: ModelIndex) -> QRect:
         if not index.isValid():
             return QRect()
         width = self.viewport().width()
@@ -448,7 +448,7 @@ class TimelineView(QAbstractItemView):
     def verticalOffset(self) -> int:
         return 0
 
-    def isIndexHidden(self, index: _Index) -> bool:
+    def isIndexHidden(self, index: ModelIndex) -> bool:
         return False
 
     def setSelection(self, rect: QRect, command: QItemSelectionModel.SelectionFlag) -> None:
@@ -483,7 +483,7 @@ class TimelineView(QAbstractItemView):
         super().setItemDelegate(delegate)
         delegate.sizeHintChanged.connect(self.forget_row)
 
-    def forget_row(self, index: _Index) -> None:
+    def forget_row(self, index: ModelIndex) -> None:
         """Measure one row again (its look changed without its key changing)."""
         if index.isValid():
             self._heights.pop(index.data(KeyRole), None)
@@ -491,7 +491,7 @@ class TimelineView(QAbstractItemView):
 
     # -- editing -----------------------------------------------------------------------
 
-    def edit(self, index: _Index, trigger: Any = None, event: QEvent | None = None) -> bool:
+    def edit(self, index: ModelIndex, trigger: Any = None, event: QEvent | None = None) -> bool:
         if trigger is None:
             trigger = QAbstractItemView.EditTrigger.AllEditTriggers
         opened = super().edit(index, trigger, event)
