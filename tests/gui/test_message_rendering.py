@@ -465,3 +465,15 @@ def test_every_format_character_is_named() -> None:
         assert visible_text(text) == text
     assert visible_text("a\u200db") == "a⟨U+200D⟩b"
     assert visible_text("x\ufe0f\ufe01") == "x\ufe0f⟨U+FE01⟩"
+
+
+def test_entity_text_stays_as_written_in_prose_and_code(qapp: QApplication) -> None:
+    cases = {
+        "&amp; &lt;tag&gt; &#x202E; &copy;": "&amp; &lt;tag&gt; &#x202E; &copy;",
+        "`&amp;` and ``a `&lt;` b`` x &gt;": "&amp; and a `&lt;` b x &gt;",
+        "```\n&amp;\n```": "&amp;",
+        "Text\n\n    &amp; indented code": "Text\n&amp; indented code",
+        "AT&T and a & b": "AT&T and a & b",
+    }
+    for markdown, shown in cases.items():
+        assert render(markdown).toPlainText() == shown, markdown

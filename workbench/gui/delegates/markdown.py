@@ -138,7 +138,7 @@ def keep_visible(markdown: str) -> str:
     Fenced and indented code is left alone (Markdown shows it literally already).
     """
     references = "]:" in markdown
-    entities = "&" in markdown
+    entities = "&" in markdown and _ENTITY.search(markdown) is not None
     if not references and not entities:
         return markdown
     out: list[str] = []
