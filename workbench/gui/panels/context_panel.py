@@ -55,7 +55,7 @@ from workbench.engine.session_context import ContextOverview, new_task, read_ses
 from workbench.gui.context import AppContext
 from workbench.gui.controls import add_rows, named, single_shot
 from workbench.gui.delegates.markdown import plain_tooltip
-from workbench.gui.layout import FlowLayout, VerticalScrollArea, named_button
+from workbench.gui.layout import ElidedLabel, FlowLayout, VerticalScrollArea, named_button
 from workbench.gui.models import ModelIndex
 from workbench.gui.panels.context_commands import (
     AddMemoryEntryCommand,
@@ -203,10 +203,9 @@ class ContextPanel(QWidget):
         self._filling = False
         self._stale_while_editing = False
 
-        self.title_label = QLabel("No session is open.")
-        self.title_label.setWordWrap(True)
+        # A title is data, not markup; a long one is elided (the tooltip holds it whole).
+        self.title_label = ElidedLabel("No session is open.", lines=2)
         self.title_label.setAccessibleName("Context of")
-        self.title_label.setTextFormat(Qt.TextFormat.PlainText)  # a title is data, not markup
         font = QFont(self.title_label.font())
         font.setBold(True)
         self.title_label.setFont(font)

@@ -13,11 +13,12 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
+from PySide6.QtGui import QAction, QKeyEvent, QKeySequence, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
     QHBoxLayout,
+    QLabel,
     QListView,
     QMenu,
     QVBoxLayout,
@@ -33,6 +34,7 @@ from workbench.gui.commands import (
 )
 from workbench.gui.context import AppContext
 from workbench.gui.controls import filter_field, named, single_shot, view_action
+from workbench.gui.delegates.markdown import visible_text
 from workbench.gui.delegates.session import SessionDelegate
 from workbench.gui.dialogs.ask_text import ask_text
 from workbench.gui.models.sessions import SessionListModel, SessionRole
@@ -65,12 +67,22 @@ class SessionBrowserPanel(QWidget):
         self.view = QListView(self)
         self.view.setModel(self.model)
         self.view.setItemDelegate(SessionDelegate(self.view))
-        self.view.setUniformItemSizes(True)
+        # Rows with tags take a third line: sizes differ (each costs no text layout).
+        self.view.setUniformItemSizes(False)
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.view.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.view.setAccessibleName("Sessions")
         self.view.setAccessibleDescription("Pinned sessions first, then the most recent")
+        # Said in the list's place when it is empty (a filter that matches nothing).
+        self.empty_label = QLabel(self.view.viewport())
+        self.empty_label.setAccessibleName("No sessions listed")
+        self.empty_label.setTextFormat(Qt.TextFormat.PlainText)  # the filter is data
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
+        self.empty_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.empty_label.hide()
+        self.view.viewport().installEventFilter(self)
 
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
@@ -95,6 +107,8 @@ class SessionBrowserPanel(QWidget):
         self.view.selectionModel().selectionChanged.connect(lambda *_: self._update_actions())
         self.view.customContextMenuRequested.connect(self._context_menu)
         self.model.rename_requested.connect(self.rename_session)
+        for signal in (self.model.modelReset, self.model.rowsInserted, self.model.rowsRemoved):
+            signal.connect(lambda *_: self._update_empty_text())
         ctx.sessions_changed.connect(self._reload_timer.start)
         # A message stored, edited, inserted or removed changes its session's counts and
         # its place in the list (the most recently active first).
@@ -104,6 +118,7 @@ class SessionBrowserPanel(QWidget):
         ctx.session_updated.connect(self.model.update_session)
         ctx.workspace_replaced.connect(self._workspace_replaced)
         self._update_actions()
+        self._update_empty_text()
 
     # -- actions -----------------------------------------------------------------------
 
@@ -231,7 +246,37 @@ class SessionBrowserPanel(QWidget):
     def _archived_toggled(self, checked: bool) -> None:
         self.model.set_include_archived(checked)
 
+    def empty_text(self) -> str:
+        """What the list says when it shows no session ("" when it shows some)."""
+        if self.model.rowCount():
+            return ""
+        wanted = self.model.filter_text
+        if wanted:
+            wanted = visible_text(wanted)
+            if len(wanted) > 60:
+                wanted = wanted[:59] + "…"
+            text = f"No session matches “{wanted}”."
+            if not self.archived_box.isChecked():
+                text += "\n\nArchived sessions are left out: tick Archived to look there too."
+            return text
+        return ("No sessions yet.\n\nImport conversations with Ctrl+I or start a new "
+                "session with Ctrl+N.")
+
+    def _update_empty_text(self) -> None:
+        text = self.empty_text()
+        self.empty_label.setText(text)
+        self.empty_label.setToolTip(text if len(text) > 200 else "")
+        self._place_empty_label()
+        self.empty_label.setVisible(bool(text))
+
+    def _place_empty_label(self) -> None:
+        margin = self.fontMetrics().averageCharWidth() * 2
+        area = self.view.viewport().rect().adjusted(margin, margin * 2, -margin, -margin)
+        self.empty_label.setGeometry(area)
+
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.view.viewport() and event.type() == QEvent.Type.Resize:
+            self._place_empty_label()
         if (watched is self.filter_edit and event.type() == QEvent.Type.KeyPress
                 and isinstance(event, QKeyEvent) and event.key() in _INTO_LIST_KEYS):
             self._focus_list()
