@@ -203,49 +203,45 @@ def _substring_messages(
     return substring_hits(rows, query, terms)
 
 
-def _search_titles(
-    conn: Connection, query: SearchQuery, terms: Sequence[_Term]
-) -> list[SearchHit]:
+def _ranked_rows(conn: Connection, query: SearchQuery, terms: Sequence[_Term], *,
+                 table: str, shown: str, columns: str, equal: list[tuple[str, Any]],
+                 whole: bool, more: Sequence[str] = ()) -> list[Any]:
+    """The best rows of a title or memory search: ``(id, <columns>, headline, score)``.
+
+    ``table`` is "<name> <alias>", ``shown`` the SQL of the text the headline is cut
+    from, ``equal`` the ``column = value`` filters (those with a value apply).
+    """
     params = _Params()
     tsq = _tsquery(terms, params)
     if tsq is None:
         return []
-    where = _ranked_conditions("s", tsq, params, [("s.agent_id", query.agent_id)])
-    if not query.include_archived:
-        where.append("NOT s.archived")
-    rows = conn.execute(text(
-        f"SELECT s.id, ts_headline('simple', s.title, ({tsq}),"
-        f" {params.add(_headline_options(query.highlight, whole=True))}),"
-        f" ts_rank(s.search, ({tsq})) AS score, s.title FROM sessions s"
-        f" WHERE {' AND '.join(where)} ORDER BY score DESC, s.id DESC"
-        f" LIMIT {params.add(query.limit)}"), params.values).all()
-    return [title_or_memory_hit("session", r[0], r[1], float(r[2]), title=r[3])
+    alias = table.split()[1]
+    where = [f"{alias}.search @@ ({tsq})", *more]
+    where += [f"{column} = {params.add(value)}" for column, value in equal if value is not None]
+    return list(conn.execute(text(
+        f"SELECT {alias}.id, {columns}, ts_headline('simple', {shown}, ({tsq}),"
+        f" {params.add(_headline_options(query.highlight, whole=whole))}),"
+        f" ts_rank({alias}.search, ({tsq})) AS score FROM {table}"
+        f" WHERE {' AND '.join(where)} ORDER BY score DESC, {alias}.id DESC"
+        f" LIMIT {params.add(query.limit)}"), params.values).all())
+
+
+def _search_titles(
+    conn: Connection, query: SearchQuery, terms: Sequence[_Term]
+) -> list[SearchHit]:
+    rows = _ranked_rows(conn, query, terms, table="sessions s", shown="s.title",
+                        columns="s.title", equal=[("s.agent_id", query.agent_id)], whole=True,
+                        more=[] if query.include_archived else ["NOT s.archived"])
+    return [title_or_memory_hit("session", r[0], r[2], float(r[3]), title=r[1])
             for r in rows]
 
 
 def _search_memory(
     conn: Connection, query: SearchQuery, terms: Sequence[_Term]
 ) -> list[SearchHit]:
-    params = _Params()
-    tsq = _tsquery(terms, params)
-    if tsq is None:
-        return []
-    where = _ranked_conditions("e", tsq, params, [("e.agent_id", query.agent_id),
-                                                  ("e.session_id", query.session_id)])
-    rows = conn.execute(text(
-        f"SELECT e.id, e.session_id, ts_headline('simple', left(e.content, {PG_SEARCH_CHARS}),"
-        f" ({tsq}), {params.add(_headline_options(query.highlight))}),"
-        f" ts_rank(e.search, ({tsq})) AS score FROM memory_entries e"
-        f" WHERE {' AND '.join(where)} ORDER BY score DESC, e.id DESC"
-        f" LIMIT {params.add(query.limit)}"), params.values).all()
+    rows = _ranked_rows(conn, query, terms, table="memory_entries e",
+                        shown=f"left(e.content, {PG_SEARCH_CHARS})", columns="e.session_id",
+                        equal=[("e.agent_id", query.agent_id),
+                               ("e.session_id", query.session_id)], whole=False)
     return [title_or_memory_hit("memory", r[1], r[2], float(r[3]), memory_id=r[0])
             for r in rows]
-
-
-def _ranked_conditions(alias: str, tsq: str, params: _Params,
-                       equal: list[tuple[str, Any]]) -> list[str]:
-    """The conditions of a title or memory search: the rows of ``alias`` matching the
-    tsquery, and ``column = value`` for each filter of ``equal`` that is set."""
-    where = [f"{alias}.search @@ ({tsq})"]
-    where += [f"{column} = {params.add(value)}" for column, value in equal if value is not None]
-    return where
