@@ -595,3 +595,54 @@ def test_the_past_compactions_table_fits_its_dock(
         assert f"{record.tokens_saved:,} token" in tip
         assert ("Undone" in tip) == record.undone
     assert [r["State"] for r in panel.history_rows()] == ["undone", "applied"]
+
+
+LONG_WORD_TITLE = ("conversation_export_2024_05_01_final_version_really_final_v2_copy_of_copy_"
+                   "of_the_original_session_name_backup.json")
+HUGE_TITLE = "Weird title " + "x" * 5_000
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_a_long_title_is_elided_and_the_window_keeps_its_width(
+    size: tuple[int, int], furnished: tuple[Workspace, int],
+    open_window: Callable[..., MainWindow], qtbot: QtBot,
+) -> None:
+    """A 114-character file name forced the window to 1,323 px (the session list shrank
+    to 90 px at 1024), and a 5,000-character title to 32,767 px."""
+    workspace, _session_id = furnished
+    window = _open(open_window, furnished, size)
+    window.context_dock.show()
+    window.context_dock.raise_()
+    _settle(window)
+    list_width = window.sessions_dock.width()
+    for title in (LONG_WORD_TITLE, HUGE_TITLE):
+        info = workspace.import_conversation(Conversation(
+            title=title, messages=[Message(role="user", content="hi", created_at=T0)]))
+        window.browser.reload()
+        window.open_session(info.id)
+        _settle(window)
+        assert window.width() == size[0], title[:20]
+        assert abs(window.sessions_dock.width() - list_width) <= 2
+        for label in (window.timeline.title_label, window.context_panel.title_label):
+            shown = label.text().replace("\n", "")
+            assert label.full_text().startswith(title)
+            if shown != label.full_text():  # elided: the tooltip holds the whole title
+                assert shown.endswith("…") and title.startswith(shown[:-1])
+                assert title in _plain(label.toolTip())
+            if title is HUGE_TITLE:
+                assert shown != label.full_text()
+            assert label.geometry().right() < window.width()
+        assert len(window.windowTitle()) < 200
+        problems = layout_problems(window.timeline, "Timeline")
+        problems += layout_problems(window.sessions_dock, "Sessions")
+        # (Only the Context dock's header: its usage rows have a width problem of their
+        # own with a one-message session, titles or not.)
+        problems += [p for p in layout_problems(window.context_dock, "Context")
+                     if "'Context of'" in p]
+        assert not problems, "\n".join(problems)
+
+
+def _plain(tip: str) -> str:
+    doc = QTextDocument()
+    doc.setHtml(tip)
+    return doc.toPlainText()

@@ -15,19 +15,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.cli import open_workspace, print_json
+from workbench.cli.common import open_workspace, print_json, whole_number
 from workbench.core.compaction import SUMMARIZERS
 from workbench.errors import WorkbenchError
 
 
 def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("the keep count must be 0 or more")
-    return value
+    return whole_number(text, least=0, what="the keep count must be 0 or more")
 
 
 def cmd_compact(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
-from workbench.cli import open_workspace, print_json
+from workbench.cli.common import open_workspace, print_json
 from workbench.core.conversation import SessionContext, TaskStatus, utcnow
 from workbench.errors import WorkbenchError
 

@@ -35,7 +35,10 @@ from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace, export_format_names
 from workbench.errors import NotFoundError
 from workbench.gui.context import AppContext
+from workbench.gui.context_menu_key import open_context_menu
+from workbench.gui.controls import single_shot
 from workbench.gui.db_watch import DatabaseWatcher
+from workbench.gui.delegates.markdown import visible_text
 from workbench.gui.dialogs.import_progress import ImportProgressDialog
 from workbench.gui.dialogs.open_database import OpenDatabaseDialog
 from workbench.gui.dialogs.shortcuts import ShortcutsDialog
@@ -53,6 +56,9 @@ _EXPORT_FILTERS = {
     "markdown": "Markdown transcript (*.md)",
 }
 _SETTINGS_VERSION = 1
+
+
+TITLE_CHARS = 120  # the longest session title the window title takes whole
 
 
 class MainWindow(QMainWindow):
@@ -98,10 +104,7 @@ class MainWindow(QMainWindow):
         self._opening: OpenDatabaseDialog | None = None  # File → Open Database running
         self._closing = False
         self.first_run_bar: Any = None
-        self._refresh_status_timer = QTimer(self)
-        self._refresh_status_timer.setSingleShot(True)
-        self._refresh_status_timer.setInterval(80)
-        self._refresh_status_timer.timeout.connect(self._refresh_session_status)
+        self._refresh_status_timer = single_shot(self, 80, self._refresh_session_status)
         self.db_watcher = DatabaseWatcher(self.ctx, self._busy_with_own_work, self)
         # What a person types first goes to the prompt (or, without a composer, to the
         # timeline), not to the first role chip, which Space would switch off.
@@ -335,10 +338,13 @@ class MainWindow(QMainWindow):
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
         help_menu.addAction(self.shortcuts_action)
         help_menu.addAction(self.about_action)
+        # Not in a menu: the key opens the focused widget's own menu (as the Menu key does).
+        self.context_menu_action = self._action("Context &Menu", lambda: open_context_menu(),
+                                                "Shift+F10")
         for action in (self.import_action, self.import_folder_action, self.export_action,
                        self.open_database_action, self.quit_action, self.undo_action,
                        self.redo_action, self.find_action, self.find_all_action,
-                       self.shortcuts_action):
+                       self.shortcuts_action, self.context_menu_action):
             self.addAction(action)
 
     def _connect(self) -> None:
@@ -408,7 +414,11 @@ class MainWindow(QMainWindow):
             self.setWindowTitle(APP_TITLE)
             self.tokens_label.setText("")
             return
-        self.setWindowTitle(f"{info.title} — {APP_TITLE}")
+        # Capped: a 5,000-character title is no window title (the timeline shows it).
+        title = visible_text(info.title)  # a bidi control would reorder the title bar
+        if len(title) > TITLE_CHARS:
+            title = title[:TITLE_CHARS - 1] + "…"
+        self.setWindowTitle(f"{title} — {APP_TITLE}")
         window = self.composer.context_window() if self.composer is not None else None
         if window:
             self.tokens_label.setText(f"{info.token_count:,} / {window:,} tokens")

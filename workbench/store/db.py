@@ -24,8 +24,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import QueuePool
 
 from workbench.core.conversation import utcnow
-from workbench.errors import DatabaseVersionError, StorageError
-from workbench.store.migrations import MIGRATIONS, Migration
+from workbench.errors import StorageError
+from workbench.store.migrations import MIGRATIONS, Migration, refuse_newer
 from workbench.store.types import time_to_text
 
 APP_NAME = "conversation-workbench"
@@ -182,14 +182,7 @@ class Database:
                 f"{self.path} is a SQLite database but not a Conversation Workbench one "
                 f"(it has tables {', '.join(sorted(user_tables)[:5])}); it was left untouched."
             )
-        known = [m.name for m in MIGRATIONS]
-        unknown = [name for name in applied if name not in known]
-        if unknown:
-            raise DatabaseVersionError(
-                f"{self.path} was written by a newer version of Conversation Workbench "
-                f"(it has schema change {unknown[-1]!r}, which this version does not know). "
-                "Upgrade the workbench to open it; the file was left untouched."
-            )
+        refuse_newer(applied, str(self.path), "file")
         # Only now, with the file known to be ours (or new), switch it to WAL: the
         # pragma rewrites the header, and a refused file must stay byte for byte.
         with self.engine.connect() as conn:

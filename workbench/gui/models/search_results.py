@@ -6,11 +6,11 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, Qt
+from PySide6.QtCore import Qt
 
 from workbench.core.conversation import SearchHit
 from workbench.gui.delegates.markdown import plain_tooltip
-from workbench.gui.models import ModelIndex
+from workbench.gui.models.rows import ItemListModel
 
 # Markers the search puts around matched words; control characters never occur in text
 # people search, so a «» in a message is shown as it is.
@@ -42,25 +42,23 @@ class SearchOutcome:
     seconds: float
 
 
-class SearchResultsModel(QAbstractListModel):
+class SearchResultsModel(ItemListModel):
     """The hits of the last search."""
+
+    item_role = HitRole
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
-        self._hits: list[SearchHit] = []
         self._titles: dict[int, str] = {}
 
     def set_outcome(self, outcome: SearchOutcome | None) -> None:
         self.beginResetModel()
-        self._hits = list(outcome.hits) if outcome else []
+        self._items = list(outcome.hits) if outcome else []
         self._titles = dict(outcome.titles) if outcome else {}
         self.endResetModel()
 
     def hit_at(self, row: int) -> SearchHit:
-        return self._hits[row]
-
-    def rowCount(self, parent: ModelIndex = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(self._hits)
+        return self._items[row]
 
     def title_of(self, hit: SearchHit) -> str:
         if hit.kind == "session":
@@ -69,12 +67,7 @@ class SearchResultsModel(QAbstractListModel):
             return "Memory"
         return self._titles.get(hit.session_id or 0, f"Session {hit.session_id}")
 
-    def data(self, index: ModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not 0 <= index.row() < len(self._hits):
-            return None
-        hit = self._hits[index.row()]
-        if role == HitRole:
-            return hit
+    def item_data(self, hit: SearchHit, role: int) -> Any:
         if role == TitleRole:
             return self.title_of(hit)
         if role == SnippetHtmlRole:

@@ -69,6 +69,7 @@ from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.errors import describe_error
 from workbench.gui.layout import (
+    ElidedLabel,
     FittedComboBox,
     FittingTableWidget,
     FlowLayout,
@@ -80,7 +81,7 @@ from workbench.gui.panels.compaction_commands import (
     CompactionAliases,
     UndoCompactionCommand,
 )
-from workbench.gui.panels.token_bar import TokenBarWidget
+from workbench.gui.panels.savings_bar import SavingsBarWidget
 from workbench.gui.workers import Job
 
 MODE_KEEP = "keep"
@@ -204,9 +205,9 @@ class CompactionPanel(QWidget):
     # -- building ----------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.title_label = QLabel("No session is open.", self)
+        # A title is data, not markup; a long one is elided (the tooltip holds it whole).
+        self.title_label = ElidedLabel("No session is open.", self, lines=2)
         self.title_label.setAccessibleName("Session being compacted")
-        self.title_label.setWordWrap(True)
 
         content = QWidget(self)
         column = QVBoxLayout(content)
@@ -357,7 +358,7 @@ class CompactionPanel(QWidget):
         self.ranges_label = _wrapped_label(layout, box, "Folded ranges")
         self.kept_label = _wrapped_label(layout, box, "Kept messages and why")
 
-        self.token_bar = TokenBarWidget(box)
+        self.token_bar = SavingsBarWidget(box)
         layout.addWidget(self.token_bar)
 
         self.summary_heading = QLabel("&Summary (edit before applying)", box)
@@ -432,13 +433,19 @@ class CompactionPanel(QWidget):
         self.policy_status.setText("")
         if not session_id:
             self.title_label.setText("No session is open.")
+            font = self.title_label.font()
+            font.setBold(False)
+            self.title_label.setFont(font)
             self._update_buttons()
             return
         try:
             title = self.ctx.workspace.get_session(session_id).title
         except NotFoundError:  # the session went away under us: nothing to show
             title = ""
-        self.title_label.setText(f"<b>{_escape(title)}</b>" if title else "")
+        self.title_label.setText(title)
+        font = self.title_label.font()
+        font.setBold(bool(title))
+        self.title_label.setFont(font)
         self.load_policy()
         self.load_history()
         self._update_buttons()

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
@@ -47,6 +46,7 @@ from workbench.engine.model import Response, ToolFinished, ToolStarted
 from workbench.errors import OperationCancelledError, WorkbenchError
 from workbench.gui.commands import NewSessionCommand, RegenerateReplyCommand
 from workbench.gui.context import AppContext
+from workbench.gui.controls import named, note_label, single_shot
 from workbench.gui.drafts import load_draft, save_draft
 from workbench.gui.errors import describe_error
 from workbench.gui.layout import FittedComboBox, FittedProgressBar, FlowLayout
@@ -105,24 +105,17 @@ class ComposerPanel(QWidget):
         self.gauge.setValue(0)
         self.gauge.setFormat("context: …")
 
-        self.prompt = QPlainTextEdit(self)
-        self.prompt.setAccessibleName("Prompt")
-        self.prompt.setPlaceholderText("Write a prompt… Ctrl+Enter sends, Esc stops.")
+        self.prompt = named(QPlainTextEdit(self), "Prompt",
+                            placeholder="Write a prompt… Ctrl+Enter sends, Esc stops.")
         self.prompt.setTabChangesFocus(True)
         self.prompt.installEventFilter(self)
-        self.send_button = QPushButton("Send", self)
-        self.send_button.setToolTip("Send the prompt (Ctrl+Enter)")
-        self.send_button.setAccessibleName("Send prompt")
-        self.stop_button = QPushButton("Stop", self)
-        self.stop_button.setToolTip("Stop the reply (Esc)")
-        self.stop_button.setAccessibleName("Stop reply")
-        self.regenerate_button = QPushButton("Regenerate", self)
-        self.regenerate_button.setToolTip("Ask again for the last reply (Ctrl+Shift+R)")
-        self.regenerate_button.setAccessibleName("Regenerate last reply")
-        self.error_label = QLabel(self)
-        self.error_label.setWordWrap(True)
-        self.error_label.setAccessibleName("Chat error")
-        self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.send_button = named(QPushButton("Send", self), "Send prompt",
+                                 tip="Send the prompt (Ctrl+Enter)")
+        self.stop_button = named(QPushButton("Stop", self), "Stop reply",
+                                 tip="Stop the reply (Esc)")
+        self.regenerate_button = named(QPushButton("Regenerate", self), "Regenerate last reply",
+                                       tip="Ask again for the last reply (Ctrl+Shift+R)")
+        self.error_label = note_label(self, "Chat error", selectable=True)
         self.error_label.setStyleSheet("color: #c62828;")
         self.error_label.hide()
 
@@ -164,14 +157,8 @@ class ComposerPanel(QWidget):
         self.keep_stopped_action.toggled.connect(
             lambda on: gui_settings().setValue(KEEP_STOPPED_KEY, "true" if on else "false"))
 
-        self._repaint_timer = QTimer(self)
-        self._repaint_timer.setSingleShot(True)
-        self._repaint_timer.setInterval(REPAINT_MS)
-        self._repaint_timer.timeout.connect(self._repaint_reply)
-        self._gauge_timer = QTimer(self)
-        self._gauge_timer.setSingleShot(True)
-        self._gauge_timer.setInterval(GAUGE_DELAY_MS)
-        self._gauge_timer.timeout.connect(self.refresh_gauge)
+        self._repaint_timer = single_shot(self, REPAINT_MS, self._repaint_reply)
+        self._gauge_timer = single_shot(self, GAUGE_DELAY_MS, self.refresh_gauge)
 
         self.send_button.clicked.connect(lambda: self.send())
         self.stop_button.clicked.connect(lambda: self.stop())
@@ -180,10 +167,7 @@ class ComposerPanel(QWidget):
         self.model_box.currentTextChanged.connect(lambda _t: self._gauge_timer.start())
         self.auto_box.toggled.connect(lambda _c: self._gauge_timer.start())
         self.prompt.textChanged.connect(self._gauge_timer.start)
-        self._draft_timer = QTimer(self)
-        self._draft_timer.setSingleShot(True)
-        self._draft_timer.setInterval(DRAFT_SAVE_MS)
-        self._draft_timer.timeout.connect(self.save_draft)
+        self._draft_timer = single_shot(self, DRAFT_SAVE_MS, self.save_draft)
         self.prompt.textChanged.connect(self._draft_timer.start)
         ctx.workspace_replaced.connect(lambda: self._switch_draft(0, save=False))
         # A compaction, an undo or a context edit changes the request as much as an edit.

@@ -209,74 +209,72 @@ class DedupeFactsCommand(_ContextCommand):
         self._write(run)
 
 
-class AddMemoryEntryCommand(_ContextCommand):
+class _MemoryEntryCommand(_ContextCommand):
+    """A command that deletes one memory entry or stores it again. The steps run in the
+    writer thread, where ``_stored`` (the entry is in the store for this command to
+    delete) and ``_removed`` (this command deleted it) are kept."""
+
+    def __init__(self, ctx: AppContext, session_id: int, text: str,
+                 entry: MemoryEntry | None, *, stored: bool) -> None:
+        super().__init__(ctx, session_id, text)
+        self._entry = entry
+        self._stored = stored
+        self._removed = False
+
+    def _delete_entry(self, workspace: Any) -> MemoryEntry | None:
+        if self._entry is None or not self._stored:
+            return None
+        self._entry = delete_memory_entry(workspace, int(self._entry.id))
+        self._stored, self._removed = False, True
+        return self._entry
+
+    def _restore_entry(self, workspace: Any) -> MemoryEntry | None:
+        if self._entry is None or not self._removed:
+            return self._entry
+        self._entry = restore_memory_entry(workspace, self._entry)
+        self._stored, self._removed = True, False
+        return self._entry
+
+
+class AddMemoryEntryCommand(_MemoryEntryCommand):
     """Add a long-term memory entry for the session's agent; undo deletes it again
     (unless the same entry was already stored, which the add then left alone)."""
 
     def __init__(self, ctx: AppContext, session_id: int, content: str, *, scope: str,
                  namespace: str | None) -> None:
-        super().__init__(ctx, session_id, "Add memory entry")
+        super().__init__(ctx, session_id, "Add memory entry", None, stored=False)
         self._content = content
         self._scope = scope
         self._namespace = namespace
-        self._entry: MemoryEntry | None = None
-        self._created = False
-        self._removed = False
 
     def redo(self) -> None:
         workspace, session_id = self.ctx.workspace, self.session_id
 
-        def run() -> MemoryEntry:
+        def run() -> MemoryEntry | None:
             if self._entry is None:
-                self._entry, self._created = add_memory_entry(
+                self._entry, self._stored = add_memory_entry(
                     workspace, session_id, self._content, scope=self._scope,
                     namespace=self._namespace)
-            elif self._removed:
-                self._entry = restore_memory_entry(workspace, self._entry)
-                self._removed = False
-            return self._entry
+                return self._entry
+            return self._restore_entry(workspace)
 
         self._write(run)
 
     def undo(self) -> None:
         workspace = self.ctx.workspace
-
-        def run() -> MemoryEntry | None:
-            if self._entry is None or not self._created or self._removed:
-                return None
-            delete_memory_entry(workspace, int(self._entry.id))
-            self._removed = True
-            return self._entry
-
-        self._write(run)
+        self._write(lambda: self._delete_entry(workspace))
 
 
-class DeleteMemoryEntryCommand(_ContextCommand):
+class DeleteMemoryEntryCommand(_MemoryEntryCommand):
     """Delete a memory entry; undo stores it again (with a new id)."""
 
     def __init__(self, ctx: AppContext, session_id: int, entry: MemoryEntry) -> None:
-        super().__init__(ctx, session_id, "Delete memory entry")
-        self._entry = entry
-        self._deleted = False
+        super().__init__(ctx, session_id, "Delete memory entry", entry, stored=True)
 
     def redo(self) -> None:
         workspace = self.ctx.workspace
-
-        def run() -> MemoryEntry:
-            self._entry = delete_memory_entry(workspace, int(self._entry.id))
-            self._deleted = True
-            return self._entry
-
-        self._write(run)
+        self._write(lambda: self._delete_entry(workspace))
 
     def undo(self) -> None:
         workspace = self.ctx.workspace
-
-        def run() -> MemoryEntry | None:
-            if not self._deleted:
-                return None
-            self._entry = restore_memory_entry(workspace, self._entry)
-            self._deleted = False
-            return self._entry
-
-        self._write(run)
+        self._write(lambda: self._restore_entry(workspace))

@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QPlainTextEdit,
+    QPushButton,
     QSpinBox,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -52,8 +53,9 @@ from workbench.core.compaction import dedupe_facts
 from workbench.core.conversation import MemoryEntry, SessionContext, Task, TaskStatus, utcnow
 from workbench.engine.session_context import ContextOverview, read_session_context
 from workbench.gui.context import AppContext
+from workbench.gui.controls import add_rows, named, single_shot
 from workbench.gui.delegates.markdown import plain_tooltip
-from workbench.gui.layout import FlowLayout, VerticalScrollArea, named_button
+from workbench.gui.layout import ElidedLabel, FlowLayout, VerticalScrollArea, named_button
 from workbench.gui.models import ModelIndex
 from workbench.gui.panels.context_commands import (
     AddFactCommand,
@@ -150,6 +152,23 @@ class TaskProgressDelegate(QStyledItemDelegate):
         model.setData(index, None if value < 0 else value, Qt.ItemDataRole.EditRole)
 
 
+def _rows_table(name: str, headers: list[str], last: QHeaderView.ResizeMode) -> QTableWidget:
+    """A table selected by rows, its text in the stretching first column, one line a row
+    (elided when narrow, the tooltip has it whole: a wrapped second line would be cut by
+    the row's height)."""
+    table = named(QTableWidget(0, len(headers)), name)
+    table.setHorizontalHeaderLabels(headers)
+    table.verticalHeader().hide()
+    header = table.horizontalHeader()
+    header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+    header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+    header.setSectionResizeMode(2, last)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setWordWrap(False)
+    table.setMinimumHeight(80)
+    return table
+
+
 def _section(title: str, name: str) -> tuple[QGroupBox, QVBoxLayout]:
     box = QGroupBox(title)
     box.setAccessibleName(name)
@@ -157,6 +176,19 @@ def _section(title: str, name: str) -> tuple[QGroupBox, QVBoxLayout]:
     layout.setContentsMargins(6, 6, 6, 6)
     layout.setSpacing(4)
     return box, layout
+
+
+def _add_and_delete(
+    field: tuple[str, str], add_button: tuple[str, str], add: Callable[[], None],
+    delete_button: tuple[str, str], delete: Callable[[], None],
+) -> tuple[QLineEdit, QPushButton, QPushButton]:
+    """A field to type a new item into (accessible name, placeholder), its Add button and
+    a Delete button for the selected items (accessible name, tooltip each); Enter in the
+    field adds too."""
+    edit = named(QLineEdit(), field[0], placeholder=field[1])
+    edit.returnPressed.connect(add)
+    return (edit, named_button("Add", *add_button, clicked=add),
+            named_button("Delete", *delete_button, clicked=delete))
 
 
 class ContextPanel(QWidget):
@@ -174,10 +206,9 @@ class ContextPanel(QWidget):
         self._filling = False
         self._stale_while_editing = False
 
-        self.title_label = QLabel("No session is open.")
-        self.title_label.setWordWrap(True)
+        # A title is data, not markup; a long one is elided (the tooltip holds it whole).
+        self.title_label = ElidedLabel("No session is open.", lines=2)
         self.title_label.setAccessibleName("Context of")
-        self.title_label.setTextFormat(Qt.TextFormat.PlainText)  # a title is data, not markup
         font = QFont(self.title_label.font())
         font.setBold(True)
         self.title_label.setFont(font)
@@ -199,10 +230,7 @@ class ContextPanel(QWidget):
         column.addStretch(1)
         self.scroll = VerticalScrollArea.filling(self, body, "Session context")
 
-        self._reload_timer = QTimer(self)
-        self._reload_timer.setSingleShot(True)
-        self._reload_timer.setInterval(RELOAD_DELAY_MS)
-        self._reload_timer.timeout.connect(self.reload)
+        self._reload_timer = single_shot(self, RELOAD_DELAY_MS, self.reload)
         ctx.context_changed.connect(self._session_touched)
         ctx.session_reloaded.connect(self._session_touched)
         ctx.session_updated.connect(lambda info: self._session_touched(info.id))  # renamed
@@ -225,17 +253,11 @@ class ContextPanel(QWidget):
                                         | QAbstractItemView.EditTrigger.EditKeyPressed)
         self.facts_list.setMinimumHeight(80)
         self.facts_list.setMaximumHeight(130)
-        self.facts_list.itemChanged.connect(self._fact_edited)
-        self.facts_list.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
-        self.fact_edit = QLineEdit()
-        self.fact_edit.setAccessibleName("New fact")
-        self.fact_edit.setPlaceholderText("Add a fact…")
-        self.fact_edit.returnPressed.connect(self.add_fact)
-        self.add_fact_button = named_button("Add", "Add fact", "Add the fact typed on the left",
-                                            clicked=self.add_fact)
-        self.delete_fact_button = named_button("Delete", "Delete facts",
-                                               "Delete the selected facts (Del)",
-                                               clicked=self.delete_selected_facts)
+        self._edited_in_place(self.facts_list, self._fact_edited)
+        self.fact_edit, self.add_fact_button, self.delete_fact_button = _add_and_delete(
+            ("New fact", "Add a fact…"), ("Add fact", "Add the fact typed on the left"),
+            self.add_fact, ("Delete facts", "Delete the selected facts (Del)"),
+            self.delete_selected_facts)
         self.dedupe_button = named_button("Remove Repeats", "Remove repeated facts",
                                           "Remove facts that repeat an earlier one (case, "
                                           "spacing and final punctuation aside)",
@@ -281,38 +303,21 @@ class ContextPanel(QWidget):
 
     def _build_tasks(self) -> None:
         self.tasks_box, layout = _section("Tasks", "Tasks")
-        table = QTableWidget(0, 3)
-        table.setAccessibleName("Tasks")
-        table.setHorizontalHeaderLabels(["Task", "Status", "Progress"])
-        table.verticalHeader().hide()
-        header = table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Fixed)
-        header.resizeSection(2, 80)
-        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table = _rows_table("Tasks", ["Task", "Status", "Progress"],
+                            QHeaderView.ResizeMode.Fixed)
+        table.horizontalHeader().resizeSection(2, 80)
         table.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
                               | QAbstractItemView.EditTrigger.EditKeyPressed
                               | QAbstractItemView.EditTrigger.SelectedClicked)
         table.setItemDelegateForColumn(1, TaskStatusDelegate(table))
         table.setItemDelegateForColumn(2, TaskProgressDelegate(table))
-        table.setMinimumHeight(80)
         table.setMaximumHeight(130)
-        # One line a task, elided when narrow (the tooltip has it whole): a wrapped second
-        # line would be cut by the row's height.
-        table.setWordWrap(False)
-        table.itemChanged.connect(self._task_edited)
-        table.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
+        self._edited_in_place(table, self._task_edited)
         self.tasks_table = table
-        self.task_edit = QLineEdit()
-        self.task_edit.setAccessibleName("New task")
-        self.task_edit.setPlaceholderText("Add a task…")
-        self.task_edit.returnPressed.connect(self.add_task)
-        self.add_task_button = named_button("Add", "Add task", "Add the task typed on the left",
-                                            clicked=self.add_task)
-        self.delete_task_button = named_button("Delete", "Delete tasks",
-                                               "Delete the selected tasks",
-                                               clicked=self.delete_selected_tasks)
+        self.task_edit, self.add_task_button, self.delete_task_button = _add_and_delete(
+            ("New task", "Add a task…"), ("Add task", "Add the task typed on the left"),
+            self.add_task, ("Delete tasks", "Delete the selected tasks"),
+            self.delete_selected_tasks)
         row = QHBoxLayout()
         row.addWidget(self.task_edit, 1)
         row.addWidget(self.add_task_button)
@@ -326,62 +331,45 @@ class ContextPanel(QWidget):
         form = QFormLayout(self.usage_box)
         form.setContentsMargins(6, 6, 6, 6)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-        self.local_tokens_label = QLabel()
-        self.local_tokens_label.setAccessibleName("Local token count")
-        self.local_tokens_label.setToolTip("The session's active messages, counted here with "
-                                           "the tokenizer (cached per message)")
-        self.billed_label = QLabel()
-        self.billed_label.setAccessibleName("Provider-billed tokens")
-        self.billed_label.setToolTip("Input and output tokens the providers reported for "
-                                     "this session's calls, summed")
-        self.tools_label = QLabel()
-        self.tools_label.setAccessibleName("Tool calls")
+        self.local_tokens_label = named(
+            QLabel(), "Local token count",
+            tip="The session's active messages, counted here with the tokenizer (cached per "
+            "message)")
+        self.billed_label = named(
+            QLabel(), "Provider-billed tokens",
+            tip="Input and output tokens the providers reported for this session's calls, "
+            "summed")
+        self.tools_label = named(QLabel(), "Tool calls")
         self.tools_label.setWordWrap(True)
         for label in (self.local_tokens_label, self.billed_label, self.tools_label):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        form.addRow("Local count:", self.local_tokens_label)
-        form.addRow("Provider billed:", self.billed_label)
-        form.addRow("Tool calls:", self.tools_label)
+        add_rows(form, [("Local count:", self.local_tokens_label),
+                        ("Provider billed:", self.billed_label),
+                        ("Tool calls:", self.tools_label)])
 
     def _build_memory(self) -> None:
         self.memory_box, layout = _section("Memory entries", "Memory entries")
-        self.memory_note = QLabel()
+        self.memory_note = named(QLabel(), "Memory entries note")
         self.memory_note.setWordWrap(True)
-        self.memory_note.setAccessibleName("Memory entries note")
-        table = QTableWidget(0, 3)
-        table.setAccessibleName("Memory entries")
-        table.setHorizontalHeaderLabels(["Entry", "Scope", "Namespace"])
-        table.verticalHeader().hide()
-        header = table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
-        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table = _rows_table("Memory entries", ["Entry", "Scope", "Namespace"],
+                            QHeaderView.ResizeMode.ResizeToContents)
         table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        table.setWordWrap(False)
-        table.setMinimumHeight(80)
         table.setMaximumHeight(170)
         self.memory_table = table
-        self.memory_edit = QLineEdit()
-        self.memory_edit.setAccessibleName("New memory entry")
-        self.memory_edit.setPlaceholderText("Remember…")
-        self.memory_edit.returnPressed.connect(self.add_memory_entry)
-        self.memory_scope_box = QComboBox()
-        self.memory_scope_box.setAccessibleName("Memory entry scope")
+        self.memory_edit, self.add_memory_button, self.delete_memory_button = _add_and_delete(
+            ("New memory entry", "Remember…"), ("Add memory entry", "Store the entry"),
+            self.add_memory_entry, ("Delete memory entries", "Delete the selected entries"),
+            self.delete_selected_entries)
+        self.memory_scope_box = named(
+            QComboBox(), "Memory entry scope",
+            tip="agent: recalled in every session of the agent; session: only in this one")
         self.memory_scope_box.addItem("agent", "agent")
         self.memory_scope_box.addItem("session", "session")
-        self.memory_scope_box.setToolTip("agent: recalled in every session of the agent; "
-                                         "session: only in this one")
-        self.memory_namespace_edit = QLineEdit()
-        self.memory_namespace_edit.setAccessibleName("Memory entry namespace")
-        self.memory_namespace_edit.setToolTip("The namespace to store the entry in (empty: "
-                                              "the one this session recalls from)")
+        self.memory_namespace_edit = named(
+            QLineEdit(), "Memory entry namespace",
+            tip="The namespace to store the entry in (empty: the one this session recalls "
+            "from)")
         self.memory_namespace_edit.setMaximumWidth(110)
-        self.add_memory_button = named_button("Add", "Add memory entry", "Store the entry",
-                                              clicked=self.add_memory_entry)
-        self.delete_memory_button = named_button("Delete", "Delete memory entries",
-                                                 "Delete the selected entries",
-                                                 clicked=self.delete_selected_entries)
         # The entry gets a line of its own; its scope, namespace and the buttons follow,
         # wrapping in a narrow panel.
         row = FlowLayout()
@@ -555,11 +543,25 @@ class ContextPanel(QWidget):
     def _stored_facts(self) -> list[str]:
         return list(self.overview.context.facts) if self.overview is not None else []
 
-    def add_fact(self) -> None:
-        text = " ".join(self.fact_edit.text().split())
+    def _edited_in_place(self, view: QListWidget | QTableWidget,
+                         edited: Callable[[Any], None]) -> None:
+        """Items of ``view`` are edited in place: ``edited`` gets each changed item."""
+        view.itemChanged.connect(edited)
+        view.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
+
+    def _take_typed(self, edit: QLineEdit, *, fold: bool = True) -> str:
+        """What was typed into ``edit`` (its white space folded, or only trimmed), taken out
+        of it; empty when there is nothing, or no session is shown."""
+        text = " ".join(edit.text().split()) if fold else edit.text().strip()
         if not text or self.overview is None:
+            return ""
+        edit.clear()
+        return text
+
+    def add_fact(self) -> None:
+        text = self._take_typed(self.fact_edit)
+        if not text:
             return
-        self.fact_edit.clear()
         # The engine appends to the facts stored when the write runs: an add typed
         # before the previous one has landed does not replace it.
         self.ctx.undo_stack.push(AddFactCommand(self.ctx, self._session_id, text))
@@ -675,10 +677,9 @@ class ContextPanel(QWidget):
             replace(edited) if t.id == edited.id else t for t in current])
 
     def add_task(self) -> None:
-        text = " ".join(self.task_edit.text().split())
-        if not text or self.overview is None:
+        text = self._take_typed(self.task_edit)
+        if not text:
             return
-        self.task_edit.clear()
         self.ctx.undo_stack.push(AddTaskCommand(self.ctx, self._session_id, text))
 
     def delete_selected_tasks(self) -> None:
@@ -707,10 +708,9 @@ class ContextPanel(QWidget):
                 for r in range(self.memory_table.rowCount())]
 
     def add_memory_entry(self) -> None:
-        text = self.memory_edit.text().strip()
-        if not text or self.overview is None:
+        text = self._take_typed(self.memory_edit, fold=False)
+        if not text:
             return
-        self.memory_edit.clear()
         self.ctx.undo_stack.push(AddMemoryEntryCommand(
             self.ctx, self._session_id, text, scope=str(self.memory_scope_box.currentData()),
             namespace=self.memory_namespace_edit.text().strip() or None))

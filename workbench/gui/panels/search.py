@@ -16,7 +16,6 @@ from PySide6.QtCore import (
     QObject,
     QSize,
     Qt,
-    QTimer,
     Signal,
 )
 from PySide6.QtGui import QFontMetrics, QKeyEvent, QPainter, QPalette, QTextDocument
@@ -27,7 +26,6 @@ from PySide6.QtWidgets import (
     QDateEdit,
     QGridLayout,
     QLabel,
-    QLineEdit,
     QListView,
     QStyle,
     QStyledItemDelegate,
@@ -39,6 +37,7 @@ from PySide6.QtWidgets import (
 from workbench.core.conversation import ROLES, SearchHit
 from workbench.engine.workspace import SearchQuery, Workspace
 from workbench.gui.context import AppContext
+from workbench.gui.controls import filter_field, named, single_shot
 from workbench.gui.models import ModelIndex
 from workbench.gui.models.search_results import (
     MARK_END,
@@ -136,35 +135,18 @@ class SearchPanel(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.setObjectName("SearchPanel")
-        self.query_edit = QLineEdit(self)
-        self.query_edit.setPlaceholderText("Search words, \"a phrase\", prefix*")
-        self.query_edit.setClearButtonEnabled(True)
-        self.query_edit.setAccessibleName("Search text")
-        self.scope_box = QComboBox(self)
+        self.query_edit = filter_field(self, "Search text", "Search words, \"a phrase\", prefix*")
+        self.scope_box = named(QComboBox(self), "Search scope")
         self.scope_box.addItem("All sessions", "all")
         self.scope_box.addItem("This session", "session")
-        self.scope_box.setAccessibleName("Search scope")
-        self.role_box = QComboBox(self)
+        self.role_box = named(QComboBox(self), "Role filter")
         self.role_box.addItem("Any role", None)
         for role in ROLES:
             self.role_box.addItem(ROLE_LABELS[role], role)
-        self.role_box.setAccessibleName("Role filter")
-        self.from_box = QCheckBox("From", self)
-        self.from_box.setAccessibleName("Only messages from a date")
-        self.from_date = QDateEdit(self)
-        self.from_date.setCalendarPopup(True)
-        self.from_date.setDisplayFormat("yyyy-MM-dd")
-        self.from_date.setDate(QDate.currentDate().addMonths(-1))
-        self.from_date.setEnabled(False)
-        self.from_date.setAccessibleName("From date")
-        self.to_box = QCheckBox("To", self)
-        self.to_box.setAccessibleName("Only messages up to a date")
-        self.to_date = QDateEdit(self)
-        self.to_date.setCalendarPopup(True)
-        self.to_date.setDisplayFormat("yyyy-MM-dd")
-        self.to_date.setDate(QDate.currentDate())
-        self.to_date.setEnabled(False)
-        self.to_date.setAccessibleName("To date")
+        self.from_box, self.from_date = self._date_filter(
+            "From", "Only messages from a date", "From date", QDate.currentDate().addMonths(-1))
+        self.to_box, self.to_date = self._date_filter(
+            "To", "Only messages up to a date", "To date", QDate.currentDate())
         self.hidden_box = QCheckBox("Include folded and evicted", self)
         self.hidden_box.setChecked(True)
         self.hidden_box.setAccessibleName("Include folded and evicted messages")
@@ -196,10 +178,7 @@ class SearchPanel(QWidget):
         layout.addWidget(self.results, 1)
         layout.addWidget(self.status_label)
 
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(SEARCH_DELAY_MS)
-        self._timer.timeout.connect(self.search)
+        self._timer = single_shot(self, SEARCH_DELAY_MS, self.search)
         self.query_edit.textChanged.connect(lambda _t: self._timer.start())
         self.query_edit.returnPressed.connect(self.search)
         for box in (self.scope_box, self.role_box):
@@ -212,6 +191,17 @@ class SearchPanel(QWidget):
         self.results.activated.connect(self._activated)
         self.results.clicked.connect(self._activated)
         self.query_edit.installEventFilter(self)
+
+    def _date_filter(self, text: str, box_name: str, date_name: str,
+                     start: QDate) -> tuple[QCheckBox, QDateEdit]:
+        """A check box turning a date limit on, and the date (off until it is)."""
+        box = named(QCheckBox(text, self), box_name)
+        date = named(QDateEdit(self), date_name)
+        date.setCalendarPopup(True)
+        date.setDisplayFormat("yyyy-MM-dd")
+        date.setDate(start)
+        date.setEnabled(False)
+        return box, date
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
         # Down or Page Down in the query box goes to the results, as in the session

@@ -37,10 +37,9 @@ from PySide6.QtCore import (
     QPoint,
     QRect,
     Qt,
-    QTimer,
     Signal,
 )
-from PySide6.QtGui import QPainter, QPalette, QRegion, QResizeEvent, QWheelEvent
+from PySide6.QtGui import QKeyEvent, QPainter, QPalette, QRegion, QResizeEvent, QWheelEvent
 from PySide6.QtWidgets import (
     QAbstractItemDelegate,
     QAbstractItemView,
@@ -50,6 +49,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.gui.controls import single_shot
 from workbench.gui.delegates.message_editor import MessageEditor
 from workbench.gui.models import ModelIndex
 from workbench.gui.models.timeline import KeyRole, TimelineModel
@@ -62,6 +62,7 @@ class TimelineView(QAbstractItemView):
     """Shows a :class:`TimelineModel` (see the module docstring for how it scrolls)."""
 
     place_changed = Signal()  # the rows on screen changed (scrolling, resizing, a reset)
+    toggle_requested = Signal(QModelIndex)  # Space or Enter on the current row
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -88,10 +89,7 @@ class TimelineView(QAbstractItemView):
         self.setMouseTracking(True)
         self.setAccessibleName("Message timeline")
         self.setAccessibleDescription("The messages of the open session, oldest first")
-        self._prefetch_timer = QTimer(self)
-        self._prefetch_timer.setSingleShot(True)
-        self._prefetch_timer.setInterval(40)
-        self._prefetch_timer.timeout.connect(self._prefetch)
+        self._prefetch_timer = single_shot(self, 40, self._prefetch)
 
     # -- model -------------------------------------------------------------------------
 
@@ -494,7 +492,10 @@ class TimelineView(QAbstractItemView):
         if trigger is None:
             trigger = QAbstractItemView.EditTrigger.AllEditTriggers
         opened = super().edit(index, trigger, event)
-        if opened:
+        # Qt's edit() also answers True when the delegate took the event (a click on a
+        # copy button, the star or "Show all"): only an open editor makes an edit, else
+        # the row would be left unpainted as if an editor covered it.
+        if opened and self.state() == QAbstractItemView.State.EditingState:
             self._editing = QPersistentModelIndex(index)
             self.scrollTo(index)
             self._refresh()
@@ -533,6 +534,18 @@ class TimelineView(QAbstractItemView):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._refresh()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        # Space and Enter do on the current row what a click on its expander does: show
+        # all of a long message (or fold it again), open or close a folded run.
+        plain = event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier \
+            == Qt.KeyboardModifier.NoModifier
+        if plain and event.key() in (Qt.Key.Key_Space, Qt.Key.Key_Return, Qt.Key.Key_Enter) \
+                and not self.editing and self.currentIndex().isValid():
+            self.toggle_requested.emit(QModelIndex(self.currentIndex()))
+            event.accept()
+            return
+        super().keyPressEvent(event)
 
     def mouseMoveEvent(self, event: Any) -> None:
         row = self.indexAt(event.position().toPoint()).row()
