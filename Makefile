@@ -39,7 +39,7 @@ $(BIN)/pip:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml setup.py | $(BIN)/pip
-	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev]'
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev,team]'
 	@touch $@
 
 syslibs:
@@ -72,7 +72,7 @@ screenshots: venv syslibs
 	QT_QPA_PLATFORM=offscreen $(BIN)/python scripts/screenshots.py
 
 $(PACKAGE_STAMP): $(STAMP)
-	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev,package]'
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[dev,team,package]'
 	@touch $@
 
 # The one-folder Linux bundle (PyInstaller, packaging/), then its own --version and --selftest.

@@ -2,7 +2,9 @@
 # Makes sure the Debian packages the workbench needs are installed.
 #
 #   scripts/ensure-system-libs.sh venv   python3's venv/ensurepip (Debian splits it out)
-#   scripts/ensure-system-libs.sh test   libraries Qt needs on the offscreen platform
+#   scripts/ensure-system-libs.sh test   libraries Qt needs on the offscreen platform, the
+#                                        validators of the desktop entry and metainfo, and
+#                                        the PostgreSQL server the team-store tests start
 #   scripts/ensure-system-libs.sh run    the above plus the xcb set when an X display is set
 #   scripts/ensure-system-libs.sh package  the above plus the xcb set always: the bundle
 #                                          carries the libraries its Qt plugins need
@@ -51,7 +53,7 @@ case "$mode" in
     exit 1
     ;;
   test)
-    wanted=("${qt_offscreen[@]}")
+    wanted=("${qt_offscreen[@]}" desktop-file-utils appstream postgresql)
     ;;
   run)
     wanted=("${qt_offscreen[@]}")

@@ -6,6 +6,7 @@ change the developer's real sessions, settings or window layout.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from collections.abc import Iterator
@@ -18,6 +19,8 @@ from hypothesis import HealthCheck, settings
 sys.path.insert(0, str(Path(__file__).resolve().parent / "providers"))
 
 from protocol_server import ProtocolServer  # noqa: E402
+
+from tests.pg_server import PostgresServer, ServerUnavailable  # noqa: E402
 
 # Before anything imports Qt: tests draw on the offscreen platform unless told otherwise.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -32,8 +35,6 @@ settings.register_profile(
 settings.load_profile("workbench")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# The shared folder (sample exports from real tools) sits beside the clone; it may be absent.
-SHARED_DIR = REPO_ROOT.parent / "shared"
 
 
 @pytest.fixture(autouse=True)
@@ -48,12 +49,43 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     yield home
 
 
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole run (tests/pg_server.py), started on first use.
+
+    Under ``CI=true`` a server that will not start fails the tests that need it; elsewhere
+    they are skipped with the reason (a developer machine without PostgreSQL installed).
+    """
+    try:
+        server = PostgresServer().start()
+    except ServerUnavailable as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"the PostgreSQL test server did not start: {exc}")
+        pytest.skip(f"PostgreSQL is not available here: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+_PG_DATABASES = itertools.count(1)
+
+
 @pytest.fixture
-def shared_dir() -> Path:
-    """The ``../shared`` folder beside the repository; skips the test when it is absent."""
-    if not SHARED_DIR.is_dir():
-        pytest.skip(f"shared folder not found at {SHARED_DIR}")
-    return SHARED_DIR
+def pg_url(pg_server: PostgresServer) -> Iterator[str]:
+    """The SQLAlchemy URL of a new, empty database of its own on the test server."""
+    import sqlalchemy as sa
+
+    name = f"test_{os.getpid()}_{next(_PG_DATABASES)}"
+    admin = sa.create_engine(pg_server.url(), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        yield pg_server.url(name)
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.own_samples import tau_like_export
 from workbench.cli import main
 from workbench.core.conversation import (
     Message,
@@ -129,11 +130,13 @@ def run_workbench(db_path: Path) -> Callable[..., CliResult]:
     return run
 
 
-@pytest.fixture
-def tau_sample() -> Path:
-    """The tau-bench sample of ``../shared``; skips the test when it is absent."""
-    if not TAU_SAMPLE.is_file():
-        pytest.skip(f"shared sample not found at {TAU_SAMPLE}")
+@pytest.fixture(params=["own"] + (["shared"] if TAU_SAMPLE.is_file() else []))
+def tau_sample(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """An agent benchmark log in the tau-bench shape: the suite's own (always) and the real
+    sample of ``../shared`` (only when that folder is present: not a skip otherwise, the
+    case is simply not there)."""
+    if request.param == "own":
+        return tau_like_export(tmp_path / "tau-like.json")
     return TAU_SAMPLE
 
 

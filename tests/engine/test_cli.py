@@ -671,3 +671,20 @@ def test_console_script_runs(
     assert [s["title"] for s in result.json()["sessions"]] == ["Trip to Porto"]
     with Workspace.open(db_path) as ws:
         assert ws.count_sessions() == 1
+
+
+@pytest.mark.parametrize("how", ["--db", "WORKBENCH_DB"])
+def test_a_database_url_is_refused_and_never_becomes_a_file(
+    cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    url = "postgresql://wb@db.example.org/team"
+    monkeypatch.chdir(tmp_path)
+    if how == "--db":
+        result = cli("sessions", db=url)
+    else:
+        monkeypatch.setenv("WORKBENCH_DB", url)
+        result = cli("sessions", db=None)
+    line = result.assert_one_line_error()
+    assert "database URL" in line and "postgresql://" in line
+    assert "wb@db.example.org" not in line  # the URL's user and host are not echoed
+    assert not any(p.name.startswith("postgresql") for p in tmp_path.rglob("*"))

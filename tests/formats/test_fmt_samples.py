@@ -1,9 +1,10 @@
-"""Every real sample in ``../shared/samples`` imports through the workspace, or is reported
-the way ``SOURCES.md`` says it should be.
+"""Every sample imports through the workspace, or is reported the way its source says.
 
-The samples are read in place (never copied into the repository); the whole module is
-skipped when the shared folder is absent. A sample added later without an entry in
-``EXPECTED`` must still import at least one session without raising.
+Two sets: the suite's own exports (``tests/own_samples.py``, written to a temporary folder,
+always run) and the real samples of ``../shared/samples`` when that folder is present (read
+in place, never copied into the repository; ``SOURCES.md`` says what each should give). A
+real sample added later without an entry in ``EXPECTED`` must still import at least one
+session without raising.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.own_samples import TAU_TASKS, WRITERS, write_own_sample
 from workbench.core.conversation import Message
 from workbench.engine.workspace import ImportReport, Workspace
 from workbench.errors import FormatError
@@ -21,14 +23,14 @@ from workbench.formats import detect_format
 
 SAMPLES = Path(__file__).parents[2] / ".." / "shared" / "samples"
 
-pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared samples not present")
-
 
 def sample_files() -> list[str]:
+    """``own:NAME`` for the suite's own exports, ``shared:NAME`` for each real sample."""
+    own = [f"own:{name}" for name in sorted(WRITERS)]
     if not SAMPLES.is_dir():
-        return []
-    return sorted(
-        p.relative_to(SAMPLES).as_posix()
+        return own
+    return own + sorted(
+        f"shared:{p.relative_to(SAMPLES).as_posix()}"
         for p in SAMPLES.rglob("*")
         if p.is_file() and p.name != "SOURCES.md"
     )
@@ -115,6 +117,48 @@ def check_missing_turns(ws: Workspace, report: ImportReport) -> None:
     assert messages[1].role == "assistant" and messages[1].content == ""
 
 
+def check_own_fork(ws: Workspace, report: ImportReport) -> None:
+    session = messages_of(ws, "Jokes with a fork")
+    branch = messages_of(ws, "Jokes with a fork (branch 1)")
+    assert [m.content for m in session[:3]] == [m.content for m in branch[:3]]
+    assert (session[-1].content, branch[-1].content) == (
+        "Why did the tree log out?", "A short story instead."
+    )
+    assert all(m.created_at is not None for m in session + branch)
+
+
+def check_own_claude_null(ws: Workspace, report: ImportReport) -> None:
+    assert "null" in report.skipped[0].reason
+    assert [m.role for m in messages_of(ws, "Scales and legs")] == ["user", "assistant"]
+
+
+def check_own_tau(ws: Workspace, report: ImportReport) -> None:
+    for session, _ in report.sessions:
+        messages = ws.session_view(session.id)[1]
+        call = next(m for m in messages if m.tool_calls)
+        result = next(m for m in messages if m.role == "tool")
+        assert result.tool_call_id == call.tool_calls[0]["id"]  # type: ignore[index]
+        assert call.content == ""  # the export's null content
+
+
+def check_own_missing_turn(ws: Workspace, report: ImportReport) -> None:
+    ((session, _),) = report.sessions
+    roles = [m.role for m in ws.session_view(session.id)[1]]
+    assert roles == ["system", "user", "user", "assistant"]  # nothing invented between
+
+
+EXPECTED_OWN: dict[str, Expected] = {
+    "chatgpt/fork.json": Expected(
+        "chatgpt", sessions=2, skipped=["item 1"], check=check_own_fork
+    ),
+    "claude/null_message.json": Expected(
+        "claude", sessions=1, skipped=["item 0 chat_messages[0]"], check=check_own_claude_null
+    ),
+    "openai/tau_like_airline.json": Expected("openai", sessions=TAU_TASKS, check=check_own_tau),
+    "sharegpt/missing_turn.json": Expected("sharegpt", sessions=1, check=check_own_missing_turn),
+}
+
+
 EXPECTED: dict[str, Expected] = {
     "chatgpt/everything-chatgpt_conversations_INVALID.json": Expected(
         "chatgpt", error=r"everything-chatgpt_conversations_INVALID\.json.*line 1, column \d+"
@@ -149,8 +193,13 @@ EXPECTED: dict[str, Expected] = {
 
 @pytest.mark.parametrize("name", sample_files())
 def test_sample_imports_or_is_reported_as_sources_says(tmp_path: Path, name: str) -> None:
-    path = SAMPLES / name
-    expected = EXPECTED.get(name)
+    where, _, name = name.partition(":")
+    if where == "own":
+        path = write_own_sample(tmp_path / "own", name)
+        expected: Expected | None = EXPECTED_OWN[name]
+    else:
+        path = SAMPLES / name
+        expected = EXPECTED.get(name)
     with Workspace.open(tmp_path / "samples.db") as ws:
         if expected is None:
             report = ws.import_path(path)

@@ -9,6 +9,7 @@ writer waits for the lock (busy timeout) instead of failing half-way.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -33,6 +34,25 @@ BUSY_TIMEOUT_MS = 10_000
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def refuse_url(where: str | Path) -> None:
+    """A database URL (``postgresql://...``) is never taken for a file path.
+
+    ``Path`` would fold ``postgresql://wb@host/db`` into ``postgresql:/wb@host/db`` and
+    SQLite would create that file in the current folder; this version stores in a SQLite
+    file only, so a URL is refused with a sentence instead.
+    """
+    text = str(where)
+    if _URL_SCHEME.match(text):
+        scheme = text.split("://", 1)[0]
+        raise StorageError(
+            f"'{scheme}://…' is a database URL, not a file: this version of the workbench "
+            "keeps its sessions in a SQLite file; give the path of that file instead."
+        )
+
+
 def default_db_path() -> Path:
     """Where the database lives unless told otherwise.
 
@@ -41,6 +61,7 @@ def default_db_path() -> Path:
     """
     explicit = os.environ.get("WORKBENCH_DB")
     if explicit:
+        refuse_url(explicit)
         return Path(explicit).expanduser()
     home = os.environ.get("WORKBENCH_HOME")
     if home:
@@ -104,6 +125,8 @@ class Database:
         not a workbench database raises :class:`StorageError`. Neither is changed.
         Before an existing file is migrated, a backup copy is written beside it.
         """
+        if path is not None:
+            refuse_url(path)
         path = Path(path).expanduser() if path is not None else default_db_path()
         existed = _check_file(path)
         try:
@@ -170,7 +193,8 @@ class Database:
             return
         if not migrate:
             raise StorageError(f"{self.path} needs schema changes: {pending[0].name} and on.")
-        if existed and applied:
+        # A change that is PostgreSQL's only is just recorded here: no copy for it.
+        if existed and applied and any(m.statements for m in pending):
             self.backup(self._backup_path())
         for migration in pending:
             self._apply(migration)

@@ -27,8 +27,8 @@ class AgentRow(SQLModel, table=True):
     instructions: str = ""
     provider: str | None = None
     model: str | None = None
-    memory_policy: Any = Field(default=None, sa_type=JSONText)
-    tools: Any = Field(default=None, sa_type=JSONText)
+    memory_policy: Any = Field(default=None, sa_type=JSONText, nullable=True)
+    tools: Any = Field(default=None, sa_type=JSONText, nullable=True)
     created_at: datetime = Field(sa_type=UTCDateTime)
     updated_at: datetime = Field(sa_type=UTCDateTime)
 
@@ -47,12 +47,12 @@ class SessionRow(SQLModel, table=True):
     title: str
     created_at: datetime = Field(sa_type=UTCDateTime)
     updated_at: datetime = Field(sa_type=UTCDateTime)
-    tags: Any = Field(default=None, sa_type=JSONText)
+    tags: Any = Field(default=None, sa_type=JSONText, nullable=True)
     pinned: bool = False
     archived: bool = False
     forked_from_session_id: int | None = Field(default=None, foreign_key="sessions.id")
     forked_from_message_id: int | None = None
-    overrides: Any = Field(default=None, sa_type=JSONText)
+    overrides: Any = Field(default=None, sa_type=JSONText, nullable=True)
     source: str | None = None
     source_id: str | None = None
     message_count: int = 0
@@ -63,7 +63,9 @@ class SessionRow(SQLModel, table=True):
     fingerprint: str | None = None
     fingerprint_count: int | None = None
     # What the source said about the conversation as a whole (0005_session_metadata).
-    metadata_: Any = Field(default=None, sa_type=JSONText, sa_column_kwargs={"name": "metadata"})
+    metadata_: Any = Field(
+        default=None, sa_type=JSONText, nullable=True, sa_column_kwargs={"name": "metadata"}
+    )
 
 
 class MessageRow(SQLModel, table=True):
@@ -76,16 +78,18 @@ class MessageRow(SQLModel, table=True):
     position: int
     role: str
     content: str = ""
-    parts: Any = Field(default=None, sa_type=JSONText)
+    parts: Any = Field(default=None, sa_type=JSONText, nullable=True)
     name: str | None = None
-    tool_calls: Any = Field(default=None, sa_type=JSONText)
+    tool_calls: Any = Field(default=None, sa_type=JSONText, nullable=True)
     tool_call_id: str | None = None
     created_at: datetime = Field(sa_type=UTCDateTime)
     token_count: int | None = None
     token_encoding: str | None = None
     state: str = "active"
     important: bool = False
-    metadata_: Any = Field(default=None, sa_type=JSONText, sa_column_kwargs={"name": "metadata"})
+    metadata_: Any = Field(
+        default=None, sa_type=JSONText, nullable=True, sa_column_kwargs={"name": "metadata"}
+    )
     compaction_id: int | None = None
     # The body of the message's extractive summary line at the length long folds write,
     # and its token count in token_encoding (kept by the store; see 0003_summary_lines).
@@ -99,13 +103,13 @@ class SessionContextRow(SQLModel, table=True):
     __tablename__ = "session_context"
 
     session_id: int = Field(primary_key=True, foreign_key="sessions.id")
-    facts: Any = Field(default=None, sa_type=JSONText)
+    facts: Any = Field(default=None, sa_type=JSONText, nullable=True)
     summary: str = ""
-    tasks: Any = Field(default=None, sa_type=JSONText)
-    tool_stats: Any = Field(default=None, sa_type=JSONText)
-    token_usage: Any = Field(default=None, sa_type=JSONText)
-    system_state: Any = Field(default=None, sa_type=JSONText)
-    environment: Any = Field(default=None, sa_type=JSONText)
+    tasks: Any = Field(default=None, sa_type=JSONText, nullable=True)
+    tool_stats: Any = Field(default=None, sa_type=JSONText, nullable=True)
+    token_usage: Any = Field(default=None, sa_type=JSONText, nullable=True)
+    system_state: Any = Field(default=None, sa_type=JSONText, nullable=True)
+    environment: Any = Field(default=None, sa_type=JSONText, nullable=True)
     updated_at: datetime = Field(sa_type=UTCDateTime)
 
 
@@ -121,7 +125,9 @@ class MemoryEntryRow(SQLModel, table=True):
     namespace: str = "default"
     content: str
     content_hash: str
-    metadata_: Any = Field(default=None, sa_type=JSONText, sa_column_kwargs={"name": "metadata"})
+    metadata_: Any = Field(
+        default=None, sa_type=JSONText, nullable=True, sa_column_kwargs={"name": "metadata"}
+    )
     created_at: datetime = Field(sa_type=UTCDateTime)
 
 
@@ -139,8 +145,8 @@ class CompactionRow(SQLModel, table=True):
     tokens_after: int = 0
     folded_count: int = 0
     summary: str = ""
-    before_context: Any = Field(default=None, sa_type=JSONText)
-    details: Any = Field(default=None, sa_type=JSONText)
+    before_context: Any = Field(default=None, sa_type=JSONText, nullable=True)
+    details: Any = Field(default=None, sa_type=JSONText, nullable=True)
     undone_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
@@ -159,8 +165,8 @@ class ProviderConfigRow(SQLModel, table=True):
     context_window: int | None = None
     max_output_tokens: int | None = None
     temperature: float | None = None
-    timeouts: Any = Field(default=None, sa_type=JSONText)
-    extra_headers: Any = Field(default=None, sa_type=JSONText)
+    timeouts: Any = Field(default=None, sa_type=JSONText, nullable=True)
+    extra_headers: Any = Field(default=None, sa_type=JSONText, nullable=True)
     created_at: datetime = Field(sa_type=UTCDateTime)
     updated_at: datetime = Field(sa_type=UTCDateTime)
 
@@ -171,7 +177,7 @@ class SettingRow(SQLModel, table=True):
     __tablename__ = "settings"
 
     key: str = Field(primary_key=True)
-    value: Any = Field(default=None, sa_type=JSONText)
+    value: Any = Field(default=None, sa_type=JSONText, nullable=True)
 
 
 class MigrationRow(SQLModel, table=True):
