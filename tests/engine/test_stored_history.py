@@ -19,7 +19,7 @@ from workbench.core.assembly import (
     RequestParts,
     assemble,
 )
-from workbench.core.conversation import Message, MessageState
+from workbench.core.conversation import Conversation, Message, MessageState
 from workbench.core.tokens import get_counter
 from workbench.engine.chat import newest_left_out
 from workbench.engine.memory import Memory
@@ -80,8 +80,14 @@ def workspace() -> Iterator[Workspace]:
 
 
 def _store(ws: Workspace, steps: list[tuple[str, int, str, bool, bool]]) -> int:
-    info = ws.repo.create_session(title="random")
-    stored = ws.repo.append_messages(info.id, _messages(steps))
+    if len(steps) % 2:  # half the sessions through the bulk import (triggers paused)
+        (outcome,) = ws.repo.import_many([Conversation(title="random",
+                                                       messages=_messages(steps))])
+        info = outcome.session
+        stored = ws.repo.list_messages(info.id)
+    else:
+        info = ws.repo.create_session(title="random")
+        stored = ws.repo.append_messages(info.id, _messages(steps))
     for state in ("evicted", "folded"):
         ids = [m.id for m, s in zip(stored, steps, strict=True) if s[2] == state]
         if ids:
@@ -221,3 +227,4 @@ def test_memory_opens_without_loading_and_still_reads_and_writes(
         assert loads == []
         assert [m.role for m in memory.messages()] == ["user", "assistant", "tool"]
         assert loads  # what needs every message still gets them all
+
