@@ -26,15 +26,21 @@ if str(REPO_DIR) not in sys.path:
     # So a checkout without the editable install still finds the workbench package.
     sys.path.insert(0, str(REPO_DIR))
 
+def _store_cache_kib() -> int:
+    from workbench.store.db import PAGE_CACHE_KIB
+
+    return PAGE_CACHE_KIB
+
+
 # The connection settings of workbench.store.db._on_connect, repeated here so that the
-# plain-sqlite3 peers run with the same cache and durability and only the code path
-# differs. Kept in step by hand: a peer that is faster only because of its pragmas would
-# make our ratios look worse, never better.
+# plain-sqlite3 peers run with the same cache (the store's size for this machine) and
+# durability and only the code path differs. Kept in step by hand: a peer that is faster
+# only because of its pragmas would make our ratios look worse, never better.
 STORE_PRAGMAS = (
     "PRAGMA busy_timeout = 10000",
     "PRAGMA foreign_keys = ON",
     "PRAGMA synchronous = NORMAL",
-    "PRAGMA cache_size = -65536",
+    f"PRAGMA cache_size = -{_store_cache_kib()}",
     "PRAGMA temp_store = MEMORY",
 )
 
