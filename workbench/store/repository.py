@@ -795,6 +795,20 @@ class Repository:
             ).all()
         return [message_from_row(r) for r in rows]
 
+    def count_fitting(self, session_id: int, *, state: str, room: int) -> int | None:
+        """How many of the session's newest messages in ``state`` fit in ``room`` tokens
+        by their cached counts (a message without one counts 0, so this is at least
+        what fits); ``None`` when they all do. One walk backwards that stops there."""
+        with self.db.query() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT n FROM (SELECT row_number() OVER w AS n,"
+                " sum(coalesce(token_count, 0)) OVER w AS used"
+                " FROM messages WHERE session_id = ? AND state = ?"
+                " WINDOW w AS (ORDER BY position DESC)) WHERE used > ? LIMIT 1",
+                (session_id, state, room),
+            ).first()
+        return None if row is None else int(row[0]) - 1
+
     def first_in_state(self, session_id: int, state: str) -> Message | None:
         """The earliest message of a session in ``state``, if any."""
         with self.db.read() as conn:
