@@ -93,7 +93,7 @@ class StoredHistory(Sequence[Message]):
             return
         fitting = self.repo.count_fitting(self.session_id, state=ACTIVE, room=room)
         wanted = self._len if fitting is None else fitting + fitting // 20 + 16
-        self._page = max(self._page, min(wanted, MAX_PAGE))
+        self._page = min(max(wanted, 16), MAX_PAGE)
 
     def __iter__(self) -> Iterator[Message]:
         for i in range(self._len):
