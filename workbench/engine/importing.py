@@ -103,9 +103,7 @@ def import_conversations(
     from workbench.engine.workspace import ImportReport
 
     report = ImportReport()
-    if count_tokens:
-        counter = counter or get_counter()
-    else:
+    if not count_tokens:
         counter = None
     agent_id = repo.default_agent().id
     batch: list[bulk.PreparedConversation] = []
@@ -124,7 +122,7 @@ def import_conversations(
     # while the reader runs Python it would wait up to 5 ms for it: see core.handoff.
     with (
         quick_handoff(IMPORT_SWITCH_INTERVAL),
-        _Reader(items, counter, source_file) as reader,
+        _Reader(items, counter, source_file, count=count_tokens) as reader,
     ):
         for item in reader:
             if item is _WAITING:
@@ -247,13 +245,17 @@ class _Reader:
         items: Iterable[Conversation | SkippedEntry | ImportNote],
         counter: TokenCounter | None,
         source_file: str | None = None,
+        *,
+        count: bool | None = None,
     ) -> None:
         self._items = items
-        # One thread encodes a chunk's texts: counting them on several would compete
-        # with the parse and the writer for the same cores.
-        if type(counter) is TokenCounter:
-            counter = TokenCounter(counter.encoding, threads=1)
-        self._counter = counter
+        # Counting when asked to or given a counter; the default counter is loaded by
+        # the counting thread (its vocabulary takes a fifth of a second) while the first
+        # conversations are read.
+        self._counting = counter is not None if count is None else count
+        self._given = counter
+        self._counter: TokenCounter | None = None
+        self._counter_lock = threading.Lock()
         self._memo: dict[tuple[str, str | None], int] = {}
         self._memo_chars = 0
         self._source_file = source_file
@@ -313,7 +315,7 @@ class _Reader:
     def _run(self) -> None:
         counting = (
             ThreadPoolExecutor(COUNT_WORKERS, thread_name_prefix="workbench-import-count")
-            if self._counter is not None
+            if self._counting
             else None
         )
         # Chunks whose messages are being counted, oldest first: each is prepared (and
@@ -359,7 +361,7 @@ class _Reader:
         made while this thread parses the next conversations and the writer stores
         the previous ones: the counting costs about what the parse does, and overlaps.
         """
-        if pool is None or self._counter is None:
+        if pool is None or not self._counting:
             return None
         messages = [m for c in chunk if isinstance(c, Conversation) for m in c.messages]
         return pool.submit(self._fill_counts, messages) if messages else None
@@ -372,8 +374,7 @@ class _Reader:
         right after it: those are counted once. The memo is emptied whenever it holds
         more than ``COUNT_MEMO_CHARS`` characters of text, so memory stays flat.
         """
-        counter = self._counter
-        assert counter is not None
+        counter = self._resolve_counter()
         name = counter.encoding_name
         memo = self._memo
         todo: list[Message] = []
@@ -396,6 +397,17 @@ class _Reader:
         if self._memo_chars > COUNT_MEMO_CHARS:
             memo.clear()
             self._memo_chars = 0
+
+    def _resolve_counter(self) -> TokenCounter:
+        with self._counter_lock:
+            if self._counter is None:
+                counter = self._given or get_counter()
+                # One thread encodes a chunk's texts: counting them on several would
+                # compete with the parse and the writer for the same cores.
+                if type(counter) is TokenCounter:
+                    counter = TokenCounter(counter.encoding, threads=1)
+                self._counter = counter
+            return self._counter
 
     def _hand_over(self, chunk: list[Any], counted: Future[Any] | None) -> bool:
         if counted is not None:
