@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QChildEvent, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QSplitter,
+    QTabBar,
     QToolBar,
     QWidget,
 )
@@ -120,12 +121,28 @@ class MainWindow(QMainWindow):
         dock.setObjectName(name)
         dock.setWidget(widget)
         dock.setAccessibleName(f"{title} panel")
+        # A panel behind another one's tab is moved off the window by Qt, not hidden, so
+        # Tab would walk through controls nobody can see: its content is hidden while its
+        # tab is not the current one (keeping its size, so switching tabs moves nothing).
+        policy = widget.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        widget.setSizePolicy(policy)
+        dock.visibilityChanged.connect(widget.setVisible)
         dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
                          | QDockWidget.DockWidgetFeature.DockWidgetClosable
                          | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
         self.addDockWidget(area, dock)
         self.dock_sizer.watch(dock)
         return dock
+
+    def childEvent(self, event: QChildEvent) -> None:  # noqa: N802 - Qt's name
+        super().childEvent(event)
+        child = event.child()
+        # Qt makes a tab bar for each group of tabbed panels: give it a name screen
+        # readers can say.
+        if event.type() == QEvent.Type.ChildPolished and isinstance(child, QTabBar) \
+                and not child.accessibleName():
+            child.setAccessibleName("Panel tabs")
 
     def add_panel(self, title: str, name: str, widget: QWidget) -> QDockWidget:
         """Add a panel tabbed with Search on the right (later parts add theirs here)."""

@@ -293,6 +293,7 @@ class ContextPanel(QWidget):
         self.tasks_box, layout = _section("Tasks", "Tasks")
         table = QTableWidget(0, 3)
         table.setAccessibleName("Tasks")
+        table.setTabKeyNavigation(False)  # Tab leaves the table; the arrows move inside
         table.setHorizontalHeaderLabels(["Task", "Status", "Progress"])
         table.verticalHeader().hide()
         header = table.horizontalHeader()
@@ -359,6 +360,7 @@ class ContextPanel(QWidget):
         self.memory_note.setAccessibleName("Memory entries note")
         table = QTableWidget(0, 3)
         table.setAccessibleName("Memory entries")
+        table.setTabKeyNavigation(False)  # Tab leaves the table; the arrows move inside
         table.setHorizontalHeaderLabels(["Entry", "Scope", "Namespace"])
         table.verticalHeader().hide()
         header = table.horizontalHeader()
