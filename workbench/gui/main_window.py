@@ -149,8 +149,49 @@ class MainWindow(QMainWindow):
         dock = self._dock(title, name, widget, Qt.DockWidgetArea.RightDockWidgetArea)
         self.tabifyDockWidget(self.search_dock, dock)
         self.search_dock.raise_()
-        self.panels_menu.addAction(dock.toggleViewAction())
+        keys = {"Compaction": ("&Compaction", "Ctrl+3"), "Context": ("Conte&xt", "Ctrl+4"),
+                "Request": ("Re&quest", "Ctrl+5")}
+        text, shortcut = keys.get(title, (title, None))
+        self._panel_action(dock, text, shortcut)
         return dock
+
+    def _panel_action(self, dock: QDockWidget, text: str, shortcut: str | None) -> QAction:
+        """View → Panels entry of ``dock``: checked while the panel is open. It closes
+        a panel in sight; a closed one, or one behind another panel's tab, it brings to
+        the front with the keyboard in it (where Qt's own toggle would close it)."""
+        action = QAction(text, self)
+        action.setCheckable(True)
+        toggle = dock.toggleViewAction()
+        action.setChecked(toggle.isChecked())
+        toggle.toggled.connect(action.setChecked)
+        if shortcut:
+            action.setShortcut(QKeySequence(shortcut))
+        action.setStatusTip(f"Show or close the {dock.windowTitle()} panel")
+        action.triggered.connect(lambda _checked=False: self.show_or_close_panel(dock))
+        self.panels_menu.addAction(action)
+        self.addAction(action)
+        self.panel_actions[dock.windowTitle()] = action
+        return action
+
+    def show_or_close_panel(self, dock: QDockWidget) -> None:
+        """Close ``dock`` when it is in sight, else show it in front and focus it."""
+        content = dock.widget()
+        if dock.isVisible() and content is not None and content.isVisible():
+            dock.close()
+            return
+        dock.show()
+        dock.raise_()
+        if content is None:
+            return
+        # The panel's first control that Tab would reach takes the keyboard.
+        widget = content.nextInFocusChain()
+        while widget is not content and content.isAncestorOf(widget):
+            if widget.focusPolicy() & Qt.FocusPolicy.TabFocus and widget.isVisible() \
+                    and widget.isEnabled():
+                widget.setFocus(Qt.FocusReason.ShortcutFocusReason)
+                return
+            widget = widget.nextInFocusChain()
+        content.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def _add_context_panels(self) -> None:
         """The Context panel and, when the composer is there, the request inspector."""
@@ -239,7 +280,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.new_session_action)
         self.import_action = self._action("&Import File…", self._import_file_interactively,
                                           "Ctrl+I", "Import conversations from a file")
-        self.import_folder_action = self._action("Import F&older…",
+        self.import_folder_action = self._action("Import Fol&der…",
                                                  self._import_folder_interactively,
                                                  "Ctrl+Shift+I",
                                                  "Import every conversation file in a folder")
@@ -305,22 +346,22 @@ class MainWindow(QMainWindow):
         # View
         view_menu = menu_bar.addMenu("&View")
         self.panels_menu = view_menu.addMenu("&Panels")
-        for dock in (self.sessions_dock, self.search_dock):
-            self.panels_menu.addAction(dock.toggleViewAction())
-        self.sessions_dock.toggleViewAction().setShortcut(QKeySequence("Ctrl+1"))
-        self.search_dock.toggleViewAction().setShortcut(QKeySequence("Ctrl+2"))
-        theme_menu = view_menu.addMenu("&Theme")
+        self.panel_actions: dict[str, QAction] = {}
+        self._panel_action(self.sessions_dock, "&Sessions", "Ctrl+1")
+        self._panel_action(self.search_dock, "Sea&rch", "Ctrl+2")
+        theme_menu = view_menu.addMenu("T&heme")
         self.theme_group = QActionGroup(self)
         self.theme_actions: dict[str, QAction] = {}
         for theme in THEMES:
-            action = QAction(theme.title() if theme != "system" else "Follow the System", self)
+            action = QAction(f"&{theme.title()}" if theme != "system" else "&Follow the System",
+                             self)
             action.setCheckable(True)
             action.triggered.connect(lambda _c=False, theme=theme: self.set_theme(theme))
             self.theme_group.addAction(action)
             theme_menu.addAction(action)
             self.theme_actions[theme] = action
         view_menu.addSeparator()
-        self.focus_sessions_action = self._action("Go to &Sessions", self._focus_sessions,
+        self.focus_sessions_action = self._action("Go to Sess&ions", self._focus_sessions,
                                                   "Ctrl+L")
         self.focus_timeline_action = self._action("Go to &Timeline",
                                                   lambda: self.timeline.view.setFocus(),
@@ -333,9 +374,10 @@ class MainWindow(QMainWindow):
 
         # Settings
         settings_menu = menu_bar.addMenu("&Settings")
-        self.providers_action = self._action("&Providers…", self.show_providers,
+        # Ctrl+, is where other applications keep their settings.
+        self.providers_action = self._action("&Providers…", self.show_providers, "Ctrl+,",
                                              tip="Add, change and test model servers")
-        self.agents_action = self._action("&Agents…", self.show_agents,
+        self.agents_action = self._action("&Agents…", self.show_agents, "Ctrl+Shift+G",
                                           tip="Agents' instructions, models, memory and tools")
         for action in (self.providers_action, self.agents_action):
             action.setMenuRole(QAction.MenuRole.NoRole)
@@ -352,7 +394,7 @@ class MainWindow(QMainWindow):
         for action in (self.import_action, self.import_folder_action, self.export_action,
                        self.open_database_action, self.quit_action, self.undo_action,
                        self.redo_action, self.find_action, self.find_all_action,
-                       self.shortcuts_action):
+                       self.providers_action, self.agents_action, self.shortcuts_action):
             self.addAction(action)
 
     def _connect(self) -> None:

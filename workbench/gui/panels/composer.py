@@ -145,7 +145,7 @@ class ComposerPanel(QWidget):
         layout.addWidget(self.error_label)
         layout.addLayout(body, 1)
 
-        self.send_action = QAction("&Send Prompt", self)
+        self.send_action = QAction("Send &Prompt", self)
         self.send_action.setShortcuts([QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter")])
         self.send_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self.send_action.triggered.connect(lambda: self.send())
@@ -153,7 +153,7 @@ class ComposerPanel(QWidget):
         self.stop_action = QAction("S&top Reply", self)
         self.stop_action.setShortcut(QKeySequence(Qt.Key.Key_Escape))
         self.stop_action.triggered.connect(lambda: self.stop())
-        self.regenerate_action = QAction("&Regenerate Last Reply", self)
+        self.regenerate_action = QAction("Re&generate Last Reply", self)
         self.regenerate_action.setShortcut(QKeySequence("Ctrl+Shift+R"))
         self.regenerate_action.triggered.connect(self.regenerate)
         self.keep_stopped_action = QAction("&Keep Stopped Replies", self)

@@ -174,6 +174,7 @@ class TimelinePanel(QWidget):
         self.copy_action = self._action("&Copy Text", self.copy_selected,
                                         QKeySequence.StandardKey.Copy)
         self.fork_action = self._action("&Fork From Here", self.fork_at_current,
+                                        "Ctrl+Shift+D",
                                         tip="A new session with the messages up to this one")
         self.jump_action = QAction("&Jump to Message…", self)
         self.jump_action.setShortcut(QKeySequence("Ctrl+G"))
