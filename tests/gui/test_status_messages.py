@@ -93,3 +93,46 @@ def test_the_compaction_line_groups_the_digits_of_its_token_counts(
     said = window.statusBar().currentMessage()
     assert f"from {record.tokens_before:,} to {record.tokens_after:,} tokens" in said, said
     assert not re.search(r"\d{4}", said), said
+
+
+def _settled_gauge(qtbot: QtBot, window: MainWindow) -> str:
+    qtbot.waitUntil(lambda: window.composer.gauge.format() != "context: …", timeout=15_000)
+    return window.composer.gauge.format()
+
+
+def test_the_gauge_never_shows_the_session_before_after_a_switch(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    short = make_session(workspace, "Short", [("user", "hi")])
+    long = make_session(workspace, "Long", [("user", "a long story " * 300)])
+    window = open_window(workspace)
+    gauge = window.composer.gauge
+    window.open_session(long.id)
+    long_text = _settled_gauge(qtbot, window)
+    window.open_session(short.id)
+    short_text = _settled_gauge(qtbot, window)
+    assert long_text != short_text and "tokens" in short_text
+    # The person picks the long session in the list: the short one's figure goes at once.
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    assert focus() is window.browser.view
+    press(qtbot, Qt.Key.Key_Home)
+    for _ in range(window.browser.model.rowCount()):
+        if window.ctx.current_session_id == long.id:
+            break
+        press(qtbot, Qt.Key.Key_Down)
+    assert window.ctx.current_session_id == long.id, window.browser.selected_ids()
+    assert gauge.format() == "context: …"
+    # A measurement of the short session still running when the person switches is
+    # not shown: the gauge says "counting" or the long session's figure, nothing else.
+    window.open_session(short.id)
+    window.composer.refresh_gauge()
+    window.open_session(long.id)
+    settle(window)
+    assert gauge.format() in ("context: …", long_text)
+    assert _settled_gauge(qtbot, window) == long_text
+    # No session: it says so at once.
+    window.open_session(0)
+    assert gauge.format() == "context: no session"

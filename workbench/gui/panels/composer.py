@@ -273,6 +273,13 @@ class ComposerPanel(QWidget):
             if index >= 0 and index != self.provider_box.currentIndex():
                 self.provider_box.setCurrentIndex(index)
         self.error_label.hide()
+        # The figure shown was the session before's: say "counting" at once, until this
+        # session's is measured (an answer about the one before is dropped).
+        if session_id:
+            self._show_counting()
+        else:
+            self._gauge_sequence += 1
+            self._show_gauge(None)
         self._gauge_timer.start()
 
     # -- keys ----------------------------------------------------------------------------
@@ -554,20 +561,33 @@ class ComposerPanel(QWidget):
         key = (provider or "", model)
         known = self._windows.get(key) if provider else None
 
+        def current() -> bool:
+            return sequence == self._gauge_sequence \
+                and session_id == self.ctx.current_session_id
+
         def done(gauge: ContextGauge) -> None:
             if provider and gauge.window:
                 self._windows[key] = gauge.window  # ask the server once per model
-            if sequence == self._gauge_sequence:
+            if current():
                 self._show_gauge(gauge)
 
         def failed(error: BaseException) -> None:
-            if sequence == self._gauge_sequence:
+            if current():
                 self.gauge.setFormat("context: unknown")
                 self.gauge.setToolTip(describe_error(error, doing="measure the request"))
 
         self.ctx.workers.network(context_gauge, workspace, session_id, provider=provider,
                                  model=model, prompt=prompt, window=known,
                                  name="measure the request", on_done=done, on_error=failed)
+
+    def _show_counting(self) -> None:
+        """A neutral gauge while the open session's request is being measured."""
+        self._gauge_sequence += 1
+        self.gauge.setRange(0, 1)
+        self.gauge.setValue(0)
+        self.gauge.setFormat("context: …")
+        self.gauge.setToolTip("Counting the tokens of the next request…")
+        self.gauge.setStyleSheet("")
 
     def _show_gauge(self, gauge: ContextGauge | None) -> None:
         self._gauge = gauge
