@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
@@ -33,6 +33,11 @@ def plain_snippet(snippet: str) -> str:
     return snippet.replace(MARK_START, "").replace(MARK_END, "")
 
 
+def hit_key(hit: SearchHit) -> tuple[str, int | None, int | None, int | None]:
+    """What identifies a hit across two runs of the same search."""
+    return (hit.kind, hit.session_id, hit.message_id, hit.memory_id)
+
+
 @dataclass
 class SearchOutcome:
     """Hits of one search with the titles of their sessions."""
@@ -56,6 +61,31 @@ class SearchResultsModel(QAbstractListModel):
         self._hits = list(outcome.hits) if outcome else []
         self._titles = dict(outcome.titles) if outcome else {}
         self.endResetModel()
+
+    def rename_session(self, session_id: int, title: str) -> None:
+        """Show a session's new title on its hits (the session's own hit included)."""
+        rows = [r for r, h in enumerate(self._hits) if h.session_id == session_id]
+        if not rows:
+            return
+        self._titles[session_id] = title
+        for row in rows:
+            hit = self._hits[row]
+            if hit.kind == "session" and hit.title is not None:
+                self._hits[row] = replace(hit, title=title)
+        self.dataChanged.emit(self.index(rows[0], 0), self.index(rows[-1], 0))
+
+    def drop_session(self, session_id: int) -> int:
+        """Remove the hits of a session that is gone; returns how many there were."""
+        rows = [r for r, h in enumerate(self._hits) if h.session_id == session_id]
+        for row in reversed(rows):
+            self.beginRemoveRows(QModelIndex(), row, row)
+            del self._hits[row]
+            self.endRemoveRows()
+        return len(rows)
+
+    def row_of(self, key: tuple[str, int | None, int | None, int | None]) -> int:
+        """The row of the hit with ``key`` (see :func:`hit_key`), or -1."""
+        return next((r for r, h in enumerate(self._hits) if hit_key(h) == key), -1)
 
     def hit_at(self, row: int) -> SearchHit:
         return self._hits[row]
