@@ -6,16 +6,27 @@ from dataclasses import replace
 
 import pytest
 
-from workbench.core.conversation import Conversation, Message, Task, TokenUsage
+from workbench.core.conversation import (
+    Conversation,
+    Message,
+    SessionContext,
+    Task,
+    TokenUsage,
+)
 from workbench.core.provider import ProviderConfig
 from workbench.engine.chat import left_out_previews, preflight_turn
 from workbench.engine.providers import ProviderSettings, build_provider
 from workbench.engine.session_context import (
+    add_facts,
     add_memory_entry,
+    add_task,
+    change_context,
     dedupe_session_facts,
     delete_memory_entry,
     memory_entries_for,
     read_session_context,
+    remove_fact,
+    remove_task,
     restore_memory_entry,
     update_context,
 )
@@ -137,3 +148,52 @@ def test_load_context_of_a_missing_session_can_create_it(workspace: Workspace) -
     # Loading again finds the same session, and does not create another.
     load_context(workspace, "user1:agent1:123", create=True)
     assert workspace.repo.count_sessions() == 1
+
+
+def test_adds_append_to_what_is_stored_and_removes_take_out_only_their_own(
+    workspace: Workspace,
+) -> None:
+    sid = _session(workspace)
+    update_context(workspace, sid, facts=["Old."])
+    # Two front ends that both read ["Old."] add one fact each: both stay.
+    add_facts(workspace, sid, ["  First   fact. "])
+    change = add_facts(workspace, sid, ["Second fact.", ""])
+    assert change.before.facts == ["Old.", "First fact."]
+    assert workspace.repo.get_context(sid).facts == ["Old.", "First fact.", "Second fact."]
+    remove_fact(workspace, sid, "First fact.")
+    assert workspace.repo.get_context(sid).facts == ["Old.", "Second fact."]
+    assert not remove_fact(workspace, sid, "Never there.").changed
+
+    _, first = add_task(workspace, sid, "Book  the train")
+    _, second = add_task(workspace, sid, "Book the train")
+    assert first.id != second.id and first.description == "Book the train"
+    assert [t.id for t in workspace.repo.get_context(sid).tasks] == [first.id, second.id]
+    remove_task(workspace, sid, first.id)
+    _, back = add_task(workspace, sid, first)  # put back as it was
+    assert back == first
+    assert [t.id for t in workspace.repo.get_context(sid).tasks] == [second.id, first.id]
+    with pytest.raises(RequestError):
+        add_task(workspace, sid, "   ")
+    with pytest.raises(RequestError):
+        add_facts(workspace, sid, "not a list")
+
+
+def test_change_context_works_on_the_stored_context_and_guards_the_bookkeeping(
+    workspace: Workspace,
+) -> None:
+    sid = _session(workspace)
+    update_context(workspace, sid, facts=["A.", "B."])
+
+    def drop_a(context: SessionContext) -> None:
+        context.facts = [f for f in context.facts if f != "A."]
+
+    add_facts(workspace, sid, ["C."])  # made after the caller read ["A.", "B."]
+    change = change_context(workspace, sid, drop_a)
+    assert change.after.facts == ["B.", "C."]
+
+    def bill(context: SessionContext) -> None:
+        context.token_usage = TokenUsage(input_tokens=5)
+
+    with pytest.raises(RequestError, match="bookkeeping"):
+        change_context(workspace, sid, bill)
+    assert workspace.repo.get_context(sid).token_usage == TokenUsage()

@@ -26,6 +26,10 @@ PAYLOADS = {
     "red span": f'<span style="font-size:40px;color:red">shout</span> {TAIL}',
     "reference": f'[r]: file:///dev/zero "hidden words"\n\n{TAIL}',
     "huge": "word " * 400_000 + TAIL,
+    "bidi override": f"RLO:\u202eevil \u2067isolate\u2069 {TAIL}",
+    "zero width": f"zero\u200bwidth\u2060joined\ufeffmark\u00adsoft {TAIL}",
+    "tag characters": "hi" + "".join(chr(0xE0000 + ord(c)) for c in "run rm") + f" {TAIL}",
+    "entities": f"&amp; &lt;tag&gt; &#x202E;x `&amp;` {TAIL}",
 }
 
 
@@ -86,7 +90,8 @@ def main() -> int:
         window.grab()
         print(json.dumps({
             "session": session_id,
-            "title_label": timeline.title_label.text(),
+            "title_label": timeline.title_label.full_text(),
+            "title_shown": timeline.title_label.text(),
             "title_format": timeline.title_label.textFormat().name,
             "window_title": window.windowTitle(),
             "texts": texts,

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
@@ -404,3 +405,50 @@ def test_preview_compaction_has_a_shortcut_in_the_help(
     dialog = window.show_shortcuts()
     assert any(name == "Preview Compaction" for name, _keys in dialog.rows())
     dialog.close()
+
+
+def test_what_a_left_session_was_reading_never_lands(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The policy, history and preview of a session still being read when another is
+    opened are dropped (the jobs' keys), not shown over the new session's."""
+    import threading
+
+    from workbench.gui.panels import compaction as module
+
+    first = _long_session(workspace, make_session, 30, "First")
+    second = _long_session(workspace, make_session, 6, "Second")
+    window = open_window(workspace)
+    panel = _open(window, qtbot, second.id)
+    # Held on the reader threads (two): the first session's policy read and preview.
+    held = {"policy": threading.Event(), "preview": threading.Event()}
+    entered = {name: threading.Event() for name in held}
+    heard: list[str] = []
+    panel.policy_loaded.connect(lambda view: heard.append(f"policy {view.session_id}"))
+    panel.history_loaded.connect(lambda records: heard.append(f"history {len(records)}"))
+    panel.preview_shown.connect(lambda _plan: heard.append("preview"))
+
+    def holding(name: str, real: Callable[..., object]) -> Callable[..., object]:
+        def run(ws: Workspace, session_id: int, *args: object, **kwargs: object) -> object:
+            if session_id == first.id:
+                entered[name].set()
+                assert held[name].wait(10), "the test never released the job"
+            return real(ws, session_id, *args, **kwargs)
+        return run
+
+    monkeypatch.setattr(module, "read_policy", holding("policy", module.read_policy))
+    monkeypatch.setattr(module, "preview_plan", holding("preview", module.preview_plan))
+    window.open_session(first.id)
+    assert entered["policy"].wait(10)
+    panel.preview()
+    assert entered["preview"].wait(10)
+    assert heard == []
+
+    window.open_session(second.id)  # the first session's reads are still held
+    for event in held.values():
+        event.set()
+    assert window.ctx.workers.wait_idle()
+    # Only the second session's policy and (empty) history arrived.
+    assert sorted(heard) == ["history 0", f"policy {second.id}"]
+    assert panel.session_id == second.id and panel.plan is None and not panel.busy

@@ -17,12 +17,13 @@ is checked the way a person would look at it:
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtCore import QEventLoop, QPoint, QRect, Qt
 from PySide6.QtGui import QFontMetrics, QTextDocument
 from PySide6.QtGui import Qt as GuiQt
 from PySide6.QtWidgets import (
@@ -125,7 +126,12 @@ def _minimum_size(widget: QWidget) -> tuple[int, int]:
         width = max(width, hint.width())
     height = widget.minimumHeight()
     if policy.verticalPolicy() != QSizePolicy.Policy.Ignored:
-        height = max(height, hint.height())
+        if widget.hasHeightForWidth():
+            # Its height follows its width (wrapping content): what it needs at the
+            # width it was given, not at the narrowest it could be.
+            height = max(height, widget.heightForWidth(widget.width()))
+        else:
+            height = max(height, hint.height())
     return width, height
 
 
@@ -315,10 +321,22 @@ def furnished(workspace: Workspace) -> Iterator[tuple[Workspace, int]]:
     yield workspace, session_id
 
 
+def _busy(window: MainWindow) -> bool:
+    """Work is under way or due: a job, or the Request panel's debounce timer running."""
+    inspector = window.request_inspector
+    return not window.ctx.workers.idle or (
+        inspector is not None and inspector.isVisible() and inspector.busy)
+
+
 def _settle(window: MainWindow) -> None:
+    """Run the event loop until no job is running or due, then lay out what they showed."""
+    deadline = time.monotonic() + 30
     for _ in range(3):
         QApplication.processEvents()
-        assert window.ctx.workers.wait_idle(15)
+        while _busy(window) and time.monotonic() < deadline:
+            QApplication.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 20)
+            time.sleep(0.002)
+        assert not _busy(window), "the window's work did not finish"
     QApplication.processEvents()
 
 
@@ -577,3 +595,54 @@ def test_the_past_compactions_table_fits_its_dock(
         assert f"{record.tokens_saved:,} token" in tip
         assert ("Undone" in tip) == record.undone
     assert [r["State"] for r in panel.history_rows()] == ["undone", "applied"]
+
+
+LONG_WORD_TITLE = ("conversation_export_2024_05_01_final_version_really_final_v2_copy_of_copy_"
+                   "of_the_original_session_name_backup.json")
+HUGE_TITLE = "Weird title " + "x" * 5_000
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_a_long_title_is_elided_and_the_window_keeps_its_width(
+    size: tuple[int, int], furnished: tuple[Workspace, int],
+    open_window: Callable[..., MainWindow], qtbot: QtBot,
+) -> None:
+    """A 114-character file name forced the window to 1,323 px (the session list shrank
+    to 90 px at 1024), and a 5,000-character title to 32,767 px."""
+    workspace, _session_id = furnished
+    window = _open(open_window, furnished, size)
+    window.context_dock.show()
+    window.context_dock.raise_()
+    _settle(window)
+    list_width = window.sessions_dock.width()
+    for title in (LONG_WORD_TITLE, HUGE_TITLE):
+        info = workspace.import_conversation(Conversation(
+            title=title, messages=[Message(role="user", content="hi", created_at=T0)]))
+        window.browser.reload()
+        window.open_session(info.id)
+        _settle(window)
+        assert window.width() == size[0], title[:20]
+        assert abs(window.sessions_dock.width() - list_width) <= 2
+        for label in (window.timeline.title_label, window.context_panel.title_label):
+            shown = label.text().replace("\n", "")
+            assert label.full_text().startswith(title)
+            if shown != label.full_text():  # elided: the tooltip holds the whole title
+                assert shown.endswith("…") and title.startswith(shown[:-1])
+                assert title in _plain(label.toolTip())
+            if title is HUGE_TITLE:
+                assert shown != label.full_text()
+            assert label.geometry().right() < window.width()
+        assert len(window.windowTitle()) < 200
+        problems = layout_problems(window.timeline, "Timeline")
+        problems += layout_problems(window.sessions_dock, "Sessions")
+        # (Only the Context dock's header: its usage rows have a width problem of their
+        # own with a one-message session, titles or not.)
+        problems += [p for p in layout_problems(window.context_dock, "Context")
+                     if "'Context of'" in p]
+        assert not problems, "\n".join(problems)
+
+
+def _plain(tip: str) -> str:
+    doc = QTextDocument()
+    doc.setHtml(tip)
+    return doc.toPlainText()

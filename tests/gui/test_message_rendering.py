@@ -29,7 +29,7 @@ from workbench.gui.delegates.message import (
 )
 from workbench.gui.main_window import MainWindow
 from workbench.gui.models.sessions import SessionListModel
-from workbench.gui.models.timeline import MessageRole
+from workbench.gui.models.timeline import KeyRole, MessageRole
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,6 +111,8 @@ def test_hostile_sessions_open_under_a_memory_cap_and_show_every_word(tmp_path: 
         # Titles are plain text: the markup is shown, not obeyed.
         assert report["title_format"] == "PlainText"
         assert report["title_label"].startswith(hostile_window.TITLE)
+        shown = report["title_shown"].replace("\n", "")
+        assert report["title_label"].startswith(shown.removesuffix("…")), shown
         assert report["window_title"].startswith(hostile_window.TITLE)
         assert len(report["texts"]) == 2
         for text in report["texts"]:
@@ -125,6 +127,12 @@ def test_hostile_sessions_open_under_a_memory_cap_and_show_every_word(tmp_path: 
     assert '<span style="font-size:40px;color:red">shout</span>' in texts["red span"]
     assert "[image: x] (/dev/zero)" in texts["markdown image"]
     assert 'file:///dev/zero "hidden words"' in texts["reference"]
+    # Nothing the model receives is invisible, and nothing reorders the text after it.
+    assert texts["bidi override"].startswith("RLO:⟨U+202E⟩evil ⟨U+2067⟩isolate⟨U+2069⟩")
+    assert texts["zero width"].startswith(
+        "zero⟨U+200B⟩width⟨U+2060⟩joined⟨U+FEFF⟩mark⟨U+00AD⟩soft")
+    assert texts["tag characters"].startswith("hi⟨U+E0072⟩⟨U+E0075⟩⟨U+E006E⟩⟨U+E0020⟩")
+    assert texts["entities"].startswith("&amp; &lt;tag&gt; &#x202E;x &amp; ")
 
 
 def test_the_document_never_loads_a_resource(qapp: QApplication) -> None:
@@ -166,7 +174,7 @@ def test_titles_are_plain_text_in_the_label_the_list_and_its_tooltip(
     window.open_session(info.id)
     label = window.timeline.title_label
     assert label.textFormat() == Qt.TextFormat.PlainText
-    assert label.text() == title
+    assert label.text().replace("\n", "") == title == label.full_text()
     assert window.windowTitle().startswith(title)
     model = window.browser.model
     assert isinstance(model, SessionListModel)
@@ -369,3 +377,103 @@ def test_a_message_opening_with_code_keeps_the_strip_below_its_header(
         doc.size()  # lay it out
         top = doc.findBlockByNumber(code.first).layout().position().y()
         assert top - header >= 0, f"the strip starts {top - header} above the document"
+
+
+def _row_is_painted(window: MainWindow, row: int) -> bool:
+    """Whether the row shows more than the view's background (a blank box has one colour)."""
+    view = window.timeline.view
+    rect = view.visualRect(window.timeline.model.index(row, 0))
+    image = view.viewport().grab(rect).toImage()
+    colours = {image.pixel(x, y) for x in range(0, image.width(), 3)
+               for y in range(0, image.height(), 3)}
+    return len(colours) > 6
+
+
+def test_copy_code_keeps_the_message_and_says_copied(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    make_session: Callable[..., SessionInfo],
+) -> None:
+    """A click on Copy code used to leave the row blank (the view took the click for an
+    edit and stopped painting the row) until the session was opened again."""
+    window = open_chat(workspace, open_window, make_session)
+    QGuiApplication.clipboard().clear()
+    regions = row_regions(window, 1)
+    ((code, button),) = regions["code"]
+    viewport = window.timeline.view.viewport()
+    assert _row_is_painted(window, 1)
+    qtbot.mouseMove(viewport, button.center())
+    qtbot.mouseClick(viewport, Qt.MouseButton.LeftButton, pos=button.center())
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == CODE)
+    QApplication.processEvents()
+    assert not window.timeline.view.editing
+    assert _row_is_painted(window, 1)
+    key = window.timeline.model.index(1, 0).data(KeyRole)
+    assert window.timeline.delegate.copied_button() == (key, code.first)
+    assert "Copied 2 lines" in window.statusBar().currentMessage()
+    # The message's own Copy button (and the star) leave the row painted too.
+    copy = row_regions(window, 1)["copy"]
+    qtbot.mouseMove(viewport, copy.center())
+    qtbot.mouseClick(viewport, Qt.MouseButton.LeftButton, pos=copy.center())
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == REPLY)
+    assert window.timeline.delegate.copied_button() == (key, "message")
+    assert not window.timeline.view.editing and _row_is_painted(window, 1)
+    star = row_regions(window, 1)["star"]
+    qtbot.mouseClick(viewport, Qt.MouseButton.LeftButton, pos=star.center())
+    qtbot.waitUntil(lambda: window.timeline.model.index(1, 0).data(MessageRole).important)
+    assert not window.timeline.view.editing and _row_is_painted(window, 1)
+
+
+def test_invisible_and_reordering_characters_are_named_and_copied_as_written(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    make_session: Callable[..., SessionInfo],
+) -> None:
+    """U+202E made "RLO:evil" read "RLO:live"; zero-width characters showed nothing;
+    ``&amp; &lt;tag&gt;`` showed as ``& <tag>``. The timeline shows what the model gets."""
+    texts = ["RLO:\u202eevil", "a\u200bb c\u2066d", "&amp; &lt;tag&gt;",
+             "```python\nx = 1\u202e  # y\n```"]
+    info = make_session(workspace, "Hostile", [("user", t) for t in texts])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    shown = [row_regions(window, row)["doc"].toPlainText() for row in range(len(texts))]
+    assert shown == ["RLO:⟨U+202E⟩evil", "a⟨U+200B⟩b c⟨U+2066⟩d", "&amp; &lt;tag&gt;",
+                     "x = 1⟨U+202E⟩  # y"]
+    # Copying gives the text as written, control characters and all.
+    QGuiApplication.clipboard().clear()
+    view = window.timeline.view
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton,
+                     pos=view.visualRect(window.timeline.model.index(0, 0)).center())
+    assert QApplication.focusWidget() is view
+    qtbot.keyClick(view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == texts[0])
+    ((code, _button),) = row_regions(window, 3)["code"]
+    assert code.text == "x = 1\u202e  # y"
+
+
+def test_every_format_character_is_named() -> None:
+    import unicodedata
+
+    from workbench.gui.delegates.markdown import invisible_spans, visible_text
+
+    for point in range(0x110000):
+        ch = chr(point)
+        if unicodedata.category(ch) == "Cf" or (unicodedata.category(ch) == "Cc"
+                                                and ch not in "\t\n\r"):
+            assert invisible_spans(f"a {ch} b") == [(2, f"⟨U+{point:04X}⟩")], hex(point)
+    # Joiners inside an emoji sequence or a Persian word, and an emoji's presentation
+    # selector, are how that text is written: left alone.
+    for text in ("👨\u200d👩\u200d👧", "می\u200cخواهم", "❤\ufe0f"):
+        assert visible_text(text) == text
+    assert visible_text("a\u200db") == "a⟨U+200D⟩b"
+    assert visible_text("x\ufe0f\ufe01") == "x\ufe0f⟨U+FE01⟩"
+
+
+def test_entity_text_stays_as_written_in_prose_and_code(qapp: QApplication) -> None:
+    cases = {
+        "&amp; &lt;tag&gt; &#x202E; &copy;": "&amp; &lt;tag&gt; &#x202E; &copy;",
+        "`&amp;` and ``a `&lt;` b`` x &gt;": "&amp; and a `&lt;` b x &gt;",
+        "```\n&amp;\n```": "&amp;",
+        "Text\n\n    &amp; indented code": "Text\n&amp; indented code",
+        "AT&T and a & b": "AT&T and a & b",
+    }
+    for markdown, shown in cases.items():
+        assert render(markdown).toPlainText() == shown, markdown

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
-from PySide6.QtCore import QItemSelectionModel, QModelIndex, Qt
+import pytest
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QRect, Qt
+from PySide6.QtGui import QFontMetrics, QImage, QPainter
+from PySide6.QtWidgets import QLabel, QListView, QStyleOptionViewItem
 from pytestqt.qtbot import QtBot
 
-from workbench.core.conversation import SessionInfo
+from tests.gui.journey import click_into, named, press, type_text
+from workbench.core.conversation import Conversation, Message, SessionInfo
 from workbench.engine.workspace import Workspace
 from workbench.gui.main_window import MainWindow
 from workbench.gui.models.sessions import SessionListModel, SessionRole
+
+T0 = datetime(2025, 5, 1, 9, 0, tzinfo=UTC)
 
 
 def titles(window: MainWindow) -> list[str]:
@@ -189,3 +196,79 @@ def test_search_hides_sessions_waiting_in_the_trash(
     with qtbot.waitSignal(window.search.search_finished, timeout=5_000):
         window.search.search()
     assert window.search.hits() == []
+
+
+def test_a_filter_that_matches_nothing_says_so_in_the_list(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    make_session(workspace, "Lisbon weekend", [("user", "hi")])
+    window = open_window(workspace)
+    field = named(window, "Filter sessions")
+    click_into(qtbot, field)
+    type_text(qtbot, "zanzibar")
+    wait_list(qtbot, window, [])
+    note = named(window, "No sessions listed", QLabel)
+    qtbot.waitUntil(note.isVisible)
+    assert note.text().startswith("No session matches “zanzibar”.")
+    assert "tick Archived" in note.text()
+    assert window.browser.view.viewport().rect().contains(note.geometry())
+    press(qtbot, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    press(qtbot, Qt.Key.Key_Backspace)
+    wait_list(qtbot, window, ["Lisbon weekend"])
+    assert not note.isVisible()
+
+
+@pytest.mark.parametrize("size", [(1024, 700), (1280, 800), (1920, 1080)],
+                         ids=["1024x700", "1280x800", "1920x1080"])
+def test_rows_show_their_counts_whole_and_their_tags_at_every_size(
+    size: tuple[int, int], qtbot: QtBot, workspace: Workspace,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    """At 1024 and 1280 the counts were cut ("3,000 message…", "928,7…") and tags were
+    only seen at 1920."""
+    messages = [Message(role=("user", "assistant")[i % 2], content=f"m{i}",
+                        created_at=T0 + timedelta(seconds=i), token_count=310,
+                        token_encoding="o200k_base") for i in range(3_000)]
+    big = workspace.repo.import_many([Conversation(title="Big export", messages=messages,
+                                                   tags=["support", "customer-care"])])
+    info = workspace.get_session(big[0].session.id)
+    assert (info.message_count, info.token_count) == (3_000, 930_000)
+    window = open_window(workspace, size=size)
+    view = window.browser.view
+    index = window.browser.model.index(0, 0)
+    drawn = _drawn_texts(view, index)
+    counts = [(rect, text, fm) for rect, text, fm in drawn if "msgs" in text]
+    assert [t for _r, t, _fm in counts] == ["3,000 msgs · 930k tok"]
+    rect, text, fm = counts[0]
+    assert fm.horizontalAdvance(text) <= rect.width()
+    tags = [t for _r, t, _fm in drawn if t.startswith("#")]
+    assert tags and tags[0].startswith("#sup"), drawn
+    # The tooltip keeps the full figures.
+    tip = index.data(Qt.ItemDataRole.ToolTipRole)
+    assert "3,000 messages" in tip and "930,000 tokens" in tip
+
+
+def _drawn_texts(view: QListView, index: QModelIndex) -> list[tuple[QRect, str, QFontMetrics]]:
+    """What the row's delegate draws, as (rect, text, metrics) triples."""
+
+    class RecordingPainter(QPainter):
+        def __init__(self, device: QImage) -> None:
+            super().__init__(device)
+            self.texts: list[tuple[QRect, str, QFontMetrics]] = []
+
+        def drawText(self, *args: object) -> None:  # noqa: N802 - Qt's name
+            if len(args) == 3 and isinstance(args[0], QRect) and isinstance(args[2], str):
+                self.texts.append((QRect(args[0]), args[2], QFontMetrics(self.font())))
+            super().drawText(*args)  # type: ignore[call-overload]
+
+    option = QStyleOptionViewItem()
+    option.rect = view.visualRect(index)
+    option.font = view.font()
+    option.palette = view.palette()
+    option.widget = view
+    image = QImage(view.viewport().size(), QImage.Format.Format_ARGB32)
+    painter = RecordingPainter(image)
+    view.itemDelegate().paint(painter, option, index)
+    painter.end()
+    return painter.texts

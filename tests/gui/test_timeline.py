@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication
 from pytestqt.qtbot import QtBot
@@ -16,6 +17,7 @@ from workbench.gui.models.timeline import (
     KindRole,
     MessageRole,
     SessionIndex,
+    TimelineModel,
     build_rows,
 )
 
@@ -394,3 +396,52 @@ def test_message_with_tool_calls_and_long_text_is_drawn(
     assert view.row_height(1) > collapsed * 3
     image = window.timeline.view.viewport().grab()
     assert not image.isNull()
+
+
+def test_what_the_workers_read_for_a_left_session_never_lands(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long session's shape and a page, held on events while another session opens,
+    are dropped by the worker pool (the model keeps no counter of its own)."""
+    import threading
+
+    from workbench.gui.models import timeline as module
+    from workbench.gui.workers import WorkerPool
+
+    monkeypatch.setattr(module, "SYNC_INDEX_LIMIT", 0)  # every session reads on a worker
+    first = make_session(workspace, "First", [("user", f"first {i}") for i in range(30)])
+    second = make_session(workspace, "Second", [("user", f"second {i}") for i in range(5)])
+    release, entered = threading.Event(), threading.Event()
+    real_load, real_page = module.SessionIndex.load, Workspace.page_messages
+
+    def held_load(ws: Workspace, session_id: int) -> object:
+        if session_id == first.id:
+            entered.set()
+            assert release.wait(10), "the test never released the read"
+        return real_load(ws, session_id)
+
+    def held_page(ws: Workspace, session_id: int, **kwargs: object) -> object:
+        if session_id == first.id:
+            assert release.wait(10), "the test never released the read"
+        return real_page(ws, session_id, **kwargs)
+
+    monkeypatch.setattr(module.SessionIndex, "load", staticmethod(held_load))
+    monkeypatch.setattr(Workspace, "page_messages", held_page)
+    pool = WorkerPool()
+    model = TimelineModel(workspace, pool)
+    shapes: list[int] = []
+    model.index_loaded.connect(lambda: shapes.append(model.message_count))
+    model.set_session(first.id)
+    assert entered.wait(10)
+    model.prefetch(0, 10)  # a page of the first session, held too
+    assert model.cached_pages() == 0
+
+    model.set_session(second.id)
+    release.set()
+    assert pool.wait_idle()
+    assert shapes == [5]  # only the second session's shape arrived
+    assert model.session_id == second.id and model.message_count == 5
+    assert model.cached_pages() == 0  # the first session's page was dropped
+    assert [model.message_at(p).content for p in range(5)] == [f"second {i}" for i in range(5)]
+    pool.shutdown()

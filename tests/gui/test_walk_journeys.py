@@ -175,7 +175,8 @@ def test_an_empty_database_says_how_to_begin_and_the_steps_work(
         press(qtbot, Qt.Key.Key_Return)
 
     with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_O, CTRL), choose)
-    assert window.ctx.workspace.db_path == target
+    # Opened on a worker (with progress when it takes a while): the window then switches.
+    qtbot.waitUntil(lambda: window.ctx.workspace.db_path == target, timeout=10_000)
     view = window.timeline.view
     assert view.empty_text.startswith("No session is open.")
     assert "Ctrl+I" in view.empty_text and "Ctrl+N" in view.empty_text

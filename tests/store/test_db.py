@@ -143,8 +143,13 @@ def test_pending_migration_backs_up_first_then_applies(
         ("CREATE TABLE extra_things (id INTEGER PRIMARY KEY, label TEXT NOT NULL)",),
     )
     _with_extra_migration(monkeypatch, extra)
-    upgraded = Database.open(db_path)
+    heard: list[tuple[str, int, int]] = []
+    upgraded = Database.open(db_path, progress=lambda *step: heard.append(step))
     try:
+        assert heard == [
+            (f"Backing up {db_path.name} before updating it…", 0, 2),
+            (f"Updating {db_path.name} to this version of the workbench (1 of 1)…", 1, 2),
+        ]
         names = [n for n, _ in upgraded.applied_migrations()]
         assert names == [*(m.name for m in MIGRATIONS), extra.name]
         with upgraded.write() as conn:

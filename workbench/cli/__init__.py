@@ -7,366 +7,36 @@ Every subcommand accepts ``--db PATH`` (``WORKBENCH_DB`` sets the default) and
 from __future__ import annotations
 
 import argparse
-import importlib
-import json
 import sys
-import time
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
-from workbench.core.conversation import ROLES, STATES, Message, SessionInfo, format_time, parse_time
-from workbench.core.identity import metadata_lines
+from workbench.cli import (
+    agents,
+    chat,
+    compact,
+    context,
+    library,
+    memory,
+    message,
+    preflight,
+    providers,
+    session,
+)
+from workbench.cli.common import EXIT_ERROR, EXIT_USAGE
 from workbench.errors import WorkbenchError
 
-EXIT_ERROR = 1
-EXIT_USAGE = 2
+__all__ = ["EXIT_ERROR", "EXIT_USAGE", "build_parser", "main"]
 
-# Subcommands kept in modules of their own; each has ``register(subparsers, common)``,
-# where ``common`` is the parent parser holding ``--db`` and ``--json``, and sets
-# ``func`` to a callable taking the parsed arguments and returning the exit status.
-# Helpers shared with them: ``open_workspace``, ``print_json``.
-EXTRA_COMMANDS: tuple[str, ...] = (
-    "workbench.cli.providers",
-    "workbench.cli.preflight",
-    "workbench.cli.chat",
-    "workbench.cli.compact",
-    "workbench.cli.message",
-    "workbench.cli.session",
-    "workbench.cli.context",
-    "workbench.cli.memory",
-    "workbench.cli.agents",
-)
-
-
-def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, ensure_ascii=False, indent=2)
-    sys.stdout.write("\n")
-
-
-def open_workspace(args: argparse.Namespace) -> Any:
-    from workbench.engine.workspace import Workspace
-
-    return Workspace.open(args.db)
-
-
-def _session_json(s: SessionInfo) -> dict[str, Any]:
-    return {
-        "id": s.id,
-        "title": s.title,
-        "messages": s.message_count,
-        "tokens": s.token_count,
-        "updated_at": format_time(s.updated_at),
-        "pinned": s.pinned,
-        "tags": s.tags,
-    }
-
-
-def _message_json(m: Message) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "position": m.position,
-        "role": m.role,
-        "content": m.content,
-        "state": m.state,
-        "token_count": m.token_count,
-        "name": m.name,
-        "tool_calls": m.tool_calls,
-        "tool_call_id": m.tool_call_id,
-        "metadata": m.public_metadata(),
-    }
-
-
-# Public names for the command modules.
-session_json = _session_json
-message_json = _message_json
-
-
-def _shorten(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-# -- subcommands ---------------------------------------------------------------------------
-
-
-def cmd_sessions(args: argparse.Namespace) -> int:
-    with open_workspace(args) as ws:
-        sessions = ws.list_sessions(
-            include_archived=args.all, filter_text=args.filter, limit=args.limit
-        )
-    if args.json:
-        print_json([_session_json(s) for s in sessions])
-        return 0
-    if not sessions:
-        if args.filter:
-            print(f"No sessions match {args.filter!r}"
-                  + ("." if args.all else " (archived ones are shown with --all)."))
-        else:
-            print("No sessions yet. Import some with: workbench import PATH")
-        return 0
-    print(f"{'ID':>6}  {'MSGS':>7}  {'TOKENS':>9}  {'UPDATED':<16}  TITLE")
-    for s in sessions:
-        flags = ("* " if s.pinned else "") + ("[archived] " if s.archived else "")
-        tags = f"  [{', '.join(s.tags)}]" if s.tags else ""
-        print(
-            f"{s.id:>6}  {s.message_count:>7}  {s.token_count:>9}  "
-            f"{s.updated_at.strftime('%Y-%m-%d %H:%M'):<16}  {flags}{_shorten(s.title, 60)}{tags}"
-        )
-    return 0
-
-
-def cmd_show(args: argparse.Namespace) -> int:
-    with open_workspace(args) as ws:
-        info, messages, context = ws.session_view(args.session)
-        metadata = ws.session_metadata(info.id)
-    if args.json:
-        ctx = context.to_json()
-        print_json(
-            {
-                "id": info.id,
-                "title": info.title,
-                "source": info.source,
-                "source_id": info.source_id,
-                "forked_from": (
-                    {"session": info.forked_from_session_id,
-                     "message": info.forked_from_message_id}
-                    if info.forked_from_session_id is not None else None
-                ),
-                "metadata": metadata,
-                "messages": [_message_json(m) for m in messages],
-                "context": {
-                    k: ctx[k] for k in ("facts", "summary", "tasks", "tool_stats", "token_usage")
-                },
-            }
-        )
-        return 0
-    print(f"# {info.title}  (session {info.id}, {info.message_count} messages, "
-          f"{info.token_count} tokens)")
-    if info.source:
-        print(f"Imported from {info.source}" + (f" ({info.source_id})" if info.source_id else ""))
-    if info.forked_from_session_id is not None:
-        at = f" at message #{info.forked_from_message_id}" if info.forked_from_message_id else ""
-        print(f"Forked from session {info.forked_from_session_id}{at}")
-    if metadata.get("time_missing") is True:
-        print(f"Time unknown: the source gave none (imported {format_time(info.created_at)})")
-    for line in metadata_lines({k: v for k, v in metadata.items() if k != "time_missing"}):
-        print(f"  {line}")
-    for m in messages:
-        label = m.role + (f" ({m.name})" if m.name else "")
-        marks = (" [important]" if m.important else "") + (
-            f" [{m.state}]" if m.state != "active" else ""
-        )
-        print(f"\n[{m.position}] {label}{marks}  #{m.id}  {m.token_count or '?'} tokens")
-        if m.content:
-            print(m.content)
-        for call in m.tool_calls or []:
-            fn = call.get("function", {}) if isinstance(call, dict) else {}
-            print(f"  → {fn.get('name', '?')}({fn.get('arguments', '')})")
-    if context.summary:
-        print(f"\nSummary:\n{context.summary}")
-    if context.facts:
-        print("\nFacts:")
-        for fact in context.facts:
-            print(f"- {fact}")
-    return 0
-
-
-def cmd_import(args: argparse.Namespace) -> int:
-    show = not args.json and sys.stderr.isatty()
-    progress = _ProgressLine("Imported {done:,} conversation(s)…") if show else None
-    with open_workspace(args) as ws:
-        # Stored and searchable first; the token counts follow in a pass of their own
-        # (the slow part of a large import), with its own progress line. Interrupting
-        # that pass keeps the counts made so far; the next import counts the rest.
-        report = ws.import_path(
-            Path(args.path),
-            format=args.format,
-            replace=args.replace,
-            progress=progress,
-            count_tokens=False,
-        )
-        if progress is not None:
-            progress.finish()
-        counting = _ProgressLine("Counted the tokens of {done:,} of {total:,} message(s)…")
-        for counted, total in ws.count_missing_tokens():
-            if show:
-                counting(counted, total)
-        if show:
-            counting.finish()
-    if args.json:
-        data = report.to_json()
-        for s in data["sessions"]:
-            s.pop("created", None)
-        print_json(data)
-    else:
-        counts = report.counts()
-        messages = sum(s.message_count for s, c in report.sessions if c)
-        print(
-            f"Imported {counts['created']} session(s) with {messages} message(s) "
-            f"from {args.path}."
-        )
-        if counts["updated"]:
-            print(f"{counts['updated']} session(s) imported before were updated.")
-        if counts["unchanged"]:
-            print(
-                f"{counts['unchanged']} session(s) were already imported and were left "
-                "as they are."
-            )
-        for info in report.reused_ids:
-            print(
-                f"Session {info.id} ({info.title!r}) reuses the source id {info.source_id!r}"
-                " of a different conversation imported before: imported as a new session."
-            )
-        for note in report.notes:
-            print(f"Changed {note.entry}: {note.note}", file=sys.stderr)
-        for skipped in report.skipped:
-            print(f"Skipped {skipped.entry}: {skipped.reason}", file=sys.stderr)
-    if not report.sessions and report.skipped:
-        first = report.skipped[0]
-        print(
-            f"workbench: nothing was imported from {args.path}: {len(report.skipped)} "
-            f"entr{'y was' if len(report.skipped) == 1 else 'ies were'} skipped "
-            f"(first, {first.entry}: {first.reason})",
-            file=sys.stderr,
-        )
-        return EXIT_ERROR
-    return 0
-
-
-class _ProgressLine:
-    """One line on stderr, rewritten at most every ``interval`` seconds; as a progress
-    callback it always returns True (never cancels)."""
-
-    def __init__(self, template: str, interval: float = 0.1) -> None:
-        self.template = template
-        self.interval = interval
-        self.last: tuple[int, int | None] | None = None
-        self._shown = 0.0
-
-    def __call__(self, done: int, total: int | None) -> bool:
-        self.last = (done, total)
-        now = time.monotonic()
-        if now - self._shown >= self.interval:
-            self._shown = now
-            self._write(done, total)
-        return True
-
-    def _write(self, done: int, total: int | None) -> None:
-        sys.stderr.write("\r" + self.template.format(done=done, total=total or done))
-        sys.stderr.flush()
-
-    def finish(self) -> None:
-        """Show the last figures and end the line (nothing if never called)."""
-        if self.last is not None:
-            self._write(*self.last)
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    notes: list[str] = []
-    with open_workspace(args) as ws:
-        infos = ws.export_sessions(args.session, args.format, Path(args.output), notes=notes)
-    if args.json:
-        print_json({"path": str(args.output), "format": args.format,
-                     "sessions": [_session_json(s) for s in infos],
-                     "not_exported": notes})
-    else:
-        print(f"Wrote {len(infos)} session(s) to {args.output} as {args.format}.")
-        for note in notes:
-            print(f"Not written ({args.format} cannot hold it): {note}.", file=sys.stderr)
-    return 0
-
-
-def cmd_search(args: argparse.Namespace) -> int:
-    from workbench.engine.workspace import SEARCH_KINDS as KINDS
-    from workbench.engine.workspace import SearchQuery
-
-    message_filters = bool(args.role or args.state or args.since or args.until)
-    with open_workspace(args) as ws:
-        session_id = ws.find_session(args.session).id if args.session else None
-        query = SearchQuery(
-            text=args.query,
-            roles=args.role or None,
-            states=args.state or None,
-            session_id=session_id,
-            date_from=args.since,
-            date_to=args.until,
-            limit=args.limit,
-            kinds=("message",) if message_filters else KINDS,
-        )
-        hits = ws.search(query)
-        titles: dict[int, str] = {}
-        for h in hits:
-            if h.session_id is not None and h.session_id not in titles:
-                titles[h.session_id] = h.title or ws.get_session(h.session_id).title
-    if args.json:
-        print_json(
-            [
-                {
-                    "kind": h.kind,
-                    "session_id": h.session_id,
-                    "session_title": titles.get(h.session_id) if h.session_id else None,
-                    "message_id": h.message_id,
-                    "position": h.position,
-                    "role": h.role,
-                    "snippet": h.snippet,
-                    "score": h.score,
-                }
-                for h in hits
-            ]
-        )
-        return 0
-    if not hits:
-        print(f"Nothing found for {args.query!r}.")
-        return 0
-    for h in hits:
-        title = _shorten(titles.get(h.session_id, ""), 40) if h.session_id else ""
-        where = (
-            f"{title!r} (session {h.session_id}) message {h.message_id} ({h.role})"
-            if h.kind == "message"
-            else f"session {title!r} ({h.session_id})" if h.kind == "session"
-            else f"memory {h.memory_id}" + (f" of {title!r}" if title else "")
-        )
-        print(f"{h.score:8.3f}  {where}: {_shorten(h.snippet, 100)}")
-    return 0
-
-
-def cmd_stats(args: argparse.Namespace) -> int:
-    with open_workspace(args) as ws:
-        stats = ws.stats()
-    if args.json:
-        print_json(stats)
-        return 0
-    print(f"Database: {stats['database']}")
-    print(f"Sessions: {stats['sessions']} ({stats['archived_sessions']} archived)")
-    print(f"Messages: {stats['messages']}  "
-          + ", ".join(f"{k} {v}" for k, v in stats["messages_by_role"].items()))
-    print("States:   " + ", ".join(f"{k} {v}" for k, v in stats["messages_by_state"].items()))
-    print(f"Active tokens: {stats['active_tokens']}  (messages not yet counted: "
-          f"{stats['uncounted_messages']})")
-    print(f"Memory entries: {stats['memory_entries']}  Agents: {stats['agents']}")
-    return 0
-
-
-# -- parser ----------------------------------------------------------------------------------
-
-
-def _date(text: str) -> datetime:
-    try:
-        value = parse_time(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date (use YYYY-MM-DD)") from exc
-    if value is None:
-        raise argparse.ArgumentTypeError("an empty date")
-    return value
+# The command modules, in the order of ``workbench --help``. Each has
+# ``register(subparsers, common)``, where ``common`` is the parent parser holding
+# ``--db`` and ``--json``, and sets ``func`` to a callable taking the parsed arguments
+# and returning the exit status. What they share is in :mod:`workbench.cli.common`.
+COMMANDS = (library, providers, preflight, chat, compact, message, session, context,
+            memory, agents)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from workbench.engine.workspace import export_format_names, import_format_names
-
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: a --db given before the subcommand must not be reset by this default.
     common.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS,
@@ -386,50 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "print what was checked and exit (0 when all is well)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("sessions", parents=[common], help="list sessions")
-    p.add_argument("--all", action="store_true", help="include archived sessions")
-    p.add_argument("--filter", metavar="TEXT", help="only titles or tags containing TEXT")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
-                   help="show at most N sessions")
-    p.set_defaults(func=cmd_sessions)
-
-    p = sub.add_parser("show", parents=[common], help="print a session with its context")
-    p.add_argument("session", help="session id, source id or title")
-    p.set_defaults(func=cmd_show)
-
-    import_names = import_format_names()
-    p = sub.add_parser("import", parents=[common], help="import conversations from a file")
-    p.add_argument("path", help="file or folder")
-    p.add_argument("--format", metavar="F",
-                   help=f"skip auto-detection: {', '.join(import_names)}")
-    p.add_argument("--replace", action="store_true",
-                   help="replace conversations imported before from the same source")
-    p.set_defaults(func=cmd_import)
-
-    p = sub.add_parser("export", parents=[common], help="export sessions to a file")
-    p.add_argument("session", nargs="+", help="session id(s), source id(s) or title(s)")
-    p.add_argument("--format", required=True, metavar="F",
-                   help=", ".join(export_format_names()))
-    p.add_argument("-o", "--output", required=True, metavar="PATH",
-                   help="the file (or folder) to write")
-    p.set_defaults(func=cmd_export)
-
-    p = sub.add_parser("search", parents=[common], help="full-text search")
-    p.add_argument("query", help='words, "a phrase", prefix*, OR, NOT')
-    p.add_argument("--role", action="append", choices=ROLES, help="only this role (repeatable)")
-    p.add_argument("--state", action="append", choices=STATES, help="only this state")
-    p.add_argument("--session", metavar="S", help="only this session")
-    p.add_argument("--since", type=_date, metavar="DATE", help="messages from this date on")
-    p.add_argument("--until", type=_date, metavar="DATE", help="messages before this date")
-    p.add_argument("--limit", type=int, default=50, metavar="N",
-                   help="show at most N hits (default 50)")
-    p.set_defaults(func=cmd_search)
-
-    p = sub.add_parser("stats", parents=[common], help="counts over the database")
-    p.set_defaults(func=cmd_stats)
-
-    for module_name in EXTRA_COMMANDS:
-        importlib.import_module(module_name).register(sub, common)
+    for command in COMMANDS:
+        command.register(sub, common)
     return parser
 
 

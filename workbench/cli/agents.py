@@ -7,22 +7,15 @@ import argparse
 import json
 from typing import Any
 
-from workbench.cli import open_workspace, print_json
+from workbench.cli.common import fields_json, open_workspace, print_json
 from workbench.core.conversation import Agent
 from workbench.core.policy import CAPTURES, INJECTS, MODES, SCOPES
 from workbench.errors import WorkbenchError
 
 
 def _agent_json(agent: Agent) -> dict[str, Any]:
-    return {
-        "id": agent.id,
-        "name": agent.name,
-        "instructions": agent.instructions,
-        "provider": agent.provider,
-        "model": agent.model,
-        "memory_policy": agent.memory_policy,
-        "tools": agent.tools,
-    }
+    return fields_json(agent, "id", "name", "instructions", "provider", "model",
+                       "memory_policy", "tools")
 
 
 def _show(agent: Agent) -> None:

@@ -15,22 +15,12 @@ import sys
 import threading
 from typing import Any
 
-from workbench.cli import open_workspace, print_json
+from workbench.cli.common import open_workspace, positive_int, print_json
 from workbench.core.provider import CancelToken
 from workbench.errors import NotFoundError, OperationCancelledError, WorkbenchError
 
 EXIT_INTERRUPTED = 130
 EXIT_FAILED = 1
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be above zero")
-    return value
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -162,7 +152,7 @@ def add_turn_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--provider", metavar="NAME",
                    help="provider to use (default: the agent's, else the only one)")
     p.add_argument("--no-stream", action="store_true", help="wait for the whole reply")
-    p.add_argument("--max-tokens", type=_positive_int, metavar="N",
+    p.add_argument("--max-tokens", type=positive_int, metavar="N",
                    help="longest reply, in tokens")
 
 

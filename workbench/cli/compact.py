@@ -15,19 +15,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.cli import open_workspace, print_json
+from workbench.cli.common import open_workspace, print_json, whole_number
 from workbench.core.compaction import SUMMARIZERS
 from workbench.errors import WorkbenchError
 
 
 def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("the keep count must be 0 or more")
-    return value
+    return whole_number(text, least=0, what="the keep count must be 0 or more")
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -95,7 +89,7 @@ def _print_human(args: argparse.Namespace, session_id: int, plan: Any, compactio
     )
     print(
         f"Request tokens: {plan.tokens_before} -> {plan.tokens_after} "
-        f"(saves {plan.tokens_saved})."
+        + (f"(saves {plan.tokens_saved})." if plan.tokens_saved > 0 else "(saves nothing).")
     )
     if plan.warning:
         print(f"Warning: {plan.warning}")

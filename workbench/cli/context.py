@@ -1,26 +1,29 @@
 """``workbench context SESSION``: show a session's facts, summary and tasks, or change
 them (``--add-fact``, ``--remove-fact``, ``--summary``, ``--add-task``,
-``--task-status ID STATUS``). Changes go through the engine's ``update_context``."""
+``--task-status ID STATUS``). Changes go through the engine's ``change_context``: they
+are made on the context as stored, in one transaction."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any
 
-from workbench.cli import open_workspace, print_json
-from workbench.core.conversation import TaskStatus
+from workbench.cli.common import open_workspace, print_json
+from workbench.core.conversation import SessionContext, TaskStatus, utcnow
 from workbench.errors import WorkbenchError
 
 STATUSES = tuple(s.value for s in TaskStatus)
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    from workbench.engine.session_context import new_task, update_context
+    from workbench.engine.session_context import change_context, new_task
 
-    with open_workspace(args) as ws:
-        info = ws.find_session(args.session)
-        context = ws.get_context(info.id)
-        changes: dict[str, Any] = {}
+    changes: set[str] = set()
+
+    def change(context: SessionContext) -> None:
+        # Run by the engine on the context as stored, in one transaction: a change made
+        # meanwhile (the window, another command) is never overwritten.
         facts = list(context.facts)
         for fact in args.add_fact or []:
             if not fact.strip():
@@ -31,10 +34,12 @@ def cmd_context(args: argparse.Namespace) -> int:
                 raise WorkbenchError(f"Session {info.id} has no fact {fact!r}.")
             facts.remove(fact)
         if facts != context.facts:
-            changes["facts"] = facts
+            context.facts = facts
+            changes.add("facts")
         if args.summary is not None:
-            changes["summary"] = args.summary
-        tasks = [t for t in context.tasks]
+            context.summary = args.summary
+            changes.add("summary")
+        tasks = list(context.tasks)
         for description in args.add_task or []:
             if not description.strip():
                 raise WorkbenchError("A task needs a description.")
@@ -43,19 +48,22 @@ def cmd_context(args: argparse.Namespace) -> int:
             if status not in STATUSES:
                 raise WorkbenchError(
                     f"Task status {status!r} is not one of {', '.join(STATUSES)}.")
-            found = [t for t in tasks if t.id == ident]
-            if not found:
+            if not any(t.id == ident for t in tasks):
                 raise WorkbenchError(f"Session {info.id} has no task {ident!r}.")
-            from dataclasses import replace
-
-            from workbench.core.conversation import utcnow
-
             tasks = [replace(t, status=status, updated_at=utcnow()) if t.id == ident else t
                      for t in tasks]
         if args.add_task or args.task_status:
-            changes["tasks"] = tasks
-        if changes:
-            context = update_context(ws, info.id, **changes).after
+            context.tasks = tasks
+            changes.add("tasks")
+
+    with open_workspace(args) as ws:
+        info = ws.find_session(args.session)
+        wanted = (args.add_fact or args.remove_fact or args.summary is not None
+                  or args.add_task or args.task_status)
+        if wanted:
+            context = change_context(ws, info.id, change).after
+        else:
+            context = ws.get_context(info.id)
     data = context.to_json()
     shown = {k: data[k] for k in ("facts", "summary", "tasks")}
     if args.json:

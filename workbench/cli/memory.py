@@ -5,19 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.cli import open_workspace, print_json
+from workbench.cli.common import fields_json, open_workspace, print_json
 from workbench.core.conversation import MemoryEntry, format_time
 
 
 def _entry_json(entry: MemoryEntry) -> dict[str, Any]:
     return {
-        "id": entry.id,
-        "agent_id": entry.agent_id,
-        "content": entry.content,
-        "scope": entry.scope,
-        "namespace": entry.namespace,
-        "session_id": entry.session_id,
-        "metadata": entry.metadata,
+        **fields_json(entry, "id", "agent_id", "content", "scope", "namespace", "session_id",
+                      "metadata"),
         "created_at": format_time(entry.created_at),
     }
 

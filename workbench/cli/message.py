@@ -10,15 +10,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.cli import message_json, open_workspace, print_json
+from workbench.cli.common import message_json, print_result, session_editing
 from workbench.core.conversation import ROLES
 from workbench.errors import WorkbenchError
 
 
 def cmd_message(args: argparse.Namespace) -> int:
-    with open_workspace(args) as ws:
-        info = ws.find_session(args.session)
-        edit = ws.editing()
+    with session_editing(args) as (info, edit):
         action = args.action
         if action == "insert":
             where = edit.find_message(info.id, args.message)
@@ -40,11 +38,7 @@ def cmd_message(args: argparse.Namespace) -> int:
                 result = edit.set_important(target.id, not args.off).after
                 said = (f"Message #{result.id} is "
                         f"{'marked important' if result.important else 'no longer important'}.")
-    if args.json:
-        print_json(message_json(result))
-    else:
-        print(said)
-    return 0
+    return print_result(args, message_json(result), said)
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:

@@ -15,7 +15,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from workbench.cli import open_workspace, print_json
+from workbench.cli.common import open_workspace, print_json
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:

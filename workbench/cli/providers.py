@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from workbench.cli import open_workspace, print_json
+from workbench.cli.common import open_workspace, positive_int, print_json
 from workbench.core.provider import PROVIDER_KINDS, ProviderConfig
 from workbench.errors import WorkbenchError
 
@@ -25,31 +25,9 @@ def _header(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be above zero")
-    return value
-
-
 def cmd_add(args: argparse.Namespace) -> int:
-    timeouts = _timeouts(args)
-    config = ProviderConfig(
-        name=args.name,
-        kind=args.kind,
-        base_url=args.base_url,
-        model=args.model,
-        api_key_env=args.api_key_env,
-        api_key_keyring=args.keyring_entry,
-        context_window=args.context_window,
-        max_output_tokens=args.max_output_tokens,
-        temperature=args.temperature,
-        timeouts=timeouts,
-        extra_headers=dict(args.header or []),
-    )
+    config = ProviderConfig(name=args.name, timeouts=_timeouts(args),
+                            **_option_fields(args, editing=False))
     with open_workspace(args) as ws:
         stored = ws.provider_settings().add(config)
     if args.json:
@@ -128,9 +106,9 @@ def _config_options(p: argparse.ArgumentParser, *, adding: bool) -> None:
                    help="the environment variable that holds the API key" + clear)
     p.add_argument("--keyring-entry", metavar="E",
                    help="the OS keyring entry that holds the API key" + clear)
-    p.add_argument("--context-window", type=_positive_int, metavar="N",
+    p.add_argument("--context-window", type=positive_int, metavar="N",
                    help="tokens, used when the server does not say and the model is unknown")
-    p.add_argument("--max-output-tokens", type=_positive_int, metavar="N",
+    p.add_argument("--max-output-tokens", type=positive_int, metavar="N",
                    help="the most tokens a reply may have")
     p.add_argument("--temperature", type=float, metavar="T", help="sampling temperature")
     p.add_argument("--header", type=_header, action="append", metavar="NAME=VALUE",
@@ -152,21 +130,28 @@ def _timeouts(args: argparse.Namespace) -> dict[str, float | None]:
     return timeouts
 
 
-def cmd_edit(args: argparse.Namespace) -> int:
+def _option_fields(args: argparse.Namespace, *, editing: bool) -> dict[str, Any]:
+    """The config fields the options give (those not given are left out); when
+    ``editing``, an empty key reference clears it."""
     fields: dict[str, Any] = {}
-    if args.new_name is not None:
-        fields["name"] = args.new_name
     for option in ("kind", "base_url", "model", "context_window", "max_output_tokens",
                    "temperature"):
         value = getattr(args, option)
         if value is not None:
             fields[option] = value
-    if args.api_key_env is not None:
-        fields["api_key_env"] = args.api_key_env.strip() or None
-    if args.keyring_entry is not None:
-        fields["api_key_keyring"] = args.keyring_entry.strip() or None
+    for option, name in (("api_key_env", "api_key_env"), ("keyring_entry", "api_key_keyring")):
+        value = getattr(args, option)
+        if value is not None:
+            fields[name] = (value.strip() or None) if editing else value
     if args.header is not None:
         fields["extra_headers"] = dict(args.header)
+    return fields
+
+
+def cmd_edit(args: argparse.Namespace) -> int:
+    fields = _option_fields(args, editing=True)
+    if args.new_name is not None:
+        fields["name"] = args.new_name
     with open_workspace(args) as ws:
         settings = ws.provider_settings()
         timeouts = _timeouts(args)

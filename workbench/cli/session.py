@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.cli import open_workspace, print_json, session_json
+from workbench.cli.common import print_result, session_editing, session_json
 from workbench.errors import WorkbenchError
 
 
 def cmd_session(args: argparse.Namespace) -> int:
-    with open_workspace(args) as ws:
-        info = ws.find_session(args.session)
-        edit = ws.editing()
+    with session_editing(args) as (info, edit):
         action = args.action
         if action == "rename":
             if not args.title.strip():
@@ -53,15 +51,11 @@ def cmd_session(args: argparse.Namespace) -> int:
                 )
             result = edit.delete_session(info.id)
             said = f"Deleted session {result.id} ({result.title!r})."
-    if args.json:
-        data = session_json(result)
-        data["archived"] = result.archived
-        if action == "delete":
-            data["deleted"] = True
-        print_json(data)
-    else:
-        print(said)
-    return 0
+    data = session_json(result)
+    data["archived"] = result.archived
+    if action == "delete":
+        data["deleted"] = True
+    return print_result(args, data, said)
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:

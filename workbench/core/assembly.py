@@ -40,11 +40,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from workbench.core.conversation import ROLES, Message
 from workbench.core.provider import ToolSpec
+from workbench.core.records import FieldsJson
 from workbench.core.summarizers import SUMMARY_HEADING as EXTRACTIVE_HEADING
 from workbench.core.tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from workbench.errors import ContextBudgetError, RequestError
@@ -193,30 +194,20 @@ class TokenBreakdown:
         )
 
     def to_json(self) -> dict[str, int]:
-        return {
-            "system": self.system,
-            "memory": self.memory,
-            "summary": self.summary,
-            "history": self.history,
-            "prompt": self.prompt,
-            "total": self.total,
-        }
+        return {**asdict(self), "total": self.total}
 
 
 @dataclass(frozen=True)
-class LeftOut:
+class LeftOut(FieldsJson):
     """A history message the request does not carry, and why."""
 
     message_id: int | None
     position: int | None
     reason: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {"message_id": self.message_id, "position": self.position, "reason": self.reason}
-
 
 @dataclass(frozen=True)
-class LeftOutRange:
+class LeftOutRange(FieldsJson):
     """Consecutive history messages left out of a request for one reason."""
 
     first_id: int | None
@@ -225,16 +216,6 @@ class LeftOutRange:
     last_position: int | None
     count: int
     reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "first_id": self.first_id,
-            "first_position": self.first_position,
-            "last_id": self.last_id,
-            "last_position": self.last_position,
-            "count": self.count,
-            "reason": self.reason,
-        }
 
 
 @dataclass
@@ -634,18 +615,11 @@ def assemble(
             msg_cost = msg.token_count
             if msg_cost is None or msg.token_encoding != encoding:
                 msg_cost = cost(msg)
-            if used + msg_cost > limit:
-                cut = i
-                break
-            used += msg_cost
-            keep(i)
-            i -= 1
-            continue
-        if role == "tool":
+        elif role == "tool":
             pending.setdefault(msg.tool_call_id or "", []).append(i)
             i -= 1
             continue
-        if role == "assistant":
+        elif role == "assistant":
             members = [i]
             answered = True
             for tool_call in msg.tool_calls or ():
@@ -671,13 +645,15 @@ def assemble(
             kept.extend(members)
             i -= 1
             continue
-        if role == "system" and exclude_system:
+        elif role == "system" and exclude_system:
             skipped[i] = REASON_EXCLUDED_SYSTEM
             i -= 1
             continue
-        if role not in ROLES:
-            _check_role(msg, "history")
-        msg_cost = cost(msg)
+        else:
+            if role not in ROLES:
+                _check_role(msg, "history")
+            msg_cost = cost(msg)
+        # A single message (the common case above, or another role): kept while it fits.
         if used + msg_cost > limit:
             cut = i
             break

@@ -51,6 +51,8 @@ from workbench.core.conversation import (
     format_time,
 )
 from workbench.core.message_table import MessageSelection, MessageTable
+from workbench.core.policy import merge_settings, whole_setting
+from workbench.core.records import FieldsJson
 from workbench.core.summarizers import (
     APPEND,
     EXTRACTIVE,
@@ -131,14 +133,8 @@ _INVERT = bytes.maketrans(b"\x00\x01", b"\x01\x00")
 
 
 def _whole(key: str, value: Any, *, optional: bool, minimum: int) -> int | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise CompactionError(
-            f"Compaction setting {key!r} is {value!r}; it must be a whole number of at least "
-            f"{minimum}{' or null' if optional else ''}."
-        )
-    return value
+    return whole_setting(f"Compaction setting {key!r}", value, optional=optional,
+                         minimum=minimum, error=CompactionError)
 
 
 @dataclass(frozen=True)
@@ -209,26 +205,10 @@ class CompactionPolicy:
         turns a trigger off (``max_messages``, ``max_tokens``) or clears a name
         (``provider``, ``model``, ``prompt``); for the other keys it means "not set".
         """
-        merged: dict[str, Any] = {}
-        known = {f.name for f in fields(cls)}
-        nullable = {"max_messages", "max_tokens", "provider", "model", "prompt"}
-        for source in (data, *overrides):
-            if not source:
-                continue
-            if not isinstance(source, Mapping):
-                raise CompactionError(
-                    f"A compaction policy must be a JSON object, not {type(source).__name__}."
-                )
-            unknown = sorted(set(source) - known)
-            if unknown:
-                raise CompactionError(
-                    f"Compaction policy has no setting {unknown[0]!r}; the settings are "
-                    f"{', '.join(sorted(known))}."
-                )
-            for key, value in source.items():
-                if value is not None or key in nullable:
-                    merged[key] = value
-        return cls(**merged)
+        return cls(**merge_settings(
+            "compaction policy", (data, *overrides), {f.name for f in fields(cls)},
+            nullable=("max_messages", "max_tokens", "provider", "model", "prompt"),
+            error=CompactionError))
 
     def to_dict(self) -> dict[str, Any]:
         """The policy as JSON (what an agent or a session override stores)."""
@@ -337,7 +317,7 @@ def prune_tasks(
 
 
 @dataclass(frozen=True)
-class FoldRange:
+class FoldRange(FieldsJson):
     """A run of folded messages that are next to each other among the active ones."""
 
     first_position: int | None
@@ -346,18 +326,9 @@ class FoldRange:
     last_id: int | None
     count: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "first_position": self.first_position,
-            "last_position": self.last_position,
-            "first_id": self.first_id,
-            "last_id": self.last_id,
-            "count": self.count,
-        }
-
 
 @dataclass(frozen=True)
-class KeptMessage:
+class KeptMessage(FieldsJson):
     """An active message that stays, and why (recent, important, tool group, system,
     outside the chosen range)."""
 
@@ -365,9 +336,6 @@ class KeptMessage:
     position: int | None
     role: str
     reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "position": self.position, "role": self.role, "reason": self.reason}
 
 
 def fold_ranges(table: MessageTable, kept: Sequence[int]) -> list[FoldRange]:

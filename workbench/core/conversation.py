@@ -9,6 +9,7 @@ callers who must not change the original (``Memory.messages()``) copies them wit
 from __future__ import annotations
 
 import copy
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -202,6 +203,18 @@ class Task:
         )
 
 
+def _unknown(data: dict[str, Any], known: Collection[str]) -> dict[str, Any]:
+    """The keys of ``data`` the workbench has no field for, with copies of their values."""
+    return {k: copy.deepcopy(v) for k, v in data.items() if k not in known}
+
+
+def _with_unknown(out: dict[str, Any], unknown: dict[str, Any]) -> dict[str, Any]:
+    """``out`` with copies of the ``unknown`` keys it does not have yet (written back)."""
+    for key, value in unknown.items():
+        out.setdefault(key, copy.deepcopy(value))
+    return out
+
+
 _TOOL_STATS_KEYS = frozenset({"total_calls", "by_tool", "calls_by_tool", "failures"})
 
 
@@ -218,14 +231,11 @@ class ToolStats:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+        return _with_unknown({
             "total_calls": self.total_calls,
             "by_tool": dict(self.by_tool),
             "failures": self.failures,
-        }
-        for key, value in self.extra.items():
-            out.setdefault(key, copy.deepcopy(value))
-        return out
+        }, self.extra)
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> ToolStats:
@@ -235,7 +245,7 @@ class ToolStats:
             total_calls=int(data.get("total_calls", 0) or 0),
             by_tool={str(k): int(v) for k, v in dict(by_tool).items()},
             failures=int(data.get("failures", 0) or 0),
-            extra={k: copy.deepcopy(v) for k, v in data.items() if k not in _TOOL_STATS_KEYS},
+            extra=_unknown(data, _TOOL_STATS_KEYS),
         )
 
 
@@ -275,9 +285,7 @@ class TokenUsage:
                 out[key] = known[key]
             elif key in self.extra:
                 out[key] = copy.deepcopy(self.extra[key])
-        for key, value in self.extra.items():
-            out.setdefault(key, copy.deepcopy(value))
-        return out
+        return _with_unknown(out, self.extra)
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> TokenUsage:
@@ -287,7 +295,7 @@ class TokenUsage:
         return cls(
             input_tokens=int(data.get("total_input", data.get("input_tokens", 0)) or 0),
             output_tokens=int(data.get("total_output", data.get("output_tokens", 0)) or 0),
-            extra={k: copy.deepcopy(v) for k, v in data.items() if k not in known},
+            extra=_unknown(data, known),
             keys=tuple(data) if data else None,
         )
 

@@ -37,12 +37,12 @@ callable taking that context and returning the name (:func:`resolve_namespace`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from string import Formatter
 from typing import Any
 
-from workbench.errors import RequestError
+from workbench.errors import RequestError, WorkbenchError
 
 __all__ = ["CAPTURES", "INJECTS", "MODES", "SCOPES", "MemoryPolicy", "resolve_namespace"]
 
@@ -60,15 +60,53 @@ def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
-def _count(key: str, value: Any, *, optional: bool, minimum: int) -> int | None:
+def whole_setting(what: str, value: Any, *, optional: bool, minimum: int,
+                  error: type[WorkbenchError] = RequestError) -> int | None:
+    """``value`` when it is a whole number of at least ``minimum`` (or None, when
+    ``optional``); otherwise ``error`` saying that the setting ``what`` is wrong."""
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise RequestError(
-            f"Memory policy {key!r} is {value!r}; it must be a whole number of at least "
+        raise error(
+            f"{what} is {value!r}; it must be a whole number of at least "
             f"{minimum}{' or null' if optional else ''}."
         )
     return value
+
+
+def merge_settings(
+    what: str,
+    sources: Sequence[Mapping[str, Any] | None],
+    known: set[str],
+    *,
+    nullable: Collection[str],
+    ignored: Collection[str] = frozenset(),
+    error: type[WorkbenchError] = RequestError,
+) -> dict[str, Any]:
+    """The settings of ``sources`` merged, later ones overriding earlier. ``None`` counts
+    only for a ``nullable`` key (elsewhere it leaves an earlier value alone); ``ignored``
+    keys are passed over. A source that is not a JSON object, or holds a key neither
+    ``known`` nor ignored, raises ``error`` naming the ``what`` ("memory policy")."""
+    merged: dict[str, Any] = {}
+    for source in sources:
+        if not source:
+            continue
+        if not isinstance(source, Mapping):
+            raise error(f"A {what} must be a JSON object, not {type(source).__name__}.")
+        unknown = sorted(set(source) - known - set(ignored))
+        if unknown:
+            raise error(
+                f"{what.capitalize()} has no setting {unknown[0]!r}; the settings are "
+                f"{', '.join(sorted(known))}."
+            )
+        for key, value in source.items():
+            if key not in ignored and (value is not None or key in nullable):
+                merged[key] = value
+    return merged
+
+
+def _count(key: str, value: Any, *, optional: bool, minimum: int) -> int | None:
+    return whole_setting(f"Memory policy {key!r}", value, optional=optional, minimum=minimum)
 
 
 # Keys of an agent's memory_policy JSON that belong to other policies, not this one.
@@ -126,28 +164,11 @@ class MemoryPolicy:
         ignored. ``None`` leaves an earlier value alone, except for the optional numbers
         (``max_messages``, ``token_budget``, ``reserve_output``), where it clears them.
         """
-        merged: dict[str, Any] = {}
-        known = {f.name for f in fields(cls)}
-        for source in (data, *overrides):
-            if not source:
-                continue
-            if not isinstance(source, Mapping):
-                raise RequestError(
-                    f"A memory policy must be a JSON object, not {type(source).__name__}."
-                )
-            # Sections other policies keep in the same agent JSON (compaction).
-            unknown = sorted(set(source) - known - FOREIGN_SECTIONS)
-            if unknown:
-                raise RequestError(
-                    f"Memory policy has no setting {unknown[0]!r}; the settings are "
-                    f"{', '.join(sorted(known))}."
-                )
-            for key, value in source.items():
-                if key in FOREIGN_SECTIONS:
-                    continue
-                if value is not None or key in ("max_messages", "token_budget", "reserve_output"):
-                    merged[key] = value
-        return cls(**merged)
+        # FOREIGN_SECTIONS: what other policies keep in the same agent JSON (compaction).
+        return cls(**merge_settings(
+            "memory policy", (data, *overrides), {f.name for f in fields(cls)},
+            nullable=("max_messages", "token_budget", "reserve_output"),
+            ignored=FOREIGN_SECTIONS))
 
     def replace(self, **changes: Any) -> MemoryPolicy:
         """A copy with some settings changed (checked like a new policy)."""

@@ -19,10 +19,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from workbench.core.conversation import Message
+from workbench.core.records import FieldsJson
 from workbench.errors import OperationCancelledError
 
 
@@ -63,7 +64,7 @@ class ChatRequest:
 
 
 @dataclass
-class Usage:
+class Usage(FieldsJson):
     """Tokens the provider reports for one call."""
 
     input_tokens: int = 0
@@ -72,9 +73,6 @@ class Usage:
     @property
     def total(self) -> int:
         return self.input_tokens + self.output_tokens
-
-    def to_json(self) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
 
 
 # -- stream events ---------------------------------------------------------------------------
@@ -300,16 +298,6 @@ class ProviderConfig:
 
     def to_json(self) -> dict[str, Any]:
         """The config as JSON (it holds no secret, so this is safe to print or export)."""
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "base_url": self.base_url,
-            "model": self.model,
-            "api_key_env": self.api_key_env,
-            "api_key_keyring": self.api_key_keyring,
-            "context_window": self.context_window,
-            "max_output_tokens": self.max_output_tokens,
-            "temperature": self.temperature,
-            "timeouts": dict(self.timeouts),
-            "extra_headers": dict(self.extra_headers),
-        }
+        data = asdict(self)
+        del data["id"]
+        return data

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from workbench.errors import RequestError
@@ -53,22 +53,17 @@ _NUMBER_KEYS = (
 _MAX_DEPTH = 64
 
 
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (type(None), "null"), (bool, "boolean"), (int, "integer"), (float, "number"),
+    (str, "string"), (list, "array"), (dict, "object"),
+)
+
+
 def json_type(value: Any) -> str:
     """The JSON-schema type name of a Python value (its class name when none fits)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
+    for kind, name in _JSON_TYPES:  # bool before int: True is an int to Python
+        if isinstance(value, kind):
+            return name
     return type(value).__name__
 
 
@@ -215,10 +210,15 @@ def _validate(
         _validate_string(value, schema, path, errors)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         _validate_number(value, schema, path, errors)
-    elif isinstance(value, list):
-        _validate_array(value, schema, path, root, errors, depth)
-    elif isinstance(value, dict):
-        _validate_object(value, schema, path, root, errors, depth)
+    elif isinstance(value, list | dict):
+
+        def child(item: Any, sub: Any, where: str) -> None:
+            _validate(item, sub, where, root, errors, depth + 1)
+
+        if isinstance(value, list):
+            _validate_array(value, schema, path, errors, child)
+        else:
+            _validate_object(value, schema, path, errors, child)
     for sub in schema.get("allOf") or ():
         _validate(value, sub, path, root, errors, depth + 1)
     for key in ("anyOf", "oneOf"):
@@ -271,13 +271,13 @@ def _validate_number(
         errors.append(f"{path}: {value} must be less than {high}")
 
 
+# How the array and object checks validate an item against a sub-schema at a path, one
+# level deeper in the same document.
+_Child = Callable[[Any, Any, str], None]
+
+
 def _validate_array(
-    value: list[Any],
-    schema: Mapping[str, Any],
-    path: str,
-    root: Any,
-    errors: list[str],
-    depth: int,
+    value: list[Any], schema: Mapping[str, Any], path: str, errors: list[str], child: _Child
 ) -> None:
     if "minItems" in schema and len(value) < schema["minItems"]:
         errors.append(f"{path}: fewer than {schema['minItems']} items")
@@ -285,20 +285,16 @@ def _validate_array(
         errors.append(f"{path}: more than {schema['maxItems']} items")
     prefix = schema.get("prefixItems") or []
     for i, sub in enumerate(prefix[: len(value)]):
-        _validate(value[i], sub, f"{path}[{i}]", root, errors, depth + 1)
+        child(value[i], sub, f"{path}[{i}]")
     items = schema.get("items")
     if items is not None:
         for i in range(len(prefix), len(value)):
-            _validate(value[i], items, f"{path}[{i}]", root, errors, depth + 1)
+            child(value[i], items, f"{path}[{i}]")
 
 
 def _validate_object(
-    value: dict[str, Any],
-    schema: Mapping[str, Any],
-    path: str,
-    root: Any,
-    errors: list[str],
-    depth: int,
+    value: dict[str, Any], schema: Mapping[str, Any], path: str, errors: list[str],
+    child: _Child,
 ) -> None:
     props: Mapping[str, Any] = schema.get("properties") or {}
     for name in schema.get("required") or ():
@@ -308,11 +304,11 @@ def _validate_object(
     for key, item in value.items():
         where = f"{path}.{key}"
         if key in props:
-            _validate(item, props[key], where, root, errors, depth + 1)
+            child(item, props[key], where)
         elif extra is False:
             errors.append(f"{path}: the property {key!r} is not allowed")
         elif isinstance(extra, Mapping):
-            _validate(item, extra, where, root, errors, depth + 1)
+            child(item, extra, where)
 
 
 _FENCE_RE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(.*?)\n?\s*```\s*$", re.DOTALL)

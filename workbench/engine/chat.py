@@ -13,7 +13,9 @@ What the desktop composer (and any other front end) needs around
 * :func:`context_gauge`: the tokens the next request would carry against the model's
   context window (from preflight; estimated from the session's cached count for very
   long sessions, whose preflight would read every message);
-* :func:`last_turn`: the last user message and what followed it, for "regenerate";
+* :func:`regenerate_turn`: ask again for the last reply; the old one is replaced only
+  when the new one is complete (a failure or a stop leaves it as it was);
+* :func:`last_turn`: the last user message and what followed it;
 * :func:`preflight_turn`: the exact request the next :func:`stream_turn` would send with
   the same provider and model (for the request inspector), and :func:`left_out_previews`
   to show the messages it leaves out.
@@ -47,6 +49,7 @@ __all__ = [
     "newest_left_out",
     "preflight_turn",
     "provider_names",
+    "regenerate_turn",
     "stream_turn",
 ]
 
@@ -108,12 +111,41 @@ def stream_turn(
     ``keep_partial``, keeps the partial reply marked as stopped). ``client`` is a ready
     provider to use instead of building one from the config named ``provider`` (it is
     not closed here). Provider, model, tools and options are decided by
-    :func:`~workbench.engine.turn.prepare_turn`, as for preflight; regenerate resends
-    the prompt through here.
+    :func:`~workbench.engine.turn.prepare_turn`, as for preflight and
+    :func:`regenerate_turn`.
     """
     with prepare_turn(ws, session_id, provider=provider, model=model, auto=auto,
                       client=client) as setup:
         run = setup.model.stream_run(prompt, cancel=cancel, keep_partial=keep_partial)
+        yield from run
+        assert run.response is not None
+        return run.response
+
+
+def regenerate_turn(
+    ws: Workspace,
+    session_id: int,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    auto: bool = True,
+    cancel: CancelToken | None = None,
+    client: Provider | None = None,
+) -> Generator[RunEvent, None, Response]:
+    """Ask again for the reply to the session's last user message, as its events;
+    returns the response.
+
+    The request is the one the prompt was sent with (the history before it, the same
+    agent setup as :func:`stream_turn`); the old reply is not in it. With ``auto`` the
+    new reply replaces the old one (every message after the prompt) in one step once it
+    is complete, and ``Response.replaced`` holds what it replaced; a failure or a stop
+    (:class:`~workbench.errors.OperationCancelledError`) changes nothing, so the old
+    reply stays. Without ``auto`` nothing is stored. A session without a user message
+    raises :class:`~workbench.errors.RequestError`.
+    """
+    with prepare_turn(ws, session_id, provider=provider, model=model, auto=auto,
+                      client=client) as setup:
+        run = setup.model.stream_regenerate(cancel=cancel)
         yield from run
         assert run.response is not None
         return run.response

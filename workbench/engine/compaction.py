@@ -558,13 +558,18 @@ def apply(
     *,
     summary: str | None = None,
     counter: TokenCounter | None = None,
+    only_if_smaller: bool = False,
 ) -> CompactionResult:
     """Apply a plan in one transaction, with its summary replaced by ``summary`` if given.
 
     A plan that changes nothing returns ``changed=False`` with the reason. A session that
     changed since the plan was made raises :class:`CompactionError` and is left as it is.
+    With ``only_if_smaller`` a plan that folds messages without lowering the request's
+    tokens (counted again for an edited summary) raises :class:`CompactionError` and
+    changes nothing: a compaction never "saves" a negative number of tokens unasked.
     """
-    return _apply(ws.repo, None, plan, summary=summary, counter=counter)
+    return _apply(ws.repo, None, plan, summary=summary, counter=counter,
+                  only_if_smaller=only_if_smaller)
 
 
 def _apply(
@@ -574,6 +579,7 @@ def _apply(
     *,
     summary: str | None = None,
     counter: TokenCounter | None = None,
+    only_if_smaller: bool = False,
 ) -> CompactionResult:
     if not plan.changed:
         return CompactionResult(False, plan, None, plan.reason or "Nothing to compact.")
@@ -581,6 +587,9 @@ def _apply(
         raise CompactionError("The plan is not for a stored session.")
     if summary is not None and summary != plan.summary:
         plan = _edited(repo, plan, summary, counter)
+    if only_if_smaller and plan.folded_ids and not plan.lowers_tokens:
+        raise CompactionError(f"Nothing was applied: {plan.warning} Keep fewer messages "
+                              "(or shorten the summary) and preview again.")
     with _locked(memory):
         compaction_id = apply_plan(repo.db, plan)
     _refresh(memory)

@@ -97,6 +97,11 @@ class MemoryBacking(Protocol):
         """Set the messages' state to ``evicted`` (they stay stored)."""
         ...
 
+    def replace(self, remove: Sequence[int], messages: Sequence[Message]) -> list[Message]:
+        """Delete the messages with ids ``remove`` and append ``messages`` in one
+        transaction; returns the appended ones with ids and positions."""
+        ...
+
     def evicted(self) -> list[Message]:
         """The session's evicted messages in order."""
         ...
@@ -149,6 +154,13 @@ class InMemoryBacking:
             msg.created_at = msg.created_at or now
             self._all.append(msg)
         return list(messages)
+
+    def replace(self, remove: Sequence[int], messages: Sequence[Message]) -> list[Message]:
+        gone = set(remove)
+        self._all = [m for m in self._all if m.id not in gone]
+        for position, msg in enumerate(self._all):
+            msg.position = position
+        return self.store(messages)
 
     def evict(self, messages: Sequence[Message]) -> None:
         for msg in messages:
@@ -206,6 +218,10 @@ class StoreBacking:
 
     def store(self, messages: Sequence[Message]) -> list[Message]:
         return self.repo.append_messages(self._id, list(messages))
+
+    def replace(self, remove: Sequence[int], messages: Sequence[Message]) -> list[Message]:
+        _removed, stored = self.repo.replace_messages(self._id, list(remove), list(messages))
+        return stored
 
     def evict(self, messages: Sequence[Message]) -> None:
         ids = [m.id for m in messages if m.id is not None]
@@ -461,6 +477,53 @@ class Memory:
             self._apply_window()
             self._stamp = self._backing.stamp()
             return [copy_message(m) for m in stored]
+
+    def replace(self, ids: Collection[int], messages: Sequence[Message]) -> list[Message]:
+        """Delete the active messages with these ids and add ``messages`` at the end, as
+        one step (one transaction in the store): a reply replaced by a new one never
+        leaves both or neither. Validated like :meth:`extend`; returns copies of the
+        added messages."""
+        batch = [copy_message(m) for m in messages]
+        wanted = set(ids)
+        with self._lock:
+            self._sync()
+            self._validate(batch)
+            for msg in batch:
+                msg.id = None
+                msg.position = None
+                msg.state = ACTIVE
+                msg.compaction_id = None
+            fill_counts(batch, self.counter)
+            stored = self._backing.replace(sorted(wanted), batch)
+            if self._active is not None:
+                self._active = [m for m in self._active if m.id not in wanted]
+                self._active.extend(stored)
+            if self._run_started:
+                self._appended.extend(stored)
+            self._apply_window()
+            self._stamp = self._backing.stamp()
+            return [copy_message(m) for m in stored]
+
+    def last_turn(self) -> tuple[Sequence[Message], Message, list[Message]] | None:
+        """The last user message, the history before it (read-only, as cheap as
+        :meth:`history`) and copies of the messages after it; None without any user
+        message. What "regenerate" sends again and replaces."""
+        with self._lock:
+            self._sync()
+            history = self.history()
+            for index in range(len(history) - 1, -1, -1):
+                prompt = history[index]
+                if prompt.role != "user":
+                    continue
+                after = [copy_message(history[i]) for i in range(index + 1, len(history))]
+                before: Sequence[Message]
+                if isinstance(history, StoredHistory):
+                    before = StoredHistory(history.repo, history.session_id, length=index,
+                                           before_position=prompt.position)
+                else:
+                    before = history[:index]
+                return before, copy_message(prompt), after
+            return None
 
     def _open_calls(self, batch: Sequence[Message]) -> set[str]:
         """The call ids made in memory that the batch's tool results may answer."""

@@ -28,6 +28,12 @@ the reply's metadata holds the provider-reported ``usage``, the ``model`` and th
 that a stopped stream keeps its partial reply when asked to (``keep_partial=True``),
 marked ``"stopped": true`` in its metadata.
 
+Regenerate (:meth:`Model.stream_regenerate`) asks again for the reply to the last user
+message in memory: the request is built from the history before that prompt (the old
+reply is not in it), and only when the new reply is complete does it replace the old
+one (the messages after the prompt), in one step. A failure or a stop changes nothing:
+the old reply stays until a new one has arrived (SPEC §3).
+
 Structured output (:meth:`Model.execute_with_schema`) validates the reply against a
 pydantic model or a JSON schema; a failed attempt is retried with a prompt that replaces
 the user message and quotes the error; memory receives the original prompt and the valid
@@ -168,6 +174,9 @@ class Response:
     # and the sentence that names it ("Folded 41 messages into the summary; …").
     compaction_id: int | None = None
     compaction_note: str = ""
+    # Regenerate: the old reply (the messages after the prompt, as they were stored)
+    # that the new one replaced; empty for other turns and when nothing was stored.
+    replaced: list[Message] = field(default_factory=list)
 
 
 @dataclass
@@ -837,11 +846,19 @@ class Model:
             stats=stats,
         )
 
-    def _commit(self, plan: _Plan, turn: _Turn) -> tuple[list[Message], bool]:
+    def _commit(
+        self, plan: _Plan, turn: _Turn, replacing: Sequence[Message] | None = None
+    ) -> tuple[list[Message], bool]:
         memory = plan.memory
         if memory is None:
             return [copy_message(m) for m in turn.messages], False
-        if plan.auto:
+        if plan.auto and replacing is not None:
+            # Regenerate: the prompt is stored already; the new reply takes the old
+            # one's place in one step.
+            stored = memory.replace([int(m.id) for m in replacing if m.id is not None],
+                                    turn.messages[1:])
+            appended = True
+        elif plan.auto:
             stored = memory.extend(turn.messages)
             appended = True
         else:
@@ -895,6 +912,36 @@ class Model:
         response.compaction_id = compaction_id
         response.compaction_note = compaction_note
         return response
+
+    def _regenerate(self, cancel: CancelToken) -> Generator[RunEvent, None, Response]:
+        memory = self.active_memory
+        if memory is None:
+            raise RequestError("Regenerate asks again for a reply in memory; this model has "
+                               "no memory.")
+        found = memory.last_turn()
+        if found is None:
+            raise RequestError("There is no prompt in this session to ask again.")
+        before, prompt, old = found
+        plan = self._plan(prompt.content or "")
+        plan.history = before  # the request as it was before the old reply
+        asked = copy_message(prompt)
+        asked.id = asked.position = None
+        memory.begin_run()
+        turn = yield from self._turn(plan, prompt.content or "", asked, cancel, False, None)
+        stored, appended = self._commit(plan, turn, replacing=old)
+        response = self._response(plan, turn, stored, appended)
+        response.replaced = old if appended else []
+        return response
+
+    def stream_regenerate(self, *, cancel: CancelToken | None = None) -> Run:
+        """Ask again for the reply to the last user message in memory (see the module
+        documentation): the request is the one that prompt was sent with, the history
+        before it; with automatic memory the new reply replaces the old one (the
+        messages after the prompt) in one step once it is complete. A failure or a stop
+        changes nothing: the old reply stays. ``Response.replaced`` holds the messages
+        that were replaced."""
+        token = cancel or CancelToken()
+        return Run(self._regenerate(token), token)
 
     def stream_run(
         self, prompt: str, *, cancel: CancelToken | None = None, keep_partial: bool = False

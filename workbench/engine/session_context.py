@@ -10,6 +10,11 @@ What the desktop's Context panel (and any other front end) needs beyond
   ``system_state``, ``environment``) and leave the others alone, so an edit never undoes
   usage or tool stats a chat turn wrote meanwhile; it returns the context before and
   after, which is what an undo needs;
+* :func:`add_facts`, :func:`remove_fact`, :func:`add_task`, :func:`remove_task`: one
+  fact or task added or taken out as one step in the store (read, change and write in
+  one transaction), so two adds made in quick succession both stay, whatever either
+  caller had read before; :func:`change_context` does the same for any change of the
+  editable fields;
 * :func:`dedupe_session_facts`: drop repeated facts the way compaction does (normalized
   text, first spelling kept, order stable);
 * :func:`load_context`: a session's context by id, source id or title, the way seed
@@ -21,7 +26,7 @@ What the desktop's Context panel (and any other front end) needs beyond
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,13 +40,18 @@ __all__ = [
     "EDITABLE_FIELDS",
     "ContextChange",
     "ContextOverview",
+    "add_facts",
     "add_memory_entry",
+    "add_task",
+    "change_context",
     "dedupe_session_facts",
     "delete_memory_entry",
     "load_context",
     "memory_entries_for",
     "new_task",
     "read_session_context",
+    "remove_fact",
+    "remove_task",
     "restore_memory_entry",
     "update_context",
 ]
@@ -193,6 +203,100 @@ def update_context(ws: Workspace, session_id: int, **fields: Any) -> ContextChan
     if after.to_json() != before.to_json():
         repo.set_context(session_id, after)
     return ContextChange(session_id, before, repo.get_context(session_id))
+
+
+def change_context(ws: Workspace, session_id: int,
+                   change: Callable[[SessionContext], None]) -> ContextChange:
+    """Let ``change`` modify the session's context as it is stored now, and write it
+    back, as one step (one transaction): a change computed here never undoes one made
+    since the caller last read the context (an edit or a delete of a fact or a task
+    made right after an add). Only the fields :func:`update_context` replaces may
+    change; changing others (usage, tool stats) raises :class:`RequestError` and writes
+    nothing."""
+
+    def checked(context: SessionContext) -> None:
+        before = context.copy()
+        change(context)
+        editable = {name: getattr(context, name) for name in EDITABLE_FIELDS}
+        _check_fields(editable)
+        for name, value in editable.items():
+            setattr(context, name, value)
+        for name in ("token_usage", "tool_stats"):
+            if getattr(context, name) != getattr(before, name):
+                raise RequestError(f"The context's {name} is the engine's own bookkeeping "
+                                   "and cannot be edited; nothing was changed.")
+
+    before, after = ws.repo.change_context(session_id, checked)
+    return ContextChange(session_id, before, after)
+
+
+
+def add_facts(ws: Workspace, session_id: int, facts: Sequence[str]) -> ContextChange:
+    """Append ``facts`` (texts, spaces folded) to the session's facts in one step: the
+    facts stored at that moment stay, even ones added since the caller last read them.
+    Empty texts are skipped."""
+    if isinstance(facts, str) or not all(isinstance(f, str) for f in facts):
+        raise RequestError("Facts must be a list of texts.")
+    adding = [" ".join(f.split()) for f in facts]
+    adding = [f for f in adding if f]
+
+    def change(context: SessionContext) -> None:
+        context.facts = [*context.facts, *adding]
+
+    return change_context(ws, session_id, change)
+
+
+def remove_fact(ws: Workspace, session_id: int, fact: str) -> ContextChange:
+    """Take the last fact reading ``fact`` out of the session's facts in one step (the
+    inverse of :func:`add_facts` for one fact); nothing changes when there is none."""
+
+    def change(context: SessionContext) -> None:
+        facts = list(context.facts)
+        for index in range(len(facts) - 1, -1, -1):
+            if facts[index] == fact:
+                del facts[index]
+                context.facts = facts
+                return
+
+    return change_context(ws, session_id, change)
+
+
+def add_task(ws: Workspace, session_id: int, task: str | Task) -> tuple[ContextChange, Task]:
+    """Append a task in one step: a description becomes a new pending task, a
+    :class:`~workbench.core.conversation.Task` is put back as it was (with a new id if
+    its id is taken meanwhile). Returns the change and the task as stored."""
+    if isinstance(task, str):
+        description = " ".join(task.split())
+        if not description:
+            raise RequestError("A task needs a description.")
+    elif not isinstance(task, Task):
+        raise RequestError(f"A task must be text or a Task, not {type(task).__name__}.")
+    added: list[Task] = []
+
+    def change(context: SessionContext) -> None:
+        tasks = list(context.tasks)
+        if isinstance(task, str):
+            made = new_task(description, existing=tasks)
+        elif any(t.id == task.id for t in tasks):
+            made = replace(new_task(task.description, existing=tasks), status=task.status,
+                           progress=task.progress)
+        else:
+            made = replace(task)
+        added.append(made)
+        context.tasks = [*tasks, made]
+
+    result = change_context(ws, session_id, change)
+    return result, added[-1]
+
+
+def remove_task(ws: Workspace, session_id: int, task_id: str) -> ContextChange:
+    """Take the task with id ``task_id`` out of the session's tasks in one step (the
+    inverse of :func:`add_task`); nothing changes when there is none."""
+
+    def change(context: SessionContext) -> None:
+        context.tasks = [t for t in context.tasks if t.id != task_id]
+
+    return change_context(ws, session_id, change)
 
 
 def dedupe_session_facts(ws: Workspace, session_id: int) -> ContextChange:

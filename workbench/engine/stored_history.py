@@ -32,12 +32,16 @@ MAX_PAGE = 8192
 class StoredHistory(Sequence[Message]):
     """The active messages of stored session ``session_id``, read in pages on demand."""
 
-    def __init__(self, repo: Repository, session_id: int, *, length: int | None = None):
+    def __init__(self, repo: Repository, session_id: int, *, length: int | None = None,
+                 before_position: int | None = None):
+        """``before_position`` makes it the active messages before that position only
+        (then ``length`` must be their number), e.g. the history before a prompt."""
         self.repo = repo
         self.session_id = session_id
         self._len = (
             length if length is not None else repo.message_count(session_id, states=(ACTIVE,))
         )
+        self._before = before_position
         self._loaded: dict[int, Message] = {}
         self._low = self._len  # indices >= _low are loaded (the newest messages)
         self._page = FIRST_PAGE
@@ -71,7 +75,7 @@ class StoredHistory(Sequence[Message]):
         return self._loaded[index]
 
     def _read_older(self) -> None:
-        before = self._loaded[self._low].position if self._low < self._len else None
+        before = self._loaded[self._low].position if self._low < self._len else self._before
         page = self.repo.page_state_before(
             self.session_id, state=ACTIVE, before_position=before, limit=self._page
         )

@@ -26,7 +26,7 @@ from workbench.engine.import_report import ImportReport, ProgressCallback
 from workbench.engine.importing import count_missing_tokens, import_conversations
 from workbench.engine.resources import sample_session_path
 from workbench.errors import WorkbenchError
-from workbench.store.db import Database
+from workbench.store.db import Database, OpenProgress
 from workbench.store.repository import Repository
 from workbench.store.search import KINDS as SEARCH_KINDS
 from workbench.store.search import SearchQuery, search
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 SAMPLE_SETTING = "sample_session_offered"
 
-__all__ = ["SEARCH_KINDS", "ImportReport", "SearchQuery", "Workspace"]
+__all__ = ["SEARCH_KINDS", "ImportReport", "OpenProgress", "SearchQuery", "Workspace"]
 
 
 def import_format_names() -> list[str]:
@@ -70,10 +70,12 @@ class Workspace:
         self.repo = Repository(db)
 
     @classmethod
-    def open(cls, db_path: Path | str | None = None) -> Workspace:
+    def open(cls, db_path: Path | str | None = None, *,
+             progress: OpenProgress | None = None) -> Workspace:
         """Open the database at ``db_path`` (default: ``WORKBENCH_DB``, ``WORKBENCH_HOME``
-        or the platform's user data folder), creating and migrating it as needed."""
-        return cls(Database.open(db_path))
+        or the platform's user data folder), creating and migrating it as needed;
+        ``progress`` hears of a backup and of each schema change (see ``OpenProgress``)."""
+        return cls(Database.open(db_path, progress=progress))
 
     @property
     def db_path(self) -> Path:

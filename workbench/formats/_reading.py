@@ -517,13 +517,26 @@ class JsonStream:
         )
 
 
+def cannot_read(path: Path, exc: OSError, label: str | None = None) -> FormatError:
+    """The error for a file that could not be read (``label`` names it, else its path)."""
+    return FormatError(f"Cannot read {label or path}: {exc.strerror or exc}.", path=str(path))
+
+
 def open_file(path: Path, label: str | None = None) -> IO[bytes]:
     """``path`` opened for reading; a failure raises ``FormatError`` naming it."""
     try:
         return path.open("rb")
     except OSError as exc:
+        raise cannot_read(path, exc, label) from exc
+
+
+def decode_text(data: bytes, label: str, path: Path) -> str:
+    """UTF-8 text of ``data`` (a leading byte-order mark dropped); ``label`` names it."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
         raise FormatError(
-            f"Cannot read {label or path}: {exc.strerror or exc}.", path=str(path)
+            f"{label} is not UTF-8 text (bad byte at offset {exc.start}).", path=str(path)
         ) from exc
 
 

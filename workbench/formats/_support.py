@@ -26,18 +26,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar, cast
 
-from workbench.core.conversation import Message, Role, SkippedEntry, parse_time
+from workbench.core.conversation import Conversation, Message, Role, SkippedEntry, parse_time
 from workbench.errors import FormatError
 from workbench.formats._reading import (
     BrokenJsonError,
-    TooDeepError,
-    decode_value,
+    decode_text,
     open_file,
     problem,
     stream_entries,
-    too_deep_reason,
 )
-from workbench.formats.base import peek_json, read_head, shorten
+from workbench.formats.base import (
+    FileImporter,
+    ImportItem,
+    parse_document,
+    peek_json,
+    read_head,
+    shorten,
+)
 
 T = TypeVar("T")
 
@@ -57,16 +62,6 @@ def sentence(text: str) -> str:
 # --------------------------------------------------------------------------- JSON arrays
 
 
-def decode_text(data: bytes, label: str, path: Path) -> str:
-    """UTF-8 text of ``data`` (a leading byte-order mark dropped); ``label`` names it."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise FormatError(
-            f"{label} is not UTF-8 text (bad byte at offset {exc.start}).", path=str(path)
-        ) from exc
-
-
 def first_char(text: str) -> str:
     """The first character of ``text`` that is not JSON whitespace (``""`` when none)."""
     pos = _WS.match(text, 0).end()  # type: ignore[union-attr]
@@ -79,19 +74,7 @@ def load_json_text(text: str, label: str, path: Path) -> Any:
     The document is checked as an entry is (:func:`~workbench.formats._reading.decode_value`):
     lone surrogates are replaced and noted, and one nested too deep raises ``FormatError``.
     """
-    try:
-        return decode_value(text, "item 0")
-    except json.JSONDecodeError as exc:
-        raise FormatError(
-            f"{label} is not valid JSON: {problem(exc)} at line {exc.lineno}, "
-            f"column {exc.colno}.",
-            path=str(path),
-            entry=f"line {exc.lineno}",
-        ) from exc
-    except TooDeepError as exc:
-        raise FormatError(
-            f"{label}: {too_deep_reason('The document')}", path=str(path)
-        ) from exc
+    return parse_document(text, label, path, "item 0")
 
 
 def file_entries(path: Path, label: str | None = None, entry_prefix: str = "") -> Iterator[Any]:
@@ -293,6 +276,47 @@ def _folder_files(path: Path) -> list[Path]:
         raise FormatError(f"Cannot list {path}: {exc.strerror or exc}.", path=str(path)) from exc
 
 
+class ExportImporter(FileImporter):
+    """Base of the importers of a data export: its conversations file, the export's ZIP,
+    or the folder it was unpacked into (:meth:`looks_like` judges the conversations
+    file's first bytes)."""
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        if path.is_dir() or is_zip(path, head):
+            inner = export_head(path, head)
+            return inner is not None and self.looks_like(inner)
+        return self.looks_like(head)
+
+
+def first_copies(
+    items: Iterable[Any],
+    parse: Callable[[Any, str, str], Iterable[ImportItem]],
+    entry_prefix: str,
+    stem: str,
+    what: str,
+) -> Iterator[ImportItem]:
+    """What ``parse`` makes of each of ``items`` (an unreadable one, a
+    :class:`SkippedEntry`, is passed on in its place), skipping a conversation whose
+    source id came before: ``what`` (``"Chat"``) names it in the reason."""
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        if isinstance(item, SkippedEntry):
+            yield item
+            continue
+        where = f"{entry_prefix}item {index}"
+        for result in parse(item, where, f"{stem}#{index}"):
+            if isinstance(result, Conversation) and result.source_id is not None:
+                if result.source_id in seen:
+                    yield SkippedEntry(
+                        entry=where,
+                        reason=f"{what} {result.source_id} appears again; "
+                        "its first copy was imported.",
+                    )
+                    continue
+                seen.add(result.source_id)
+            yield result
+
+
 def export_documents(path: Path, what: str) -> list[ExportDocument]:
     """The JSON documents of an export given as a file, a ZIP archive or a folder.
 
@@ -301,40 +325,28 @@ def export_documents(path: Path, what: str) -> list[ExportDocument]:
     """
     if path.is_dir():
         names = conversation_member_names(p.name for p in _folder_files(path))
-        if not names:
-            raise FormatError(
-                f"{path} holds no conversations.json or conversations-NNN.json file of {what}.",
-                path=str(path),
-            )
-        return [
-            ExportDocument(
-                label=str(path / name),
-                entry_prefix=f"{name} " if len(names) > 1 else "",
-                load=_file_loader(path / name),
-                open=_file_opener(path / name),
-            )
-            for name in names
-        ]
-    if is_zip(path, read_head(path, 4)):
+        documents = [(str(path / name), _file_loader(path / name), _file_opener(path / name))
+                     for name in names]
+    elif is_zip(path, read_head(path, 4)):
         names = conversation_member_names(zip_names(path))
-        if not names:
-            raise FormatError(
-                f"{path} holds no conversations.json or conversations-NNN.json file of {what}.",
-                path=str(path),
-            )
+        documents = [(f"{path}:{name}", _zip_loader(path, name), _zip_opener(path, name))
+                     for name in names]
+    else:
         return [
             ExportDocument(
-                label=f"{path}:{name}",
-                entry_prefix=f"{name} " if len(names) > 1 else "",
-                load=_zip_loader(path, name),
-                open=_zip_opener(path, name),
+                label=str(path), entry_prefix="", load=_file_loader(path),
+                open=_file_opener(path)
             )
-            for name in names
         ]
-    return [
-        ExportDocument(
-            label=str(path), entry_prefix="", load=_file_loader(path), open=_file_opener(path)
+    if not names:
+        raise FormatError(
+            f"{path} holds no conversations.json or conversations-NNN.json file of {what}.",
+            path=str(path),
         )
+    return [
+        ExportDocument(label=label, entry_prefix=f"{name} " if len(names) > 1 else "",
+                       load=load, open=opener)
+        for name, (label, load, opener) in zip(names, documents, strict=True)
     ]
 
 
@@ -559,6 +571,32 @@ def mark_branch_start(messages: Sequence[Message], main_messages: Sequence[Messa
             return
 
 
+def with_branches(main: Conversation, branches: Sequence[Branch]) -> list[ImportItem]:
+    """``main`` and a conversation for each of its alternate ``branches`` (titled and
+    identified after it, the message where each leaves it marked)."""
+    results: list[ImportItem] = [main]
+    for number, branch in enumerate(branches, start=1):
+        mark_branch_start(branch.messages, main.messages)
+        times = [m.created_at for m in branch.messages if m.created_at is not None]
+        results.append(
+            Conversation(
+                title=f"{main.title} (branch {number})",
+                messages=branch.messages,
+                source=main.source,
+                source_id=f"{main.source_id}#branch-{branch.leaf}",
+                created_at=main.created_at,
+                updated_at=max(times) if times else main.updated_at,
+                tags=list(main.tags),
+                metadata={
+                    "branch_of": main.source_id,
+                    "branch_leaf": branch.leaf,
+                    "branch_fork": branch.fork,
+                },
+            )
+        )
+    return results
+
+
 # --------------------------------------------------------------------------- builders
 
 
@@ -604,6 +642,13 @@ def epoch_seconds(value: Any) -> float | None:
     """An epoch number normalised to seconds, for ordering; ``None`` when not a number."""
     when = epoch_time(value)
     return when.timestamp() if when is not None else None
+
+
+def title_of(raw: Any, messages: Iterable[Message], fallback: str) -> str:
+    """``raw`` stripped when it is a string with text, else :func:`first_user_title`."""
+    if isinstance(raw, str) and raw.strip():
+        return raw.strip()
+    return first_user_title(messages, fallback)
 
 
 def first_user_title(messages: Iterable[Message], fallback: str) -> str:

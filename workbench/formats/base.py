@@ -34,8 +34,16 @@ from workbench.core.conversation import (
     SessionInfo,
     SkippedEntry,
 )
+from workbench.core.schema import json_type
 from workbench.errors import FormatError, WorkbenchError
-from workbench.formats._reading import TooDeepError, decode_value, problem, too_deep_reason
+from workbench.formats._reading import (
+    TooDeepError,
+    cannot_read,
+    decode_text,
+    decode_value,
+    problem,
+    too_deep_reason,
+)
 
 ImportItem = Conversation | SkippedEntry | ImportNote
 """What an importer yields: a parsed conversation, an entry it had to skip, or a note
@@ -149,6 +157,38 @@ def get_exporter(name: str) -> Exporter:
     raise FormatError(f"Unknown export format {name!r}; known formats: {known_names(_exporters)}.")
 
 
+class FileImporter:
+    """Base of the importers that read one file (never a directory): a subclass says in
+    :meth:`looks_like` whether the file's first bytes are its format."""
+
+    name: str
+    description: str
+
+    # What the file holds, for the sentence refusing a directory ("JSON or JSONL").
+    reads = "data"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return not path.is_dir() and self.looks_like(head)
+
+    def read(self, path: Path) -> Iterator[ImportItem]:
+        path = Path(path)
+        if path.is_dir():
+            raise FormatError(
+                f"{path} is a directory; the {self.name} format reads one {self.reads} file.",
+                path=str(path),
+            )
+        return self.read_file(path)
+
+    def read_file(self, path: Path) -> Iterator[ImportItem]:
+        """The conversations of the file ``path`` (see :meth:`Importer.read`)."""
+        raise NotImplementedError
+
+    def looks_like(self, head: bytes) -> bool:
+        """Whether ``head``, the first bytes of a file, look like this format (cheap;
+        never raises for foreign input)."""
+        raise NotImplementedError
+
+
 # --------------------------------------------------------------------------- file helpers
 
 
@@ -160,7 +200,7 @@ def read_head(path: Path, size: int = HEAD_SIZE) -> bytes:
         with path.open("rb") as handle:
             return handle.read(size)
     except OSError as exc:
-        raise FormatError(f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)) from exc
+        raise cannot_read(path, exc) from exc
 
 
 def read_text(path: Path) -> str:
@@ -168,13 +208,8 @@ def read_text(path: Path) -> str:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise FormatError(f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)) from exc
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise FormatError(
-            f"{path} is not UTF-8 text (bad byte at offset {exc.start}).", path=str(path)
-        ) from exc
+        raise cannot_read(path, exc) from exc
+    return decode_text(data, str(path), path)
 
 
 def load_json(path: Path) -> Any:
@@ -183,18 +218,24 @@ def load_json(path: Path) -> Any:
     Lone surrogates are replaced and noted (see :mod:`workbench.formats._reading`); a
     document nested too deep raises ``FormatError``.
     """
-    text = read_text(path)
+    return parse_document(read_text(path), str(path), path, f"file {path.name}")
+
+
+def parse_document(text: str, label: str, path: Path, where: str) -> Any:
+    """Parse a whole JSON document (checked as an entry ``where`` is, see
+    :func:`~workbench.formats._reading.decode_value`); malformed JSON names ``label``,
+    the line and column."""
     try:
-        return decode_value(text, f"file {path.name}")
+        return decode_value(text, where)
     except json.JSONDecodeError as exc:
         raise FormatError(
-            f"{path} is not valid JSON: {problem(exc)} at line {exc.lineno}, "
+            f"{label} is not valid JSON: {problem(exc)} at line {exc.lineno}, "
             f"column {exc.colno}.",
             path=str(path),
             entry=f"line {exc.lineno}",
         ) from exc
     except TooDeepError as exc:
-        raise FormatError(f"{path}: {too_deep_reason('The document')}", path=str(path)) from exc
+        raise FormatError(f"{label}: {too_deep_reason('The document')}", path=str(path)) from exc
 
 
 def decode_json_line(text: str, where: str = "") -> Any:
@@ -302,21 +343,14 @@ def fingerprint(messages: Sequence[Message]) -> str:
     return "sha256:" + digest.hexdigest()[:32]
 
 
+_KIND_WORDS = {"boolean": "a boolean", "string": "a string", "integer": "a number",
+               "number": "a number", "array": "a list", "object": "an object"}
+
+
 def type_name(value: Any) -> str:
     """``"a string"``, ``"null"``, ``"an object"``…: a JSON value's kind for sentences."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+    kind = json_type(value)
+    return _KIND_WORDS.get(kind, kind)
 
 
 def shorten(text: str, limit: int = 60) -> str:
@@ -416,12 +450,21 @@ def _object(text: str, pos: int, depth: int) -> tuple[dict[str, Any], int]:
             result[key] = cut.partial
             raise _Cut(result) from None
         result[key] = value
-        pos = _skip_ws(text, pos)
-        if pos < len(text) and text[pos] == "}":
-            return result, pos + 1
-        if pos >= len(text) or text[pos] != ",":
-            raise _Cut(result)
-        pos = _skip_ws(text, pos + 1)
+        pos, closed = _after_item(text, pos, "}", result)
+        if closed:
+            return result, pos
+
+
+def _after_item(text: str, pos: int, close: str, partial: Any) -> tuple[int, bool]:
+    """Past what follows an item of an object or array: the position after the comma, or
+    after ``close`` (then True); ``_Cut(partial)`` when the text ends or holds another
+    character."""
+    pos = _skip_ws(text, pos)
+    if pos < len(text) and text[pos] == close:
+        return pos + 1, True
+    if pos >= len(text) or text[pos] != ",":
+        raise _Cut(partial)
+    return _skip_ws(text, pos + 1), False
 
 
 def _string_or_cut(text: str, pos: int, partial: Any) -> tuple[str, int]:
@@ -444,9 +487,6 @@ def _array(text: str, pos: int, depth: int) -> tuple[list[Any], int]:
                 result.append(cut.partial)
             raise _Cut(result) from None
         result.append(value)
-        pos = _skip_ws(text, pos)
-        if pos < len(text) and text[pos] == "]":
-            return result, pos + 1
-        if pos >= len(text) or text[pos] != ",":
-            raise _Cut(result)
-        pos = _skip_ws(text, pos + 1)
+        pos, closed = _after_item(text, pos, "]", result)
+        if closed:
+            return result, pos

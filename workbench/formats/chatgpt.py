@@ -62,23 +62,22 @@ from workbench.core.conversation import Conversation, Message, Role, SkippedEntr
 from workbench.formats._reading import safe_json
 from workbench.formats._support import (
     ExportDocument,
+    ExportImporter,
     MessageTree,
     alternate_branches,
     document_entries,
     epoch_seconds,
     epoch_time,
     export_documents,
-    export_head,
     first_element,
-    first_user_title,
     guarded,
-    is_zip,
     latest_leaf,
-    mark_branch_start,
     number_positions,
     primed,
     sentence,
+    title_of,
     tool_call,
+    with_branches,
 )
 from workbench.formats.base import ImportItem, type_name
 
@@ -454,11 +453,7 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
     messages = _path_messages(mapping, main_path)
 
     source_id = conv_id or fallback_id
-    title = (
-        raw_title.strip()
-        if isinstance(raw_title, str) and raw_title.strip()
-        else first_user_title(messages, f"ChatGPT conversation {source_id}")
-    )
+    title = title_of(raw_title, messages, f"ChatGPT conversation {source_id}")
     metadata: dict[str, Any] = {"conversation_id": conv_id}
     for key, out in (("default_model_slug", "model"), ("gizmo_id", "gizmo_id")):
         value = item.get(key)
@@ -468,57 +463,32 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
         metadata["archived"] = True
     if guessed:
         metadata["current_node_guessed"] = True
-    created = epoch_time(item.get("create_time"))
-    updated = epoch_time(item.get("update_time"))
-    results: list[ImportItem] = [
-        Conversation(
-            title=title,
-            messages=messages,
-            source=NAME,
-            source_id=source_id,
-            created_at=created,
-            updated_at=updated,
-            metadata=metadata,
-        )
-    ]
+    main = Conversation(
+        title=title,
+        messages=messages,
+        source=NAME,
+        source_id=source_id,
+        created_at=epoch_time(item.get("create_time")),
+        updated_at=epoch_time(item.get("update_time")),
+        metadata=metadata,
+    )
     branches = alternate_branches(
         tree, main_path, lambda path: _path_messages(mapping, path), messages
     )
-    for number, branch in enumerate(branches, start=1):
-        mark_branch_start(branch.messages, messages)
-        times = [m.created_at for m in branch.messages if m.created_at is not None]
-        results.append(
-            Conversation(
-                title=f"{title} (branch {number})",
-                messages=branch.messages,
-                source=NAME,
-                source_id=f"{source_id}#branch-{branch.leaf}",
-                created_at=created,
-                updated_at=max(times) if times else updated,
-                metadata={
-                    "branch_of": source_id,
-                    "branch_leaf": branch.leaf,
-                    "branch_fork": branch.fork,
-                },
-            )
-        )
-    return results
+    return with_branches(main, branches)
 
 
 # --------------------------------------------------------------------------- the format
 
 
-class ChatGPTImporter:
+class ChatGPTImporter(ExportImporter):
     """Reads a ChatGPT data export: ``conversations.json``, the ZIP, or split files."""
 
     name = NAME
     description = "ChatGPT data export: conversations.json, the export ZIP, or split files"
 
-    def sniff(self, path: Path, head: bytes) -> bool:
+    def looks_like(self, head: bytes) -> bool:
         """A ChatGPT conversations array, or a ZIP or folder whose conversations file is."""
-        if path.is_dir() or is_zip(path, head):
-            inner = export_head(path, head)
-            return inner is not None and looks_like_chatgpt(inner)
         return looks_like_chatgpt(head)
 
     def read(self, path: Path) -> Iterator[ImportItem]:

@@ -30,18 +30,18 @@ from workbench.core.conversation import Conversation, Message, Role, SkippedEntr
 from workbench.errors import InvalidEntryError
 from workbench.formats._support import (
     ExportDocument,
+    ExportImporter,
     document_entries,
     epoch_time,
     export_documents,
-    export_head,
+    first_copies,
     first_element,
-    first_user_title,
     guarded,
-    is_zip,
     number_positions,
     primed,
     sentence,
     text_of,
+    title_of,
     tool_call,
 )
 from workbench.formats.base import ImportItem, type_name
@@ -192,26 +192,24 @@ def _block(builder: _Builder, block: Any, index: int) -> None:
 
 
 def _attachments(builder: _Builder, raw: dict[str, Any]) -> None:
-    attachments = raw.get("attachments")
-    if isinstance(attachments, list):
-        for attachment in attachments:
-            if not isinstance(attachment, dict):
-                continue
-            name = str(attachment.get("file_name") or "attachment")
-            extracted = attachment.get("extracted_content")
-            text = extracted if isinstance(extracted, str) else ""
-            part = {"type": "attachment", "file_name": name, "text": text}
-            for key in ("file_type", "file_size"):
-                if key in attachment:
-                    part[key] = attachment[key]
-            builder.part(part, f"[Attachment: {name}]\n{text}" if text else f"[Attachment: {name}]")
-    files = raw.get("files")
-    if isinstance(files, list):
-        for entry in files:
-            if not isinstance(entry, dict):
-                continue
-            name = str(entry.get("file_name") or "file")
-            builder.part({"type": "file", **entry}, f"[File: {name}]")
+    for attachment in _objects(raw, "attachments"):
+        name = str(attachment.get("file_name") or "attachment")
+        extracted = attachment.get("extracted_content")
+        text = extracted if isinstance(extracted, str) else ""
+        part = {"type": "attachment", "file_name": name, "text": text}
+        for key in ("file_type", "file_size"):
+            if key in attachment:
+                part[key] = attachment[key]
+        builder.part(part, f"[Attachment: {name}]\n{text}" if text else f"[Attachment: {name}]")
+    for entry in _objects(raw, "files"):
+        name = str(entry.get("file_name") or "file")
+        builder.part({"type": "file", **entry}, f"[File: {name}]")
+
+
+def _objects(raw: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The objects in the list ``raw[key]`` (other values, or no list, are passed over)."""
+    value = raw.get(key)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 # Keys that make an object a Claude conversation, and every key read into a field.
@@ -266,11 +264,7 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
                 )
             )
     number_positions(messages)
-    title = (
-        name.strip()
-        if isinstance(name, str) and name.strip()
-        else first_user_title(messages, f"Claude conversation {source_id}")
-    )
+    title = title_of(name, messages, f"Claude conversation {source_id}")
     metadata: dict[str, Any] = {"uuid": uuid}
     for key in ("summary", "model", "project_uuid"):
         value = item.get(key)
@@ -297,17 +291,14 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
     return results
 
 
-class ClaudeImporter:
+class ClaudeImporter(ExportImporter):
     """Reads a Claude.ai data export (``conversations.json``, the ZIP, or its folder)."""
 
     name = NAME
     description = "Claude.ai data export: conversations.json with chat_messages, or the ZIP"
 
-    def sniff(self, path: Path, head: bytes) -> bool:
+    def looks_like(self, head: bytes) -> bool:
         """A conversations array with ``chat_messages``, or a ZIP or folder holding one."""
-        if path.is_dir() or is_zip(path, head):
-            inner = export_head(path, head)
-            return inner is not None and looks_like_claude(inner)
         return looks_like_claude(head)
 
     def read(self, path: Path) -> Iterator[ImportItem]:
@@ -329,20 +320,5 @@ class ClaudeImporter:
     def _read_document(self, path: Path, document: ExportDocument) -> Iterator[ImportItem]:
         items = document_entries(document, path)
         stem = Path(document.label.rsplit(":", 1)[-1]).name
-        seen: set[str] = set()
-        for index, item in enumerate(items):
-            if isinstance(item, SkippedEntry):  # unreadable: reported in its place
-                yield item
-                continue
-            where = f"{document.entry_prefix}item {index}"
-            for result in parse_conversation(item, where, f"{stem}#{index}"):
-                if isinstance(result, Conversation) and result.source_id is not None:
-                    if result.source_id in seen:
-                        yield SkippedEntry(
-                            entry=where,
-                            reason=f"Conversation {result.source_id} appears again; "
-                            "its first copy was imported.",
-                        )
-                        continue
-                    seen.add(result.source_id)
-                yield result
+        yield from first_copies(items, parse_conversation, document.entry_prefix, stem,
+                                "Conversation")

@@ -55,8 +55,8 @@ from workbench.errors import FormatError
 from workbench.formats._reading import flag_unclean_text, safe_json
 from workbench.formats._support import (
     epoch_time,
-    first_user_title,
     number_positions,
+    title_of,
     tool_call,
 )
 from workbench.formats.base import ImportItem
@@ -370,11 +370,7 @@ class _NewSchema:
         _times_from_responses(self.conn, self.lookups.tables, thread_id, messages)
         number_positions(messages)
         name = thread["name"]
-        title = (
-            str(name).strip()
-            if isinstance(name, str) and name.strip()
-            else first_user_title(messages, f"llm thread {thread_id}")
-        )
+        title = title_of(name, messages, f"llm thread {thread_id}")
         times = [m.created_at for m in messages if m.created_at is not None]
         metadata: dict[str, Any] = {"schema": "threads", "thread_id": thread_id}
         if thread["forked_from"]:
@@ -569,11 +565,7 @@ class _OldSchema:
             messages.extend(self._response(row, matcher, system_before))
             system_before = self._system(row)
         number_positions(messages)
-        title = (
-            str(name).strip()
-            if isinstance(name, str) and name.strip()
-            else first_user_title(messages, f"llm conversation {source_id}")
-        )
+        title = title_of(name, messages, f"llm conversation {source_id}")
         times = [m.created_at for m in messages if m.created_at is not None]
         metadata: dict[str, Any] = {"schema": "responses", "conversation_id": source_id}
         if model:

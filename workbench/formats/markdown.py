@@ -45,6 +45,7 @@ from workbench.core.conversation import (
 )
 from workbench.formats.base import (
     ExportSession,
+    FileImporter,
     ImportItem,
     fingerprint,
     read_text,
@@ -332,6 +333,7 @@ class MarkdownExporter:
     """Writes a Markdown transcript; several sessions are separated by ``---``."""
 
     name = NAME
+    reads = "Markdown"
     suffix = ".md"
 
     def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
@@ -576,22 +578,20 @@ def _looks_like_transcript(text: str) -> bool:
     )
 
 
-class MarkdownImporter:
+class MarkdownImporter(FileImporter):
     """Reads back the transcripts :class:`MarkdownExporter` writes."""
 
     name = NAME
     description = "Markdown transcript written by the workbench's Markdown export"
 
-    def sniff(self, path: Path, head: bytes) -> bool:
+    def looks_like(self, head: bytes) -> bool:
         """A text file starting with ``# Title`` and holding the transcript's headings."""
-        if path.is_dir():
-            return False
         text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
         return _looks_like_transcript(text)
 
-    def read(self, path: Path) -> Iterator[ImportItem]:
+    def read_file(self, path: Path) -> Iterator[ImportItem]:
         """Each ``# Title`` section of the transcript as a conversation."""
-        text = read_text(Path(path))
+        text = read_text(path)
         if "\r\n" in text and text.count("\r\n") == text.count("\n"):
             # Saved by an editor with Windows line ends: every line has one. (A lone CR in
             # a message is the message's own and is kept.)

@@ -40,6 +40,7 @@ from workbench.formats._reading import BrokenJsonError
 from workbench.formats._support import file_entries, first_char, guarded, primed
 from workbench.formats.base import (
     ExportSession,
+    FileImporter,
     ImportItem,
     decode_json_line,
     dump_json,
@@ -306,26 +307,19 @@ def _probe_jsonl(path: Path) -> bool:
 # --------------------------------------------------------------------------- the format
 
 
-class OpenAIMessagesImporter:
+class OpenAIMessagesImporter(FileImporter):
     """Reads OpenAI chat messages (JSON or JSONL), tau-bench trajectories included."""
 
     name = NAME
+    reads = "JSON or JSONL"
     description = 'OpenAI chat messages: a JSON array, {"messages": [...]} items, or JSONL'
 
-    def sniff(self, path: Path, head: bytes) -> bool:
+    def looks_like(self, head: bytes) -> bool:
         """An array of messages, or objects with a ``messages``/``traj`` list of them."""
-        if path.is_dir():
-            return False
         return looks_like_openai(peek_json(head))
 
-    def read(self, path: Path) -> Iterator[ImportItem]:
+    def read_file(self, path: Path) -> Iterator[ImportItem]:
         """Conversations of ``path``; bad lines or items are yielded as skipped."""
-        path = Path(path)
-        if path.is_dir():
-            raise FormatError(
-                f"{path} is a directory; the openai format reads one JSON or JSONL file.",
-                path=str(path),
-            )
         if _probe_jsonl(path):
             return self._read_jsonl(path)
         if first_char(read_head(path).decode("utf-8", errors="replace").lstrip("\ufeff")) == "[":

@@ -36,23 +36,25 @@ from typing import Any
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
 from workbench.formats._reading import safe_json
 from workbench.formats._support import (
+    Branch,
     MessageTree,
     alternate_branches,
     epoch_seconds,
     epoch_time,
     file_entries,
+    first_copies,
     first_element,
-    first_user_title,
     guarded,
     latest_leaf,
-    mark_branch_start,
     number_positions,
     primed,
     sentence,
     text_of,
+    title_of,
     tool_call,
+    with_branches,
 )
-from workbench.formats.base import ImportItem, type_name
+from workbench.formats.base import FileImporter, ImportItem, type_name
 
 NAME = "openwebui"
 
@@ -298,7 +300,7 @@ def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
     label = f"chat {raw_title!r} ({source_id})" if raw_title else f"chat {source_id}"
     history = chat.get("history")
     nodes = history.get("messages") if isinstance(history, dict) else None
-    branches: list[tuple[str, str | None, list[Message]]] = []
+    branches: list[Branch] = []
     guessed = False
     if isinstance(nodes, dict) and nodes:
         assert isinstance(history, dict)
@@ -318,11 +320,9 @@ def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
         assert isinstance(current, str)
         main_path = tree.path_to(current)
         messages = _path_messages(nodes, main_path)
-        for branch in alternate_branches(
+        branches = alternate_branches(
             tree, main_path, lambda path: _path_messages(nodes, path), messages
-        ):
-            mark_branch_start(branch.messages, messages)
-            branches.append((branch.leaf, branch.fork, branch.messages))
+        )
     elif isinstance(chat.get("messages"), list):
         messages = []
         for index, raw in enumerate(chat["messages"]):
@@ -337,11 +337,7 @@ def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
             )
         ]
 
-    title = (
-        raw_title.strip()
-        if isinstance(raw_title, str) and raw_title.strip()
-        else first_user_title(messages, f"Open WebUI chat {source_id}")
-    )
+    title = title_of(raw_title, messages, f"Open WebUI chat {source_id}")
     metadata: dict[str, Any] = {"chat_id": chat_id}
     for key in ("models",):
         if chat.get(key):
@@ -351,36 +347,17 @@ def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
             metadata[key] = item[key]
     if guessed:
         metadata["current_id_guessed"] = True
-    tags = _tags(item, chat)
-    created = epoch_time(item.get("created_at") or chat.get("timestamp"))
-    updated = epoch_time(item.get("updated_at"))
-    results: list[ImportItem] = [
-        Conversation(
-            title=title,
-            messages=messages,
-            source=NAME,
-            source_id=source_id,
-            created_at=created,
-            updated_at=updated,
-            tags=tags,
-            metadata=metadata,
-        )
-    ]
-    for number, (leaf, fork, branch_messages) in enumerate(branches, start=1):
-        times = [m.created_at for m in branch_messages if m.created_at is not None]
-        results.append(
-            Conversation(
-                title=f"{title} (branch {number})",
-                messages=branch_messages,
-                source=NAME,
-                source_id=f"{source_id}#branch-{leaf}",
-                created_at=created,
-                updated_at=max(times) if times else updated,
-                tags=list(tags),
-                metadata={"branch_of": source_id, "branch_leaf": leaf, "branch_fork": fork},
-            )
-        )
-    return results
+    main = Conversation(
+        title=title,
+        messages=messages,
+        source=NAME,
+        source_id=source_id,
+        created_at=epoch_time(item.get("created_at") or chat.get("timestamp")),
+        updated_at=epoch_time(item.get("updated_at")),
+        tags=_tags(item, chat),
+        metadata=metadata,
+    )
+    return with_branches(main, branches)
 
 
 def _str(value: Any) -> str | None:
@@ -399,38 +376,20 @@ def _tags(item: dict[str, Any], chat: dict[str, Any]) -> list[str]:
     return found
 
 
-class OpenWebUIImporter:
+class OpenWebUIImporter(FileImporter):
     """Reads an Open WebUI chat export (one or many chats)."""
 
     name = NAME
+    reads = "JSON"
     description = "Open WebUI chat export: [{id, title, chat: {history: {messages, currentId}}}]"
 
-    def sniff(self, path: Path, head: bytes) -> bool:
+    def looks_like(self, head: bytes) -> bool:
         """A JSON array (or object) of chats with a ``chat`` object holding ``history``."""
-        if path.is_dir():
-            return False
         return looks_like_openwebui(head)
 
-    def read(self, path: Path) -> Iterator[ImportItem]:
+    def read_file(self, path: Path) -> Iterator[ImportItem]:
         """Sessions and branch conversations of ``path``, one chat at a time."""
-        path = Path(path)
         return primed(guarded(self._read_items(path, file_entries(path))))
 
     def _read_items(self, path: Path, items: Iterator[Any]) -> Iterator[ImportItem]:
-        seen: set[str] = set()
-        for index, item in enumerate(items):
-            if isinstance(item, SkippedEntry):  # unreadable: reported in its place
-                yield item
-                continue
-            where = f"item {index}"
-            for result in parse_chat(item, where, f"{path.name}#{index}"):
-                if isinstance(result, Conversation) and result.source_id is not None:
-                    if result.source_id in seen:
-                        yield SkippedEntry(
-                            entry=where,
-                            reason=f"Chat {result.source_id} appears again; "
-                            "its first copy was imported.",
-                        )
-                        continue
-                    seen.add(result.source_id)
-                yield result
+        yield from first_copies(items, parse_chat, "", path.name, "Chat")

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
-from workbench.errors import FormatError, InvalidEntryError
+from workbench.errors import InvalidEntryError
 from workbench.formats._reading import safe_json
 from workbench.formats._support import (
     file_entries,
@@ -46,6 +46,7 @@ from workbench.formats._support import (
     tool_call,
 )
 from workbench.formats.base import (
+    FileImporter,
     ImportItem,
     decode_json_line,
     peek_json,
@@ -247,26 +248,19 @@ def _unique(items: Iterator[ImportItem]) -> Iterator[ImportItem]:
         yield item
 
 
-class ShareGPTImporter:
+class ShareGPTImporter(FileImporter):
     """Reads ShareGPT-style datasets (JSON array, one object, or JSON Lines)."""
 
     name = NAME
+    reads = "JSON or JSONL"
     description = 'ShareGPT-style dataset: {"conversations": [{"from", "value"}]} JSON or JSONL'
 
-    def sniff(self, path: Path, head: bytes) -> bool:
+    def looks_like(self, head: bytes) -> bool:
         """An entry (or array of entries) with a ``conversations`` list of ``from`` turns."""
-        if path.is_dir():
-            return False
         return looks_like_sharegpt(peek_json(head))
 
-    def read(self, path: Path) -> Iterator[ImportItem]:
+    def read_file(self, path: Path) -> Iterator[ImportItem]:
         """Conversations of ``path``; unknown speakers and bad lines are reported."""
-        path = Path(path)
-        if path.is_dir():
-            raise FormatError(
-                f"{path} is a directory; the sharegpt format reads one JSON or JSONL file.",
-                path=str(path),
-            )
         head = read_head(path).decode("utf-8", errors="replace").lstrip("\ufeff")
         # (JSON Lines whose first line is an array is JSON Lines, not one array)
         if first_char(head) == "[" and not self._is_jsonl(head):

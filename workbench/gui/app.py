@@ -7,10 +7,11 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from PySide6.QtWidgets import QApplication, QMessageBox
+from PySide6.QtWidgets import QApplication
 
 from workbench.engine.workspace import Workspace
 from workbench.errors import WorkbenchError
+from workbench.gui.dialogs.open_database import open_at_start
 from workbench.gui.main_window import MainWindow
 
 APP_NAME = "Conversation Workbench"
@@ -84,17 +85,16 @@ def run_gui(db_path: Path | None = None) -> int:
     app.setApplicationName(APP_NAME)
     app.setOrganizationName("Conversation Workbench")
 
-    try:
-        workspace = Workspace.open(db_path)
-    except WorkbenchError as exc:
-        print(f"workbench: {exc}", file=sys.stderr)
-        QMessageBox.critical(None, APP_NAME, f"The workspace could not be opened.\n\n{exc}")
+    _set_icon(app)
+    # Off the UI thread, with progress when it takes a while (a backup, schema changes).
+    workspace, dialog = open_at_start(db_path, prepare=Workspace.ensure_sample_session)
+    if workspace is None:
+        print(f"workbench: {dialog.label.text()}", file=sys.stderr)
+        dialog.exec()  # the sentence, until Close
         return 1
 
     window: MainWindow | None = None
     try:
-        workspace.ensure_sample_session()
-        _set_icon(app)
         window = MainWindow(workspace)
         window.show()
         window.offer_local_servers()  # first run only: local model servers, hosted hint

@@ -160,6 +160,52 @@ class DeleteMessagesCommand(_StoreCommand):
         self._write(run, done)
 
 
+class RegenerateReplyCommand(_StoreCommand):
+    """A reply the engine replaced by a regenerated one (already stored when this is
+    pushed: the first ``redo`` only shows it). Undo brings the earlier reply back in
+    its place; redo puts the regenerated one back."""
+
+    def __init__(self, ctx: AppContext, replaced: Sequence[Message],
+                 added: Sequence[Message]) -> None:
+        super().__init__(ctx, "Regenerate the last reply")
+        self._replaced = [m.copy() for m in replaced]  # as they were, oldest first
+        self._added = [m.copy() for m in added]
+        self._done_once = False
+
+    def _announce(self, inserted: Sequence[Message], removed: Sequence[Message]) -> None:
+        # In the order the store did them: each position is right at its moment.
+        for message in inserted:
+            self.ctx.announce_message("inserted", message)
+        for message in removed:
+            self.ctx.announce_message("removed", message)
+
+    def _swap(self, out: str) -> None:
+        editing = self.ctx.editing
+
+        def run() -> tuple[list[Message], list[Message]]:
+            leaving, coming = ((self._added, self._replaced) if out == "added"
+                               else (self._replaced, self._added))
+            # The messages coming back go in first (before the leaving ones, where they
+            # were), so that no deleted id is handed to them.
+            inserted = [editing.restore_message(m) for m in coming]
+            current = sorted((editing.message(int(m.id or 0)) for m in leaving),
+                             key=lambda m: int(m.position or 0), reverse=True)
+            removed = [editing.delete_message(int(m.id or 0)) for m in current]
+            leaving[:] = sorted(removed, key=lambda m: int(m.position or 0))
+            return inserted, removed
+
+        self._write(run, lambda result: self._announce(*result))
+
+    def redo(self) -> None:
+        if not self._done_once:  # the engine stored it; the composer showed it
+            self._done_once = True
+            return
+        self._swap("replaced")
+
+    def undo(self) -> None:
+        self._swap("added")
+
+
 class SetImportantCommand(_StoreCommand):
     """Mark or unmark messages as important."""
 

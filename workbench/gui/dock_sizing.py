@@ -16,6 +16,8 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QMouseEvent
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
+from workbench.gui.controls import single_shot
+
 Area = Qt.DockWidgetArea
 DEFAULT_SHARES: dict[Area, float] = {Area.LeftDockWidgetArea: 0.2,
                                      Area.RightDockWidgetArea: 0.3}
@@ -50,10 +52,7 @@ class DockSharesSizer(QObject):
         self.shares = dict(shares or DEFAULT_SHARES)
         self._docks: list[QDockWidget] = []
         self._pressed: dict[Area, int] | None = None  # dock widths when a drag began
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(0)
-        self._timer.timeout.connect(self.apply)
+        self._timer = single_shot(self, 0, self.apply)
         window.installEventFilter(self)
 
     def watch(self, dock: QDockWidget) -> None:

@@ -11,26 +11,49 @@
   whole (up to a limit), where Qt's would let it shrink to a few letters.
 * :class:`FittingTableWidget`: a table that hides its least needed columns when its
   width runs out, instead of scrolling sideways (their values go in a tooltip).
+* :class:`ElidedLabel`: a plain-text label (a title) that wraps onto a few lines and
+  elides the rest, whatever its length: it never asks the window to be wider, and its
+  tooltip holds the whole text.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QEvent, QObject, QPoint, QRect, QSize, Qt
+from PySide6.QtGui import QFont, QFontMetrics, QResizeEvent, QTextLayout, QTextOption
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
     QHeaderView,
+    QLabel,
     QLayout,
     QLayoutItem,
     QProgressBar,
+    QPushButton,
     QScrollArea,
     QSizePolicy,
     QStyle,
     QTableWidget,
+    QVBoxLayout,
     QWidget,
 )
 
+from workbench.gui.controls import named
+from workbench.gui.delegates.markdown import plain_tooltip, visible_text
+
 _DEFAULT_SPACING = 6
+
+
+def named_button(text: str, name: str, tip: str = "", *,
+                 clicked: Callable[[], object] | None = None,
+                 parent: QWidget | None = None) -> QPushButton:
+    """A push button with its accessible name (and tooltip); pressing calls ``clicked``."""
+    button = named(QPushButton(text, parent), name, tip=tip)
+    if clicked is not None:
+        button.clicked.connect(clicked)
+    return button
+
 _FLIP_WIDTH = 40  # wider than any scroll bar
 
 
@@ -52,6 +75,17 @@ class FlowLayout(QLayout):
             self.setContentsMargins(0, 0, 0, 0)
         if spacing >= 0:
             self.setSpacing(spacing)
+
+    @classmethod
+    def of(cls, *items: QWidget | QLayout) -> FlowLayout:
+        """A flow of these widgets and nested layouts, in this order."""
+        flow = cls()
+        for item in items:
+            if isinstance(item, QLayout):
+                flow.addLayout(item)
+            else:
+                flow.addWidget(item)
+        return flow
 
     # -- the item list QLayout asks for ----------------------------------------------------
 
@@ -217,6 +251,16 @@ class VerticalScrollArea(QScrollArea):
             self.updateGeometry()  # the content's minimum may have changed
         return super().eventFilter(watched, event)
 
+    @classmethod
+    def filling(cls, panel: QWidget, content: QWidget, name: str) -> VerticalScrollArea:
+        """``content`` scrolled in an area that fills ``panel`` edge to edge."""
+        area = cls(content, panel)
+        area.setAccessibleName(name)
+        layout = QVBoxLayout(panel)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(area)
+        return area
+
 
 class FittedProgressBar(QProgressBar):
     """A progress bar never narrower than the text it shows."""
@@ -311,3 +355,100 @@ class FittingTableWidget(QTableWidget):
     def resizeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)  # type: ignore[arg-type]
         self.fit_columns()
+
+
+def fit_lines(text: str, font: QFont, width: int, lines: int,
+              mode: Qt.TextElideMode = Qt.TextElideMode.ElideRight) -> list[str]:
+    """``text`` broken into at most ``lines`` lines of ``width`` pixels (at spaces, or
+    anywhere in a word longer than a line), the last line elided when text is left."""
+    width = max(1, width)
+    fm = QFontMetrics(font)
+    if lines <= 1 or "\n" in text:
+        first = text.split("\n", 1)[0]
+        elided = fm.elidedText(first, mode, width)
+        return [elided if first == text else fm.elidedText(first + " …", mode, width)]
+    layout = QTextLayout(text, font)
+    option = QTextOption()
+    option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+    layout.setTextOption(option)
+    layout.beginLayout()
+    starts: list[int] = []
+    while True:
+        line = layout.createLine()
+        if not line.isValid():
+            break
+        line.setLineWidth(width)
+        starts.append(line.textStart())
+    layout.endLayout()
+    if len(starts) <= lines:
+        return [text[start:end] for start, end in zip(starts, starts[1:] + [len(text)],
+                                                      strict=True)]
+    shown = [text[starts[i]:starts[i + 1]] for i in range(lines - 1)]
+    shown.append(fm.elidedText(text[starts[lines - 1]:], mode, width))
+    return shown
+
+
+class ElidedLabel(QLabel):
+    """A label for a title: plain text (invisible characters named), up to ``lines``
+    lines, elided past them; the tooltip holds the whole text when any is cut.
+
+    Its minimum width is a few characters whatever the text, so a 5,000-character title
+    or a file name without spaces never makes its dock or the window wider. ``text()``
+    is what is shown; :meth:`full_text` the whole text.
+    """
+
+    def __init__(self, text: str = "", parent: QWidget | None = None, *, lines: int = 2,
+                 mode: Qt.TextElideMode = Qt.TextElideMode.ElideRight) -> None:
+        super().__init__(parent)
+        self._full = ""
+        self._lines = lines
+        self._mode = mode
+        self._fitted_width = -1
+        self.setTextFormat(Qt.TextFormat.PlainText)  # a title is data, not markup
+        self.setWordWrap(False)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setText(text)
+
+    def full_text(self) -> str:
+        return self._full
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
+        self._full = text
+        self._fitted_width = -1
+        self._fit()
+
+    def _fit(self) -> None:
+        width = self.contentsRect().width()
+        if width <= 1:
+            width = self.fontMetrics().averageCharWidth() * 60
+        if width == self._fitted_width:
+            return
+        self._fitted_width = width
+        shown = visible_text(self._full)
+        lines = fit_lines(shown, self.font(), width - 1, self._lines, self._mode)
+        joined = "".join(lines)
+        super().setText("\n".join(lines))
+        cut = joined != shown
+        self.setToolTip(plain_tooltip(self._full) if cut or shown != self._full else "")
+        self.setAccessibleDescription(self._full if cut else "")
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._fit()
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt's name
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self._fitted_width = -1
+            self._fit()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        hint = super().minimumSizeHint()
+        return QSize(self.fontMetrics().averageCharWidth() * 8, hint.height())
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        hint = super().sizeHint()
+        fm = self.fontMetrics()
+        width = min(fm.horizontalAdvance(visible_text(self._full)),
+                    fm.averageCharWidth() * 60)
+        return QSize(width + 2 * self.margin(), hint.height())

@@ -34,10 +34,14 @@ from PySide6.QtWidgets import (
 
 from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace, export_format_names
-from workbench.errors import NotFoundError, WorkbenchError
+from workbench.errors import NotFoundError
 from workbench.gui.context import AppContext
+from workbench.gui.context_menu_key import open_context_menu
+from workbench.gui.controls import single_shot
 from workbench.gui.db_watch import DatabaseWatcher
+from workbench.gui.delegates.markdown import visible_text
 from workbench.gui.dialogs.import_progress import ImportProgressDialog
+from workbench.gui.dialogs.open_database import OpenDatabaseDialog
 from workbench.gui.dialogs.shortcuts import ShortcutsDialog
 from workbench.gui.dock_sizing import DockSharesSizer, format_shares, parse_shares
 from workbench.gui.panels.search import SearchPanel
@@ -53,6 +57,9 @@ _EXPORT_FILTERS = {
     "markdown": "Markdown transcript (*.md)",
 }
 _SETTINGS_VERSION = 1
+
+
+TITLE_CHARS = 120  # the longest session title the window title takes whole
 
 
 class MainWindow(QMainWindow):
@@ -95,11 +102,10 @@ class MainWindow(QMainWindow):
         self._connect()
         self._restore_layout()
         self._opened_once = False
+        self._opening: OpenDatabaseDialog | None = None  # File → Open Database running
+        self._closing = False
         self.first_run_bar: Any = None
-        self._refresh_status_timer = QTimer(self)
-        self._refresh_status_timer.setSingleShot(True)
-        self._refresh_status_timer.setInterval(80)
-        self._refresh_status_timer.timeout.connect(self._refresh_session_status)
+        self._refresh_status_timer = single_shot(self, 80, self._refresh_session_status)
         self.db_watcher = DatabaseWatcher(self.ctx, self._busy_with_own_work, self)
         # What a person types first goes to the prompt (or, without a composer, to the
         # timeline), not to the first role chip, which Space would switch off.
@@ -391,10 +397,14 @@ class MainWindow(QMainWindow):
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
         help_menu.addAction(self.shortcuts_action)
         help_menu.addAction(self.about_action)
+        # Not in a menu: the key opens the focused widget's own menu (as the Menu key does).
+        self.context_menu_action = self._action("Context &Menu", lambda: open_context_menu(),
+                                                "Shift+F10")
         for action in (self.import_action, self.import_folder_action, self.export_action,
                        self.open_database_action, self.quit_action, self.undo_action,
                        self.redo_action, self.find_action, self.find_all_action,
-                       self.providers_action, self.agents_action, self.shortcuts_action):
+                       self.providers_action, self.agents_action, self.shortcuts_action,
+                       self.context_menu_action):
             self.addAction(action)
 
     def _connect(self) -> None:
@@ -464,7 +474,11 @@ class MainWindow(QMainWindow):
             self.setWindowTitle(APP_TITLE)
             self.tokens_label.setText("")
             return
-        self.setWindowTitle(f"{info.title} — {APP_TITLE}")
+        # Capped: a 5,000-character title is no window title (the timeline shows it).
+        title = visible_text(info.title)  # a bidi control would reorder the title bar
+        if len(title) > TITLE_CHARS:
+            title = title[:TITLE_CHARS - 1] + "…"
+        self.setWindowTitle(f"{title} — {APP_TITLE}")
         window = self.composer.context_window() if self.composer is not None else None
         if window:
             self.tokens_label.setText(f"{info.token_count:,} / {window:,} tokens")
@@ -571,17 +585,34 @@ class MainWindow(QMainWindow):
             path += suffix
         self.export_sessions(ids, format, path)
 
-    def open_database(self, path: Path | str) -> bool:
-        """Switch the window to another database (created when missing)."""
-        try:
-            workspace = Workspace.open(path)
-        except WorkbenchError as exc:
-            self._show_error(str(exc))
-            return False
+    def open_database(self, path: Path | str) -> OpenDatabaseDialog:
+        """Switch the window to another database (created when missing, migrated when
+        older). It is opened on a worker with a progress dialog (returned, running): the
+        window switches when it is open; a failure is said in the dialog. A message
+        being edited in place is saved first, into the database it belongs to."""
+        self.timeline.view.commit_edit()
+        if self._opening is not None:
+            if self._opening.running:
+                self._opening.raise_()
+                return self._opening
+            self._opening.deleteLater()  # the last one's report was read or closed
+        dialog = OpenDatabaseDialog(self.ctx.workers, path, parent=self)
+        dialog.setWindowModality(Qt.WindowModality.WindowModal)
+        dialog.opened.connect(self._database_opened)
+        dialog.open_failed.connect(
+            lambda _e: self.statusBar().showMessage(dialog.label.text(), 15000))
+        self._opening = dialog
+        dialog.start()
+        return dialog
+
+    def _database_opened(self, workspace: Workspace) -> None:
+        if self._closing:  # the window closed while it was being opened
+            workspace.close()
+            return
         old = self.ctx.replace_workspace(workspace)
         old.close()
         self.open_session(0)
-        return True
+        self.statusBar().showMessage(f"Opened {workspace.db_path}.", 8000)
 
     def _open_database_interactively(self) -> None:
         path, _filter = QFileDialog.getSaveFileName(
@@ -751,7 +782,32 @@ class MainWindow(QMainWindow):
         if last_id:
             self.open_session(last_id)
 
+    def _may_close(self) -> bool:
+        """Whether the window may close now: a reply still arriving is stopped first
+        (what has arrived is kept, as Stop keeps it), after asking; Cancel keeps the
+        window and the reply going."""
+        composer = self.composer
+        if composer is None or not composer.streaming:
+            return True
+        box = QMessageBox(QMessageBox.Icon.Question, APP_TITLE,
+                          "A reply is still arriving.", parent=self)
+        box.setInformativeText(composer.stop_note())
+        stop = box.addButton("Stop and Quit", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(stop)
+        box.exec()
+        if box.clickedButton() is not stop:
+            return False
+        composer.stop_and_wait()
+        return True
+
     def closeEvent(self, event: QCloseEvent) -> None:
+        if not self._may_close():
+            event.ignore()
+            return
+        self._closing = True
+        # A message being edited in place is saved, as clicking elsewhere saves it.
+        self.timeline.view.commit_edit()
         for dialog in self.findChildren(QDialog):
             if dialog.isVisible():
                 # A running import is cancelled and waited for below; the settings

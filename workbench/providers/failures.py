@@ -225,57 +225,34 @@ def error_from_reply(
     else:
         how = f"HTTP {status}"
 
-    error: ProviderError
     if is_context_error(info):
         return context_error(info, where=where, model=model, status=status, provider=provider)
+    kind_of_error: type[ProviderError] = ProviderError
+    extra: dict[str, Any] = {}
     if status in (401, 403) or "authentication" in kind or "permission" in kind:
         if not key_sent:
             advice = "It needs an API key and none was sent; give the provider a key reference."
         else:
             advice = f"Check the key{' in ' + key_hint if key_hint else ''}."
-        error = AuthenticationError(
-            f"{where} refused the request ({how}){tail}. {advice}",
-            status=status,
-            provider=provider,
-        )
+        kind_of_error = AuthenticationError
+        text = f"{where} refused the request ({how}){tail}. {advice}"
     elif info.code == "model_not_found" or (status in (400, 404) and _MODEL_MISSING.search(said)):
-        error = UnknownModelError(
-            f"{where} does not serve the model {model!r} ({how}){tail}. "
-            "Check the model name in the provider's settings.",
-            status=status,
-            provider=provider,
-        )
+        kind_of_error = UnknownModelError
+        text = (f"{where} does not serve the model {model!r} ({how}){tail}. "
+                "Check the model name in the provider's settings.")
     elif status == 429 or "rate_limit" in kind:
         wait = retry_after_seconds(headers)
         hint = f"; it asks to wait {wait:g} s" if wait is not None else ""
-        error = RateLimitError(
-            f"{where} is limiting requests ({how}{hint}){tail}. Wait a moment and retry.",
-            retry_after=wait,
-            status=status,
-            provider=provider,
-        )
+        kind_of_error, extra = RateLimitError, {"retry_after": wait}
+        text = f"{where} is limiting requests ({how}{hint}){tail}. Wait a moment and retry."
     elif status == 408:
-        error = ProviderTimeoutError(
-            f"{where} gave up waiting for the request ({how}){tail}.",
-            status=status,
-            provider=provider,
-        )
+        kind_of_error = ProviderTimeoutError
+        text = f"{where} gave up waiting for the request ({how}){tail}."
     elif status >= 500 or status == 409 or "overloaded" in kind or "api_error" in kind:
-        error = ServerError(
-            f"{where} failed with {how}{tail}. Try again in a moment.",
-            status=status,
-            provider=provider,
-        )
+        kind_of_error = ServerError
+        text = f"{where} failed with {how}{tail}. Try again in a moment."
     elif status == 404:
-        error = ProviderError(
-            f"{where} has no such endpoint ({how}){tail}. Check the provider's base URL.",
-            status=status,
-            provider=provider,
-        )
+        text = f"{where} has no such endpoint ({how}){tail}. Check the provider's base URL."
     else:
-        error = ProviderError(
-            f"{where} rejected the request ({how}){tail}.",
-            status=status,
-            provider=provider,
-        )
-    return error
+        text = f"{where} rejected the request ({how}){tail}."
+    return kind_of_error(text, status=status, provider=provider, **extra)

@@ -291,19 +291,8 @@ def apply_plan(db: Database, plan: CompactionPlan, *, tokens_after: int | None =
                 " of the messages to fold are no longer active in it); nothing was "
                 "compacted. Preview again."
             )
-        conn.exec_driver_sql(
-            "INSERT INTO session_context (session_id, facts, summary, tasks, updated_at)"
-            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET"
-            " facts = excluded.facts, summary = excluded.summary, tasks = excluded.tasks,"
-            " updated_at = excluded.updated_at",
-            (
-                session_id,
-                json_text(list(plan.facts_after)),
-                plan.new_summary,
-                json_text(_tasks_json(plan.tasks_after)),
-                now,
-            ),
-        )
+        _write_context(conn, session_id, json_text(list(plan.facts_after)), plan.new_summary,
+                       json_text(_tasks_json(plan.tasks_after)), now)
         Repository._refresh_counts(conn, session_id)
     return compaction_id
 
@@ -395,19 +384,9 @@ def undo_compaction(
                 "DELETE FROM session_context WHERE session_id = ?", (session_id,)
             )
         else:
-            conn.exec_driver_sql(
-                "INSERT INTO session_context (session_id, facts, summary, tasks, updated_at)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET"
-                " facts = excluded.facts, summary = excluded.summary, tasks = excluded.tasks,"
-                " updated_at = excluded.updated_at",
-                (
-                    session_id,
-                    before["facts"] if before else None,
-                    (before["summary"] if before else "") or "",
-                    before["tasks"] if before else None,
-                    time_to_text(now),
-                ),
-            )
+            _write_context(conn, session_id, before["facts"] if before else None,
+                           (before["summary"] if before else "") or "",
+                           before["tasks"] if before else None, time_to_text(now))
         conn.exec_driver_sql(
             "UPDATE compactions SET undone_at = ? WHERE id = ?", (time_to_text(now), record.id)
         )
@@ -432,3 +411,15 @@ def list_compactions(db: Database, session_id: int) -> list[CompactionRecord]:
             _RECORD_SELECT + " WHERE session_id = ? ORDER BY id", (session_id,)
         ).all()
     return [_record(r) for r in rows]
+
+
+def _write_context(conn: Any, session_id: int, facts: str | None, summary: str,
+                   tasks: str | None, updated_at: str) -> None:
+    """Store the session's facts, summary and tasks (JSON text), adding its row if needed."""
+    conn.exec_driver_sql(
+        "INSERT INTO session_context (session_id, facts, summary, tasks, updated_at)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET"
+        " facts = excluded.facts, summary = excluded.summary, tasks = excluded.tasks,"
+        " updated_at = excluded.updated_at",
+        (session_id, facts, summary, tasks, updated_at),
+    )

@@ -12,7 +12,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -24,14 +24,19 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import QueuePool
 
 from workbench.core.conversation import utcnow
-from workbench.errors import DatabaseVersionError, StorageError
-from workbench.store.migrations import MIGRATIONS, Migration
+from workbench.errors import StorageError
+from workbench.store.migrations import MIGRATIONS, Migration, refuse_newer
 from workbench.store.types import time_to_text
 
 APP_NAME = "conversation-workbench"
 DB_FILENAME = "workbench.db"
 BUSY_TIMEOUT_MS = 10_000
 SQLITE_HEADER = b"SQLite format 3\x00"
+
+OpenProgress = Callable[[str, int, int], object]
+"""Told what opening a database is doing: ``(sentence, steps done, steps in all)``,
+before the backup and before each schema change of an existing file (on the thread
+that opens it)."""
 
 
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -118,12 +123,14 @@ class Database:
     # -- opening -----------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path | str | None = None, *, migrate: bool = True) -> Database:
+    def open(cls, path: Path | str | None = None, *, migrate: bool = True,
+             progress: OpenProgress | None = None) -> Database:
         """Open (creating if needed) and migrate the database at ``path``.
 
         A file from a newer workbench raises :class:`DatabaseVersionError`; a file that is
         not a workbench database raises :class:`StorageError`. Neither is changed.
-        Before an existing file is migrated, a backup copy is written beside it.
+        Before an existing file is migrated, a backup copy is written beside it;
+        ``progress`` hears of the backup and of each schema change.
         """
         if path is not None:
             refuse_url(path)
@@ -143,13 +150,13 @@ class Database:
         event.listen(engine, "connect", _on_connect)
         db = cls(path, engine)
         try:
-            db._prepare(existed, migrate)
+            db._prepare(existed, migrate, progress)
         except BaseException:
             engine.dispose()
             raise
         return db
 
-    def _prepare(self, existed: bool, migrate: bool) -> None:
+    def _prepare(self, existed: bool, migrate: bool, progress: OpenProgress | None) -> None:
         try:
             with self.engine.connect() as conn:
                 tables = {
@@ -175,14 +182,7 @@ class Database:
                 f"{self.path} is a SQLite database but not a Conversation Workbench one "
                 f"(it has tables {', '.join(sorted(user_tables)[:5])}); it was left untouched."
             )
-        known = [m.name for m in MIGRATIONS]
-        unknown = [name for name in applied if name not in known]
-        if unknown:
-            raise DatabaseVersionError(
-                f"{self.path} was written by a newer version of Conversation Workbench "
-                f"(it has schema change {unknown[-1]!r}, which this version does not know). "
-                "Upgrade the workbench to open it; the file was left untouched."
-            )
+        refuse_newer(applied, str(self.path), "file")
         # Only now, with the file known to be ours (or new), switch it to WAL: the
         # pragma rewrites the header, and a refused file must stay byte for byte.
         with self.engine.connect() as conn:
@@ -194,9 +194,17 @@ class Database:
         if not migrate:
             raise StorageError(f"{self.path} needs schema changes: {pending[0].name} and on.")
         # A change that is PostgreSQL's only is just recorded here: no copy for it.
-        if existed and applied and any(m.statements for m in pending):
+        backup = existed and bool(applied) and any(m.statements for m in pending)
+        steps = len(pending) + backup
+        name = self.path.name
+        if backup:
+            if progress is not None:
+                progress(f"Backing up {name} before updating it…", 0, steps)
             self.backup(self._backup_path())
-        for migration in pending:
+        for number, migration in enumerate(pending, start=1):
+            if progress is not None and applied:  # a new file is made too fast to tell
+                progress(f"Updating {name} to this version of the workbench ({number} of "
+                         f"{len(pending)})…", number - 1 + backup, steps)
             self._apply(migration)
 
     def _backup_path(self) -> Path:

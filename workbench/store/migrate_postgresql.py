@@ -17,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from workbench.core.conversation import utcnow
 from workbench.errors import DatabaseVersionError, StorageError
-from workbench.store.migrations import MIGRATIONS, Migration
+from workbench.store.migrations import MIGRATIONS, Migration, refuse_newer
 from workbench.store.types import time_to_text
 
 # The advisory lock every workbench migrating a database takes (any constant, the same
@@ -34,24 +34,13 @@ def _applied(conn: Connection) -> list[str]:
     return [row[0] for row in conn.execute(text("SELECT name FROM schema_migrations"))]
 
 
-def _refuse_newer(applied: list[str], where: str) -> None:
-    known = {m.name for m in MIGRATIONS}
-    unknown = [name for name in applied if name not in known]
-    if unknown:
-        raise DatabaseVersionError(
-            f"{where} was written by a newer version of Conversation Workbench (it has "
-            f"schema change {sorted(unknown)[-1]!r}, which this version does not know). "
-            "Upgrade the workbench to open it; the database was left untouched."
-        )
-
-
 def _apply_one(engine: Engine, migration: Migration, where: str) -> bool:
     """Apply ``migration`` unless another process did; True when this call applied it."""
     with engine.begin() as conn:
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         conn.execute(text(_CREATE_LEDGER))
         applied = _applied(conn)
-        _refuse_newer(applied, where)
+        refuse_newer(applied, where)
         if migration.name in applied:
             return False
         # Through the driver's cursor without parameters: the statements are DDL that may

@@ -16,14 +16,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The insert trigger of the message index as 0001_initial created it. (Bulk imports of
-# that version dropped it, filled the index in one pass and put it back; since
-# 0002_pausable_index_triggers they pause it instead, see FTS_PAUSE_SETTING.)
-MESSAGES_FTS_INSERT_TRIGGER = """
-CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-END
-"""
+from workbench.errors import DatabaseVersionError
+
+
+def _index_insert(index: str, column: str) -> str:
+    """The statement that adds a new row's text to a full-text index."""
+    return f"INSERT INTO {index}(rowid, {column}) VALUES (new.id, new.{column});"
+
+
+def _text_index(index: str, table: str, column: str) -> list[str]:
+    """An FTS5 index over ``table.column`` with external content (no second copy of the
+    text), and the triggers that keep it current."""
+    forget = (f"INSERT INTO {index}({index}, rowid, {column}) "
+              f"VALUES ('delete', old.id, old.{column});")
+    add = _index_insert(index, column)
+    return [
+        f"""
+    CREATE VIRTUAL TABLE {index} USING fts5(
+        {column}, content='{table}', content_rowid='id',
+        tokenize='unicode61 remove_diacritics 2'
+    )
+    """,
+        f"CREATE TRIGGER {index}_insert AFTER INSERT ON {table} BEGIN {add} END",
+        f"CREATE TRIGGER {index}_delete AFTER DELETE ON {table} BEGIN {forget} END",
+        f"CREATE TRIGGER {index}_update AFTER UPDATE OF {column} ON {table} BEGIN "
+        f"{forget} {add} END",
+    ]
 
 _INITIAL = [
     """
@@ -162,70 +180,12 @@ _INITIAL = [
     """,
     "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT)",
     # Full-text indexes over the tables' own text (external content: no second copy).
-    """
-    CREATE VIRTUAL TABLE messages_fts USING fts5(
-        content, content='messages', content_rowid='id',
-        tokenize='unicode61 remove_diacritics 2'
-    )
-    """,
-    MESSAGES_FTS_INSERT_TRIGGER,
-    """
-    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content)
-        VALUES ('delete', old.id, old.content);
-    END
-    """,
-    """
-    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content)
-        VALUES ('delete', old.id, old.content);
-        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-    END
-    """,
-    """
-    CREATE VIRTUAL TABLE sessions_fts USING fts5(
-        title, content='sessions', content_rowid='id',
-        tokenize='unicode61 remove_diacritics 2'
-    )
-    """,
-    """
-    CREATE TRIGGER sessions_fts_insert AFTER INSERT ON sessions BEGIN
-        INSERT INTO sessions_fts(rowid, title) VALUES (new.id, new.title);
-    END
-    """,
-    """
-    CREATE TRIGGER sessions_fts_delete AFTER DELETE ON sessions BEGIN
-        INSERT INTO sessions_fts(sessions_fts, rowid, title) VALUES ('delete', old.id, old.title);
-    END
-    """,
-    """
-    CREATE TRIGGER sessions_fts_update AFTER UPDATE OF title ON sessions BEGIN
-        INSERT INTO sessions_fts(sessions_fts, rowid, title) VALUES ('delete', old.id, old.title);
-        INSERT INTO sessions_fts(rowid, title) VALUES (new.id, new.title);
-    END
-    """,
-    """
-    CREATE VIRTUAL TABLE memory_fts USING fts5(
-        content, content='memory_entries', content_rowid='id',
-        tokenize='unicode61 remove_diacritics 2'
-    )
-    """,
-    """
-    CREATE TRIGGER memory_fts_insert AFTER INSERT ON memory_entries BEGIN
-        INSERT INTO memory_fts(rowid, content) VALUES (new.id, new.content);
-    END
-    """,
-    """
-    CREATE TRIGGER memory_fts_delete AFTER DELETE ON memory_entries BEGIN
-        INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.id, old.content);
-    END
-    """,
-    """
-    CREATE TRIGGER memory_fts_update AFTER UPDATE OF content ON memory_entries BEGIN
-        INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.id, old.content);
-        INSERT INTO memory_fts(rowid, content) VALUES (new.id, new.content);
-    END
-    """,
+    # (Bulk imports of this version dropped the message index's insert trigger, filled
+    # the index in one pass and put it back; since 0002_pausable_index_triggers they
+    # pause it instead, see FTS_PAUSE_SETTING.)
+    *_text_index("messages_fts", "messages", "content"),
+    *_text_index("sessions_fts", "sessions", "title"),
+    *_text_index("memory_fts", "memory_entries", "content"),
     # Vocabulary of the message index: how many rows hold each term, which lets search
     # tell a rare word from a very common one before ranking.
     "CREATE VIRTUAL TABLE messages_fts_vocab USING fts5vocab(messages_fts, 'row')",
@@ -240,22 +200,15 @@ _INITIAL = [
 FTS_PAUSE_SETTING = "fts_paused"
 
 _PAUSABLE_INDEX_TRIGGERS = [
-    "DROP TRIGGER messages_fts_insert",
-    """
-    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages
-    WHEN NOT EXISTS (SELECT 1 FROM settings WHERE key = 'fts_paused')
-    BEGIN
-        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
-    END
-    """,
-    "DROP TRIGGER sessions_fts_insert",
-    """
-    CREATE TRIGGER sessions_fts_insert AFTER INSERT ON sessions
-    WHEN NOT EXISTS (SELECT 1 FROM settings WHERE key = 'fts_paused')
-    BEGIN
-        INSERT INTO sessions_fts(rowid, title) VALUES (new.id, new.title);
-    END
-    """,
+    statement
+    for index, table, column in (("messages_fts", "messages", "content"),
+                                 ("sessions_fts", "sessions", "title"))
+    for statement in (
+        f"DROP TRIGGER {index}_insert",
+        f"CREATE TRIGGER {index}_insert AFTER INSERT ON {table} "
+        f"WHEN NOT EXISTS (SELECT 1 FROM settings WHERE key = '{FTS_PAUSE_SETTING}') "
+        f"BEGIN {_index_insert(index, column)} END",
+    )
 ]
 
 
@@ -547,3 +500,17 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0005_session_metadata", tuple(_SESSION_METADATA)),
     Migration("0006_search_postgresql", (), tuple(_PG_SEARCH)),
 )
+
+
+def refuse_newer(applied: list[str], where: str, what: str = "database") -> None:
+    """Raise :class:`DatabaseVersionError` when ``applied`` (the schema changes a database
+    records) holds one this version does not know; ``where`` and ``what`` ("file") name
+    it in the sentence."""
+    known = {m.name for m in MIGRATIONS}
+    unknown = [name for name in applied if name not in known]
+    if unknown:
+        raise DatabaseVersionError(
+            f"{where} was written by a newer version of Conversation Workbench (it has "
+            f"schema change {sorted(unknown)[-1]!r}, which this version does not know). "
+            f"Upgrade the workbench to open it; the {what} was left untouched."
+        )

@@ -16,7 +16,8 @@ from workbench.core.conversation import utcnow
 from workbench.core.provider import PROVIDER_KINDS, ProviderConfig
 from workbench.errors import NotFoundError, StorageError
 from workbench.store.db import Database
-from workbench.store.types import json_text, json_value, time_to_text
+from workbench.store.rows import json_object, record_from_row
+from workbench.store.types import json_text, time_to_text
 
 _COLUMNS: tuple[str, ...] = (
     "name",
@@ -105,20 +106,8 @@ def _params(config: ProviderConfig) -> tuple[Any, ...]:
 
 
 def _from_row(row: Sequence[Any]) -> ProviderConfig:
-    return ProviderConfig(
-        id=row[0],
-        name=row[1],
-        kind=row[2],
-        base_url=row[3],
-        model=row[4],
-        api_key_env=row[5],
-        api_key_keyring=row[6],
-        context_window=row[7],
-        max_output_tokens=row[8],
-        temperature=row[9],
-        timeouts=json_value(row[10]) or {},
-        extra_headers=json_value(row[11]) or {},
-    )
+    return record_from_row(ProviderConfig, ("id", *_COLUMNS), row, timeouts=json_object,
+                           extra_headers=json_object)
 
 
 class ProviderConfigs:

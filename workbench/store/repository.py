@@ -9,7 +9,7 @@ messages) are kept current by every change, so listing sessions never aggregates
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -34,6 +34,8 @@ from workbench.errors import NotFoundError, StorageError
 from workbench.store import bulk
 from workbench.store.db import Database
 from workbench.store.rows import (
+    AGENT_SELECT,
+    MEMORY_SELECT,
     MESSAGE_INSERT_WITH_LINES,
     MESSAGE_SELECT,
     SESSION_FROM,
@@ -124,6 +126,17 @@ def _check_state(state: str) -> None:
         raise StorageError(f"State {state!r} is not one of {', '.join(STATES)}.")
 
 
+def _chunks(ids: Sequence[int], size: int = 500) -> Iterator[Sequence[int]]:
+    """``ids`` in runs short enough for one ``IN (...)`` each."""
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
+
+
+def _first_column(conn: Connection, sql: str, params: Sequence[Any]) -> set[Any]:
+    """The values of the first column of the rows ``sql`` selects."""
+    return {row[0] for row in conn.exec_driver_sql(sql, tuple(params))}
+
+
 def _in_clause(values: Sequence[Any]) -> str:
     return "(" + ", ".join("?" for _ in values) + ")"
 
@@ -144,12 +157,8 @@ class Repository:
                 return self.get_agent(int(agent_id))
             except NotFoundError:
                 pass
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                "SELECT id, name, instructions, provider, model, memory_policy, tools "
-                "FROM agents WHERE name = ?",
-                (DEFAULT_AGENT_NAME,),
-            ).first()
+        row = self._first(f"SELECT {AGENT_SELECT} FROM agents WHERE name = ?",
+                          (DEFAULT_AGENT_NAME,))
         # Long-term memory on for the default agent: the session's own entries, injected
         # into the instructions, 5 at most (seed 004's "Default to scope: :session").
         agent = agent_from_row(row) if row is not None else self.create_agent(
@@ -184,21 +193,14 @@ class Repository:
         return self.get_agent(int(agent_id))
 
     def get_agent(self, agent_id: int) -> Agent:
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                "SELECT id, name, instructions, provider, model, memory_policy, tools "
-                "FROM agents WHERE id = ?",
-                (agent_id,),
-            ).first()
-        if row is None:
-            raise NotFoundError(f"There is no agent with id {agent_id}.")
-        return agent_from_row(row)
+        return agent_from_row(self._read_one(
+            f"SELECT {AGENT_SELECT} FROM agents WHERE id = ?", agent_id,
+            f"There is no agent with id {agent_id}."))
 
     def list_agents(self) -> list[Agent]:
         with self.db.read() as conn:
             rows = conn.exec_driver_sql(
-                "SELECT id, name, instructions, provider, model, memory_policy, tools "
-                "FROM agents ORDER BY name"
+                f"SELECT {AGENT_SELECT} FROM agents ORDER BY name"
             ).all()
         return [agent_from_row(r) for r in rows]
 
@@ -310,47 +312,44 @@ class Repository:
 
     def get_session(self, session_id: int) -> SessionInfo:
         """The session with this id, or :class:`NotFoundError`."""
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.id = ?", (session_id,)
-            ).first()
+        return session_from_row(self._read_one(
+            f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.id = ?", session_id,
+            f"There is no session with id {session_id}."))
+
+    def _read_one(self, sql: str, row_id: int, missing: str) -> Any:
+        """The row ``sql`` selects for ``row_id``; :class:`NotFoundError` saying
+        ``missing`` when there is none."""
+        row = self._first(sql, (row_id,))
         if row is None:
-            raise NotFoundError(f"There is no session with id {session_id}.")
-        return session_from_row(row)
+            raise NotFoundError(missing)
+        return row
+
+    def _first(self, sql: str, params: tuple[Any, ...]) -> Any:
+        """The first row ``sql`` selects with ``params`` (None when there is none)."""
+        with self.db.read() as conn:
+            return conn.exec_driver_sql(sql, params).first()
 
     def find_session(self, ref: str | int) -> SessionInfo:
         """A session by id, by source id, or by exact title (the newest of equals)."""
         text = str(ref).strip()
+        lookups: list[tuple[str, int | str]] = []
+        if text.isdigit():
+            lookups.append(("WHERE s.id = ?", int(text)))
+        lookups += [("WHERE s.source_id = ? ORDER BY s.id DESC LIMIT 1", text),
+                    ("WHERE s.title = ? ORDER BY s.updated_at DESC LIMIT 1", text)]
         with self.db.read() as conn:
-            row = None
-            if text.isdigit():
+            for where, value in lookups:
                 row = conn.exec_driver_sql(
-                    f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.id = ?", (int(text),)
+                    f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} {where}", (value,)
                 ).first()
-            if row is None:
-                row = conn.exec_driver_sql(
-                    f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.source_id = ? "
-                    "ORDER BY s.id DESC LIMIT 1",
-                    (text,),
-                ).first()
-            if row is None:
-                row = conn.exec_driver_sql(
-                    f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.title = ? "
-                    "ORDER BY s.updated_at DESC LIMIT 1",
-                    (text,),
-                ).first()
-        if row is None:
-            raise NotFoundError(f"There is no session {text!r} (by id, source id or title).")
-        return session_from_row(row)
+                if row is not None:
+                    return session_from_row(row)
+        raise NotFoundError(f"There is no session {text!r} (by id, source id or title).")
 
     def find_by_source(self, source: str, source_id: str) -> SessionInfo | None:
         """The session imported from ``source_id`` of ``source``, if any."""
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} "
-                "WHERE s.source = ? AND s.source_id = ?",
-                (source, source_id),
-            ).first()
+        row = self._first(f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} "
+                          "WHERE s.source = ? AND s.source_id = ?", (source, source_id))
         return None if row is None else session_from_row(row)
 
     def list_sessions(
@@ -663,15 +662,11 @@ class Repository:
         changed = 0
         with self.db.write() as conn:
             sessions: set[int] = set()
-            for chunk_start in range(0, len(ids), 500):
-                chunk = ids[chunk_start : chunk_start + 500]
-                sessions.update(
-                    r[0]
-                    for r in conn.exec_driver_sql(
-                        f"SELECT DISTINCT session_id FROM messages WHERE id IN {_in_clause(chunk)}",
-                        tuple(chunk),
-                    )
-                )
+            for chunk in _chunks(ids):
+                sessions |= _first_column(
+                    conn,
+                    f"SELECT DISTINCT session_id FROM messages WHERE id IN {_in_clause(chunk)}",
+                    chunk)
                 cur = conn.exec_driver_sql(
                     f"UPDATE messages SET state = ?, compaction_id = ? "
                     f"WHERE id IN {_in_clause(chunk)}",
@@ -680,15 +675,9 @@ class Repository:
                 changed += cur.rowcount
             if changed < len(ids):
                 found: set[int] = set()
-                for i in range(0, len(ids), 500):
-                    chunk = ids[i : i + 500]
-                    found.update(
-                        r[0]
-                        for r in conn.exec_driver_sql(
-                            f"SELECT id FROM messages WHERE id IN {_in_clause(chunk)}",
-                            tuple(chunk),
-                        )
-                    )
+                for chunk in _chunks(ids):
+                    found |= _first_column(
+                        conn, f"SELECT id FROM messages WHERE id IN {_in_clause(chunk)}", chunk)
                 missing = [i for i in ids if i not in found]
                 shown = ", ".join(str(i) for i in missing[:10])
                 more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
@@ -716,6 +705,56 @@ class Repository:
             )
             self._refresh_counts(conn, int(msg.session_id))  # type: ignore[arg-type]
         return msg
+
+    def replace_messages(
+        self, session_id: int, message_ids: Sequence[int], messages: Sequence[Message]
+    ) -> tuple[list[Message], list[Message]]:
+        """Delete the session's messages ``message_ids`` and append ``messages`` at its
+        end, in one transaction (a reply replaced by a new one: either both happen or
+        neither). Returns the deleted messages as they were (positions included, oldest
+        first) and the appended ones as stored."""
+        for m in messages:
+            _check_role(m.role)
+            _check_state(m.state)
+        with self.db.write() as conn:
+            self._require(conn, "sessions", session_id, "session")
+            removed: list[Message] = []
+            for message_id in message_ids:
+                row = conn.exec_driver_sql(
+                    f"SELECT {MESSAGE_SELECT} FROM messages WHERE id = ? AND session_id = ?",
+                    (message_id, session_id),
+                ).first()
+                if row is None:
+                    raise NotFoundError(
+                        f"Session {session_id} has no message with id {message_id}."
+                    )
+                removed.append(message_from_row(row))
+            removed.sort(key=lambda m: int(m.position or 0))
+            # The new rows go in first, while the old ones still hold their ids: SQLite
+            # would otherwise hand a deleted id to a new row, and whatever keyed on the
+            # old message's id would take the new one for it.
+            start = self._next_position(conn, session_id)
+            self._insert_messages(conn, session_id, start, messages)
+            new_ids = [int(r[0]) for r in conn.exec_driver_sql(
+                "SELECT id FROM messages WHERE session_id = ? AND position >= ?"
+                " ORDER BY position",
+                (session_id, start),
+            ).all()]
+            # From the bottom up, so each position read above is still right.
+            for msg in reversed(removed):
+                conn.exec_driver_sql("DELETE FROM messages WHERE id = ?", (msg.id,))
+                conn.exec_driver_sql(
+                    "UPDATE messages SET position = position - 1"
+                    " WHERE session_id = ? AND position > ?",
+                    (session_id, msg.position),
+                )
+            self._refresh_counts(conn, session_id)
+            rows = conn.exec_driver_sql(
+                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ?"
+                f" AND id IN {_in_clause(new_ids)} ORDER BY position",
+                (session_id, *new_ids),
+            ).all() if new_ids else []
+        return removed, [message_from_row(r) for r in rows]
 
     def message_count(self, session_id: int, *, states: Sequence[str] | None = None) -> int:
         with self.db.read() as conn:
@@ -1222,6 +1261,27 @@ class Repository:
             self._write_context(conn, session_id, context)
             self._touch(conn, session_id)
 
+    def change_context(
+        self, session_id: int, change: Callable[[SessionContext], None]
+    ) -> tuple[SessionContext, SessionContext]:
+        """Read the session's context, let ``change`` modify it and write it back, all in
+        one write transaction (no other writer can slip in between); returns the context
+        before and after. Nothing is written when ``change`` leaves it as it was."""
+        with self.db.write() as conn:
+            self._require(conn, "sessions", session_id, "session")
+            row = conn.exec_driver_sql(
+                "SELECT facts, summary, tasks, tool_stats, token_usage, system_state,"
+                " environment FROM session_context WHERE session_id = ?",
+                (session_id,),
+            ).mappings().first()
+            before = context_from_row(row)
+            after = before.copy()
+            change(after)
+            if after.to_json() != before.to_json():
+                self._write_context(conn, session_id, after)
+                self._touch(conn, session_id)
+        return before, after
+
     @staticmethod
     def _context_differs(conn: Connection, session_id: int, context: SessionContext) -> bool:
         """Whether an imported ``context`` that says anything differs from the stored one."""
@@ -1372,12 +1432,8 @@ class Repository:
 
     def session_metadata(self, session_id: int) -> dict[str, Any]:
         """What the source said about the session as a whole (empty when nothing)."""
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                "SELECT metadata FROM sessions WHERE id = ?", (session_id,)
-            ).first()
-        if row is None:
-            raise NotFoundError(f"There is no session with id {session_id}.")
+        row = self._read_one("SELECT metadata FROM sessions WHERE id = ?", session_id,
+                             f"There is no session with id {session_id}.")
         value = json_value(row[0])
         return value if isinstance(value, dict) else {}
 
@@ -1612,15 +1668,9 @@ class Repository:
         return self.get_memory_entry(entry_id), created
 
     def get_memory_entry(self, entry_id: int) -> MemoryEntry:
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                "SELECT id, agent_id, session_id, scope, namespace, content, metadata, created_at"
-                " FROM memory_entries WHERE id = ?",
-                (entry_id,),
-            ).first()
-        if row is None:
-            raise NotFoundError(f"There is no memory entry with id {entry_id}.")
-        return memory_from_row(row)
+        return memory_from_row(self._read_one(
+            f"SELECT {MEMORY_SELECT} FROM memory_entries WHERE id = ?", entry_id,
+            f"There is no memory entry with id {entry_id}."))
 
     def list_memory_entries(
         self,
@@ -1644,8 +1694,8 @@ class Repository:
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         with self.db.read() as conn:
             rows = conn.exec_driver_sql(
-                "SELECT id, agent_id, session_id, scope, namespace, content, metadata, created_at"
-                f" FROM memory_entries {where} ORDER BY created_at DESC, id DESC",
+                f"SELECT {MEMORY_SELECT} FROM memory_entries {where} "
+                "ORDER BY created_at DESC, id DESC",
                 tuple(params),
             ).all()
         return [memory_from_row(r) for r in rows]
@@ -1659,8 +1709,7 @@ class Repository:
     # == settings ======================================================================
 
     def get_setting(self, key: str, default: Any = None) -> Any:
-        with self.db.read() as conn:
-            row = conn.exec_driver_sql("SELECT value FROM settings WHERE key = ?", (key,)).first()
+        row = self._first("SELECT value FROM settings WHERE key = ?", (key,))
         return default if row is None else json_value(row[0])
 
     def set_setting(self, key: str, value: Any) -> None:

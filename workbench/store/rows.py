@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from workbench.core.conversation import (
     Agent,
@@ -17,6 +17,8 @@ from workbench.core.conversation import (
     ToolStats,
 )
 from workbench.store.types import json_text, json_value, text_to_time, time_to_text
+
+T = TypeVar("T")
 
 # Column order used by every raw message insert (bulk import, append, fork).
 MESSAGE_COLUMNS: tuple[str, ...] = (
@@ -199,29 +201,36 @@ def context_from_row(row: Mapping[str, Any] | Any | None) -> SessionContext:
     )
 
 
+def record_from_row(
+    make: Callable[..., T], columns: Sequence[str], row: Any, **convert: Callable[[Any], Any]
+) -> T:
+    """``make(**fields)`` from a row of ``columns`` (selected in that order); ``convert``
+    turns a column's stored value into the field's."""
+    fields = dict(zip(columns, row, strict=True))
+    for name, change in convert.items():
+        fields[name] = change(fields[name])
+    return make(**fields)
+
+
+AGENT_COLUMNS = ("id", "name", "instructions", "provider", "model", "memory_policy", "tools")
+AGENT_SELECT = ", ".join(AGENT_COLUMNS)
+MEMORY_COLUMNS = ("id", "agent_id", "session_id", "scope", "namespace", "content", "metadata",
+                  "created_at")
+MEMORY_SELECT = ", ".join(MEMORY_COLUMNS)
+
+
+def json_object(value: Any) -> Any:
+    """A stored JSON column read back, ``{}`` when empty."""
+    return json_value(value) or {}
+
+
 def agent_from_row(row: Any) -> Agent:
-    """An :class:`Agent` from ``id, name, instructions, provider, model, policy, tools``."""
-    return Agent(
-        id=row[0],
-        name=row[1],
-        instructions=row[2],
-        provider=row[3],
-        model=row[4],
-        memory_policy=json_value(row[5]) or {},
-        tools=list(json_value(row[6]) or []),
-    )
+    """An :class:`Agent` from a row selected with :data:`AGENT_SELECT`."""
+    return record_from_row(Agent, AGENT_COLUMNS, row, memory_policy=json_object,
+                           tools=lambda value: list(json_value(value) or []))
 
 
 def memory_from_row(row: Any) -> MemoryEntry:
-    """A :class:`MemoryEntry` from
-    ``id, agent_id, session_id, scope, namespace, content, metadata, created_at``."""
-    return MemoryEntry(
-        id=row[0],
-        agent_id=row[1],
-        session_id=row[2],
-        scope=row[3],
-        namespace=row[4],
-        content=row[5],
-        metadata=json_value(row[6]) or {},
-        created_at=text_to_time(row[7]),
-    )
+    """A :class:`MemoryEntry` from a row selected with :data:`MEMORY_SELECT`."""
+    return record_from_row(MemoryEntry, MEMORY_COLUMNS, row, metadata=json_object,
+                           created_at=text_to_time)

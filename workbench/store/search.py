@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -56,6 +56,10 @@ class SearchQuery:
     limit: int = 50
     highlight: tuple[str, str] = HIGHLIGHT
     include_archived: bool = True
+
+    def wants(self, kind: str) -> bool:
+        """Whether hits of ``kind`` are asked for (session titles not within a session)."""
+        return kind in self.kinds and not (kind == "session" and self.session_id is not None)
 
 
 @dataclass
@@ -126,22 +130,40 @@ def parse_query(text: str) -> list[_Term]:
     return terms
 
 
-def _fts_expression(terms: Sequence[_Term]) -> str | None:
-    """FTS5 MATCH text for the terms, or None when no positive term has a word."""
+def combine_terms(
+    terms: Sequence[_Term], render: Callable[[_Term], str | None], either: str
+) -> tuple[list[str], list[str]]:
+    """The terms as a backend's query pieces (``render`` gives None for a term with no
+    indexable word): the positive ones, a term after OR joined to the one before with
+    ``either``, and the negative ones (a symbolic exclusion is left to the exact
+    substring conditions)."""
     positive: list[str] = []
     negative: list[str] = []
     for term in terms:
-        words = _words(term.text)
-        if not words:
+        piece = render(term)
+        if piece is None:
             continue
-        quoted = '"' + " ".join(words).replace('"', '""') + '"' + (" *" if term.prefix else "")
         if term.negated:
-            if not term.symbolic:  # a symbolic exclusion is exact: NOT LIKE below
-                negative.append(quoted)
+            if not term.symbolic:
+                negative.append(piece)
         elif term.operator_or and positive:
-            positive[-1] = f"({positive[-1]} OR {quoted})"
+            positive[-1] = f"({positive[-1]} {either} {piece})"
         else:
-            positive.append(quoted)
+            positive.append(piece)
+    return positive, negative
+
+
+def _fts_term(term: _Term) -> str | None:
+    """A term as a quoted FTS5 phrase (a prefix one ending in ``*``)."""
+    words = _words(term.text)
+    if not words:
+        return None
+    return '"' + " ".join(words).replace('"', '""') + '"' + (" *" if term.prefix else "")
+
+
+def _fts_expression(terms: Sequence[_Term]) -> str | None:
+    """FTS5 MATCH text for the terms, or None when no positive term has a word."""
+    positive, negative = combine_terms(terms, _fts_term, "OR")
     if not positive:
         return None  # FTS5 cannot start with NOT; the substring path handles it
     return " AND ".join(positive) + "".join(f" NOT {n}" for n in negative)
@@ -175,19 +197,33 @@ def _validate(query: SearchQuery) -> None:
 
 def search(db: Database, query: SearchQuery) -> list[SearchHit]:
     """Run a search; hits of every requested kind, best first (higher score = better)."""
+    return best_hits(query, lambda terms: _hits(db, query, terms))
+
+
+def best_hits(
+    query: SearchQuery, find: Callable[[Sequence[_Term]], list[SearchHit]]
+) -> list[SearchHit]:
+    """What ``find`` gives for the checked and parsed query, best first, at most its
+    limit (nothing for a query without terms)."""
     _validate(query)
     terms = parse_query(query.text)
     if not terms:
         return []
+    hits = find(terms)
+    hits.sort(key=lambda h: h.score, reverse=True)
+    return hits[: query.limit]
+
+
+def _hits(db: Database, query: SearchQuery, terms: Sequence[_Term]) -> list[SearchHit]:
     hits: list[SearchHit] = []
     try:
         with db.read() as conn:
-            if "message" in query.kinds:
+            if query.wants("message"):
                 hits += _search_messages(conn, query, terms)
             fts = _fts_expression(terms)
-            if fts is not None and "session" in query.kinds and query.session_id is None:
+            if fts is not None and query.wants("session"):
                 hits += _search_sessions(conn, query, fts)
-            if fts is not None and "memory" in query.kinds:
+            if fts is not None and query.wants("memory"):
                 hits += _search_memory(conn, query, fts)
     except StorageError as exc:
         if _TOO_COMPLEX.search(str(exc)):
@@ -197,8 +233,7 @@ def search(db: Database, query: SearchQuery) -> list[SearchHit]:
                 f"{len(query.text):,} characters); search for fewer words."
             ) from exc
         raise
-    hits.sort(key=lambda h: h.score, reverse=True)
-    return hits[: query.limit]
+    return hits
 
 
 # -- messages -----------------------------------------------------------------------------
@@ -369,8 +404,7 @@ def _substring_messages(
     conn: Connection, query: SearchQuery, terms: Sequence[_Term]
 ) -> list[SearchHit]:
     """Plain substring scan for text with no indexable word (newest first)."""
-    positive = [t for t in terms if not t.negated]
-    if not positive:
+    if all(t.negated for t in terms):
         return []
     filters, params = _message_filters(query)
     sub, sub_params = _substring_conditions(terms, only_symbolic=False)
@@ -381,16 +415,18 @@ def _substring_messages(
         f" WHERE {' AND '.join(filters)} ORDER BY m.id DESC LIMIT ?",
         (*params, query.limit),
     ).all()
+    return substring_hits(rows, query, terms)
+
+
+def substring_hits(rows: Sequence[Any], query: SearchQuery,
+                   terms: Sequence[_Term]) -> list[SearchHit]:
+    """The hits of a substring scan (rows of id, session_id, role, position, content),
+    each with a snippet around the first term that is not excluded."""
+    wanted = next(t.text for t in terms if not t.negated)
     return [
-        SearchHit(
-            kind="message",
-            session_id=r[1],
-            message_id=r[0],
-            role=r[2],
-            snippet=substring_snippet(r[4], positive[0].text, query.highlight),
-            score=0.0,
-            position=r[3],
-        )
+        SearchHit(kind="message", session_id=r[1], message_id=r[0], role=r[2],
+                  snippet=substring_snippet(r[4], wanted, query.highlight), score=0.0,
+                  position=r[3])
         for r in rows
     ]
 
@@ -419,57 +455,46 @@ def substring_snippet(
 
 
 def _search_sessions(conn: Connection, query: SearchQuery, fts: str) -> list[SearchHit]:
-    where = ["sessions_fts MATCH ?"]
-    params: list[Any] = [fts]
-    if query.agent_id is not None:
-        where.append("s.agent_id = ?")
-        params.append(query.agent_id)
-    if not query.include_archived:
-        where.append("s.archived = 0")
+    where, params = _conditions("sessions_fts MATCH ?", fts, [("s.agent_id", query.agent_id)],
+                                *(() if query.include_archived else ("s.archived = 0",)))
     rows = conn.exec_driver_sql(
         "SELECT s.id, highlight(sessions_fts, 0, ?, ?), bm25(sessions_fts) AS score, s.title"
         " FROM sessions_fts AS f JOIN sessions AS s ON s.id = f.rowid"
         f" WHERE {' AND '.join(where)} ORDER BY score LIMIT ?",
         (query.highlight[0], query.highlight[1], *params, query.limit),
     ).all()
-    return [
-        SearchHit(
-            kind="session",
-            session_id=r[0],
-            message_id=None,
-            role=None,
-            snippet=str(r[1]),
-            score=round(-float(r[2]), 6),
-            title=r[3],
-        )
-        for r in rows
-    ]
+    return [title_or_memory_hit("session", r[0], r[1], -float(r[2]), title=r[3])
+            for r in rows]
 
 
 def _search_memory(conn: Connection, query: SearchQuery, fts: str) -> list[SearchHit]:
-    where = ["memory_fts MATCH ?"]
-    params: list[Any] = [fts]
-    if query.agent_id is not None:
-        where.append("e.agent_id = ?")
-        params.append(query.agent_id)
-    if query.session_id is not None:
-        where.append("e.session_id = ?")
-        params.append(query.session_id)
+    where, params = _conditions("memory_fts MATCH ?", fts, [("e.agent_id", query.agent_id),
+                                                            ("e.session_id", query.session_id)])
     rows = conn.exec_driver_sql(
         "SELECT e.id, e.session_id, snippet(memory_fts, 0, ?, ?, ?, ?), bm25(memory_fts) AS score"
         " FROM memory_fts AS f JOIN memory_entries AS e ON e.id = f.rowid"
         f" WHERE {' AND '.join(where)} ORDER BY score LIMIT ?",
         (query.highlight[0], query.highlight[1], ELLIPSIS, SNIPPET_TOKENS, *params, query.limit),
     ).all()
-    return [
-        SearchHit(
-            kind="memory",
-            session_id=r[1],
-            message_id=None,
-            role=None,
-            snippet=str(r[2]),
-            score=round(-float(r[3]), 6),
-            memory_id=r[0],
-        )
-        for r in rows
-    ]
+    return [title_or_memory_hit("memory", r[1], r[2], -float(r[3]), memory_id=r[0])
+            for r in rows]
+
+
+def _conditions(match: str, fts: str, equal: list[tuple[str, Any]],
+                *fixed: str) -> tuple[list[str], list[Any]]:
+    """The conditions of a search (the full-text ``match``, ``column = ?`` for each filter
+    of ``equal`` that is set, then the ``fixed`` ones) and their parameters."""
+    where, params = [match], [fts]
+    for column, value in equal:
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    return where + list(fixed), params
+
+
+def title_or_memory_hit(kind: str, session_id: int | None, snippet: Any, score: float,
+                        **more: Any) -> SearchHit:
+    """A hit on a session title or a memory entry (no message, no role); higher scores
+    rank first (SQLite's is bm25 negated)."""
+    return SearchHit(kind=kind, session_id=session_id, message_id=None, role=None,
+                     snippet=str(snippet), score=round(score, 6), **more)

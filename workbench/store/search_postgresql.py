@@ -33,10 +33,11 @@ from workbench.store.search import (
     _groups,
     _like_pattern,
     _Term,
-    _validate,
     _words,
-    parse_query,
-    substring_snippet,
+    best_hits,
+    combine_terms,
+    substring_hits,
+    title_or_memory_hit,
 )
 from workbench.store.types import time_to_text
 
@@ -75,19 +76,7 @@ def _term_query(term: _Term, params: _Params) -> str | None:
 
 def _tsquery(terms: Sequence[_Term], params: _Params) -> str | None:
     """The whole query as tsquery SQL, or None when no positive term has a word."""
-    positive: list[str] = []
-    negative: list[str] = []
-    for term in terms:
-        sql = _term_query(term, params)
-        if sql is None:
-            continue
-        if term.negated:
-            if not term.symbolic:  # a symbolic exclusion is exact: NOT ILIKE below
-                negative.append(sql)
-        elif term.operator_or and positive:
-            positive[-1] = f"({positive[-1]} || {sql})"
-        else:
-            positive.append(sql)
+    positive, negative = combine_terms(terms, lambda term: _term_query(term, params), "||")
     if not positive:
         return None
     return " && ".join(positive + [f"!!{n}" for n in negative])
@@ -146,19 +135,16 @@ def _headline_options(marks: tuple[str, str], *, whole: bool = False) -> str:
 
 def search_postgresql(conn: Connection, query: SearchQuery) -> list[SearchHit]:
     """Run a search on a PostgreSQL connection; hits of every requested kind, best first."""
-    _validate(query)
-    terms = parse_query(query.text)
-    if not terms:
-        return []
-    hits: list[SearchHit] = []
-    if "message" in query.kinds:
-        hits += _search_messages(conn, query, terms)
-    if "session" in query.kinds and query.session_id is None:
-        hits += _search_titles(conn, query, terms)
-    if "memory" in query.kinds:
-        hits += _search_memory(conn, query, terms)
-    hits.sort(key=lambda h: h.score, reverse=True)
-    return hits[: query.limit]
+
+    def find(terms: Sequence[_Term]) -> list[SearchHit]:
+        hits: list[SearchHit] = []
+        for kind, search_kind in (("message", _search_messages), ("session", _search_titles),
+                                  ("memory", _search_memory)):
+            if query.wants(kind):
+                hits += search_kind(conn, query, terms)
+        return hits
+
+    return best_hits(query, find)
 
 
 def _search_messages(
@@ -205,8 +191,7 @@ def _substring_messages(
     conn: Connection, query: SearchQuery, terms: Sequence[_Term]
 ) -> list[SearchHit]:
     """Substring scan for text with no indexable word (newest first)."""
-    positive = [t for t in terms if not t.negated]
-    if not positive:
+    if all(t.negated for t in terms):
         return []
     params = _Params()
     where = [*_message_filters(query, params),
@@ -215,59 +200,48 @@ def _substring_messages(
         "SELECT m.id, m.session_id, m.role, m.position, m.content FROM messages AS m"
         f" WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT {params.add(query.limit)}"),
         params.values).all()
-    return [
-        SearchHit(kind="message", session_id=r[1], message_id=r[0], role=r[2],
-                  snippet=substring_snippet(r[4], positive[0].text, query.highlight),
-                  score=0.0, position=r[3])
-        for r in rows
-    ]
+    return substring_hits(rows, query, terms)
+
+
+def _ranked_rows(conn: Connection, query: SearchQuery, terms: Sequence[_Term], *,
+                 table: str, shown: str, columns: str, equal: list[tuple[str, Any]],
+                 whole: bool, more: Sequence[str] = ()) -> list[Any]:
+    """The best rows of a title or memory search: ``(id, <columns>, headline, score)``.
+
+    ``table`` is "<name> <alias>", ``shown`` the SQL of the text the headline is cut
+    from, ``equal`` the ``column = value`` filters (those with a value apply).
+    """
+    params = _Params()
+    tsq = _tsquery(terms, params)
+    if tsq is None:
+        return []
+    alias = table.split()[1]
+    where = [f"{alias}.search @@ ({tsq})", *more]
+    where += [f"{column} = {params.add(value)}" for column, value in equal if value is not None]
+    return list(conn.execute(text(
+        f"SELECT {alias}.id, {columns}, ts_headline('simple', {shown}, ({tsq}),"
+        f" {params.add(_headline_options(query.highlight, whole=whole))}),"
+        f" ts_rank({alias}.search, ({tsq})) AS score FROM {table}"
+        f" WHERE {' AND '.join(where)} ORDER BY score DESC, {alias}.id DESC"
+        f" LIMIT {params.add(query.limit)}"), params.values).all())
 
 
 def _search_titles(
     conn: Connection, query: SearchQuery, terms: Sequence[_Term]
 ) -> list[SearchHit]:
-    params = _Params()
-    tsq = _tsquery(terms, params)
-    if tsq is None:
-        return []
-    where = [f"s.search @@ ({tsq})"]
-    if query.agent_id is not None:
-        where.append(f"s.agent_id = {params.add(query.agent_id)}")
-    if not query.include_archived:
-        where.append("NOT s.archived")
-    rows = conn.execute(text(
-        f"SELECT s.id, ts_headline('simple', s.title, ({tsq}),"
-        f" {params.add(_headline_options(query.highlight, whole=True))}),"
-        f" ts_rank(s.search, ({tsq})) AS score, s.title FROM sessions s"
-        f" WHERE {' AND '.join(where)} ORDER BY score DESC, s.id DESC"
-        f" LIMIT {params.add(query.limit)}"), params.values).all()
-    return [
-        SearchHit(kind="session", session_id=r[0], message_id=None, role=None,
-                  snippet=str(r[1]), score=round(float(r[2]), 6), title=r[3])
-        for r in rows
-    ]
+    rows = _ranked_rows(conn, query, terms, table="sessions s", shown="s.title",
+                        columns="s.title", equal=[("s.agent_id", query.agent_id)], whole=True,
+                        more=[] if query.include_archived else ["NOT s.archived"])
+    return [title_or_memory_hit("session", r[0], r[2], float(r[3]), title=r[1])
+            for r in rows]
 
 
 def _search_memory(
     conn: Connection, query: SearchQuery, terms: Sequence[_Term]
 ) -> list[SearchHit]:
-    params = _Params()
-    tsq = _tsquery(terms, params)
-    if tsq is None:
-        return []
-    where = [f"e.search @@ ({tsq})"]
-    if query.agent_id is not None:
-        where.append(f"e.agent_id = {params.add(query.agent_id)}")
-    if query.session_id is not None:
-        where.append(f"e.session_id = {params.add(query.session_id)}")
-    rows = conn.execute(text(
-        f"SELECT e.id, e.session_id, ts_headline('simple', left(e.content, {PG_SEARCH_CHARS}),"
-        f" ({tsq}), {params.add(_headline_options(query.highlight))}),"
-        f" ts_rank(e.search, ({tsq})) AS score FROM memory_entries e"
-        f" WHERE {' AND '.join(where)} ORDER BY score DESC, e.id DESC"
-        f" LIMIT {params.add(query.limit)}"), params.values).all()
-    return [
-        SearchHit(kind="memory", session_id=r[1], message_id=None, role=None,
-                  snippet=str(r[2]), score=round(float(r[3]), 6), memory_id=r[0])
-        for r in rows
-    ]
+    rows = _ranked_rows(conn, query, terms, table="memory_entries e",
+                        shown=f"left(e.content, {PG_SEARCH_CHARS})", columns="e.session_id",
+                        equal=[("e.agent_id", query.agent_id),
+                               ("e.session_id", query.session_id)], whole=False)
+    return [title_or_memory_hit("memory", r[1], r[2], float(r[3]), memory_id=r[0])
+            for r in rows]

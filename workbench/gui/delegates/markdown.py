@@ -6,8 +6,11 @@ GitHub-flavoured Markdown with every piece of raw HTML shown as the text it is (
 never reads a file or a URL: :class:`SafeDocument` refuses every resource, and images
 become visible links naming their target (the user may open a web link; nothing is
 fetched to paint it). A link shows its target after its text when the two differ, and a
-link reference definition (which Markdown would swallow) stays a visible line: nothing
-the model receives is invisible in the timeline.
+link reference definition (which Markdown would swallow) stays a visible line, and
+entity text (``&amp;``) stays the text it is. Characters that show nothing or reorder
+what follows them (bidi controls such as U+202E, zero-width characters, other format and
+control characters) are shown as small marked names, ``⟨U+202E⟩``, and never act: nothing
+the model receives is invisible in the timeline, and nothing is shown out of order.
 
 Code blocks get a tinted background, Pygments highlighting (colours set on the text
 that is already in the document: content is never re-parsed as markup) and room for a
@@ -21,7 +24,7 @@ import html
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -52,6 +55,22 @@ _FEATURES = QTextDocument.MarkdownFeature(
 )
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _REFERENCE = re.compile(r"^( {0,3})\[([^\]\n]+)\]:")
+_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+_BACKTICKS = re.compile(r"`+")
+# Characters that show nothing or act on the text around them: C0/C1 controls (but tab
+# and line breaks), every format character (Unicode category Cf: bidi controls and
+# isolates, zero-width space and joiners, word joiner, soft hyphen, byte-order mark,
+# invisible operators, tag characters), the blank "filler" letters, and variation
+# selectors that select nothing (a run of them after one character hides data).
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u034f\u0600-\u0605\u061c"
+    "\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0"
+    "\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f\U000e0100-\U000e01ef]"
+)
+_JOINERS = "\u200c\u200d"
+_SELECTORS = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
 
 
 class SafeDocument(QTextDocument):
@@ -81,29 +100,146 @@ class CodeBlock:
     first: int  # block number of its first line
     last: int  # block number of its last line
     language: str
-    text: str
+    text: str  # the code as written (what "Copy code" copies)
+    shown: str = ""  # the code as shown, when invisible characters were named in it
+
+
+def _blocks_text(doc: QTextDocument, code: CodeBlock) -> str:
+    return "\n".join(doc.findBlockByNumber(n).text() for n in range(code.first, code.last + 1))
+
+
+def _escape_entities(line: str) -> str:
+    """``line`` with the ``&`` of each entity escaped, except inside code spans."""
+    if "&" not in line:
+        return line
+    runs = list(_BACKTICKS.finditer(line))
+    out: list[str] = []
+    at = 0
+    i = 0
+    while i < len(runs):
+        opening = runs[i]
+        closing = next((j for j in range(i + 1, len(runs))
+                        if len(runs[j].group()) == len(opening.group())), None)
+        if closing is None:
+            i += 1
+            continue
+        out.append(_ENTITY.sub(r"\\&", line[at:opening.start()]))
+        out.append(line[opening.start():runs[closing].end()])  # a code span: literal already
+        at = runs[closing].end()
+        i = closing + 1
+    out.append(_ENTITY.sub(r"\\&", line[at:]))
+    return "".join(out)
 
 
 def keep_visible(markdown: str) -> str:
-    """``markdown`` with link reference definitions escaped so they stay on screen.
+    """``markdown`` with what Markdown would swallow escaped so it stays on screen: link
+    reference definitions, and entities (``&amp;`` shows as written, not as ``&``).
 
-    Lines inside fenced code blocks are left alone.
+    Fenced and indented code is left alone (Markdown shows it literally already).
     """
-    if "]:" not in markdown:
+    references = "]:" in markdown
+    entities = "&" in markdown and _ENTITY.search(markdown) is not None
+    if not references and not entities:
         return markdown
     out: list[str] = []
     fence = ""
+    previous_blank = True
+    indented = False
     for line in markdown.split("\n"):
         opened = _FENCE.match(line)
+        blank = not line.strip()
         if fence:
             if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
                 fence = ""
         elif opened:
             fence = opened.group(1)
-        else:
-            line = _REFERENCE.sub(r"\1\\[\2]:", line)
+        elif not blank and line.expandtabs(4).startswith("    ") and (previous_blank
+                                                                     or indented):
+            indented = True  # an indented code block's line
+        elif not blank:
+            indented = False
+            if references:
+                line = _REFERENCE.sub(r"\1\\[\2]:", line)
+            if entities:
+                line = _escape_entities(line)
+        previous_blank = blank
         out.append(line)
     return "\n".join(out)
+
+
+def invisible_spans(text: str) -> list[tuple[int, str]]:
+    """Where ``text`` has characters that would show nothing or reorder the text around
+    them, each with its visible name (``⟨U+202E⟩``).
+
+    A zero-width joiner or non-joiner between two letters or symbols of a non-Latin
+    script is left alone: it is how emoji sequences and Persian words are written; so is
+    one variation selector right after a visible character (an emoji's presentation).
+    """
+    found: list[tuple[int, str]] = []
+    for match in _INVISIBLE.finditer(text):
+        at = match.start()
+        ch = match.group()
+        if ch in _JOINERS and 0 < at < len(text) - 1 and _joins(text[at - 1]) \
+                and _joins(text[at + 1]):
+            continue
+        if _SELECTORS.match(ch) and at > 0 and not _INVISIBLE.match(text[at - 1]):
+            continue
+        found.append((at, f"⟨U+{ord(ch):04X}⟩"))
+    return found
+
+
+def _joins(ch: str) -> bool:
+    return ord(ch) > 0x2FF and not ch.isspace() and not _INVISIBLE.match(ch)
+
+
+def visible_text(text: str) -> str:
+    """``text`` with its invisible characters named (see :func:`invisible_spans`), for
+    plain labels such as titles."""
+    spans = invisible_spans(text)
+    if not spans:
+        return text
+    out: list[str] = []
+    at = 0
+    for position, name in spans:
+        out.append(text[at:position])
+        out.append(name)
+        at = position + 1
+    out.append(text[at:])
+    return "".join(out)
+
+
+def _utf16_length(text: str) -> int:
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def mark_invisible(doc: QTextDocument, dark: bool) -> bool:
+    """Replace each invisible character of ``doc`` by its marked name (muted, on a tint);
+    whether any was found."""
+    text = doc.toPlainText()
+    spans = invisible_spans(text)
+    if not spans:
+        return False
+    # Document positions count UTF-16 units: a character above U+FFFF takes two.
+    units: list[tuple[int, int, str]] = []
+    at = unit = 0
+    for position, name in spans:
+        unit += _utf16_length(text[at:position])
+        size = _utf16_length(text[position])
+        units.append((unit, size, name))
+        unit += size
+        at = position + 1
+    cursor = QTextCursor(doc)
+    cursor.beginEditBlock()
+    for position, size, name in reversed(units):
+        cursor.setPosition(position)
+        cursor.setPosition(position + size, QTextCursor.MoveMode.KeepAnchor)
+        fmt = QTextCharFormat(cursor.charFormat())
+        fmt.setForeground(QColor("#ffb74d") if dark else QColor("#b35c00"))
+        fmt.setBackground(QColor(255, 183, 77, 40) if dark else QColor(230, 149, 0, 32))
+        fmt.setFontUnderline(False)
+        cursor.insertText(name, fmt)
+    cursor.endEditBlock()
+    return True
 
 
 def render_markdown(doc: QTextDocument, markdown: str, dark: bool,
@@ -117,6 +253,9 @@ def render_markdown(doc: QTextDocument, markdown: str, dark: bool,
     doc.setMarkdown(keep_visible(markdown), _FEATURES)
     _show_images_and_targets(doc, dark)
     blocks = _style_code_blocks(doc, dark, code_header)
+    if mark_invisible(doc, dark):
+        # A code block keeps its text for copying; its colours follow what is shown.
+        blocks = [replace(b, shown=_blocks_text(doc, b)) for b in blocks]
     _style_tables(doc, dark)
     if highlight:
         highlight_code(doc, blocks, dark)
@@ -167,6 +306,15 @@ def _links(doc: QTextDocument) -> list[_Link]:
             it += 1
         block = block.next()
     return found
+
+
+def link_targets(doc: QTextDocument) -> list[str]:
+    """The targets of a rendered document's links and images, in order, each once."""
+    seen: dict[str, None] = {}
+    for link in _links(doc):
+        if link.href:
+            seen.setdefault(link.href, None)
+    return list(seen)
 
 
 def _show_images_and_targets(doc: QTextDocument, dark: bool) -> None:
@@ -358,7 +506,7 @@ def highlight_code(doc: QTextDocument, blocks: Sequence[CodeBlock], dark: bool) 
     cursor: QTextCursor | None = None
     formats: dict[str, QTextCharFormat] = {}
     for code in blocks:
-        runs = code_colours(code.language, code.text, dark)
+        runs = code_colours(code.language, code.shown or code.text, dark)
         if not runs:
             continue
         first = doc.findBlockByNumber(code.first)

@@ -29,13 +29,11 @@ from PySide6.QtCore import (
     QAbstractItemModel,
     QEvent,
     QModelIndex,
-    QPersistentModelIndex,
     QPointF,
     QRect,
     QRectF,
     QSize,
     Qt,
-    QTimer,
     QUrl,
     Signal,
 )
@@ -63,15 +61,20 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.conversation import Message
+from workbench.gui.controls import single_shot
 from workbench.gui.delegates.markdown import (
     CodeBlock,
     SafeDocument,
     highlight_code,
+    link_targets,
+    mark_invisible,
     plain_tooltip,
     render_markdown,
+    visible_text,
     warm_up,
 )
 from workbench.gui.delegates.message_editor import MessageEditor
+from workbench.gui.models import ModelIndex
 from workbench.gui.models.timeline import (
     CompactionsRole,
     KeyRole,
@@ -83,8 +86,6 @@ from workbench.gui.models.timeline import (
 )
 from workbench.gui.theme import ROLE_GLYPHS, ROLE_LABELS, is_dark, role_color
 
-_Index = QModelIndex | QPersistentModelIndex
-
 COLLAPSED_LINES = 24
 COLLAPSED_CHARS = 2_400
 LINE_CHARS = 100  # about one line of the timeline's text: never hidden alone
@@ -93,6 +94,8 @@ DOC_CACHE = 300
 COLOUR_BUDGET_S = 0.008  # highlighting per event-loop turn
 COPY_LABEL = "Copy"
 COPY_CODE_LABEL = "Copy code"
+COPIED_LABEL = "Copied ✓"
+COPIED_MS = 1_500  # how long a copy button says it copied
 MARKER_SUMMARY_LINES = 12
 MARKER_SUMMARY_CHARS = 1_500
 WILL_FOLD_LIGHT = QColor("#e69500")
@@ -132,8 +135,36 @@ def _shorten(text: str, expanded: bool) -> tuple[str, bool, int]:
             end = cut.find("\n", end + 1)
         cut = cut[:end]
     if len(cut) > COLLAPSED_CHARS + LINE_CHARS:
-        cut = cut[:COLLAPSED_CHARS]
+        # At a space near the limit, so the last word shown is a whole one.
+        space = cut.rfind(" ", COLLAPSED_CHARS - LINE_CHARS, COLLAPSED_CHARS + 1)
+        cut = cut[:space if space > 0 else COLLAPSED_CHARS].rstrip()
     return cut, len(cut) < len(text), lines
+
+
+def _hidden_chars(message: Message) -> int:
+    total = len(message.content or "")
+    for part in message.parts or []:
+        if isinstance(part, dict) and str(part.get("type", "")) in ("reasoning", "thinking"):
+            total += len(str(part.get("text") or part.get("thinking") or ""))
+    for call in message.tool_calls or []:
+        function = call.get("function", call) if isinstance(call, dict) else {}
+        total += len(_arguments_text(function.get("arguments", call.get("arguments", {}))))
+    return total
+
+
+def show_all_label(message: Message, expanded: bool) -> str:
+    """The label of a long message's expander: how much there is when it is folded.
+
+    A text cut by lines counts its lines; one cut by length (a long paragraph, a long
+    single line) counts its characters, so it never says "1 lines".
+    """
+    if expanded:
+        return "Show less ▴"
+    lines = (message.content or "").count("\n") + 1
+    if lines > COLLAPSED_LINES + 1:
+        return f"Show all ▾ {lines:,} lines"
+    total = _hidden_chars(message)
+    return f"Show all ▾ {total:,} character{'' if total == 1 else 's'}"
 
 
 def _arguments_text(arguments: Any) -> str:
@@ -321,6 +352,18 @@ def _code_header_height(fm: QFontMetrics) -> int:
     return fm.height() + 6
 
 
+def _bubble_document(font: QFont) -> SafeDocument:
+    """An empty document for a bubble's text in ``font``, without margins; long code lines
+    and unbroken tokens wrap rather than run past the bubble."""
+    doc = SafeDocument()
+    doc.setDocumentMargin(0)
+    doc.setDefaultFont(font)
+    wrap = doc.defaultTextOption()
+    wrap.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+    doc.setDefaultTextOption(wrap)
+    return doc
+
+
 @dataclass
 class _Rendered:
     doc: QTextDocument
@@ -356,10 +399,10 @@ class MessageDelegate(QStyledItemDelegate):
         self._docs: OrderedDict[tuple[Any, ...], _Rendered] = OrderedDict()
         self._expanded: set[int] = set()
         self._to_colour: OrderedDict[tuple[Any, ...], None] = OrderedDict()
-        self._colour_timer = QTimer(self)
-        self._colour_timer.setSingleShot(True)
-        self._colour_timer.setInterval(0)
-        self._colour_timer.timeout.connect(self._colour_pending)
+        self._colour_timer = single_shot(self, 0, self._colour_pending)
+        # The button last used to copy: (row key, "message" or a code block's first block).
+        self._copied: tuple[Any, Any] | None = None
+        self._copied_timer = single_shot(self, COPIED_MS, lambda: self._show_copied(None))
         self.link_activated.connect(open_link)
         warm_up()
 
@@ -376,16 +419,63 @@ class MessageDelegate(QStyledItemDelegate):
         else:
             self._expanded.discard(int(message.id))
 
+    def copied_button(self) -> tuple[Any, Any] | None:
+        """The copy button that says "Copied" now: (row key, "message" or the first block
+        number of a code block), or None."""
+        return self._copied
+
+    def _show_copied(self, which: tuple[Any, Any] | None) -> None:
+        self._copied = which
+        if which is not None:
+            self._copied_timer.start()
+        view = self.parent()
+        if isinstance(view, QAbstractItemView):
+            view.viewport().update()
+
+    def copy_to_clipboard(self, index: ModelIndex, text: str, which: Any = "message") -> None:
+        """Put ``text`` on the clipboard; the button ``which`` of the row says "Copied"."""
+        QGuiApplication.clipboard().setText(text)
+        self._show_copied((index.data(KeyRole), which))
+        self.copied.emit(text)
+
+    def toggle_expanded(self, index: ModelIndex) -> bool:
+        """Show all of a folded long message, or fold it again; whether it had a part to
+        show or hide (a short message has none)."""
+        message = index.data(MessageRole)
+        if index.data(KindRole) != "message" or message is None:
+            return False
+        if not self.is_expanded(message) and not message_markdown(message, False)[1]:
+            return False
+        self.set_expanded(message, not self.is_expanded(message))
+        self.expansion_changed.emit(QModelIndex(index))
+        self.sizeHintChanged.emit(QModelIndex(index))
+        return True
+
+    @staticmethod
+    def _whole_document(message: Message) -> tuple[SafeDocument, list[CodeBlock]]:
+        doc = SafeDocument()
+        text, _cut, _lines = message_markdown(message, expanded=True)
+        blocks = render_markdown(doc, text, False, 0, highlight=False)
+        return doc, blocks
+
+    def code_blocks(self, message: Message) -> list[CodeBlock]:
+        """The code blocks of a whole message (tool call arguments and results too)."""
+        return self._whole_document(message)[1]
+
+    def links(self, message: Message) -> list[str]:
+        """The targets of a message's links and images, in order."""
+        return link_targets(self._whole_document(message)[0])
+
     def clear_cache(self) -> None:
         self._docs.clear()
         self._to_colour.clear()
 
-    def _document(self, index: _Index, message: Message, width: int,
+    def _document(self, index: ModelIndex, message: Message, width: int,
                   font: QFont, dark: bool) -> tuple[QTextDocument, bool]:
         entry = self._rendered(index, message, width, font, dark)
         return entry.doc, entry.truncated
 
-    def _rendered(self, index: _Index, message: Message, width: int,
+    def _rendered(self, index: ModelIndex, message: Message, width: int,
                   font: QFont, dark: bool) -> _Rendered:
         expanded = self.is_expanded(message)
         key = (index.data(KeyRole), width, expanded, dark, font.key())
@@ -394,13 +484,7 @@ class MessageDelegate(QStyledItemDelegate):
             self._docs.move_to_end(key)
             return cached
         text, truncated, _lines = message_markdown(message, expanded)
-        doc = SafeDocument()
-        doc.setDocumentMargin(0)
-        doc.setDefaultFont(font)
-        wrap = doc.defaultTextOption()
-        # Long code lines and unbroken tokens wrap rather than run past the bubble.
-        wrap.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
-        doc.setDefaultTextOption(wrap)
+        doc = _bubble_document(font)
         # Code is coloured after the paint (see _colour_pending): lexing costs more than
         # the rest of the row, and a screenful of new rows should not wait for it.
         blocks = render_markdown(doc, text, dark, _code_header_height(QFontMetrics(font)),
@@ -435,12 +519,12 @@ class MessageDelegate(QStyledItemDelegate):
         if coloured and isinstance(view, QAbstractItemView):
             view.viewport().update()
 
-    def is_coloured(self, index: _Index) -> bool:
+    def is_coloured(self, index: ModelIndex) -> bool:
         """Whether every rendered document of the row at ``index`` has its code coloured."""
         key = index.data(KeyRole)
         return all(entry.coloured for k, entry in self._docs.items() if k[0] == key)
 
-    def _summary_document(self, index: _Index, width: int, font: QFont
+    def _summary_document(self, index: ModelIndex, width: int, font: QFont
                           ) -> QTextDocument | None:
         """The summary block of an expanded folded marker (None when there is none)."""
         run = index.data(RunRole)
@@ -454,13 +538,9 @@ class MessageDelegate(QStyledItemDelegate):
         if cached is not None:
             self._docs.move_to_end(key)
             return cached.doc
-        doc = SafeDocument()
-        doc.setDocumentMargin(0)
-        doc.setDefaultFont(font)
-        wrap = doc.defaultTextOption()
-        wrap.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
-        doc.setDefaultTextOption(wrap)
+        doc = _bubble_document(font)
         doc.setPlainText(text)
+        mark_invisible(doc, is_dark())
         doc.setTextWidth(max(40, width))
         self._docs[key] = _Rendered(doc, False, ())
         while len(self._docs) > DOC_CACHE:
@@ -468,7 +548,7 @@ class MessageDelegate(QStyledItemDelegate):
         return doc
 
     @staticmethod
-    def _summary_heading(index: _Index) -> str:
+    def _summary_heading(index: ModelIndex) -> str:
         records = index.data(CompactionsRole) or []
         if not records:
             return "The session's summary"
@@ -495,7 +575,7 @@ class MessageDelegate(QStyledItemDelegate):
                        self._header_height(fm))
         star_size = fm.height() + 2
         star = QRect(header.right() - star_size, header.top(), star_size, header.height())
-        copy_width = fm.horizontalAdvance(COPY_LABEL) + 10
+        copy_width = max(fm.horizontalAdvance(COPY_LABEL), fm.horizontalAdvance(COPIED_LABEL)) + 10
         copy = QRect(star.left() - copy_width - 2, header.top(), copy_width, header.height())
         details_rect = None
         body_top = header.bottom() + 4
@@ -506,14 +586,15 @@ class MessageDelegate(QStyledItemDelegate):
         more = None
         if truncated:
             more = QRect(left, int(doc_origin.y()) + doc_height + 2,
-                         fm.horizontalAdvance("Show all ▾ 00000000 lines") + 8, fm.height() + 4)
+                         fm.horizontalAdvance("Show all ▾ 000,000,000 characters") + 8,
+                         fm.height() + 4)
         return _Geometry(bubble, badge, header, star, copy, details_rect, doc_origin, more)
 
     @staticmethod
     def _text_width(width: int) -> int:
         return width - 2 * MARGIN_X - 2 * PAD - BADGE - GAP
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
+    def sizeHint(self, option: QStyleOptionViewItem, index: ModelIndex) -> QSize:
         width = option.rect.width() if option.rect.width() > 0 else 600
         fm = QFontMetrics(option.font)
         kind = index.data(KindRole)
@@ -539,7 +620,7 @@ class MessageDelegate(QStyledItemDelegate):
 
     # -- painting ----------------------------------------------------------------------
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex) -> None:
         kind = index.data(KindRole)
         painter.save()
         try:
@@ -552,7 +633,7 @@ class MessageDelegate(QStyledItemDelegate):
             painter.restore()
 
     def _paint_marker(self, painter: QPainter, option: QStyleOptionViewItem,
-                      index: _Index) -> None:
+                      index: ModelIndex) -> None:
         run = index.data(RunRole)
         palette = option.palette
         fm = QFontMetrics(option.font)
@@ -609,7 +690,7 @@ class MessageDelegate(QStyledItemDelegate):
         doc.documentLayout().draw(painter, context)
         painter.restore()
 
-    def _paint_message(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index,
+    def _paint_message(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex,
                        *, pending: bool) -> None:
         message: Message | None = index.data(MessageRole)
         palette = option.palette
@@ -705,8 +786,8 @@ class MessageDelegate(QStyledItemDelegate):
             room = header_room(fm, right_rect, x, "  ·  ".join(right))
             painter.drawText(QRect(x, geo.header.top(), room, geo.header.height()),
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                             fm.elidedText(" · ".join(extras), Qt.TextElideMode.ElideRight,
-                                           room))
+                             fm.elidedText(visible_text(" · ".join(extras)),
+                                           Qt.TextElideMode.ElideRight, room))
         painter.drawText(right_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
                          "  ·  ".join(right))
         if not pending:
@@ -717,8 +798,10 @@ class MessageDelegate(QStyledItemDelegate):
             elif hovered or selected:
                 painter.setPen(muted)
                 painter.drawText(geo.star, Qt.AlignmentFlag.AlignCenter, "☆")
-            if hovered:
-                self._paint_button(painter, geo.copy, COPY_LABEL, palette)
+            copied = self._copied == (index.data(KeyRole), "message")
+            if hovered or copied:
+                self._paint_button(painter, geo.copy, COPIED_LABEL if copied else COPY_LABEL,
+                                   palette)
 
         if geo.details is not None:
             painter.setPen(muted)
@@ -727,7 +810,7 @@ class MessageDelegate(QStyledItemDelegate):
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                              fm.elidedText(details, Qt.TextElideMode.ElideRight,
                                            geo.details.width()))
-        self._paint_code_headers(painter, option, geo, rendered, dark)
+        self._paint_code_headers(painter, option, geo, rendered, dark, index.data(KeyRole))
 
         # Body.
         painter.save()
@@ -744,11 +827,8 @@ class MessageDelegate(QStyledItemDelegate):
         if geo.more is not None:
             painter.setPen(palette.color(QPalette.ColorRole.Link))
             painter.setFont(option.font)
-            expanded = self.is_expanded(message)
-            lines = (message.content or "").count("\n") + 1
-            label = "Show less ▴" if expanded else f"Show all ▾ {lines:,} lines"
             painter.drawText(geo.more, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                             label)
+                             show_all_label(message, self.is_expanded(message)))
 
     @staticmethod
     def _paint_button(painter: QPainter, rect: QRect, label: str, palette: QPalette) -> None:
@@ -776,14 +856,15 @@ class MessageDelegate(QStyledItemDelegate):
             top = block.layout().position().y() - header
             strip = QRect(int(geo.doc_origin.x()), int(geo.doc_origin.y() + top), width,
                           header)
-            label_width = fm.horizontalAdvance(COPY_CODE_LABEL) + 12
+            label_width = max(fm.horizontalAdvance(COPY_CODE_LABEL),
+                              fm.horizontalAdvance(COPIED_LABEL)) + 12
             button = QRect(strip.right() - label_width - 2, strip.top() + 1, label_width,
                            strip.height() - 2)
             regions.append((code, strip, button))
         return regions
 
     def _paint_code_headers(self, painter: QPainter, option: QStyleOptionViewItem,
-                            geo: _Geometry, rendered: _Rendered, dark: bool) -> None:
+                            geo: _Geometry, rendered: _Rendered, dark: bool, key: Any) -> None:
         if not rendered.code_blocks:
             return
         fm = QFontMetrics(option.font)
@@ -803,10 +884,11 @@ class MessageDelegate(QStyledItemDelegate):
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                              fm.elidedText(code.language or "code", Qt.TextElideMode.ElideRight,
                                            max(0, strip.width() - button.width() - 14)))
-            self._paint_button(painter, button, COPY_CODE_LABEL, palette)
+            label = COPIED_LABEL if self._copied == (key, code.first) else COPY_CODE_LABEL
+            self._paint_button(painter, button, label, palette)
         painter.restore()
 
-    def hit_regions(self, option: QStyleOptionViewItem, index: _Index) -> dict[str, Any]:
+    def hit_regions(self, option: QStyleOptionViewItem, index: ModelIndex) -> dict[str, Any]:
         """Where a message row's controls are, in view coordinates (None when absent).
 
         ``copy`` is the copy-message button, ``star`` the importance star, ``code`` a list
@@ -835,7 +917,7 @@ class MessageDelegate(QStyledItemDelegate):
     # -- clicks ------------------------------------------------------------------------
 
     def editorEvent(self, event: QEvent, model: QAbstractItemModel,
-                    option: QStyleOptionViewItem, index: _Index) -> bool:
+                    option: QStyleOptionViewItem, index: ModelIndex) -> bool:
         if event.type() != QEvent.Type.MouseButtonRelease:
             return super().editorEvent(event, model, option, index)
         assert isinstance(event, QMouseEvent)
@@ -856,13 +938,11 @@ class MessageDelegate(QStyledItemDelegate):
             self.importance_toggled.emit(message)
             return True
         if regions["copy"].contains(point):
-            QGuiApplication.clipboard().setText(message.content or "")
-            self.copied.emit(message.content or "")
+            self.copy_to_clipboard(index, message.content or "")
             return True
         for code, button in regions["code"]:
             if button.contains(point):
-                QGuiApplication.clipboard().setText(code.text)
-                self.copied.emit(code.text)
+                self.copy_to_clipboard(index, code.text, code.first)
                 return True
         href = regions["doc"].documentLayout().anchorAt(QPointF(point) - regions["doc_origin"])
         if href:
@@ -870,14 +950,11 @@ class MessageDelegate(QStyledItemDelegate):
             return True
         more = regions["more"]
         if more is not None and more.contains(point):
-            self.set_expanded(message, not self.is_expanded(message))
-            self.expansion_changed.emit(QModelIndex(index))
-            self.sizeHintChanged.emit(QModelIndex(index))
-            return True
+            return self.toggle_expanded(index)
         return False
 
     def helpEvent(self, event: QHelpEvent, view: QAbstractItemView,  # noqa: N802 - Qt's name
-                  option: QStyleOptionViewItem, index: _Index) -> bool:
+                  option: QStyleOptionViewItem, index: ModelIndex) -> bool:
         regions = self.hit_regions(option, index)
         message = index.data(MessageRole)
         if not regions or message is None or event is None:
@@ -904,7 +981,7 @@ class MessageDelegate(QStyledItemDelegate):
     # -- editing -----------------------------------------------------------------------
 
     def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
-                     index: _Index) -> QWidget:
+                     index: ModelIndex) -> QWidget:
         editor = MessageEditor(parent)
         editor.committed.connect(lambda: self._finish(editor, commit=True))
         editor.cancelled.connect(lambda: self._finish(editor, commit=False))
@@ -915,18 +992,18 @@ class MessageDelegate(QStyledItemDelegate):
             self.commitData.emit(editor)
         self.closeEditor.emit(editor, QStyledItemDelegate.EndEditHint.NoHint)
 
-    def setEditorData(self, editor: QWidget, index: _Index) -> None:
+    def setEditorData(self, editor: QWidget, index: ModelIndex) -> None:
         message = index.data(MessageRole)
         if isinstance(editor, MessageEditor) and message is not None:
             editor.set_message(message.role, message.content or "")
             editor.focus_text()
 
-    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: _Index) -> None:
+    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: ModelIndex) -> None:
         if isinstance(editor, MessageEditor):
             model.setData(index, (editor.role(), editor.text()), Qt.ItemDataRole.EditRole)
 
     def updateEditorGeometry(self, editor: QWidget, option: QStyleOptionViewItem,
-                             index: _Index) -> None:
+                             index: ModelIndex) -> None:
         editor.setGeometry(option.rect.adjusted(MARGIN_X, MARGIN_Y, -MARGIN_X, -MARGIN_Y))
 
     def eventFilter(self, editor: Any, event: QEvent) -> bool:

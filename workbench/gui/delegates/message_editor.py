@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.conversation import ROLES
+from workbench.gui.controls import named
 from workbench.gui.theme import ROLE_LABELS, monospace_font
 
 EDITOR_MIN_HEIGHT = 170
@@ -50,12 +51,10 @@ class MessageEditor(QFrame):
         top.addWidget(QLabel("Role:", self))
         top.addWidget(self.role_box)
         top.addStretch(1)
-        self.save_button = QPushButton("Save", self)
-        self.save_button.setToolTip("Save the message (Ctrl+Enter)")
-        self.save_button.setAccessibleName("Save message")
-        self.cancel_button = QPushButton("Cancel", self)
-        self.cancel_button.setToolTip("Discard the changes (Esc)")
-        self.cancel_button.setAccessibleName("Cancel editing")
+        self.save_button = named(QPushButton("Save", self), "Save message",
+                                 tip="Save the message (Ctrl+Enter)")
+        self.cancel_button = named(QPushButton("Cancel", self), "Cancel editing",
+                                   tip="Discard the changes (Esc)")
         if buttons:
             top.addWidget(self.save_button)
             top.addWidget(self.cancel_button)

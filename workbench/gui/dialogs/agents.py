@@ -21,17 +21,11 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDialogButtonBox,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
-    QListWidget,
-    QListWidgetItem,
-    QMessageBox,
     QPlainTextEdit,
-    QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -42,6 +36,7 @@ from workbench.core.policy import CAPTURES, INJECTS, MODES, SCOPES, MemoryPolicy
 from workbench.engine.builtin_tools import BUILTIN_TOOLS
 from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
+from workbench.gui.controls import add_rows, named
 from workbench.gui.dialogs.settings_form import SettingsFormDialog
 from workbench.gui.errors import describe_error
 
@@ -50,14 +45,11 @@ _CAPTURE_LABELS = {"manual": "Only what is remembered on purpose",
                    "conversation": "Every turn, as one entry", "off": "Nothing"}
 _INJECT_LABELS = {"instructions": "Into the instructions", "context": "As a context message"}
 _SCOPE_LABELS = {"agent": "The agent's (all its sessions)", "session": "Each session's own"}
-_GOOD = "color: #2e7d32;"
-_BAD = "color: #c62828;"
 
 
 def _choices(parent: QWidget, name: str, values: tuple[str, ...],
              labels: dict[str, str]) -> QComboBox:
-    box = QComboBox(parent)
-    box.setAccessibleName(name)
+    box = named(QComboBox(parent), name)
     for value in values:
         box.addItem(labels.get(value, value), value)
     return box
@@ -67,105 +59,62 @@ class AgentsDialog(SettingsFormDialog):
     """Add and edit agents (see the module docstring)."""
 
     entry_kind = "agent"
+    accessible_names = {"list": "Agents", "add": "Add an agent", "remove": "Remove the agent",
+                        "name": "Agent name", "save": "Save the agent",
+                        "status": "Agent status"}
 
     agent_saved = Signal(object)  # the stored Agent
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__("Agents", parent)
         self.ctx = ctx
-        self.setObjectName("AgentsDialog")
-        self.setWindowTitle("Agents")
-        self.setAccessibleName("Agents")
         self._stored: Agent | None = None  # the agent in the form (None: a new one)
         self._provider_models: dict[str, str] = {}  # provider name -> its model
 
-        self.list = QListWidget(self)
-        self.list.setAccessibleName("Agents")
-        self.list.setMinimumWidth(170)
-        self.add_button = QPushButton("&Add", self)
-        self.add_button.setAccessibleName("Add an agent")
-        self.remove_button = QPushButton("&Remove…", self)
-        self.remove_button.setAccessibleName("Remove the agent")
-
-        self.name_edit = QLineEdit(self)
-        self.name_edit.setAccessibleName("Agent name")
-        self.instructions_edit = QPlainTextEdit(self)
-        self.instructions_edit.setAccessibleName("Instructions")
-        self.instructions_edit.setPlaceholderText("The system prompt: who the agent is and "
-                                                  "how it should answer.")
+        self.instructions_edit = named(
+            QPlainTextEdit(self), "Instructions",
+            placeholder="The system prompt: who the agent is and how it should answer.")
         self.instructions_edit.setTabChangesFocus(True)
-        self.provider_box = QComboBox(self)
-        self.provider_box.setAccessibleName("Provider")
-        self.model_edit = QLineEdit(self)
-        self.model_edit.setAccessibleName("Model")
+        self.provider_box = named(QComboBox(self), "Provider")
+        self.model_edit = named(QLineEdit(self), "Model")
 
         self.mode_box = _choices(self, "Memory mode", MODES, _MODE_LABELS)
-        self.window_spin = QSpinBox(self)
-        self.window_spin.setAccessibleName("Window size in messages")
+        self.window_spin = named(QSpinBox(self), "Window size in messages",
+                                 tip="Keep only this many recent messages in the model's view;"
+                                 " older ones are evicted (never deleted).")
         self.window_spin.setRange(0, 1_000_000)
         self.window_spin.setSpecialValueText("No window")
         self.window_spin.setSuffix(" messages")
-        self.window_spin.setToolTip("Keep only this many recent messages in the model's view; "
-                                    "older ones are evicted (never deleted).")
         self.capture_box = _choices(self, "Memory capture", CAPTURES, _CAPTURE_LABELS)
         self.inject_box = _choices(self, "Where recalled memory goes", INJECTS, _INJECT_LABELS)
-        self.max_entries_spin = QSpinBox(self)
-        self.max_entries_spin.setAccessibleName("Entries recalled per turn")
+        self.max_entries_spin = named(QSpinBox(self), "Entries recalled per turn")
         self.max_entries_spin.setRange(0, 100)
         self.max_entries_spin.setSpecialValueText("None (no recall)")
         self.scope_box = _choices(self, "Memory scope", SCOPES, _SCOPE_LABELS)
-        self.namespace_edit = QLineEdit(self)
-        self.namespace_edit.setAccessibleName("Memory namespace")
-        self.namespace_edit.setPlaceholderText("default")
+        self.namespace_edit = named(QLineEdit(self), "Memory namespace", placeholder="default")
 
         self.tool_boxes: dict[str, QCheckBox] = {}
         for name, label in BUILTIN_TOOLS.items():
-            box = QCheckBox(label, self)
-            box.setAccessibleName(f"Tool: {label}")
-            box.setToolTip(f"Let the model call {name}")
-            self.tool_boxes[name] = box
-
-        self.save_button = QPushButton("&Save", self)
-        self.save_button.setAccessibleName("Save the agent")
-        self.save_button.setDefault(True)
-        self.status_label = QLabel(self)
-        self.status_label.setWordWrap(True)
-        self.status_label.setAccessibleName("Agent status")
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
-        self.buttons.rejected.connect(self.reject)
+            self.tool_boxes[name] = named(QCheckBox(label, self), f"Tool: {label}",
+                                          tip=f"Let the model call {name}")
 
         self._lay_out()
-        self.list.currentItemChanged.connect(self._selection_changed)
-        self.add_button.clicked.connect(self.new_agent)
-        self.remove_button.clicked.connect(self.remove)
         self.save_button.clicked.connect(self.save)
         self.provider_box.currentIndexChanged.connect(self._provider_changed)
         self.reload()
         self.resize(780, 620)
 
     def _lay_out(self) -> None:
-        left = QVBoxLayout()
-        left.addWidget(self.list, 1)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.add_button)
-        buttons.addWidget(self.remove_button)
-        left.addLayout(buttons)
-
-        form = QFormLayout()
-        form.addRow("&Name:", self.name_edit)
-        form.addRow("&Instructions:", self.instructions_edit)
-        form.addRow("&Provider:", self.provider_box)
-        form.addRow("&Model:", self.model_edit)
+        form = add_rows(QFormLayout(), [
+            ("&Name:", self.name_edit), ("&Instructions:", self.instructions_edit),
+            ("&Provider:", self.provider_box), ("&Model:", self.model_edit)])
 
         memory = QGroupBox("Memory", self)
-        memory_form = QFormLayout(memory)
-        memory_form.addRow("Mo&de:", self.mode_box)
-        memory_form.addRow("&Window:", self.window_spin)
-        memory_form.addRow("&Capture:", self.capture_box)
-        memory_form.addRow("Recalled &entries go:", self.inject_box)
-        memory_form.addRow("Recall &at most:", self.max_entries_spin)
-        memory_form.addRow("Sc&ope:", self.scope_box)
-        memory_form.addRow("Names&pace:", self.namespace_edit)
+        add_rows(QFormLayout(memory), [
+            ("Mo&de:", self.mode_box), ("&Window:", self.window_spin),
+            ("&Capture:", self.capture_box), ("Recalled &entries go:", self.inject_box),
+            ("Recall &at most:", self.max_entries_spin), ("Sc&ope:", self.scope_box),
+            ("Names&pace:", self.namespace_edit)])
 
         tools = QGroupBox("Built-in tools", self)
         tools_layout = QVBoxLayout(tools)
@@ -182,20 +131,11 @@ class AgentsDialog(SettingsFormDialog):
         right.addLayout(form)
         right.addLayout(groups)
         right.addLayout(actions)
-
-        body = QHBoxLayout()
-        body.addLayout(left, 2)
-        body.addLayout(right, 5)
-        layout = QVBoxLayout(self)
-        layout.addLayout(body, 1)
-        layout.addWidget(self.buttons)
-        chain: list[QWidget] = [
-            self.list, self.add_button, self.remove_button, self.name_edit, self.instructions_edit,
-            self.provider_box, self.model_edit, self.mode_box, self.window_spin,
-            self.capture_box, self.inject_box, self.max_entries_spin, self.scope_box,
-            self.namespace_edit, *self.tool_boxes.values(), self.save_button, self.buttons]
-        for first, second in zip(chain, chain[1:], strict=False):
-            QWidget.setTabOrder(first, second)
+        self._lay_out_around(right, [
+            self.name_edit, self.instructions_edit, self.provider_box, self.model_edit,
+            self.mode_box, self.window_spin, self.capture_box, self.inject_box,
+            self.max_entries_spin, self.scope_box, self.namespace_edit,
+            *self.tool_boxes.values(), self.save_button])
 
     # -- the list ----------------------------------------------------------------------
 
@@ -219,60 +159,7 @@ class AgentsDialog(SettingsFormDialog):
         for config in providers:
             self.provider_box.addItem(config.name, config.name)
         self.provider_box.blockSignals(False)
-        self.list.blockSignals(True)
-        self.list.clear()
-        chosen: QListWidgetItem | None = None
-        for agent in agents:
-            item = QListWidgetItem(agent.name, self.list)
-            item.setData(Qt.ItemDataRole.UserRole, agent)
-            if agent.id == select:
-                chosen = item
-        self.list.blockSignals(False)
-        if chosen is None and self.list.count():
-            chosen = self.list.item(0)
-        if chosen is not None:
-            # Read again from the store: the form is refilled below, whatever it held.
-            self.list.blockSignals(True)
-            self.list.setCurrentItem(chosen)
-            self.list.blockSignals(False)
-            self._load(chosen.data(Qt.ItemDataRole.UserRole))
-        else:
-            self._load(None)
-
-    def names(self) -> list[str]:
-        return [self.list.item(i).text() for i in range(self.list.count())]
-
-    def select(self, name: str) -> bool:
-        """Show the agent called ``name`` in the form."""
-        for i in range(self.list.count()):
-            if self.list.item(i).text() == name:
-                self.list.setCurrentRow(i)
-                return True
-        return False
-
-    def _selection_changed(self, current: QListWidgetItem | None,
-                           previous: QListWidgetItem | None) -> None:
-        if current is None:
-            return
-        if self.edited() and not self.confirm_discard(self.edited_name()):
-            self.list.blockSignals(True)
-            self.list.setCurrentItem(previous)  # stay on the edited form
-            self.list.blockSignals(False)
-            return
-        self._load(current.data(Qt.ItemDataRole.UserRole))
-
-    def edited(self) -> bool:
-        """Whether the form was changed since it was filled (from the store or blank)."""
-        return self.form_fields() != getattr(self, "_baseline", None)
-
-    def new_agent(self) -> None:
-        """Clear the form for an agent that is not stored yet."""
-        self.list.blockSignals(True)
-        self.list.setCurrentRow(-1)
-        self.list.clearSelection()
-        self.list.blockSignals(False)
-        self._load(None)
-        self.name_edit.setFocus()
+        self._show_entries(agents, lambda agent: agent.id == select)
 
     # -- the form ----------------------------------------------------------------------
 
@@ -292,21 +179,12 @@ class AgentsDialog(SettingsFormDialog):
             self._say(f"Removed agent {stored.name!r}{gone}.", ok=True)
             self.ctx.providers_changed.emit()
 
-        def failed(error: BaseException) -> None:
-            self._say(describe_error(error, doing="remove the agent"), ok=False)
-
         self.ctx.workers.write(ws.delete_agent, stored.id, name="remove the agent",
-                               on_done=done, on_error=failed)
+                               on_done=done, on_error=self._failed("remove the agent"))
 
-    def confirm_remove(self, name: str) -> bool:
-        """Ask whether to delete agent ``name`` with its long-term memory entries."""
-        answer = QMessageBox.question(
-            self, "Remove agent",
-            f"Remove the agent {name!r} and its long-term memory entries? An agent that "
-            "still has sessions cannot be removed.",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No)
-        return answer == QMessageBox.StandardButton.Yes
+    def remove_question(self, name: str) -> str:
+        return (f"Remove the agent {name!r} and its long-term memory entries? An agent that "
+                "still has sessions cannot be removed.")
 
     def _load(self, agent: Agent | None) -> None:
         self._stored = agent
@@ -335,7 +213,7 @@ class AgentsDialog(SettingsFormDialog):
         self.namespace_edit.setText(policy.namespace)
         for name, box in self.tool_boxes.items():
             box.setChecked(name in shown.tools)
-        self._baseline = self.form_fields()
+        self._mark_unedited()
 
     def _provider_changed(self, *_args: Any) -> None:
         name = self.provider_box.currentData()
@@ -343,7 +221,7 @@ class AgentsDialog(SettingsFormDialog):
         self.model_edit.setPlaceholderText(
             f"the provider's model ({model})" if model else "the provider's model")
 
-    def form_fields(self) -> dict[str, Any]:
+    def form_state(self) -> dict[str, Any]:
         """The agent's fields as the form has them (the policy merged into the stored
         one, so settings the form does not show are kept)."""
         stored = self._stored
@@ -368,13 +246,9 @@ class AgentsDialog(SettingsFormDialog):
             "tools": others + enabled,
         }
 
-    def _say(self, text: str, *, ok: bool | None = None) -> None:
-        self.status_label.setText(text)
-        self.status_label.setStyleSheet("" if ok is None else _GOOD if ok else _BAD)
-
     def save(self) -> bool:
         """Store the form (on the writer); False when the form itself is not valid."""
-        fields = self.form_fields()
+        fields = self.form_state()
         if not fields["name"]:
             self._say("An agent needs a name.", ok=False)
             return False
@@ -398,9 +272,7 @@ class AgentsDialog(SettingsFormDialog):
             self.ctx.providers_changed.emit()
             self.ctx.sessions_changed.emit()
 
-        def failed(error: BaseException) -> None:
-            self._say(describe_error(error, doing="save the agent"), ok=False)
-
         self._say("Saving…")
-        self.ctx.workers.write(run, name="save the agent", on_done=done, on_error=failed)
+        self.ctx.workers.write(run, name="save the agent", on_done=done,
+                               on_error=self._failed("save the agent"))
         return True

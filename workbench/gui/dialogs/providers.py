@@ -21,14 +21,10 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
-    QDialogButtonBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QListWidget,
-    QListWidgetItem,
-    QMessageBox,
     QPushButton,
     QSpinBox,
     QVBoxLayout,
@@ -45,6 +41,7 @@ from workbench.engine.providers import (
 )
 from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
+from workbench.gui.controls import add_rows, named, note_label
 from workbench.gui.dialogs.settings_form import SettingsFormDialog
 from workbench.gui.errors import describe_error
 
@@ -53,8 +50,6 @@ _KEY_SOURCES = ((KEY_NONE, "No key (a local server)"),
                 (KEY_ENV, "Environment variable"),
                 (KEY_KEYRING, "OS keyring entry"))
 _KIND_LABELS = {"openai": "OpenAI-compatible", "anthropic": "Anthropic"}
-_GOOD = "color: #2e7d32;"
-_BAD = "color: #c62828;"
 MAX_TOKENS = 100_000_000
 
 
@@ -73,6 +68,9 @@ class ProvidersDialog(SettingsFormDialog):
     """Add, change, remove and test provider configs (see the module docstring)."""
 
     entry_kind = "provider"
+    accessible_names = {"list": "Stored providers", "add": "Add a provider",
+                        "remove": "Remove the selected provider", "name": "Provider name",
+                        "save": "Save the provider", "status": "Provider status"}
 
     provider_saved = Signal(object)  # the stored ProviderConfig
     provider_removed = Signal(str)  # its name
@@ -80,74 +78,39 @@ class ProvidersDialog(SettingsFormDialog):
     window_detected = Signal(object)  # the WindowDetection
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__("Providers", parent)
         self.ctx = ctx
-        self.setObjectName("ProvidersDialog")
-        self.setWindowTitle("Providers")
-        self.setAccessibleName("Providers")
         self._stored: ProviderConfig | None = None  # the config in the form (None: new)
         self.keyring_usable, self.keyring_why = keyring_state()
 
-        self.list = QListWidget(self)
-        self.list.setAccessibleName("Stored providers")
-        self.list.setMinimumWidth(170)
-        self.add_button = QPushButton("&Add", self)
-        self.add_button.setAccessibleName("Add a provider")
-        self.remove_button = QPushButton("&Remove…", self)
-        self.remove_button.setAccessibleName("Remove the selected provider")
-
-        self.name_edit = QLineEdit(self)
-        self.name_edit.setAccessibleName("Provider name")
         self.name_edit.setPlaceholderText("e.g. llama.cpp (local)")
-        self.kind_box = QComboBox(self)
-        self.kind_box.setAccessibleName("Provider kind")
+        self.kind_box = named(QComboBox(self), "Provider kind")
         for kind in PROVIDER_KINDS:
             self.kind_box.addItem(_KIND_LABELS.get(kind, kind), kind)
-        self.base_url_edit = QLineEdit(self)
-        self.base_url_edit.setAccessibleName("Base URL")
-        self.base_url_edit.setPlaceholderText("http://127.0.0.1:8080/v1")
-        self.model_edit = QLineEdit(self)
-        self.model_edit.setAccessibleName("Model")
-        self.model_edit.setPlaceholderText("the model's name on the server")
-        self.key_source_box = QComboBox(self)
-        self.key_source_box.setAccessibleName("API key source")
+        self.base_url_edit = named(QLineEdit(self), "Base URL",
+                                   placeholder="http://127.0.0.1:8080/v1")
+        self.model_edit = named(QLineEdit(self), "Model",
+                                placeholder="the model's name on the server")
+        self.key_source_box = named(QComboBox(self), "API key source")
         for value, label in _KEY_SOURCES:
             self.key_source_box.addItem(label, value)
-        self.key_env_edit = QLineEdit(self)
-        self.key_env_edit.setAccessibleName("Environment variable name")
-        self.key_env_edit.setPlaceholderText("e.g. OPENAI_API_KEY")
-        self.keyring_entry_edit = QLineEdit(self)
-        self.keyring_entry_edit.setAccessibleName("Keyring entry name")
-        self.keyring_entry_edit.setPlaceholderText("default: the provider's name")
-        self.key_edit = QLineEdit(self)
-        self.key_edit.setAccessibleName("API key to save in the keyring")
+        self.key_env_edit = named(QLineEdit(self), "Environment variable name",
+                                  placeholder="e.g. OPENAI_API_KEY")
+        self.keyring_entry_edit = named(QLineEdit(self), "Keyring entry name",
+                                        placeholder="default: the provider's name")
+        self.key_edit = named(QLineEdit(self), "API key to save in the keyring",
+                              placeholder="type a key to put it in the keyring on Save")
         self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
-        self.key_edit.setPlaceholderText("type a key to put it in the keyring on Save")
-        self.keyring_note = QLabel(self)
-        self.keyring_note.setWordWrap(True)
-        self.keyring_note.setAccessibleName("Keyring availability")
-        self.use_env_button = QPushButton("Use an &Environment Variable", self)
-        self.use_env_button.setAccessibleName("Use an environment variable instead")
+        self.keyring_note = note_label(self, "Keyring availability")
+        self.use_env_button = named(QPushButton("Use an &Environment Variable", self),
+                                    "Use an environment variable instead")
         self.window_spin = _token_spin(self, "Context window")
-        self.detect_button = QPushButton("&Detect", self)
-        self.detect_button.setAccessibleName("Detect the context window")
-        self.detect_button.setToolTip("Ask the server for its context window")
-        self.window_label = QLabel(self)
-        self.window_label.setWordWrap(True)
-        self.window_label.setAccessibleName("Context window detection")
+        self.detect_button = named(QPushButton("&Detect", self), "Detect the context window",
+                                   tip="Ask the server for its context window")
+        self.window_label = note_label(self, "Context window detection")
         self.max_output_spin = _token_spin(self, "Max output tokens")
 
-        self.save_button = QPushButton("&Save", self)
-        self.save_button.setAccessibleName("Save the provider")
-        self.save_button.setDefault(True)
-        self.test_button = QPushButton("&Test Connection", self)
-        self.test_button.setAccessibleName("Test the connection")
-        self.status_label = QLabel(self)
-        self.status_label.setWordWrap(True)
-        self.status_label.setAccessibleName("Provider status")
-        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
-        self.buttons.rejected.connect(self.reject)
+        self.test_button = named(QPushButton("&Test Connection", self), "Test the connection")
 
         self._lay_out()
         self._connect()
@@ -157,22 +120,11 @@ class ProvidersDialog(SettingsFormDialog):
     # -- building ----------------------------------------------------------------------
 
     def _lay_out(self) -> None:
-        left = QVBoxLayout()
-        left.addWidget(self.list, 1)
-        row = QHBoxLayout()
-        row.addWidget(self.add_button)
-        row.addWidget(self.remove_button)
-        left.addLayout(row)
-
-        self.form = QFormLayout()
-        self.form.addRow("&Name:", self.name_edit)
-        self.form.addRow("&Kind:", self.kind_box)
-        self.form.addRow("Base &URL:", self.base_url_edit)
-        self.form.addRow("&Model:", self.model_edit)
-        self.form.addRow("API &key:", self.key_source_box)
-        self.form.addRow("&Variable:", self.key_env_edit)
-        self.form.addRow("Keyring &entry:", self.keyring_entry_edit)
-        self.form.addRow("Key to sa&ve:", self.key_edit)
+        self.form = add_rows(QFormLayout(), [
+            ("&Name:", self.name_edit), ("&Kind:", self.kind_box),
+            ("Base &URL:", self.base_url_edit), ("&Model:", self.model_edit),
+            ("API &key:", self.key_source_box), ("&Variable:", self.key_env_edit),
+            ("Keyring &entry:", self.keyring_entry_edit), ("Key to sa&ve:", self.key_edit)])
         note = QVBoxLayout()
         note.addWidget(self.keyring_note)
         note.addWidget(self.use_env_button, 0, Qt.AlignmentFlag.AlignLeft)
@@ -197,25 +149,13 @@ class ProvidersDialog(SettingsFormDialog):
         right.addLayout(actions)
         right.addWidget(self.status_label)
         right.addStretch(1)
-
-        body = QHBoxLayout()
-        body.addLayout(left, 2)
-        body.addLayout(right, 5)
-        layout = QVBoxLayout(self)
-        layout.addLayout(body, 1)
-        layout.addWidget(self.buttons)
-        chain = [self.list, self.add_button, self.remove_button, self.name_edit,
-                 self.kind_box, self.base_url_edit, self.model_edit, self.key_source_box,
-                 self.key_env_edit, self.keyring_entry_edit, self.key_edit,
-                 self.use_env_button, self.window_spin, self.detect_button,
-                 self.max_output_spin, self.save_button, self.test_button, self.buttons]
-        for first, second in zip(chain, chain[1:], strict=False):
-            QWidget.setTabOrder(first, second)
+        self._lay_out_around(right, [
+            self.name_edit, self.kind_box, self.base_url_edit, self.model_edit,
+            self.key_source_box, self.key_env_edit, self.keyring_entry_edit, self.key_edit,
+            self.use_env_button, self.window_spin, self.detect_button, self.max_output_spin,
+            self.save_button, self.test_button])
 
     def _connect(self) -> None:
-        self.list.currentItemChanged.connect(self._selection_changed)
-        self.add_button.clicked.connect(self.new_provider)
-        self.remove_button.clicked.connect(self.remove)
         self.key_source_box.currentIndexChanged.connect(self._show_key_fields)
         self.use_env_button.clicked.connect(self._use_environment_variable)
         self.detect_button.clicked.connect(self.detect_window)
@@ -235,60 +175,12 @@ class ProvidersDialog(SettingsFormDialog):
         except WorkbenchError as exc:
             configs = []
             self._say(describe_error(exc), ok=False)
-        self.list.blockSignals(True)
-        self.list.clear()
-        chosen: QListWidgetItem | None = None
-        for config in configs:
-            item = QListWidgetItem(config.name, self.list)
-            item.setData(Qt.ItemDataRole.UserRole, config)
-            item.setToolTip(f"{_KIND_LABELS.get(config.kind, config.kind)} · {config.model}"
-                            f" · {config.base_url}")
-            if config.name == select:
-                chosen = item
-        self.list.blockSignals(False)
-        if chosen is None and self.list.count():
-            chosen = self.list.item(0)
-        if chosen is not None:
-            # Read again from the store: the form is refilled below, whatever it held.
-            self.list.blockSignals(True)
-            self.list.setCurrentItem(chosen)
-            self.list.blockSignals(False)
-            self._load(chosen.data(Qt.ItemDataRole.UserRole))
-        else:
-            self.new_provider()
-        self.remove_button.setEnabled(self._stored is not None)
-
-    def names(self) -> list[str]:
-        """The names the list shows, in order."""
-        return [self.list.item(i).text() for i in range(self.list.count())]
-
-    def select(self, name: str) -> bool:
-        """Show the stored config called ``name`` in the form."""
-        for i in range(self.list.count()):
-            if self.list.item(i).text() == name:
-                self.list.setCurrentRow(i)
-                return True
-        return False
-
-    def _selection_changed(self, current: QListWidgetItem | None,
-                           previous: QListWidgetItem | None) -> None:
-        if current is None:
-            return
-        if self.edited() and not self.confirm_discard(self.edited_name()):
-            self.list.blockSignals(True)
-            self.list.setCurrentItem(previous)  # stay on the edited form
-            self.list.blockSignals(False)
-            return
-        self._load(current.data(Qt.ItemDataRole.UserRole))
-
-    def new_provider(self) -> None:
-        """Clear the form for a provider that is not stored yet."""
-        self.list.blockSignals(True)
-        self.list.setCurrentRow(-1)
-        self.list.clearSelection()
-        self.list.blockSignals(False)
-        self._load(None)
-        self.name_edit.setFocus()
+        self._show_entries(
+            configs, lambda config: config.name == select,
+            lambda config: f"{_KIND_LABELS.get(config.kind, config.kind)} · {config.model}"
+                           f" · {config.base_url}")
+        if not configs:
+            self.name_edit.setFocus()
 
     # -- the form ----------------------------------------------------------------------
 
@@ -310,15 +202,10 @@ class ProvidersDialog(SettingsFormDialog):
         self.set_window_note("")
         self.remove_button.setEnabled(config is not None)
         self._show_key_fields()
-        self._baseline = self._form_state()
+        self._mark_unedited()
 
-    def _form_state(self) -> Any:
-        """What the form holds, to tell whether it was edited since it was filled."""
+    def form_state(self) -> Any:
         return (self.form_config().to_json(), self.key_edit.text())
-
-    def edited(self) -> bool:
-        """Whether the form was changed since it was filled (from the store or blank)."""
-        return self._form_state() != getattr(self, "_baseline", None)
 
     def _show_key_fields(self, *_args: Any) -> None:
         source = self.key_source_box.currentData()
@@ -372,10 +259,6 @@ class ProvidersDialog(SettingsFormDialog):
             return True
         return self.form_config().to_json() != self._stored.to_json()
 
-    def _say(self, text: str, *, ok: bool | None = None) -> None:
-        self.status_label.setText(text)
-        self.status_label.setStyleSheet("" if ok is None else _GOOD if ok else _BAD)
-
     # -- saving and removing -------------------------------------------------------------
 
     def save(self, then: Callable[[ProviderConfig], None] | None = None) -> bool:
@@ -414,10 +297,12 @@ class ProvidersDialog(SettingsFormDialog):
         return True
 
     def _failed(self, doing: str) -> Callable[[BaseException], None]:
+        say = super()._failed(doing)
+
         def show(error: BaseException) -> None:
             self.test_button.setEnabled(True)
             self.detect_button.setEnabled(True)
-            self._say(describe_error(error, doing=doing), ok=False)
+            say(error)
         return show
 
     def remove(self) -> None:
@@ -438,15 +323,10 @@ class ProvidersDialog(SettingsFormDialog):
         self.ctx.workers.write(settings.remove, name, name="remove the provider",
                                on_done=done, on_error=self._failed("remove the provider"))
 
-    def confirm_remove(self, name: str) -> bool:
-        """Ask whether to remove ``name`` (its keyring entry, if any, is left alone)."""
-        answer = QMessageBox.question(
-            self, "Remove provider",
-            f"Remove the provider {name!r}? Agents that use it will need another one. "
-            "A key kept in the OS keyring stays there.",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No)
-        return answer == QMessageBox.StandardButton.Yes
+    def remove_question(self, name: str) -> str:
+        # Its keyring entry, if any, is left alone.
+        return (f"Remove the provider {name!r}? Agents that use it will need another one. "
+                "A key kept in the OS keyring stays there.")
 
     # -- asking the server ---------------------------------------------------------------
 

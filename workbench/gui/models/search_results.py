@@ -6,12 +6,11 @@ import html
 from dataclasses import dataclass, replace
 from typing import Any
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import QModelIndex, Qt
 
 from workbench.core.conversation import SearchHit
 from workbench.gui.delegates.markdown import plain_tooltip
-
-_Index = QModelIndex | QPersistentModelIndex
+from workbench.gui.models.rows import ItemListModel
 
 # Markers the search puts around matched words; control characters never occur in text
 # people search, so a «» in a message is shown as it is.
@@ -48,50 +47,48 @@ class SearchOutcome:
     seconds: float
 
 
-class SearchResultsModel(QAbstractListModel):
+class SearchResultsModel(ItemListModel):
     """The hits of the last search."""
+
+    item_role = HitRole
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
-        self._hits: list[SearchHit] = []
         self._titles: dict[int, str] = {}
 
     def set_outcome(self, outcome: SearchOutcome | None) -> None:
         self.beginResetModel()
-        self._hits = list(outcome.hits) if outcome else []
+        self._items = list(outcome.hits) if outcome else []
         self._titles = dict(outcome.titles) if outcome else {}
         self.endResetModel()
 
     def rename_session(self, session_id: int, title: str) -> None:
         """Show a session's new title on its hits (the session's own hit included)."""
-        rows = [r for r, h in enumerate(self._hits) if h.session_id == session_id]
+        rows = [r for r, h in enumerate(self._items) if h.session_id == session_id]
         if not rows:
             return
         self._titles[session_id] = title
         for row in rows:
-            hit = self._hits[row]
+            hit = self._items[row]
             if hit.kind == "session" and hit.title is not None:
-                self._hits[row] = replace(hit, title=title)
+                self._items[row] = replace(hit, title=title)
         self.dataChanged.emit(self.index(rows[0], 0), self.index(rows[-1], 0))
 
     def drop_session(self, session_id: int) -> int:
         """Remove the hits of a session that is gone; returns how many there were."""
-        rows = [r for r, h in enumerate(self._hits) if h.session_id == session_id]
+        rows = [r for r, h in enumerate(self._items) if h.session_id == session_id]
         for row in reversed(rows):
             self.beginRemoveRows(QModelIndex(), row, row)
-            del self._hits[row]
+            del self._items[row]
             self.endRemoveRows()
         return len(rows)
 
     def row_of(self, key: tuple[str, int | None, int | None, int | None]) -> int:
         """The row of the hit with ``key`` (see :func:`hit_key`), or -1."""
-        return next((r for r, h in enumerate(self._hits) if hit_key(h) == key), -1)
+        return next((r for r, h in enumerate(self._items) if hit_key(h) == key), -1)
 
     def hit_at(self, row: int) -> SearchHit:
-        return self._hits[row]
-
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(self._hits)
+        return self._items[row]
 
     def title_of(self, hit: SearchHit) -> str:
         if hit.kind == "session":
@@ -100,12 +97,7 @@ class SearchResultsModel(QAbstractListModel):
             return "Memory"
         return self._titles.get(hit.session_id or 0, f"Session {hit.session_id}")
 
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not 0 <= index.row() < len(self._hits):
-            return None
-        hit = self._hits[index.row()]
-        if role == HitRole:
-            return hit
+    def item_data(self, hit: SearchHit, role: int) -> Any:
         if role == TitleRole:
             return self.title_of(hit)
         if role == SnippetHtmlRole:

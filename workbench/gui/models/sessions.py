@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QModelIndex, Qt, Signal
 
 from workbench.core.conversation import SessionInfo
 from workbench.core.identity import metadata_lines
 from workbench.engine.workspace import Workspace
 from workbench.errors import WorkbenchError
 from workbench.gui.delegates.markdown import plain_tooltip
-
-_Index = QModelIndex | QPersistentModelIndex
+from workbench.gui.models import ModelIndex
+from workbench.gui.models.rows import ItemListModel
 
 PAGE = 100
 _DETAIL_LINES = 12  # metadata lines a tooltip shows at most
@@ -42,8 +42,10 @@ def session_summary(info: SessionInfo) -> str:
     return line
 
 
-class SessionListModel(QAbstractListModel):
+class SessionListModel(ItemListModel):
     """Sessions as rows, fetched in pages (see the module docstring)."""
+
+    item_role = SessionRole
 
     rename_requested = Signal(int, str)  # session id, new title (from editing in place)
 
@@ -53,7 +55,6 @@ class SessionListModel(QAbstractListModel):
         self._workspace = workspace
         self._hidden = hidden if hidden is not None else (lambda: frozenset())
         self._page_size = page_size
-        self._rows: list[SessionInfo] = []
         self._consumed = 0  # rows read from the store (hidden ones included)
         self._exhausted = True
         self._filter = ""
@@ -73,27 +74,27 @@ class SessionListModel(QAbstractListModel):
         return self._filter
 
     def set_filter_text(self, text: str) -> None:
-        text = text.strip()
-        if text != self._filter:
-            self._filter = text
-            self.reload()
+        self._reload_if_changed("_filter", text.strip())
 
     @property
     def include_archived(self) -> bool:
         return self._include_archived
 
     def set_include_archived(self, include: bool) -> None:
-        if include != self._include_archived:
-            self._include_archived = include
+        self._reload_if_changed("_include_archived", include)
+
+    def _reload_if_changed(self, attribute: str, value: object) -> None:
+        if value != getattr(self, attribute):
+            setattr(self, attribute, value)
             self.reload()
 
     def reload(self) -> None:
         """Read the list again, as many rows as were loaded (at least one page)."""
         want = max(self._page_size, self._consumed)
         self.beginResetModel()
-        self._rows, self._consumed = [], 0
+        self._items, self._consumed = [], 0
         self._exhausted = False
-        self._rows = self._read(want)
+        self._items = self._read(want)
         self.endResetModel()
 
     def _read(self, count: int) -> list[SessionInfo]:
@@ -117,28 +118,25 @@ class SessionListModel(QAbstractListModel):
 
     # -- rows --------------------------------------------------------------------------
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
-        return 0 if parent.isValid() else len(self._rows)
-
-    def canFetchMore(self, parent: _Index) -> bool:
+    def canFetchMore(self, parent: ModelIndex) -> bool:
         return not parent.isValid() and not self._exhausted
 
-    def fetchMore(self, parent: _Index) -> None:
+    def fetchMore(self, parent: ModelIndex) -> None:
         if parent.isValid() or self._exhausted:
             return
         page = self._read(self._page_size)
         if not page:
             return
-        first = len(self._rows)
+        first = len(self._items)
         self.beginInsertRows(QModelIndex(), first, first + len(page) - 1)
-        self._rows.extend(page)
+        self._items.extend(page)
         self.endInsertRows()
 
     def session_at(self, row: int) -> SessionInfo:
-        return self._rows[row]
+        return self._items[row]
 
     def row_of(self, session_id: int) -> int | None:
-        for row, info in enumerate(self._rows):
+        for row, info in enumerate(self._items):
             if info.id == session_id:
                 return row
         return None
@@ -147,16 +145,11 @@ class SessionListModel(QAbstractListModel):
         """Show a session's new details in place (its order is fixed by the next reload)."""
         row = self.row_of(info.id)
         if row is not None:
-            self._rows[row] = info
+            self._items[row] = info
             index = self.index(row, 0)
             self.dataChanged.emit(index, index)
 
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not 0 <= index.row() < len(self._rows):
-            return None
-        info = self._rows[index.row()]
-        if role == SessionRole:
-            return info
+    def item_data(self, info: SessionInfo, role: int) -> Any:
         if role == Qt.ItemDataRole.DisplayRole:
             return info.title
         if role == Qt.ItemDataRole.EditRole:
@@ -191,18 +184,18 @@ class SessionListModel(QAbstractListModel):
             metadata = {k: v for k, v in metadata.items() if k != "time_missing"}
         return lines + metadata_lines(metadata, limit=80)[:_DETAIL_LINES]
 
-    def flags(self, index: _Index) -> Qt.ItemFlag:
+    def flags(self, index: ModelIndex) -> Qt.ItemFlag:
         if not index.isValid():
             return Qt.ItemFlag.NoItemFlags
         return (Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
                 | Qt.ItemFlag.ItemIsEditable)
 
-    def setData(self, index: _Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
+    def setData(self, index: ModelIndex, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
         """A title typed in place: asked for through ``rename_requested`` (undoable)."""
         if role != Qt.ItemDataRole.EditRole or not index.isValid():
             return False
         title = str(value).strip()
-        info = self._rows[index.row()]
+        info = self._items[index.row()]
         if not title or title == info.title:
             return False
         self.rename_requested.emit(info.id, title)

@@ -47,7 +47,6 @@ from typing import Any
 from PySide6.QtCore import (
     QAbstractListModel,
     QModelIndex,
-    QPersistentModelIndex,
     Qt,
     Signal,
 )
@@ -58,8 +57,8 @@ from workbench.engine import compaction
 from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError
 from workbench.gui.delegates.markdown import plain_tooltip
-
-_Index = QModelIndex | QPersistentModelIndex
+from workbench.gui.models import ModelIndex
+from workbench.gui.workers import Job
 
 PAGE = 100
 MAX_PAGES = 40
@@ -172,9 +171,12 @@ def compaction_label(run: FoldRun, records: Sequence[CompactionRecord]) -> str:
     noun = "Compaction" if len(records) == 1 else "Compactions"
     when = records[-1].created_at.astimezone().strftime("%Y-%m-%d %H:%M")
     saved = sum(r.tokens_saved for r in records)
+    # Never a negative "saved": a compaction that made the request bigger saved nothing.
+    saved_text = (f"{saved:,} token{'s' if saved != 1 else ''} saved" if saved > 0
+                  else "no tokens saved")
     messages = "message" if run.shown == 1 else "messages"
     action = "hide" if run.expanded else "show the summary"
-    return (f"{noun} {ids} · {when} · {saved:,} tokens saved\n"
+    return (f"{noun} {ids} · {when} · {saved_text}\n"
             f"{run.shown:,} {messages} folded into the summary: {action}")
 
 
@@ -249,8 +251,9 @@ class TimelineModel(QAbstractListModel):
         self._allowed: set[str] = set(ROLES)
         self._expanded: set[int] = set()
         self._pages: OrderedDict[int, list[Message]] = OrderedDict()
-        self._loading_pages: set[int] = set()
-        self._generation = 0  # bumped by every change, so late worker results are dropped
+        # Pages being read, by number; the index is read with the key (self, "index").
+        # Every change cancels them (_drop_reads), so no late result lands.
+        self._page_jobs: dict[int, Job] = {}
         self._pending: list[Message] = []  # a turn being streamed, not (yet) stored
         self._revisions: dict[int, int] = {}  # message id -> edits seen (part of KeyRole)
         self._summary: str | None = None  # the session's long-term summary, read on demand
@@ -288,10 +291,9 @@ class TimelineModel(QAbstractListModel):
         """Show session ``session_id`` (0: none). Rows appear at once; the shape of a long
         session follows from a worker (``index_loaded``)."""
         self.beginResetModel()
-        self._generation += 1
+        self._drop_reads()
         self._session_id = session_id
         self._pages.clear()
-        self._loading_pages.clear()
         self._pending = []
         self._expanded.clear()
         self._revisions.clear()
@@ -319,16 +321,18 @@ class TimelineModel(QAbstractListModel):
             self.role_counts_changed.emit({})
 
     def _request_index(self) -> None:
-        generation, session_id, workspace = self._generation, self._session_id, self._workspace
+        self._workers.read(SessionIndex.load, self._workspace, self._session_id,
+                           name="read session shape", key=(self, "index"),
+                           on_done=self._install_index)
 
-        def done(index: SessionIndex) -> None:
-            if generation == self._generation and session_id == self._session_id:
-                self._install_index(index)
-            elif session_id == self._session_id and self._index is None:
-                self._request_index()  # the session changed while it was read: read again
-
-        self._workers.read(SessionIndex.load, workspace, session_id, name="read session shape",
-                           on_done=done)
+    def _drop_reads(self) -> None:
+        """What the workers are reading no longer holds: drop it (it never arrives)."""
+        if self._workers is None:
+            return
+        self._workers.cancel((self, "index"))
+        for job in self._page_jobs.values():
+            job.cancel()
+        self._page_jobs.clear()
 
     def _install_index(self, index: SessionIndex) -> None:
         self._index = index
@@ -346,7 +350,7 @@ class TimelineModel(QAbstractListModel):
         except NotFoundError:  # the session is gone: show nothing
             self.set_session(0)
             return
-        self._generation += 1
+        self._drop_reads()
         self._pages.clear()
         self._revisions.clear()
         self._summary = None
@@ -508,7 +512,7 @@ class TimelineModel(QAbstractListModel):
 
     # -- rows --------------------------------------------------------------------------
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+    def rowCount(self, parent: ModelIndex = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
         if parent.isValid():
             return 0
         return len(self._rows.rows) + len(self._pending)
@@ -600,22 +604,19 @@ class TimelineModel(QAbstractListModel):
         low = self.position_at(max(0, first_row - PREFETCH_MARGIN))
         high = self.position_at(min(n - 1, last_row + PREFETCH_MARGIN))
         for number in range(low // PAGE, high // PAGE + 1):
-            if number in self._pages or number in self._loading_pages:
+            if number in self._pages or number in self._page_jobs:
                 continue
-            self._loading_pages.add(number)
-            generation, session_id = self._generation, self._session_id
 
-            def done(page: list[Message], number: int = number, generation: int = generation,
-                     ) -> None:
-                self._loading_pages.discard(number)
-                if generation == self._generation and number not in self._pages:
+            def done(page: list[Message], number: int = number) -> None:
+                del self._page_jobs[number]
+                if number not in self._pages:  # read in this thread meanwhile
                     self._store_page(number, page)
 
             def failed(_exc: BaseException, number: int = number) -> None:
-                self._loading_pages.discard(number)
+                del self._page_jobs[number]
 
-            self._workers.read(
-                self._workspace.page_messages, session_id,
+            self._page_jobs[number] = self._workers.read(
+                self._workspace.page_messages, self._session_id,
                 after_position=number * PAGE - 1, limit=PAGE, name="read messages",
                 on_done=done, on_error=failed,
             )
@@ -632,7 +633,7 @@ class TimelineModel(QAbstractListModel):
     def cached_pages(self) -> int:
         return len(self._pages)
 
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: ModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
         row = index.row()
@@ -693,27 +694,23 @@ class TimelineModel(QAbstractListModel):
 
     @staticmethod
     def _pending_data(pending: Message, role: int) -> Any:
-        if role == KindRole:
-            return "pending"
-        if role == MessageRole:
-            return pending
-        if role == PositionRole:
-            return pending.position
-        if role == KeyRole:
-            return ("pending", id(pending), len(pending.content), str(pending.metadata))
-        if role == StateRole:
-            return "active"
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.AccessibleTextRole):
             return pending.content
-        return None
+        return {  # a turn still arriving: two rows at the most, read as a whole
+            KindRole: "pending",
+            MessageRole: pending,
+            PositionRole: pending.position,
+            KeyRole: ("pending", id(pending), len(pending.content), str(pending.metadata)),
+            StateRole: "active",
+        }.get(role)
 
-    def flags(self, index: _Index) -> Qt.ItemFlag:
+    def flags(self, index: ModelIndex) -> Qt.ItemFlag:
         base = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
         if index.isValid() and index.data(KindRole) == "message":
             return base | Qt.ItemFlag.ItemIsEditable
         return base
 
-    def setData(self, index: _Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
+    def setData(self, index: ModelIndex, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
         """An edit from the view: asks for it through ``edit_requested`` (the change itself
         comes back through :meth:`message_changed` once the store has it)."""
         if role != Qt.ItemDataRole.EditRole or not index.isValid():
@@ -761,7 +758,7 @@ class TimelineModel(QAbstractListModel):
         """A message was stored at ``message.position``; later ones moved down."""
         if message.session_id != self._session_id or message.position is None:
             return
-        self._generation += 1
+        self._drop_reads()
         self._pages.clear()
         self._count += 1
         if self._index is not None:
@@ -775,7 +772,7 @@ class TimelineModel(QAbstractListModel):
         """The message that was at ``message.position`` is gone; later ones moved up."""
         if message.session_id != self._session_id or message.position is None:
             return
-        self._generation += 1
+        self._drop_reads()
         self._pages.clear()
         self._count = max(0, self._count - 1)
         if self._index is not None:

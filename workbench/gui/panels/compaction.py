@@ -69,17 +69,19 @@ from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.errors import describe_error
 from workbench.gui.layout import (
+    ElidedLabel,
     FittedComboBox,
     FittingTableWidget,
     FlowLayout,
     VerticalScrollArea,
+    named_button,
 )
 from workbench.gui.panels.compaction_commands import (
     ApplyCompactionCommand,
     CompactionAliases,
     UndoCompactionCommand,
 )
-from workbench.gui.panels.token_bar import TokenBarWidget
+from workbench.gui.panels.savings_bar import SavingsBarWidget
 from workbench.gui.workers import Job
 
 MODE_KEEP = "keep"
@@ -113,6 +115,49 @@ def kept_reasons(plan: CompactionPlan) -> dict[str, int]:
     return dict(Counter(k.reason for k in plan.kept).most_common())
 
 
+
+def _spin_box(parent: QWidget, low: int, high: int, suffix: str, name: str,
+              tip: str = "") -> QSpinBox:
+    spin = QSpinBox(parent)
+    spin.setRange(low, high)
+    spin.setSuffix(suffix)
+    spin.setAccessibleName(name)
+    if tip:
+        spin.setToolTip(tip)
+    return spin
+
+
+def _wrapped_label(layout: QVBoxLayout, parent: QWidget, name: str, text: str = "",
+                   text_format: Qt.TextFormat = Qt.TextFormat.PlainText) -> QLabel:
+    """A word-wrapped label with its accessible name, added to ``layout``."""
+    label = QLabel(text, parent)
+    label.setWordWrap(True)
+    label.setTextFormat(text_format)
+    label.setAccessibleName(name)
+    layout.addWidget(label)
+    return label
+
+
+def _button_row(parent: QWidget, *specs: tuple[str, str, str, Callable[[], object]],
+                ) -> tuple[FlowLayout, list[QPushButton]]:
+    """Buttons made from ``(text, accessible name, tooltip, slot)``, in a flow."""
+    buttons = [named_button(text, name, tip, clicked=slot, parent=parent)
+               for text, name, tip, slot in specs]
+    return FlowLayout.of(*buttons), buttons
+
+
+def _trigger(form: QFormLayout, label: str, name: str, spin: QSpinBox) -> QCheckBox:
+    """A trigger's row of the form: "above" switches it on, ``spin`` says above what."""
+    check = QCheckBox("above", spin.parentWidget())
+    check.setAccessibleName(name)
+    QWidget.setTabOrder(check, spin)  # made after the spin box, reached before it
+    row = QHBoxLayout()
+    row.addWidget(check)
+    row.addWidget(spin, 1)
+    form.addRow(label, row)
+    return check
+
+
 class CompactionPanel(QWidget):
     """Policy, preview, apply and undo of compactions for the open session."""
 
@@ -137,11 +182,10 @@ class CompactionPanel(QWidget):
         self.history: list[CompactionRecord] = []
         self._filling = False
         self._dirty = False
-        self._generation = 0  # bumped by each preview, cancel and session change
-        self._policy_generation = 0
-        self._history_generation = 0
-        self._job: Job | None = None
-        self._cancel: CancelToken | None = None
+        # The worker jobs have keys (see gui.workers): a newer preview, policy or history
+        # read supersedes the older one, and a session change cancels them.
+        self._job: Job | None = None  # the preview running
+        self._history_job: Job | None = None  # reading the history: Undo waits for it
         self._applying = 0
 
         self._build()
@@ -161,9 +205,9 @@ class CompactionPanel(QWidget):
     # -- building ----------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.title_label = QLabel("No session is open.", self)
+        # A title is data, not markup; a long one is elided (the tooltip holds it whole).
+        self.title_label = ElidedLabel("No session is open.", self, lines=2)
         self.title_label.setAccessibleName("Session being compacted")
-        self.title_label.setWordWrap(True)
 
         content = QWidget(self)
         column = QVBoxLayout(content)
@@ -175,11 +219,8 @@ class CompactionPanel(QWidget):
         column.addWidget(self._build_history(content))
         column.addStretch(1)
 
-        self.scroll = VerticalScrollArea(content, self)
-        self.scroll.setAccessibleName("Compaction settings and preview")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.scroll)
+        self.scroll = VerticalScrollArea.filling(self, content,
+                                                 "Compaction settings and preview")
 
     def _build_policy(self, parent: QWidget) -> QGroupBox:
         box = QGroupBox("Policy for this session", parent)
@@ -187,38 +228,23 @@ class CompactionPanel(QWidget):
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
 
-        self.messages_trigger_check = QCheckBox("above", box)
-        self.messages_trigger_check.setAccessibleName("Message-count trigger on")
-        self.max_messages_spin = QSpinBox(box)
-        self.max_messages_spin.setRange(1, 10_000_000)
-        self.max_messages_spin.setSuffix(" messages")
-        self.max_messages_spin.setAccessibleName("Compact above this many active messages")
-        row = QHBoxLayout()
-        row.addWidget(self.messages_trigger_check)
-        row.addWidget(self.max_messages_spin, 1)
-        form.addRow("Message trigger", row)
-
-        self.keep_spin = QSpinBox(box)
-        self.keep_spin.setRange(0, 10_000_000)
-        self.keep_spin.setSuffix(" newest")
-        self.keep_spin.setAccessibleName("Messages the trigger keeps")
-        self.keep_spin.setToolTip("When the message trigger fires, fold the oldest until this "
-                                  "many active messages remain")
+        self.max_messages_spin = _spin_box(box, 1, 10_000_000, " messages",
+                                           "Compact above this many active messages")
+        self.messages_trigger_check = _trigger(form, "Message trigger",
+                                               "Message-count trigger on",
+                                               self.max_messages_spin)
+        self.keep_spin = _spin_box(box, 0, 10_000_000, " newest", "Messages the trigger keeps",
+                                   "When the message trigger fires, fold the oldest until "
+                                   "this many active messages remain")
         form.addRow("Keep", self.keep_spin)
-
-        self.tokens_trigger_check = QCheckBox("above", box)
-        self.tokens_trigger_check.setAccessibleName("Token trigger on")
-        self.max_tokens_spin = QSpinBox(box)
-        self.max_tokens_spin.setRange(1, _MAX_TOKENS_LIMIT)
+        self.max_tokens_spin = _spin_box(box, 1, _MAX_TOKENS_LIMIT, " tokens",
+                                         "Compact when the request has more tokens than",
+                                         "A request over this many tokens folds the oldest "
+                                         "half")
         self.max_tokens_spin.setSingleStep(1000)
-        self.max_tokens_spin.setSuffix(" tokens")
         self.max_tokens_spin.setGroupSeparatorShown(True)
-        self.max_tokens_spin.setAccessibleName("Compact when the request has more tokens than")
-        self.max_tokens_spin.setToolTip("A request over this many tokens folds the oldest half")
-        row = QHBoxLayout()
-        row.addWidget(self.tokens_trigger_check)
-        row.addWidget(self.max_tokens_spin, 1)
-        form.addRow("Token trigger", row)
+        self.tokens_trigger_check = _trigger(form, "Token trigger", "Token trigger on",
+                                             self.max_tokens_spin)
 
         self.auto_check = QCheckBox("Compact automatically before a send", box)
         self.auto_check.setAccessibleName("Auto-compaction for this session")
@@ -244,21 +270,16 @@ class CompactionPanel(QWidget):
         self.prompt_edit.setFixedHeight(self.fontMetrics().height() * 5 + 12)
         form.addRow("Prompt", self.prompt_edit)
 
-        self.save_button = QPushButton("&Save for This Session", box)
-        self.save_button.setAccessibleName("Save the policy for this session")
-        self.save_button.clicked.connect(self.save_policy)
-        self.save_agent_button = QPushButton("Save for the A&gent", box)
-        self.save_agent_button.setAccessibleName(
-            "Save the policy as the default of every session of this agent")
-        self.save_agent_button.clicked.connect(self.save_agent_policy)
-        self.reset_button = QPushButton("Use Agent &Defaults", box)
-        self.reset_button.setAccessibleName("Drop this session's policy overrides")
-        self.reset_button.clicked.connect(self.reset_policy)
-        buttons = FlowLayout()
-        buttons.addWidget(self.save_button)
-        buttons.addWidget(self.save_agent_button)
-        buttons.addWidget(self.reset_button)
-        form.addRow(buttons)
+        row, (self.save_button, self.save_agent_button, self.reset_button) = _button_row(
+            box,
+            ("&Save for This Session", "Save the policy for this session", "",
+             self.save_policy),
+            ("Save for the A&gent",
+             "Save the policy as the default of every session of this agent", "",
+             self.save_agent_policy),
+            ("Use Agent &Defaults", "Drop this session's policy overrides", "",
+             self.reset_policy))
+        form.addRow(row)
         self.policy_status = QLabel("", box)
         self.policy_status.setWordWrap(True)
         self.policy_status.setTextFormat(Qt.TextFormat.RichText)
@@ -302,23 +323,15 @@ class CompactionPanel(QWidget):
         numbers.addWidget(self.range_from_spin)
         numbers.addWidget(self.range_to_label)
         numbers.addWidget(self.range_to_spin)
-        row = FlowLayout()
-        row.addWidget(self.mode_combo)
-        row.addLayout(numbers)
-        layout.addLayout(row)
+        layout.addLayout(FlowLayout.of(self.mode_combo, numbers))
         self.mode_combo.currentIndexChanged.connect(self._mode_changed)
 
-        self.preview_button = QPushButton("&Preview", box)
-        self.preview_button.setAccessibleName("Preview the compaction")
-        self.preview_button.setToolTip("Plan the compaction without changing anything "
-                                       "(Ctrl+Shift+K)")
-        self.preview_button.clicked.connect(self.preview)
-        self.show_button = QPushButton("S&how in Timeline", box)
-        self.show_button.setAccessibleName("Scroll the timeline to the first message to fold")
-        self.show_button.clicked.connect(self.show_first_folded)
-        row = FlowLayout()
-        row.addWidget(self.preview_button)
-        row.addWidget(self.show_button)
+        row, (self.preview_button, self.show_button) = _button_row(
+            box,
+            ("&Preview", "Preview the compaction",
+             "Plan the compaction without changing anything (Ctrl+Shift+K)", self.preview),
+            ("S&how in Timeline", "Scroll the timeline to the first message to fold", "",
+             self.show_first_folded))
         layout.addLayout(row)
 
         self.busy_bar = QProgressBar(box)
@@ -327,9 +340,8 @@ class CompactionPanel(QWidget):
         self.busy_bar.setMaximumHeight(self.fontMetrics().height())
         self.busy_bar.setAccessibleName("Compaction in progress")
         self.busy_label = QLabel("", box)
-        self.cancel_button = QPushButton("&Cancel", box)
-        self.cancel_button.setAccessibleName("Cancel the preview")
-        self.cancel_button.clicked.connect(self.cancel)
+        self.cancel_button = named_button("&Cancel", "Cancel the preview", clicked=self.cancel,
+                                          parent=box)
         self.busy_row = QWidget(box)
         busy = QHBoxLayout(self.busy_row)
         busy.setContentsMargins(0, 0, 0, 0)
@@ -339,24 +351,14 @@ class CompactionPanel(QWidget):
         self.busy_row.hide()
         layout.addWidget(self.busy_row)
 
-        self.result_label = QLabel("Preview to see what would fold.", box)
-        self.result_label.setWordWrap(True)
-        self.result_label.setTextFormat(Qt.TextFormat.RichText)
-        self.result_label.setAccessibleName("Preview result")
+        self.result_label = _wrapped_label(layout, box, "Preview result",
+                                           "Preview to see what would fold.",
+                                           Qt.TextFormat.RichText)
         self.result_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        layout.addWidget(self.result_label)
-        self.ranges_label = QLabel("", box)
-        self.ranges_label.setWordWrap(True)
-        self.ranges_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.ranges_label.setAccessibleName("Folded ranges")
-        layout.addWidget(self.ranges_label)
-        self.kept_label = QLabel("", box)
-        self.kept_label.setWordWrap(True)
-        self.kept_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.kept_label.setAccessibleName("Kept messages and why")
-        layout.addWidget(self.kept_label)
+        self.ranges_label = _wrapped_label(layout, box, "Folded ranges")
+        self.kept_label = _wrapped_label(layout, box, "Kept messages and why")
 
-        self.token_bar = TokenBarWidget(box)
+        self.token_bar = SavingsBarWidget(box)
         layout.addWidget(self.token_bar)
 
         self.summary_heading = QLabel("&Summary (edit before applying)", box)
@@ -373,22 +375,15 @@ class CompactionPanel(QWidget):
         layout.addWidget(self.summary_edit)
         layout.addWidget(self.summary_note)
 
-        self.context_label = QLabel("", box)
-        self.context_label.setWordWrap(True)
-        self.context_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.context_label.setAccessibleName("Facts and tasks the compaction changes")
-        layout.addWidget(self.context_label)
+        self.context_label = _wrapped_label(layout, box,
+                                            "Facts and tasks the compaction changes")
 
-        self.apply_button = QPushButton("&Apply", box)
-        self.apply_button.setAccessibleName("Apply the compaction")
-        self.apply_button.setToolTip("Fold the messages into the summary (Ctrl+Z undoes it)")
-        self.apply_button.clicked.connect(self.apply)
-        self.discard_button = QPushButton("&Discard Preview", box)
-        self.discard_button.setAccessibleName("Discard the preview")
-        self.discard_button.clicked.connect(lambda: self.clear_preview("Preview discarded."))
-        row = FlowLayout()
-        row.addWidget(self.apply_button)
-        row.addWidget(self.discard_button)
+        row, (self.apply_button, self.discard_button) = _button_row(
+            box,
+            ("&Apply", "Apply the compaction",
+             "Fold the messages into the summary (Ctrl+Z undoes it)", self.apply),
+            ("&Discard Preview", "Discard the preview", "",
+             lambda: self.clear_preview("Preview discarded.")))
         layout.addLayout(row)
         self._mode_changed()
         return box
@@ -413,9 +408,8 @@ class CompactionPanel(QWidget):
         layout.addWidget(self.history_table)
         self.history_empty = QLabel("No compaction yet.", box)
         layout.addWidget(self.history_empty)
-        self.undo_button = QPushButton("&Undo Last Compaction", box)
-        self.undo_button.setAccessibleName("Undo the last compaction")
-        self.undo_button.clicked.connect(self.undo_last)
+        self.undo_button = named_button("&Undo Last Compaction", "Undo the last compaction",
+                                        clicked=self.undo_last, parent=box)
         row = QHBoxLayout()
         row.addWidget(self.undo_button)
         row.addStretch(1)
@@ -427,6 +421,9 @@ class CompactionPanel(QWidget):
     def session_changed(self, session_id: int) -> None:
         """Show ``session_id`` (0: none): its policy and history; any preview goes."""
         self._cancel_job()
+        self.ctx.workers.cancel((self, "policy"))  # what the last session's jobs read goes
+        self.ctx.workers.cancel((self, "history"))
+        self._history_job = None
         self.clear_preview("Preview to see what would fold.")
         self.session_id = session_id
         self.policy_view = None
@@ -436,13 +433,19 @@ class CompactionPanel(QWidget):
         self.policy_status.setText("")
         if not session_id:
             self.title_label.setText("No session is open.")
+            font = self.title_label.font()
+            font.setBold(False)
+            self.title_label.setFont(font)
             self._update_buttons()
             return
         try:
             title = self.ctx.workspace.get_session(session_id).title
         except NotFoundError:  # the session went away under us: nothing to show
             title = ""
-        self.title_label.setText(f"<b>{_escape(title)}</b>" if title else "")
+        self.title_label.setText(title)
+        font = self.title_label.font()
+        font.setBold(bool(title))
+        self.title_label.setFont(font)
         self.load_policy()
         self.load_history()
         self._update_buttons()
@@ -472,19 +475,13 @@ class CompactionPanel(QWidget):
         session_id = self.session_id
         if not session_id:
             return
-        self._policy_generation += 1
-        generation = self._policy_generation
-
-        def done(view: PolicyView) -> None:
-            if generation == self._policy_generation and session_id == self.session_id:
-                self._fill_policy(view)
 
         def failed(error: BaseException) -> None:
-            if generation == self._policy_generation:
-                self.policy_status.setText(describe_error(error, doing="read the policy"))
+            self.policy_status.setText(describe_error(error, doing="read the policy"))
 
         self.ctx.workers.read(read_policy, self.ctx.workspace, session_id,
-                              name="read the compaction policy", on_done=done, on_error=failed)
+                              name="read the compaction policy", key=(self, "policy"),
+                              on_done=self._fill_policy, on_error=failed)
 
     def _fill_policy(self, view: PolicyView) -> None:
         self.policy_view = view
@@ -593,23 +590,20 @@ class CompactionPanel(QWidget):
         args: tuple[Any, ...] = (self.ctx.workspace, session_id)
         if settings is not None:
             args += (settings,)
-        self._policy_generation += 1
-        generation = self._policy_generation
 
         def done(view: PolicyView) -> None:
-            if session_id == self.session_id and generation == self._policy_generation:
-                self._fill_policy(view)
-                if agent:
-                    self.policy_status.setText("Saved for the agent. "
-                                               + self.policy_status.text())
-                elif view.overrides:
-                    self.policy_status.setText("Saved for this session. "
-                                               + self.policy_status.text())
-                else:
-                    self.policy_status.setText("The agent's policy applies to this session.")
+            self._fill_policy(view)
+            if agent:
+                self.policy_status.setText("Saved for the agent. " + self.policy_status.text())
+            elif view.overrides:
+                self.policy_status.setText("Saved for this session. "
+                                           + self.policy_status.text())
+            else:
+                self.policy_status.setText("The agent's policy applies to this session.")
             self.policy_saved.emit(view)
 
-        self.ctx.workers.write(fn, *args, name=doing, on_done=done,
+        # The write always runs; a session change drops only what it would show.
+        self.ctx.workers.write(fn, *args, name=doing, key=(self, "policy"), on_done=done,
                                on_error=self._policy_failed)
 
     def _policy_failed(self, error: BaseException) -> None:
@@ -654,33 +648,29 @@ class CompactionPanel(QWidget):
         if mode == MODE_RANGE:
             fold_range = (self.range_from_spin.value() - 1, self.range_to_spin.value() - 1)
         cancel = CancelToken()
-        self._generation += 1
-        generation = self._generation
         model = settings["summarizer"] == MODEL
         submit = self.ctx.workers.network if model else self.ctx.workers.read
-        self._cancel = cancel
         self._show_busy("Writing the summary with the model…" if model else "Planning…",
                         cancellable=True)
 
         def done(plan: CompactionPlan) -> None:
-            if generation != self._generation:
-                return
-            self._job, self._cancel = None, None
+            self._job = None
             self._hide_busy()
             self.show_plan(plan)
 
         def failed(error: BaseException) -> None:
-            if generation != self._generation:
-                return
-            self._job, self._cancel = None, None
+            self._job = None
             self._hide_busy()
             self.result_label.setText(
                 _escape(describe_error(error, doing="preview the compaction")))
             self._update_buttons()
 
+        # Cancelling the job (Cancel, a new preview, a session change) hangs up on the
+        # model through the token and drops whatever the job still returns.
         self._job = submit(partial(preview_plan, self.ctx.workspace, session_id, settings,
                                    keep=keep, fold_range=fold_range, cancel=cancel),
-                           name="preview the compaction", on_done=done, on_error=failed)
+                           name="preview the compaction", key=(self, "preview"),
+                           on_stop=cancel.cancel, on_done=done, on_error=failed)
         self._update_buttons()
         return self._job
 
@@ -694,12 +684,9 @@ class CompactionPanel(QWidget):
         self._update_buttons()
 
     def _cancel_job(self) -> None:
-        self._generation += 1
-        if self._cancel is not None:
-            self._cancel.cancel()
         if self._job is not None:
             self._job.cancel()
-        self._job, self._cancel = None, None
+        self._job = None
         self._hide_busy()
 
     def _show_busy(self, text: str, *, cancellable: bool) -> None:
@@ -742,7 +729,8 @@ class CompactionPanel(QWidget):
         self.result_label.setText(
             f"Folds <b>{_plural(plan.folded_count, 'message')}</b> into the summary and keeps "
             f"{_plural(kept, 'message')} ({_escape(plan.policy)}, {plan.summarizer} summary)."
-            + (f"<br><b>Warning:</b> {_escape(plan.warning)}" if plan.warning else ""))
+            + (f"<br><b>Saves nothing:</b> {_escape(plan.warning)} Apply is off: keep "
+               "fewer messages and preview again." if plan.warning else ""))
         self.ranges_label.setText("Folded: " + describe_ranges(plan) + ".")
         reasons = kept_reasons(plan)
         self.kept_label.setText(
@@ -873,19 +861,23 @@ class CompactionPanel(QWidget):
         session_id = self.session_id
         if not session_id:
             return
-        self._history_generation += 1
-        generation = self._history_generation
 
         def done(records: list[CompactionRecord]) -> None:
-            if generation == self._history_generation and session_id == self.session_id:
-                self.history = records
-                self._show_history(records)
-                self._update_buttons()
-                self.history_loaded.emit(records)
+            self._history_job = None
+            self.history = records
+            self._show_history(records)
+            self._update_buttons()
+            self.history_loaded.emit(records)
 
-        self.ctx.workers.read(compaction.history, self.ctx.workspace, session_id,
-                              name="read the compaction history", on_done=done,
-                              on_error=lambda _e: None)
+        def failed(_error: BaseException) -> None:
+            self._history_job = None
+            self._update_buttons()
+
+        self._history_job = self.ctx.workers.read(
+            compaction.history, self.ctx.workspace, session_id,
+            name="read the compaction history", key=(self, "history"), on_done=done,
+            on_error=failed)
+        self._update_buttons()
 
     def _show_history(self, records: list[CompactionRecord]) -> None:
         table = self.history_table
@@ -897,7 +889,7 @@ class CompactionPanel(QWidget):
             when = local.strftime("%b %d %H:%M" if local.year == this_year else "%Y-%m-%d")
             state = "undone" if record.undone_at is not None else "applied"
             values = (str(record.id), when, record.policy, record.summarizer,
-                      f"{record.folded_count:,}", f"{record.tokens_saved:,}", state)
+                      f"{record.folded_count:,}", _saved_text(record.tokens_saved), state)
             tip = _history_tooltip(record)
             for column, value in enumerate(values):
                 item = QTableWidgetItem(value)
@@ -938,15 +930,19 @@ class CompactionPanel(QWidget):
         for widget in (self.preview_button, self.mode_combo, self.keep_count_spin,
                        self.range_from_spin, self.range_to_spin):
             widget.setEnabled(has_session and not running)
+        # A plan that folds messages without lowering the request's tokens is not
+        # applied: it would "save" a negative number of tokens.
         can_apply = (self.plan is not None and self.plan.changed and not running
-                     and self._applying == 0)
+                     and self._applying == 0
+                     and (self.plan.lowers_tokens or not self.plan.folded_ids))
         self.apply_button.setEnabled(can_apply)
         self.discard_button.setEnabled(self.plan is not None)
         self.show_button.setEnabled(self.plan is not None and self.plan.changed)
         self.summary_edit.setReadOnly(not can_apply)
         for widget in (self.summary_heading, self.summary_edit, self.summary_note):
             widget.setVisible(self.plan is not None and self.plan.changed)
-        has_applied = any(not r.undone for r in self.history)
+        # Undo picks the newest compaction from the history: not while it is being read.
+        has_applied = self._history_job is None and any(not r.undone for r in self.history)
         self.undo_button.setEnabled(has_session and has_applied and self._applying == 0)
         self.undo_compaction_action.setEnabled(has_session and has_applied)
         self.save_button.setEnabled(has_session and self.policy_view is not None)
@@ -960,7 +956,7 @@ def _history_tooltip(record: CompactionRecord) -> str:
     lines = [f"Compaction #{record.id}, applied {when}",
              f"Policy: {record.policy}; summarizer: {record.summarizer}",
              f"{_plural(record.folded_count, 'message')} folded, "
-             f"{_plural(record.tokens_saved, 'token')} saved"]
+             f"{_saved_text(record.tokens_saved, long=True)}"]
     if record.undone_at is not None:
         lines.append("Undone " + record.undone_at.astimezone().strftime("%Y-%m-%d %H:%M"))
     if record.summary:
@@ -969,23 +965,30 @@ def _history_tooltip(record: CompactionRecord) -> str:
     return "\n".join(lines)
 
 
+def _saved_text(saved: int, *, long: bool = False) -> str:
+    """Tokens a compaction saved, never as a negative number."""
+    if saved > 0:
+        return f"{_plural(saved, 'token')} saved" if long else f"{saved:,}"
+    return "no tokens saved" if long else "none"
+
+
 def _context_changes(plan: CompactionPlan) -> str:
-    parts = []
-    if plan.facts_removed:
-        shown = "; ".join(f"“{f}”" for f in plan.facts_removed[:3])
-        more = f" and {len(plan.facts_removed) - 3} more" if len(plan.facts_removed) > 3 else ""
-        parts.append(f"Facts: {_plural(len(plan.facts_removed), 'repeat')} removed "
-                     f"({shown}{more}).")
-    else:
-        parts.append("Facts: no repeats.")
-    if plan.tasks_pruned:
-        shown = "; ".join(f"“{t.description}”" for t in plan.tasks_pruned[:3])
-        more = f" and {len(plan.tasks_pruned) - 3} more" if len(plan.tasks_pruned) > 3 else ""
-        parts.append(f"Tasks: {_plural(len(plan.tasks_pruned), 'completed task')} pruned "
-                     f"({shown}{more}).")
-    else:
-        parts.append("Tasks: none pruned.")
-    return " ".join(parts)
+    facts = plan.facts_removed
+    tasks = [t.description for t in plan.tasks_pruned]
+    return " ".join((
+        _changed("Facts", facts, f"{_plural(len(facts), 'repeat')} removed", "no repeats"),
+        _changed("Tasks", tasks, f"{_plural(len(tasks), 'completed task')} pruned",
+                 "none pruned"),
+    ))
+
+
+def _changed(what: str, items: list[str], done: str, nothing: str) -> str:
+    """``what: done ("a"; "b"; "c" and 2 more).``, or ``what: nothing.``"""
+    if not items:
+        return f"{what}: {nothing}."
+    shown = "; ".join(f"“{item}”" for item in items[:3])
+    more = f" and {len(items) - 3} more" if len(items) > 3 else ""
+    return f"{what}: {done} ({shown}{more})."
 
 
 def _escape(text: str) -> str:

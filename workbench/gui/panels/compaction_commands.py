@@ -106,7 +106,7 @@ class ApplyCompactionCommand(_CompactionCommand):
         ws, plan, summary, sid = self.ctx.workspace, self.plan, self.summary, self.session_id
 
         def run() -> tuple[compaction.CompactionResult, Any]:
-            result = compaction.apply(ws, plan, summary=summary)
+            result = compaction.apply(ws, plan, summary=summary, only_if_smaller=True)
             self.compaction_id = result.compaction_id
             self.result = result
             return result, ws.get_session(sid)

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
@@ -40,12 +39,14 @@ from workbench.engine.chat import (
     last_turn,
     provider_model,
     provider_names,
+    regenerate_turn,
     stream_turn,
 )
 from workbench.engine.model import Response, ToolFinished, ToolStarted
 from workbench.errors import OperationCancelledError, WorkbenchError
-from workbench.gui.commands import DeleteMessagesCommand, NewSessionCommand
+from workbench.gui.commands import NewSessionCommand, RegenerateReplyCommand
 from workbench.gui.context import AppContext
+from workbench.gui.controls import named, note_label, single_shot
 from workbench.gui.drafts import load_draft, save_draft
 from workbench.gui.errors import describe_error
 from workbench.gui.layout import FittedComboBox, FittedProgressBar, FlowLayout
@@ -55,6 +56,7 @@ REPAINT_MS = 40
 DRAFT_SAVE_MS = 400
 KEEP_STOPPED_KEY = "chat/keep_stopped_replies"
 GAUGE_DELAY_MS = 500
+_GAUGE_JOB = "gauge"  # with the panel, the key of the measurement under way
 
 
 class ComposerPanel(QWidget):
@@ -75,13 +77,14 @@ class ComposerPanel(QWidget):
         self._job: Any = None
         self._reply: Message | None = None
         self._keep_partial = False  # whether the turn under way keeps a stopped reply
+        self._regenerating = False  # whether the turn under way regenerates the last reply
+        self._reply_note = "receiving…"  # what the arriving reply's header says
         self._draft_session = 0  # the session whose draft the prompt box holds
         self._carried_prompt: str | None = None  # a prompt moving into a new session
         # The session created for the turn under way (undone if the turn stores nothing).
         self._new_session: NewSessionCommand | None = None
         self._turn_new_session: NewSessionCommand | None = None
         self._gauge: ContextGauge | None = None
-        self._gauge_sequence = 0
         self._windows: dict[tuple[str, str | None], int] = {}  # learned context windows
 
         self.provider_box = FittedComboBox(self)
@@ -103,33 +106,22 @@ class ComposerPanel(QWidget):
         self.gauge.setValue(0)
         self.gauge.setFormat("context: …")
 
-        self.prompt = QPlainTextEdit(self)
-        self.prompt.setAccessibleName("Prompt")
-        self.prompt.setPlaceholderText("Write a prompt… Ctrl+Enter sends, Esc stops.")
+        self.prompt = named(QPlainTextEdit(self), "Prompt",
+                            placeholder="Write a prompt… Ctrl+Enter sends, Esc stops.")
         self.prompt.setTabChangesFocus(True)
         self.prompt.installEventFilter(self)
-        self.send_button = QPushButton("Send", self)
-        self.send_button.setToolTip("Send the prompt (Ctrl+Enter)")
-        self.send_button.setAccessibleName("Send prompt")
-        self.stop_button = QPushButton("Stop", self)
-        self.stop_button.setToolTip("Stop the reply (Esc)")
-        self.stop_button.setAccessibleName("Stop reply")
-        self.regenerate_button = QPushButton("Regenerate", self)
-        self.regenerate_button.setToolTip("Ask again for the last reply (Ctrl+Shift+R)")
-        self.regenerate_button.setAccessibleName("Regenerate last reply")
-        self.error_label = QLabel(self)
-        self.error_label.setWordWrap(True)
-        self.error_label.setAccessibleName("Chat error")
-        self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.send_button = named(QPushButton("Send", self), "Send prompt",
+                                 tip="Send the prompt (Ctrl+Enter)")
+        self.stop_button = named(QPushButton("Stop", self), "Stop reply",
+                                 tip="Stop the reply (Esc)")
+        self.regenerate_button = named(QPushButton("Regenerate", self), "Regenerate last reply",
+                                       tip="Ask again for the last reply (Ctrl+Shift+R)")
+        self.error_label = note_label(self, "Chat error", selectable=True)
         self.error_label.setStyleSheet("color: #c62828;")
         self.error_label.hide()
 
         # The names are shown whole; a row too narrow for all of them wraps.
-        selectors = FlowLayout()
-        selectors.addWidget(self.provider_box)
-        selectors.addWidget(self.model_box)
-        selectors.addWidget(self.auto_box)
-        selectors.addWidget(self.gauge)
+        selectors = FlowLayout.of(self.provider_box, self.model_box, self.auto_box, self.gauge)
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
@@ -166,14 +158,8 @@ class ComposerPanel(QWidget):
         self.keep_stopped_action.toggled.connect(
             lambda on: gui_settings().setValue(KEEP_STOPPED_KEY, "true" if on else "false"))
 
-        self._repaint_timer = QTimer(self)
-        self._repaint_timer.setSingleShot(True)
-        self._repaint_timer.setInterval(REPAINT_MS)
-        self._repaint_timer.timeout.connect(self._repaint_reply)
-        self._gauge_timer = QTimer(self)
-        self._gauge_timer.setSingleShot(True)
-        self._gauge_timer.setInterval(GAUGE_DELAY_MS)
-        self._gauge_timer.timeout.connect(self.refresh_gauge)
+        self._repaint_timer = single_shot(self, REPAINT_MS, self._repaint_reply)
+        self._gauge_timer = single_shot(self, GAUGE_DELAY_MS, self.refresh_gauge)
 
         self.send_button.clicked.connect(lambda: self.send())
         self.stop_button.clicked.connect(lambda: self.stop())
@@ -182,10 +168,7 @@ class ComposerPanel(QWidget):
         self.model_box.currentTextChanged.connect(lambda _t: self._gauge_timer.start())
         self.auto_box.toggled.connect(lambda _c: self._gauge_timer.start())
         self.prompt.textChanged.connect(self._gauge_timer.start)
-        self._draft_timer = QTimer(self)
-        self._draft_timer.setSingleShot(True)
-        self._draft_timer.setInterval(DRAFT_SAVE_MS)
-        self._draft_timer.timeout.connect(self.save_draft)
+        self._draft_timer = single_shot(self, DRAFT_SAVE_MS, self.save_draft)
         self.prompt.textChanged.connect(self._draft_timer.start)
         ctx.workspace_replaced.connect(lambda: self._switch_draft(0, save=False))
         # A compaction, an undo or a context edit changes the request as much as an edit.
@@ -278,7 +261,7 @@ class ComposerPanel(QWidget):
         if session_id:
             self._show_counting()
         else:
-            self._gauge_sequence += 1
+            self.ctx.workers.cancel((self, _GAUGE_JOB))
             self._show_gauge(None)
         self._gauge_timer.start()
 
@@ -394,31 +377,41 @@ class ComposerPanel(QWidget):
         stack.undo()
 
     def _start(self, session_id: int, text: str, provider: str) -> None:
-        self.error_label.hide()
         self._turn_new_session, self._new_session = self._new_session, None
-        token = CancelToken()
-        self._token = token
-        self._set_streaming(True)
         user = Message(role="user", content=text, session_id=session_id,
                        created_at=utcnow(), metadata={"note": "sending…"})
-        reply = Message(role="assistant", content="", session_id=session_id,
-                        metadata={"note": "receiving…"})
-        self._reply = reply
-        if self.timeline is not None:
-            self.timeline.model.set_pending([user, reply])
-            self.timeline.view.scroll_to_end()
         workspace, model, auto = self.ctx.workspace, self.model_name(), self.auto_box.isChecked()
         keep = self.keep_stopped_action.isChecked()
+
+        def run(token: CancelToken) -> Any:
+            return stream_turn(workspace, session_id, text, provider=provider, model=model,
+                               auto=auto, cancel=token, keep_partial=keep)
+
+        self._run(session_id, [user], run, keep=keep, name="send the prompt")
+
+    def _run(self, session_id: int, shown: list[Message], turn: Any, *, keep: bool,
+             name: str, regenerating: bool = False, note: str = "receiving…") -> None:
+        """Start the turn ``turn(token)`` (an engine generator of run events), showing
+        the rows ``shown`` and then the reply as it arrives after the session's last."""
+        self.error_label.hide()
+        token = CancelToken()
+        self._token = token
+        self._regenerating = regenerating
+        self._set_streaming(True)
+        reply = Message(role="assistant", content="", session_id=session_id,
+                        metadata={"note": note})
+        self._reply = reply
+        self._reply_note = note
+        if self.timeline is not None:
+            self.timeline.model.set_pending([*shown, reply])
+            self.timeline.view.scroll_to_end()
         self._keep_partial = keep
 
         def run(job: Any) -> Any:
-            return (yield from stream_turn(workspace, session_id, text, provider=provider,
-                                           model=model, auto=auto, cancel=token,
-                                           keep_partial=keep))
+            return (yield from turn(token))
 
         self._job = self.ctx.workers.stream(
-            run, name="send the prompt", on_item=self._event,
-            on_done=self._done, on_error=self._failed)
+            run, name=name, on_item=self._event, on_done=self._done, on_error=self._failed)
         self.turn_started.emit()
 
     def _event(self, event: Any) -> None:
@@ -431,7 +424,7 @@ class ComposerPanel(QWidget):
         elif isinstance(event, ToolStarted):
             reply.metadata["note"] = f"running {event.name}…"
         elif isinstance(event, ToolFinished):
-            reply.metadata["note"] = "receiving…"
+            reply.metadata["note"] = self._reply_note
         else:
             return
         if not self._repaint_timer.isActive():
@@ -441,16 +434,22 @@ class ComposerPanel(QWidget):
         if self.timeline is not None:
             self.timeline.model.pending_changed()
 
-    def _finish(self) -> None:
+    def _finish(self) -> bool:
+        """The turn under way ended; returns whether it was a regenerate."""
+        regenerating = self._regenerating
         self._token = None
         self._job = None
         self._reply = None
+        self._regenerating = False
         self._repaint_timer.stop()
         self._set_streaming(False)
+        return regenerating
 
     def _done(self, response: Response | None) -> None:
         reply = self._reply
-        self._finish()
+        if self._finish():
+            self._regenerated(response, reply)
+            return
         model = self.timeline.model if self.timeline is not None else None
         if response is None:  # stopped between two events
             if model is not None:
@@ -493,9 +492,16 @@ class ComposerPanel(QWidget):
         self.turn_finished.emit(response)
 
     def _failed(self, error: BaseException) -> None:
-        self._finish()
+        regenerating = self._finish()
         if self.timeline is not None:
             self.timeline.model.set_pending(None)
+        if regenerating:
+            if isinstance(error, OperationCancelledError):
+                self._fail("Stopped; the earlier reply was kept as it was.")
+            else:
+                self._fail(describe_error(error, doing="regenerate the reply")
+                           + " The earlier reply was kept as it was.")
+            return
         if isinstance(error, OperationCancelledError):
             self._fail("Stopped before any reply arrived; nothing was added to the session. "
                        "The prompt is still in the box.")
@@ -510,6 +516,22 @@ class ComposerPanel(QWidget):
         self._repaint_timer.stop()
         self.stop(keep=False)
 
+    def stop_note(self) -> str:
+        """What stopping the turn under way keeps, in a sentence (for a question)."""
+        if self._regenerating:
+            return "Stopping keeps the earlier reply as it was."
+        if self._keep_partial:
+            return "Stopping keeps the prompt and the reply so far, marked as stopped."
+        return "Stopping adds nothing to the session (Edit → Keep Stopped Replies is off)."
+
+    def stop_and_wait(self, timeout: float = 10.0) -> None:
+        """Stop the turn under way (as Stop does) and wait until the engine has ended
+        it, so that what it keeps is stored before the window goes."""
+        if not self.streaming:
+            return
+        self.stop()
+        self.ctx.workers.wait_idle(timeout)
+
     def stop(self, keep: bool | None = None) -> None:
         """Stop the turn under way. With ``keep`` (default: the turn's own setting,
         Keep Stopped Replies) the engine stores the prompt and the reply so far, marked
@@ -518,28 +540,65 @@ class ComposerPanel(QWidget):
             keep = self._keep_partial
         if self._token is not None:
             self._token.cancel()
-        # Cancelling the job closes the engine's generator between two events, before
-        # it can store anything; a kept reply needs the engine to end the turn itself.
+        # Stopping the job closes the engine's generator between two events, before it
+        # can store anything (``_done`` then gets None); a kept reply needs the engine to
+        # end the turn itself.
         if self._job is not None and not keep:
-            self._job.cancel()
+            self._job.stop()
 
     def regenerate(self) -> None:
-        """Ask again for the last reply: the last turn is removed (undoable) and resent."""
+        """Ask again for the last reply. The earlier reply stays until the new one has
+        arrived whole; then the engine puts the new one in its place (undoable). A
+        failure or a stop leaves the earlier reply as it was."""
         if self.streaming or not self.ctx.current_session_id:
             return
+        provider = self.provider()
+        if not provider:
+            self._fail("No model server is set up yet: add one in Settings → Providers… "
+                       "(a local llama.cpp, Ollama or LM Studio server, or a hosted API).")
+            return
         session_id = self.ctx.current_session_id
-        user, after = last_turn(self.ctx.workspace, session_id)
+        user, _after = last_turn(self.ctx.workspace, session_id)
         if user is None:
             self._fail("There is no prompt in this session to ask again.")
             return
-        ids = [int(m.id) for m in [user, *after] if m.id is not None]
-        command = DeleteMessagesCommand(self.ctx, ids)
-        command.setText("Regenerate the last reply")
-        self.ctx.undo_stack.push(command)
-        prompt = user.content
-        # A no-op on the writer runs after the delete: then the prompt goes out again.
-        self.ctx.workers.write(lambda: None, name="regenerate",
-                               on_done=lambda _r: self.send(prompt))
+        workspace, model, auto = self.ctx.workspace, self.model_name(), self.auto_box.isChecked()
+
+        def run(token: CancelToken) -> Any:
+            return regenerate_turn(workspace, session_id, provider=provider, model=model,
+                                   auto=auto, cancel=token)
+
+        # The new reply shows below the earlier one while it arrives.
+        self._run(session_id, [], run, keep=False, name="regenerate the reply",
+                  regenerating=True, note="new reply arriving… (replaces the one above)")
+
+    def _regenerated(self, response: Response | None, reply: Message | None) -> None:
+        model = self.timeline.model if self.timeline is not None else None
+        if response is None or not response.appended:
+            if response is not None and model is not None and reply is not None:
+                # Manual memory: nothing was stored; the new reply stays on screen.
+                reply.metadata["note"] = "not saved (manual memory)"
+                reply.content = response.text
+                model.pending_changed()
+                self.turn_finished.emit(response)
+                return
+            if model is not None:
+                model.set_pending(None)
+            self._fail("Stopped; the earlier reply was kept as it was.")
+            return
+        if model is not None:
+            model.set_pending(None)
+        command = RegenerateReplyCommand(self.ctx, response.replaced, response.messages)
+        self.ctx.undo_stack.push(command)  # stored already: this shows it
+        for message in sorted(response.replaced, key=lambda m: int(m.position or 0),
+                              reverse=True):
+            self.ctx.announce_message("removed", message)
+        self.ctx.messages_appended.emit(list(response.messages))
+        self.ctx.sessions_changed.emit()
+        self.ctx.status_reported.emit(
+            "Regenerated the reply; Edit → Undo (Ctrl+Z) brings the earlier one back.")
+        self._gauge_timer.start()
+        self.turn_finished.emit(response)
 
     # -- the gauge -------------------------------------------------------------------------
 
@@ -551,38 +610,41 @@ class ComposerPanel(QWidget):
         """Measure the next request (on a worker; the network may be asked the window)."""
         session_id = self.ctx.current_session_id
         provider = self.provider()
-        self._gauge_sequence += 1
-        sequence = self._gauge_sequence
+        job_key = _GAUGE_JOB  # a newer measurement supersedes the one under way
         if not session_id:
+            self.ctx.workers.cancel((self, job_key))
             self._show_gauge(None)
             return
         workspace, model, prompt = self.ctx.workspace, self.model_name(), \
             self.prompt.toPlainText()
         key = (provider or "", model)
         known = self._windows.get(key) if provider else None
+        windows = self._windows
 
-        def current() -> bool:
-            return sequence == self._gauge_sequence \
-                and session_id == self.ctx.current_session_id
-
-        def done(gauge: ContextGauge) -> None:
+        def measure() -> ContextGauge:
+            gauge = context_gauge(workspace, session_id, provider=provider, model=model,
+                                  prompt=prompt, window=known)
             if provider and gauge.window:
-                self._windows[key] = gauge.window  # ask the server once per model
-            if current():
-                self._show_gauge(gauge)
+                # Ask the server once per model, even when this measurement is superseded.
+                windows[key] = gauge.window
+            return gauge
 
         def failed(error: BaseException) -> None:
-            if current():
-                self.gauge.setFormat("context: unknown")
-                self.gauge.setToolTip(describe_error(error, doing="measure the request"))
+            if session_id != self.ctx.current_session_id:
+                return
+            self.gauge.setFormat("context: unknown")
+            self.gauge.setToolTip(describe_error(error, doing="measure the request"))
 
-        self.ctx.workers.network(context_gauge, workspace, session_id, provider=provider,
-                                 model=model, prompt=prompt, window=known,
-                                 name="measure the request", on_done=done, on_error=failed)
+        def done(gauge: ContextGauge) -> None:
+            if session_id == self.ctx.current_session_id:  # never another session's figure
+                self._show_gauge(gauge)
+
+        self.ctx.workers.network(measure, name="measure the request", key=(self, job_key),
+                                 on_done=done, on_error=failed)
 
     def _show_counting(self) -> None:
         """A neutral gauge while the open session's request is being measured."""
-        self._gauge_sequence += 1
+        self.ctx.workers.cancel((self, _GAUGE_JOB))
         self.gauge.setRange(0, 1)
         self.gauge.setValue(0)
         self.gauge.setFormat("context: …")

@@ -14,13 +14,12 @@ another session is opened. A newer read makes the answer of an older one be igno
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import (
     QAbstractItemModel,
-    QModelIndex,
-    QPersistentModelIndex,
     QRectF,
     QSize,
     Qt,
@@ -51,19 +50,23 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.compaction import dedupe_facts
-from workbench.core.conversation import MemoryEntry, Task, TaskStatus, utcnow
-from workbench.engine.session_context import ContextOverview, new_task, read_session_context
+from workbench.core.conversation import MemoryEntry, SessionContext, Task, TaskStatus, utcnow
+from workbench.engine.session_context import ContextOverview, read_session_context
 from workbench.gui.context import AppContext
+from workbench.gui.controls import add_rows, named, single_shot
 from workbench.gui.delegates.markdown import plain_tooltip
-from workbench.gui.layout import FlowLayout, VerticalScrollArea
+from workbench.gui.layout import ElidedLabel, FlowLayout, VerticalScrollArea, named_button
+from workbench.gui.models import ModelIndex
 from workbench.gui.panels.context_commands import (
+    AddFactCommand,
     AddMemoryEntryCommand,
+    AddTaskCommand,
+    ChangeContextCommand,
     DedupeFactsCommand,
     DeleteMemoryEntryCommand,
     EditContextCommand,
 )
 
-_Index = QModelIndex | QPersistentModelIndex
 RELOAD_DELAY_MS = 150
 TaskRole = Qt.ItemDataRole.UserRole + 1
 EntryRole = Qt.ItemDataRole.UserRole + 2
@@ -74,7 +77,7 @@ class TaskStatusDelegate(QStyledItemDelegate):
     """Edits a task's status with a combo box (committed as soon as one is picked)."""
 
     def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
-                     index: _Index) -> QWidget:
+                     index: ModelIndex) -> QWidget:
         box = QComboBox(parent)
         box.setAccessibleName("Task status")
         box.addItems(STATUSES)
@@ -85,14 +88,14 @@ class TaskStatusDelegate(QStyledItemDelegate):
         self.commitData.emit(box)
         self.closeEditor.emit(box, QStyledItemDelegate.EndEditHint.NoHint)
 
-    def setEditorData(self, editor: QWidget, index: _Index) -> None:
+    def setEditorData(self, editor: QWidget, index: ModelIndex) -> None:
         assert isinstance(editor, QComboBox)
         status = str(index.data(Qt.ItemDataRole.EditRole) or "")
         if editor.findText(status) < 0:
             editor.addItem(status)
         editor.setCurrentText(status)
 
-    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: _Index) -> None:
+    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: ModelIndex) -> None:
         assert isinstance(editor, QComboBox)
         model.setData(index, editor.currentText(), Qt.ItemDataRole.EditRole)
 
@@ -100,7 +103,7 @@ class TaskStatusDelegate(QStyledItemDelegate):
 class TaskProgressDelegate(QStyledItemDelegate):
     """Paints a task's progress as a bar and edits it as a percentage."""
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex) -> None:
         value = index.data(Qt.ItemDataRole.EditRole)
         super().paint(painter, option, index)  # background and selection
         if value is None or value == "":
@@ -129,7 +132,7 @@ class TaskProgressDelegate(QStyledItemDelegate):
         painter.restore()
 
     def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,
-                     index: _Index) -> QWidget:
+                     index: ModelIndex) -> QWidget:
         spin = QSpinBox(parent)
         spin.setAccessibleName("Task progress")
         spin.setRange(-1, 100)
@@ -137,16 +140,34 @@ class TaskProgressDelegate(QStyledItemDelegate):
         spin.setSuffix(" %")
         return spin
 
-    def setEditorData(self, editor: QWidget, index: _Index) -> None:
+    def setEditorData(self, editor: QWidget, index: ModelIndex) -> None:
         assert isinstance(editor, QSpinBox)
         value = index.data(Qt.ItemDataRole.EditRole)
         editor.setValue(-1 if value is None or value == "" else int(value))
 
-    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: _Index) -> None:
+    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: ModelIndex) -> None:
         assert isinstance(editor, QSpinBox)
         editor.interpretText()
         value = editor.value()
         model.setData(index, None if value < 0 else value, Qt.ItemDataRole.EditRole)
+
+
+def _rows_table(name: str, headers: list[str], last: QHeaderView.ResizeMode) -> QTableWidget:
+    """A table selected by rows, its text in the stretching first column, one line a row
+    (elided when narrow, the tooltip has it whole: a wrapped second line would be cut by
+    the row's height)."""
+    table = named(QTableWidget(0, len(headers)), name)
+    table.setTabKeyNavigation(False)  # Tab leaves the table; the arrows move inside
+    table.setHorizontalHeaderLabels(headers)
+    table.verticalHeader().hide()
+    header = table.horizontalHeader()
+    header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+    header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+    header.setSectionResizeMode(2, last)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setWordWrap(False)
+    table.setMinimumHeight(80)
+    return table
 
 
 def _section(title: str, name: str) -> tuple[QGroupBox, QVBoxLayout]:
@@ -158,11 +179,17 @@ def _section(title: str, name: str) -> tuple[QGroupBox, QVBoxLayout]:
     return box, layout
 
 
-def _button(text: str, name: str, tip: str) -> QPushButton:
-    button = QPushButton(text)
-    button.setAccessibleName(name)
-    button.setToolTip(tip)
-    return button
+def _add_and_delete(
+    field: tuple[str, str], add_button: tuple[str, str], add: Callable[[], None],
+    delete_button: tuple[str, str], delete: Callable[[], None],
+) -> tuple[QLineEdit, QPushButton, QPushButton]:
+    """A field to type a new item into (accessible name, placeholder), its Add button and
+    a Delete button for the selected items (accessible name, tooltip each); Enter in the
+    field adds too."""
+    edit = named(QLineEdit(), field[0], placeholder=field[1])
+    edit.returnPressed.connect(add)
+    return (edit, named_button("Add", *add_button, clicked=add),
+            named_button("Delete", *delete_button, clicked=delete))
 
 
 class ContextPanel(QWidget):
@@ -176,15 +203,13 @@ class ContextPanel(QWidget):
         self.setObjectName("ContextPanel")
         self.overview: ContextOverview | None = None
         self._session_id = 0
-        self._sequence = 0
         self._loaded_summary = ""
         self._filling = False
         self._stale_while_editing = False
 
-        self.title_label = QLabel("No session is open.")
-        self.title_label.setWordWrap(True)
+        # A title is data, not markup; a long one is elided (the tooltip holds it whole).
+        self.title_label = ElidedLabel("No session is open.", lines=2)
         self.title_label.setAccessibleName("Context of")
-        self.title_label.setTextFormat(Qt.TextFormat.PlainText)  # a title is data, not markup
         font = QFont(self.title_label.font())
         font.setBold(True)
         self.title_label.setFont(font)
@@ -204,16 +229,9 @@ class ContextPanel(QWidget):
                     self.memory_box):
             column.addWidget(box)
         column.addStretch(1)
-        self.scroll = VerticalScrollArea(body, self)
-        self.scroll.setAccessibleName("Session context")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.scroll)
+        self.scroll = VerticalScrollArea.filling(self, body, "Session context")
 
-        self._reload_timer = QTimer(self)
-        self._reload_timer.setSingleShot(True)
-        self._reload_timer.setInterval(RELOAD_DELAY_MS)
-        self._reload_timer.timeout.connect(self.reload)
+        self._reload_timer = single_shot(self, RELOAD_DELAY_MS, self.reload)
         ctx.context_changed.connect(self._session_touched)
         ctx.session_reloaded.connect(self._session_touched)
         ctx.session_updated.connect(lambda info: self._session_touched(info.id))  # renamed
@@ -236,21 +254,15 @@ class ContextPanel(QWidget):
                                         | QAbstractItemView.EditTrigger.EditKeyPressed)
         self.facts_list.setMinimumHeight(80)
         self.facts_list.setMaximumHeight(130)
-        self.facts_list.itemChanged.connect(self._fact_edited)
-        self.facts_list.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
-        self.fact_edit = QLineEdit()
-        self.fact_edit.setAccessibleName("New fact")
-        self.fact_edit.setPlaceholderText("Add a fact…")
-        self.fact_edit.returnPressed.connect(self.add_fact)
-        self.add_fact_button = _button("Add", "Add fact", "Add the fact typed on the left")
-        self.add_fact_button.clicked.connect(self.add_fact)
-        self.delete_fact_button = _button("Delete", "Delete facts",
-                                          "Delete the selected facts (Del)")
-        self.delete_fact_button.clicked.connect(self.delete_selected_facts)
-        self.dedupe_button = _button("Remove Repeats", "Remove repeated facts",
-                                     "Remove facts that repeat an earlier one (case, spacing "
-                                     "and final punctuation aside)")
-        self.dedupe_button.clicked.connect(self.dedupe_facts)
+        self._edited_in_place(self.facts_list, self._fact_edited)
+        self.fact_edit, self.add_fact_button, self.delete_fact_button = _add_and_delete(
+            ("New fact", "Add a fact…"), ("Add fact", "Add the fact typed on the left"),
+            self.add_fact, ("Delete facts", "Delete the selected facts (Del)"),
+            self.delete_selected_facts)
+        self.dedupe_button = named_button("Remove Repeats", "Remove repeated facts",
+                                          "Remove facts that repeat an earlier one (case, "
+                                          "spacing and final punctuation aside)",
+                                          clicked=self.dedupe_facts)
         delete_key = QShortcut(QKeySequence(QKeySequence.StandardKey.Delete), self.facts_list)
         delete_key.setContext(Qt.ShortcutContext.WidgetShortcut)
         delete_key.activated.connect(self.delete_selected_facts)
@@ -274,11 +286,12 @@ class ContextPanel(QWidget):
         self.summary_edit.setMinimumHeight(70)
         self.summary_edit.setMaximumHeight(120)
         self.summary_edit.textChanged.connect(self._summary_edited)
-        self.save_summary_button = _button("Save", "Save summary", "Store the edited summary")
-        self.save_summary_button.clicked.connect(self.save_summary)
-        self.revert_summary_button = _button("Revert", "Revert summary",
-                                             "Throw the edit away and show the stored summary")
-        self.revert_summary_button.clicked.connect(self.revert_summary)
+        self.save_summary_button = named_button("Save", "Save summary",
+                                                "Store the edited summary",
+                                                clicked=self.save_summary)
+        self.revert_summary_button = named_button(
+            "Revert", "Revert summary", "Throw the edit away and show the stored summary",
+            clicked=self.revert_summary)
         save_key = QShortcut(QKeySequence("Ctrl+Return"), self.summary_edit)
         save_key.setContext(Qt.ShortcutContext.WidgetShortcut)
         save_key.activated.connect(self.save_summary)
@@ -291,38 +304,21 @@ class ContextPanel(QWidget):
 
     def _build_tasks(self) -> None:
         self.tasks_box, layout = _section("Tasks", "Tasks")
-        table = QTableWidget(0, 3)
-        table.setAccessibleName("Tasks")
-        table.setTabKeyNavigation(False)  # Tab leaves the table; the arrows move inside
-        table.setHorizontalHeaderLabels(["Task", "Status", "Progress"])
-        table.verticalHeader().hide()
-        header = table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Fixed)
-        header.resizeSection(2, 80)
-        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table = _rows_table("Tasks", ["Task", "Status", "Progress"],
+                            QHeaderView.ResizeMode.Fixed)
+        table.horizontalHeader().resizeSection(2, 80)
         table.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
                               | QAbstractItemView.EditTrigger.EditKeyPressed
                               | QAbstractItemView.EditTrigger.SelectedClicked)
         table.setItemDelegateForColumn(1, TaskStatusDelegate(table))
         table.setItemDelegateForColumn(2, TaskProgressDelegate(table))
-        table.setMinimumHeight(80)
         table.setMaximumHeight(130)
-        # One line a task, elided when narrow (the tooltip has it whole): a wrapped second
-        # line would be cut by the row's height.
-        table.setWordWrap(False)
-        table.itemChanged.connect(self._task_edited)
-        table.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
+        self._edited_in_place(table, self._task_edited)
         self.tasks_table = table
-        self.task_edit = QLineEdit()
-        self.task_edit.setAccessibleName("New task")
-        self.task_edit.setPlaceholderText("Add a task…")
-        self.task_edit.returnPressed.connect(self.add_task)
-        self.add_task_button = _button("Add", "Add task", "Add the task typed on the left")
-        self.add_task_button.clicked.connect(self.add_task)
-        self.delete_task_button = _button("Delete", "Delete tasks", "Delete the selected tasks")
-        self.delete_task_button.clicked.connect(self.delete_selected_tasks)
+        self.task_edit, self.add_task_button, self.delete_task_button = _add_and_delete(
+            ("New task", "Add a task…"), ("Add task", "Add the task typed on the left"),
+            self.add_task, ("Delete tasks", "Delete the selected tasks"),
+            self.delete_selected_tasks)
         row = QHBoxLayout()
         row.addWidget(self.task_edit, 1)
         row.addWidget(self.add_task_button)
@@ -336,63 +332,45 @@ class ContextPanel(QWidget):
         form = QFormLayout(self.usage_box)
         form.setContentsMargins(6, 6, 6, 6)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-        self.local_tokens_label = QLabel()
-        self.local_tokens_label.setAccessibleName("Local token count")
-        self.local_tokens_label.setToolTip("The session's active messages, counted here with "
-                                           "the tokenizer (cached per message)")
-        self.billed_label = QLabel()
-        self.billed_label.setAccessibleName("Provider-billed tokens")
-        self.billed_label.setToolTip("Input and output tokens the providers reported for "
-                                     "this session's calls, summed")
-        self.tools_label = QLabel()
-        self.tools_label.setAccessibleName("Tool calls")
+        self.local_tokens_label = named(
+            QLabel(), "Local token count",
+            tip="The session's active messages, counted here with the tokenizer (cached per "
+            "message)")
+        self.billed_label = named(
+            QLabel(), "Provider-billed tokens",
+            tip="Input and output tokens the providers reported for this session's calls, "
+            "summed")
+        self.tools_label = named(QLabel(), "Tool calls")
         self.tools_label.setWordWrap(True)
         for label in (self.local_tokens_label, self.billed_label, self.tools_label):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        form.addRow("Local count:", self.local_tokens_label)
-        form.addRow("Provider billed:", self.billed_label)
-        form.addRow("Tool calls:", self.tools_label)
+        add_rows(form, [("Local count:", self.local_tokens_label),
+                        ("Provider billed:", self.billed_label),
+                        ("Tool calls:", self.tools_label)])
 
     def _build_memory(self) -> None:
         self.memory_box, layout = _section("Memory entries", "Memory entries")
-        self.memory_note = QLabel()
+        self.memory_note = named(QLabel(), "Memory entries note")
         self.memory_note.setWordWrap(True)
-        self.memory_note.setAccessibleName("Memory entries note")
-        table = QTableWidget(0, 3)
-        table.setAccessibleName("Memory entries")
-        table.setTabKeyNavigation(False)  # Tab leaves the table; the arrows move inside
-        table.setHorizontalHeaderLabels(["Entry", "Scope", "Namespace"])
-        table.verticalHeader().hide()
-        header = table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
-        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table = _rows_table("Memory entries", ["Entry", "Scope", "Namespace"],
+                            QHeaderView.ResizeMode.ResizeToContents)
         table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        table.setWordWrap(False)
-        table.setMinimumHeight(80)
         table.setMaximumHeight(170)
         self.memory_table = table
-        self.memory_edit = QLineEdit()
-        self.memory_edit.setAccessibleName("New memory entry")
-        self.memory_edit.setPlaceholderText("Remember…")
-        self.memory_edit.returnPressed.connect(self.add_memory_entry)
-        self.memory_scope_box = QComboBox()
-        self.memory_scope_box.setAccessibleName("Memory entry scope")
+        self.memory_edit, self.add_memory_button, self.delete_memory_button = _add_and_delete(
+            ("New memory entry", "Remember…"), ("Add memory entry", "Store the entry"),
+            self.add_memory_entry, ("Delete memory entries", "Delete the selected entries"),
+            self.delete_selected_entries)
+        self.memory_scope_box = named(
+            QComboBox(), "Memory entry scope",
+            tip="agent: recalled in every session of the agent; session: only in this one")
         self.memory_scope_box.addItem("agent", "agent")
         self.memory_scope_box.addItem("session", "session")
-        self.memory_scope_box.setToolTip("agent: recalled in every session of the agent; "
-                                         "session: only in this one")
-        self.memory_namespace_edit = QLineEdit()
-        self.memory_namespace_edit.setAccessibleName("Memory entry namespace")
-        self.memory_namespace_edit.setToolTip("The namespace to store the entry in (empty: "
-                                              "the one this session recalls from)")
+        self.memory_namespace_edit = named(
+            QLineEdit(), "Memory entry namespace",
+            tip="The namespace to store the entry in (empty: the one this session recalls "
+            "from)")
         self.memory_namespace_edit.setMaximumWidth(110)
-        self.add_memory_button = _button("Add", "Add memory entry", "Store the entry")
-        self.add_memory_button.clicked.connect(self.add_memory_entry)
-        self.delete_memory_button = _button("Delete", "Delete memory entries",
-                                            "Delete the selected entries")
-        self.delete_memory_button.clicked.connect(self.delete_selected_entries)
         # The entry gets a line of its own; its scope, namespace and the buttons follow,
         # wrapping in a narrow panel.
         row = FlowLayout()
@@ -432,22 +410,17 @@ class ContextPanel(QWidget):
     def reload(self) -> None:
         """Read the open session's context again (on a reader thread)."""
         self._reload_timer.stop()
-        self._sequence += 1
-        sequence, session_id = self._sequence, self._session_id
-        if not session_id:
+        key = (self, "context")  # a newer read (another session too) supersedes it
+        if not self._session_id:
+            self.ctx.workers.cancel(key)
             self._show(None)
             return
 
-        def done(overview: ContextOverview) -> None:
-            if sequence == self._sequence and session_id == self._session_id:
-                self._show(overview)
-
         def failed(error: BaseException) -> None:
-            if sequence == self._sequence:
-                self.ctx.report_error(error, doing="read the session's context")
+            self.ctx.report_error(error, doing="read the session's context")
 
-        self.ctx.workers.read(read_session_context, self.ctx.workspace, session_id,
-                              name="read the session's context", on_done=done,
+        self.ctx.workers.read(read_session_context, self.ctx.workspace, self._session_id,
+                              name="read the session's context", key=key, on_done=self._show,
                               on_error=failed)
 
     def _editing(self) -> bool:
@@ -571,18 +544,38 @@ class ContextPanel(QWidget):
     def _stored_facts(self) -> list[str]:
         return list(self.overview.context.facts) if self.overview is not None else []
 
-    def _push_facts(self, facts: list[str], text: str) -> None:
-        if self.overview is None or facts == self._stored_facts():
-            return
-        self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id, text,
-                                                    facts=facts))
+    def _edited_in_place(self, view: QListWidget | QTableWidget,
+                         edited: Callable[[Any], None]) -> None:
+        """Items of ``view`` are edited in place: ``edited`` gets each changed item."""
+        view.itemChanged.connect(edited)
+        view.itemDelegate().closeEditor.connect(lambda *_: self._editor_closed())
+
+    def _take_typed(self, edit: QLineEdit, *, fold: bool = True) -> str:
+        """What was typed into ``edit`` (its white space folded, or only trimmed), taken out
+        of it; empty when there is nothing, or no session is shown."""
+        text = " ".join(edit.text().split()) if fold else edit.text().strip()
+        if not text or self.overview is None:
+            return ""
+        edit.clear()
+        return text
 
     def add_fact(self) -> None:
-        text = " ".join(self.fact_edit.text().split())
-        if not text or self.overview is None:
+        text = self._take_typed(self.fact_edit)
+        if not text:
             return
-        self.fact_edit.clear()
-        self._push_facts([*self._stored_facts(), text], "Add fact")
+        # The engine appends to the facts stored when the write runs: an add typed
+        # before the previous one has landed does not replace it.
+        self.ctx.undo_stack.push(AddFactCommand(self.ctx, self._session_id, text))
+
+    def _change_facts(self, text: str, change: Callable[[list[str]], list[str]]) -> None:
+        """Push a change of the facts, made by the engine on the facts as stored when
+        it runs (an add still on its way is not undone by it)."""
+
+        def run(context: SessionContext) -> None:
+            context.facts = change(list(context.facts))
+
+        self.ctx.undo_stack.push(ChangeContextCommand(self.ctx, self._session_id, text, run,
+                                                      ("facts",)))
 
     def _fact_edited(self, item: QListWidgetItem) -> None:
         if self._filling or self.overview is None:
@@ -591,22 +584,34 @@ class ContextPanel(QWidget):
         row = self.facts_list.row(item)
         if not 0 <= row < len(facts):
             return
+        old = facts[row]
         text = " ".join(item.text().split())
-        if text == facts[row]:
+        if text == old:
             return
-        if text:
-            facts[row] = text
-            self._push_facts(facts, "Edit fact")
-        else:  # emptied: the fact goes
-            del facts[row]
-            self._push_facts(facts, "Delete fact")
+
+        def edit(current: list[str]) -> list[str]:
+            if old in current:  # the fact as shown; others may have come meanwhile
+                index = current.index(old)
+                return current[:index] + ([text] if text else []) + current[index + 1:]
+            return current + [text] if text else current
+
+        # Emptied, the fact goes.
+        self._change_facts("Edit fact" if text else "Delete fact", edit)
 
     def delete_selected_facts(self) -> None:
         rows = sorted({self.facts_list.row(i) for i in self.facts_list.selectedItems()})
         if not rows or self.overview is None:
             return
-        facts = [f for i, f in enumerate(self._stored_facts()) if i not in rows]
-        self._push_facts(facts, "Delete fact" if len(rows) == 1 else "Delete facts")
+        shown = self._stored_facts()
+        gone = [shown[i] for i in rows if 0 <= i < len(shown)]
+
+        def delete(current: list[str]) -> list[str]:
+            for fact in gone:
+                if fact in current:
+                    current.remove(fact)
+            return current
+
+        self._change_facts("Delete fact" if len(rows) == 1 else "Delete facts", delete)
 
     def dedupe_facts(self) -> None:
         if self.overview is None:
@@ -668,28 +673,33 @@ class ContextPanel(QWidget):
                           progress=progress)
         if changed == task:
             return
-        tasks[row] = replace(changed, updated_at=utcnow())
-        self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id, "Edit task",
-                                                    tasks=tasks))
+        edited = replace(changed, updated_at=utcnow())
+        self._change_tasks("Edit task", lambda current: [
+            replace(edited) if t.id == edited.id else t for t in current])
 
     def add_task(self) -> None:
-        text = " ".join(self.task_edit.text().split())
-        if not text or self.overview is None:
+        text = self._take_typed(self.task_edit)
+        if not text:
             return
-        self.task_edit.clear()
-        tasks = self._stored_tasks()
-        tasks.append(new_task(text, existing=tasks))
-        self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id, "Add task",
-                                                    tasks=tasks))
+        self.ctx.undo_stack.push(AddTaskCommand(self.ctx, self._session_id, text))
 
     def delete_selected_tasks(self) -> None:
         rows = {index.row() for index in self.tasks_table.selectionModel().selectedRows()}
         if not rows or self.overview is None:
             return
-        tasks = [t for i, t in enumerate(self._stored_tasks()) if i not in rows]
-        self.ctx.undo_stack.push(EditContextCommand(
-            self.ctx, self._session_id, "Delete task" if len(rows) == 1 else "Delete tasks",
-            tasks=tasks))
+        gone = {t.id for i, t in enumerate(self._stored_tasks()) if i in rows}
+        self._change_tasks("Delete task" if len(rows) == 1 else "Delete tasks",
+                           lambda current: [t for t in current if t.id not in gone])
+
+    def _change_tasks(self, text: str, change: Callable[[list[Task]], list[Task]]) -> None:
+        """Push a change of the tasks, made by the engine on the tasks as stored when it
+        runs (like :meth:`_change_facts`)."""
+
+        def run(context: SessionContext) -> None:
+            context.tasks = change(list(context.tasks))
+
+        self.ctx.undo_stack.push(ChangeContextCommand(self.ctx, self._session_id, text, run,
+                                                      ("tasks",)))
 
     # -- memory entries -------------------------------------------------------------------
 
@@ -699,10 +709,9 @@ class ContextPanel(QWidget):
                 for r in range(self.memory_table.rowCount())]
 
     def add_memory_entry(self) -> None:
-        text = self.memory_edit.text().strip()
-        if not text or self.overview is None:
+        text = self._take_typed(self.memory_edit, fold=False)
+        if not text:
             return
-        self.memory_edit.clear()
         self.ctx.undo_stack.push(AddMemoryEntryCommand(
             self.ctx, self._session_id, text, scope=str(self.memory_scope_box.currentData()),
             namespace=self.memory_namespace_edit.text().strip() or None))

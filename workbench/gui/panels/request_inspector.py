@@ -29,7 +29,6 @@ from PySide6.QtCore import (
     QAbstractListModel,
     QEvent,
     QModelIndex,
-    QPersistentModelIndex,
     QRectF,
     QSize,
     Qt,
@@ -75,9 +74,10 @@ from workbench.errors import OperationCancelledError
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.errors import describe_error
+from workbench.gui.models import ModelIndex
 from workbench.gui.theme import is_dark, monospace_font, role_color
+from workbench.gui.workers import Job
 
-_Index = QModelIndex | QPersistentModelIndex
 REFRESH_DELAY_MS = 300
 #: After a session of more than GAUGE_PREFLIGHT_LIMIT messages, typing waits longer
 #: before building the request again: preflight then reads every message (a second for
@@ -334,10 +334,10 @@ class LeftOutModel(QAbstractListModel):
     def items(self) -> list[LeftOut]:
         return list(self._items)
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802
+    def rowCount(self, parent: ModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
         return 0 if parent.isValid() else len(self._items)
 
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: ModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or not 0 <= index.row() < len(self._items):
             return None
         item = self._items[index.row()]
@@ -382,7 +382,8 @@ class InspectedRequest:
 
 
 class Superseded(OperationCancelledError):
-    """A preflight stopped because what it was built from changed meanwhile."""
+    """A preflight stopped because what it was built from changed meanwhile (its job
+    was cancelled, so the worker pool drops this error)."""
 
 
 def inspect_request(ws: Workspace, session_id: int, prompt: str, *, provider: str | None,
@@ -447,10 +448,9 @@ class RequestInspectorPanel(QWidget):
         self.composer = composer
         self.setObjectName("RequestInspectorPanel")
         self.shown: InspectedRequest | None = None
-        self._generation = 0  # bumped by every change of what the request depends on
-        self._job: Any = None
-        self._stop: threading.Event | None = None  # set to cancel the running preflight
-        self._again = False
+        # The preflight running (key ``(self, "preflight")``: a newer one supersedes it
+        # and waits until it has stopped, so two never run at once).
+        self._job: Job | None = None
         self._dirty = True
         self._windows: dict[tuple[str, str | None], int] = {}
 
@@ -566,10 +566,8 @@ class RequestInspectorPanel(QWidget):
         self._input_changed()
 
     def _input_changed(self, *_args: Any) -> None:
-        self._generation += 1
         self._dirty = True
-        if self._stop is not None:
-            self._stop.set()  # the running preflight is stale: stop it at its next step
+        self._cancel_job()  # the running preflight is stale: it stops at its next step
         if self.isVisible():
             self.state_label.setText("updating…")
             self._timer.start()
@@ -597,13 +595,10 @@ class RequestInspectorPanel(QWidget):
         return self._job is not None or self._timer.isActive()
 
     def refresh(self) -> None:
-        """Build the request now (on a worker), unless one is being built: then again
-        as soon as it is done."""
+        """Build the request now (on a worker); one being built is superseded (it stops
+        at its next step and this one starts once it has)."""
         self._timer.stop()
-        if self._job is not None:
-            self._again = True
-            return
-        generation = self._generation
+        self._cancel_job()
         session_id, prompt, provider, model = self.current_inputs()
         self._dirty = False
         if not session_id:
@@ -612,35 +607,28 @@ class RequestInspectorPanel(QWidget):
         key = (provider or "", model)
         window = self._windows.get(key) if provider else None
         self.state_label.setText("updating…")
-        stop = self._stop = threading.Event()
+        stop = threading.Event()
 
         def done(result: InspectedRequest) -> None:
-            self._job = self._stop = None
+            self._job = None
             if provider and result.budget.context_window:
                 self._windows[key] = int(result.budget.context_window)
-            if generation == self._generation:
-                self._show(result)
-            else:
-                self._dirty = True  # stale: what it was built from has changed
-            self._next()
+            self._show(result)
 
         def failed(error: BaseException) -> None:
-            self._job = self._stop = None
-            if isinstance(error, Superseded) or generation != self._generation:
-                self._dirty = True  # stale: built again when the timer fires
-            else:
-                self._show_error(describe_error(error, doing="build the request"))
-            self._next()
+            self._job = None
+            self._show_nothing(describe_error(error, doing="build the request"),
+                               style="color: #c62828;")
 
         self._job = self.ctx.workers.network(
             inspect_request, self.ctx.workspace, session_id, prompt, provider=provider,
-            model=model, window=window, stop=stop, name="build the request", on_done=done,
-            on_error=failed)
+            model=model, window=window, stop=stop, name="build the request",
+            key=(self, "preflight"), on_stop=stop.set, on_done=done, on_error=failed)
 
-    def _next(self) -> None:
-        again, self._again = self._again, False
-        if (again or self._dirty) and self.isVisible() and not self._timer.isActive():
-            self.refresh()
+    def _cancel_job(self) -> None:
+        if self._job is not None:
+            self._job.cancel()
+            self._job = None
 
     # -- showing ----------------------------------------------------------------------------
 
@@ -649,19 +637,12 @@ class RequestInspectorPanel(QWidget):
         return self.shown.payload if self.shown is not None else None
 
     def _show(self, result: InspectedRequest | None) -> None:
+        if result is None:
+            self._show_nothing("No session is open.")
+            return
         self.shown = result
         self.state_label.setText("")
         self.summary_label.setStyleSheet("")
-        if result is None:
-            self.summary_label.setText("No session is open.")
-            self.endpoint_label.setText("")
-            self.endpoint_label.setToolTip("")
-            self.bar.set_breakdown(None)
-            self.payload_view.clear()
-            self.left_out_model.set_items([], {})
-            self.left_out_label.setText("")
-            self.request_shown.emit(None)
-            return
         long_session = result.history_count > GAUGE_PREFLIGHT_LIMIT
         self._timer.setInterval(LONG_REFRESH_DELAY_MS if long_session else REFRESH_DELAY_MS)
         tokens = result.tokens
@@ -723,11 +704,14 @@ class RequestInspectorPanel(QWidget):
         self.payload_view.setPlainText(text)
         scroll.setValue(min(position, scroll.maximum()))
 
-    def _show_error(self, text: str) -> None:
+    def _show_nothing(self, text: str, *, style: str = "") -> None:
+        """No request shown: ``text`` says why (an error in red)."""
         self.shown = None
         self.state_label.setText("")
         self.summary_label.setText(text)
-        self.summary_label.setStyleSheet("color: #c62828;")
+        self.summary_label.setStyleSheet(style)
+        self.endpoint_label.setText("")
+        self.endpoint_label.setToolTip("")
         self.bar.set_breakdown(None)
         self.payload_view.clear()
         self.left_out_model.set_items([], {})
@@ -747,7 +731,4 @@ class RequestInspectorPanel(QWidget):
     def shut_down(self) -> None:
         """The window closes: no more preflights."""
         self._timer.stop()
-        if self._stop is not None:
-            self._stop.set()
-        if self._job is not None:
-            self._job.cancel()
+        self._cancel_job()

@@ -14,10 +14,8 @@ from PySide6.QtCore import (
     QEvent,
     QModelIndex,
     QObject,
-    QPersistentModelIndex,
     QSize,
     Qt,
-    QTimer,
     Signal,
 )
 from PySide6.QtGui import QFontMetrics, QKeyEvent, QPainter, QPalette, QTextDocument
@@ -28,7 +26,6 @@ from PySide6.QtWidgets import (
     QDateEdit,
     QGridLayout,
     QLabel,
-    QLineEdit,
     QListView,
     QStyle,
     QStyledItemDelegate,
@@ -41,6 +38,8 @@ from workbench.core.conversation import ROLES, SearchHit
 from workbench.engine.workspace import SearchQuery, Workspace
 from workbench.errors import NotFoundError
 from workbench.gui.context import AppContext
+from workbench.gui.controls import filter_field, named, single_shot
+from workbench.gui.models import ModelIndex
 from workbench.gui.models.search_results import (
     MARK_END,
     MARK_START,
@@ -53,7 +52,6 @@ from workbench.gui.models.search_results import (
 )
 from workbench.gui.theme import ROLE_LABELS, is_dark, role_color
 
-_Index = QModelIndex | QPersistentModelIndex
 SEARCH_DELAY_MS = 250
 RESULT_LIMIT = 100
 
@@ -77,13 +75,13 @@ class SearchHitDelegate(QStyledItemDelegate):
 
     LINES = 3
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
+    def sizeHint(self, option: QStyleOptionViewItem, index: ModelIndex) -> QSize:
         fm = QFontMetrics(option.font)
         # No width of its own: the row is as wide as the list, which never scrolls sideways
         # (the width of the rect asked about once stuck after the dock narrowed).
         return QSize(1, fm.lineSpacing() * self.LINES + 12)
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex) -> None:
         hit: SearchHit | None = index.data(HitRole)
         if hit is None:
             return
@@ -139,35 +137,18 @@ class SearchPanel(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.setObjectName("SearchPanel")
-        self.query_edit = QLineEdit(self)
-        self.query_edit.setPlaceholderText("Search words, \"a phrase\", prefix*")
-        self.query_edit.setClearButtonEnabled(True)
-        self.query_edit.setAccessibleName("Search text")
-        self.scope_box = QComboBox(self)
+        self.query_edit = filter_field(self, "Search text", "Search words, \"a phrase\", prefix*")
+        self.scope_box = named(QComboBox(self), "Search scope")
         self.scope_box.addItem("All sessions", "all")
         self.scope_box.addItem("This session", "session")
-        self.scope_box.setAccessibleName("Search scope")
-        self.role_box = QComboBox(self)
+        self.role_box = named(QComboBox(self), "Role filter")
         self.role_box.addItem("Any role", None)
         for role in ROLES:
             self.role_box.addItem(ROLE_LABELS[role], role)
-        self.role_box.setAccessibleName("Role filter")
-        self.from_box = QCheckBox("From", self)
-        self.from_box.setAccessibleName("Only messages from a date")
-        self.from_date = QDateEdit(self)
-        self.from_date.setCalendarPopup(True)
-        self.from_date.setDisplayFormat("yyyy-MM-dd")
-        self.from_date.setDate(QDate.currentDate().addMonths(-1))
-        self.from_date.setEnabled(False)
-        self.from_date.setAccessibleName("From date")
-        self.to_box = QCheckBox("To", self)
-        self.to_box.setAccessibleName("Only messages up to a date")
-        self.to_date = QDateEdit(self)
-        self.to_date.setCalendarPopup(True)
-        self.to_date.setDisplayFormat("yyyy-MM-dd")
-        self.to_date.setDate(QDate.currentDate())
-        self.to_date.setEnabled(False)
-        self.to_date.setAccessibleName("To date")
+        self.from_box, self.from_date = self._date_filter(
+            "From", "Only messages from a date", "From date", QDate.currentDate().addMonths(-1))
+        self.to_box, self.to_date = self._date_filter(
+            "To", "Only messages up to a date", "To date", QDate.currentDate())
         self.hidden_box = QCheckBox("Include folded and evicted", self)
         self.hidden_box.setChecked(True)
         self.hidden_box.setAccessibleName("Include folded and evicted messages")
@@ -199,11 +180,7 @@ class SearchPanel(QWidget):
         layout.addWidget(self.results, 1)
         layout.addWidget(self.status_label)
 
-        self._sequence = 0
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(SEARCH_DELAY_MS)
-        self._timer.timeout.connect(self.search)
+        self._timer = single_shot(self, SEARCH_DELAY_MS, self.search)
         self.query_edit.textChanged.connect(lambda _t: self._timer.start())
         self.query_edit.returnPressed.connect(self.search)
         for box in (self.scope_box, self.role_box):
@@ -219,10 +196,7 @@ class SearchPanel(QWidget):
         # The hits follow the database: a renamed session's title changes on them at
         # once, a deleted session's hits go at once, and any change to sessions or
         # messages runs the search again shortly (keeping the current hit).
-        self._rerun_timer = QTimer(self)
-        self._rerun_timer.setSingleShot(True)
-        self._rerun_timer.setInterval(SEARCH_DELAY_MS)
-        self._rerun_timer.timeout.connect(self._search_again)
+        self._rerun_timer = single_shot(self, SEARCH_DELAY_MS, self._search_again)
         ctx.session_updated.connect(
             lambda info: self.model.rename_session(int(info.id), info.title))
         ctx.session_hidden.connect(self._session_gone)
@@ -230,6 +204,17 @@ class SearchPanel(QWidget):
                        ctx.message_inserted, ctx.message_removed, ctx.messages_appended,
                        ctx.workspace_replaced):
             signal.connect(lambda *_: self._schedule_again())
+
+    def _date_filter(self, text: str, box_name: str, date_name: str,
+                     start: QDate) -> tuple[QCheckBox, QDateEdit]:
+        """A check box turning a date limit on, and the date (off until it is)."""
+        box = named(QCheckBox(text, self), box_name)
+        date = named(QDateEdit(self), date_name)
+        date.setCalendarPopup(True)
+        date.setDisplayFormat("yyyy-MM-dd")
+        date.setDate(start)
+        date.setEnabled(False)
+        return box, date
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
         # Down or Page Down in the query box goes to the results, as in the session
@@ -304,17 +289,15 @@ class SearchPanel(QWidget):
         self._timer.stop()
         self._rerun_timer.stop()
         query = self.build_query()
-        self._sequence += 1
+        key = (self, "search")  # a newer search supersedes the one under way
         if query is None:
+            self.ctx.workers.cancel(key)
             self.model.set_outcome(None)
             self.status_label.setText("")
             return
-        sequence = self._sequence
         self.status_label.setText("Searching…")
 
         def done(outcome: SearchOutcome) -> None:
-            if sequence != self._sequence:
-                return  # a newer search is under way
             hidden = self.ctx.trash.hidden()
             outcome.hits = [h for h in outcome.hits if h.session_id not in hidden]
             current = self.results.currentIndex().data(HitRole)
@@ -327,11 +310,10 @@ class SearchPanel(QWidget):
             self.search_finished.emit(outcome)
 
         def failed(error: BaseException) -> None:
-            if sequence == self._sequence:
-                self.status_label.setText("The search failed.")
-                self.ctx.report_error(error, doing="search")
+            self.status_label.setText("The search failed.")
+            self.ctx.report_error(error, doing="search")
 
-        self.ctx.workers.read(run_search, self.ctx.workspace, query, name="search",
+        self.ctx.workers.read(run_search, self.ctx.workspace, query, name="search", key=key,
                               on_done=done, on_error=failed)
 
     def _activated(self, index: QModelIndex) -> None:

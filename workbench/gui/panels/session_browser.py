@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import (
     QEvent,
@@ -11,15 +11,14 @@ from PySide6.QtCore import (
     QObject,
     QPoint,
     Qt,
-    QTimer,
     Signal,
 )
-from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
+from PySide6.QtGui import QAction, QKeyEvent, QKeySequence, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
     QHBoxLayout,
-    QLineEdit,
+    QLabel,
     QListView,
     QMenu,
     QVBoxLayout,
@@ -34,6 +33,8 @@ from workbench.gui.commands import (
     SessionFieldCommand,
 )
 from workbench.gui.context import AppContext
+from workbench.gui.controls import filter_field, named, single_shot, view_action
+from workbench.gui.delegates.markdown import visible_text
 from workbench.gui.delegates.session import SessionDelegate
 from workbench.gui.dialogs.ask_text import ask_text
 from workbench.gui.models.sessions import SessionListModel, SessionRole
@@ -58,24 +59,30 @@ class SessionBrowserPanel(QWidget):
         self.ctx = ctx
         self.setObjectName("SessionBrowserPanel")
 
-        self.filter_edit = QLineEdit(self)
-        self.filter_edit.setPlaceholderText("Filter by title or tag")
-        self.filter_edit.setClearButtonEnabled(True)
-        self.filter_edit.setAccessibleName("Filter sessions")
-        self.archived_box = QCheckBox("Archived", self)
-        self.archived_box.setToolTip("Show archived sessions too")
-        self.archived_box.setAccessibleName("Show archived sessions")
+        self.filter_edit = filter_field(self, "Filter sessions", "Filter by title or tag")
+        self.archived_box = named(QCheckBox("Archived", self), "Show archived sessions",
+                                  tip="Show archived sessions too")
 
         self.model = SessionListModel(ctx.workspace, hidden=ctx.trash.hidden, parent=self)
         self.view = QListView(self)
         self.view.setModel(self.model)
         self.view.setItemDelegate(SessionDelegate(self.view))
-        self.view.setUniformItemSizes(True)
+        # Rows with tags take a third line: sizes differ (each costs no text layout).
+        self.view.setUniformItemSizes(False)
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.view.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.view.setAccessibleName("Sessions")
         self.view.setAccessibleDescription("Pinned sessions first, then the most recent")
+        # Said in the list's place when it is empty (a filter that matches nothing).
+        self.empty_label = QLabel(self.view.viewport())
+        self.empty_label.setAccessibleName("No sessions listed")
+        self.empty_label.setTextFormat(Qt.TextFormat.PlainText)  # the filter is data
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
+        self.empty_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.empty_label.hide()
+        self.view.viewport().installEventFilter(self)
 
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
@@ -87,14 +94,8 @@ class SessionBrowserPanel(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.view, 1)
 
-        self._filter_timer = QTimer(self)
-        self._filter_timer.setSingleShot(True)
-        self._filter_timer.setInterval(FILTER_DELAY_MS)
-        self._filter_timer.timeout.connect(self._apply_filter)
-        self._reload_timer = QTimer(self)
-        self._reload_timer.setSingleShot(True)
-        self._reload_timer.setInterval(30)
-        self._reload_timer.timeout.connect(self.reload)
+        self._filter_timer = single_shot(self, FILTER_DELAY_MS, self._apply_filter)
+        self._reload_timer = single_shot(self, 30, self.reload)
         self._restoring = False
 
         self._build_actions()
@@ -106,6 +107,8 @@ class SessionBrowserPanel(QWidget):
         self.view.selectionModel().selectionChanged.connect(lambda *_: self._update_actions())
         self.view.customContextMenuRequested.connect(self._context_menu)
         self.model.rename_requested.connect(self.rename_session)
+        for signal in (self.model.modelReset, self.model.rowsInserted, self.model.rowsRemoved):
+            signal.connect(lambda *_: self._update_empty_text())
         ctx.sessions_changed.connect(self._reload_timer.start)
         # A message stored, edited, inserted or removed changes its session's counts and
         # its place in the list (the most recently active first).
@@ -115,22 +118,13 @@ class SessionBrowserPanel(QWidget):
         ctx.session_updated.connect(self.model.update_session)
         ctx.workspace_replaced.connect(self._workspace_replaced)
         self._update_actions()
+        self._update_empty_text()
 
     # -- actions -----------------------------------------------------------------------
 
     def _action(self, text: str, slot: object, shortcut: str | QKeySequence | None = None,
                 *, local: bool = True, tip: str = "") -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-            if local:
-                action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        if tip:
-            action.setToolTip(tip)
-            action.setStatusTip(tip)
-        action.triggered.connect(slot)
-        self.view.addAction(action)
-        return action
+        return view_action(self, self.view, text, slot, shortcut, local=local, tip=tip)
 
     def _build_actions(self) -> None:
         self.new_action = QAction("&New Session", self)
@@ -252,7 +246,37 @@ class SessionBrowserPanel(QWidget):
     def _archived_toggled(self, checked: bool) -> None:
         self.model.set_include_archived(checked)
 
+    def empty_text(self) -> str:
+        """What the list says when it shows no session ("" when it shows some)."""
+        if self.model.rowCount():
+            return ""
+        wanted = self.model.filter_text
+        if wanted:
+            wanted = visible_text(wanted)
+            if len(wanted) > 60:
+                wanted = wanted[:59] + "…"
+            text = f"No session matches “{wanted}”."
+            if not self.archived_box.isChecked():
+                text += "\n\nArchived sessions are left out: tick Archived to look there too."
+            return text
+        return ("No sessions yet.\n\nImport conversations with Ctrl+I or start a new "
+                "session with Ctrl+N.")
+
+    def _update_empty_text(self) -> None:
+        text = self.empty_text()
+        self.empty_label.setText(text)
+        self.empty_label.setToolTip(text if len(text) > 200 else "")
+        self._place_empty_label()
+        self.empty_label.setVisible(bool(text))
+
+    def _place_empty_label(self) -> None:
+        margin = self.fontMetrics().averageCharWidth() * 2
+        area = self.view.viewport().rect().adjusted(margin, margin * 2, -margin, -margin)
+        self.empty_label.setGeometry(area)
+
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.view.viewport() and event.type() == QEvent.Type.Resize:
+            self._place_empty_label()
         if (watched is self.filter_edit and event.type() == QEvent.Type.KeyPress
                 and isinstance(event, QKeyEvent) and event.key() in _INTO_LIST_KEYS):
             self._focus_list()
@@ -299,26 +323,28 @@ class SessionBrowserPanel(QWidget):
             self.rename_session(selected[0].id, title.strip())
 
     def set_pinned(self, session_ids: Sequence[int], pinned: bool) -> None:
-        text = ("Pin" if pinned else "Unpin") + (" sessions" if len(session_ids) > 1
-                                                 else " session")
-        self.ctx.undo_stack.push(
-            SessionFieldCommand(self.ctx, session_ids, "pinned", pinned, text))
-
-    def _toggle_pin(self) -> None:
-        selected = self.selected_sessions()
-        if selected:
-            self.set_pinned([s.id for s in selected], not all(s.pinned for s in selected))
+        self._set_flag(session_ids, "pinned", pinned, "Pin" if pinned else "Unpin")
 
     def set_archived(self, session_ids: Sequence[int], archived: bool) -> None:
-        text = ("Archive" if archived else "Unarchive") + (" sessions" if len(session_ids) > 1
-                                                           else " session")
-        self.ctx.undo_stack.push(
-            SessionFieldCommand(self.ctx, session_ids, "archived", archived, text))
+        self._set_flag(session_ids, "archived", archived,
+                       "Archive" if archived else "Unarchive")
+
+    def _set_flag(self, session_ids: Sequence[int], field: str, value: bool,
+                  verb: str) -> None:
+        text = verb + (" sessions" if len(session_ids) > 1 else " session")
+        self.ctx.undo_stack.push(SessionFieldCommand(self.ctx, session_ids, field, value, text))
+
+    def _toggle_pin(self) -> None:
+        self._toggle("pinned", self.set_pinned)
 
     def _toggle_archive(self) -> None:
+        self._toggle("archived", self.set_archived)
+
+    def _toggle(self, field: str, setter: Callable[[list[int], bool], None]) -> None:
+        # On for the selection unless every selected session has it already.
         selected = self.selected_sessions()
         if selected:
-            self.set_archived([s.id for s in selected], not all(s.archived for s in selected))
+            setter([s.id for s in selected], not all(getattr(s, field) for s in selected))
 
     def set_tags(self, session_id: int, tags: Sequence[str]) -> None:
         self.ctx.undo_stack.push(

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QItemSelectionModel, QPoint, Qt, Signal
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
-    QLabel,
     QMenu,
-    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -27,8 +25,11 @@ from workbench.gui.commands import (
     SetImportantCommand,
 )
 from workbench.gui.context import AppContext
+from workbench.gui.controls import view_action
+from workbench.gui.delegates.markdown import CodeBlock
 from workbench.gui.delegates.message import MessageDelegate
 from workbench.gui.dialogs.ask_text import ask_text
+from workbench.gui.layout import ElidedLabel
 from workbench.gui.models.timeline import KindRole, MessageRole, TimelineModel
 from workbench.gui.panels.timeline_view import TimelineView
 from workbench.gui.theme import ROLE_LABELS, is_dark, role_color
@@ -90,17 +91,14 @@ class TimelinePanel(QWidget):
         self.ctx = ctx
         self.setObjectName("TimelinePanel")
         self.prompt_below = False  # a composer under the timeline (set when attached)
-        self.title_label = QLabel(self)
+        # A long title takes a second line, then is elided (the tooltip holds it whole).
+        self.title_label = ElidedLabel("", self, lines=2)
         self.title_label.setAccessibleName("Session title")
-        self.title_label.setTextFormat(Qt.TextFormat.PlainText)  # a title is data, not markup
         font = self.title_label.font()
         font.setBold(True)
         font.setPointSizeF(font.pointSizeF() * 1.15)
         self.title_label.setFont(font)
         self.title_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.title_label.setWordWrap(True)  # a long title takes a second line, never cut
-        self.title_label.setSizePolicy(QSizePolicy.Policy.Ignored,
-                                       QSizePolicy.Policy.Preferred)
         self.chips = RoleFilterBar(self)
 
         self.model = TimelineModel(ctx.workspace, ctx.workers, self)
@@ -130,6 +128,8 @@ class TimelinePanel(QWidget):
         self.model.rowsInserted.connect(lambda *_: self._update_summary())
         self.delegate.importance_toggled.connect(self._toggle_importance_of)
         self.delegate.marker_toggled.connect(self.model.toggle_run)
+        self.delegate.copied.connect(self._report_copied)
+        self.view.toggle_requested.connect(self._toggle_row)
         self.view.customContextMenuRequested.connect(self._context_menu)
         self.view.selectionModel().selectionChanged.connect(lambda *_: self._update_actions())
         ctx.message_changed.connect(self.model.message_changed)
@@ -146,16 +146,7 @@ class TimelinePanel(QWidget):
 
     def _action(self, text: str, slot: object, shortcut: str | QKeySequence | None = None,
                 tip: str = "") -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-            action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        if tip:
-            action.setStatusTip(tip)
-            action.setToolTip(tip)
-        action.triggered.connect(slot)
-        self.view.addAction(action)
-        return action
+        return view_action(self, self.view, text, slot, shortcut, tip=tip)
 
     def _build_actions(self) -> None:
         self.edit_action = self._action("&Edit Message", self.edit_current, "F2",
@@ -173,6 +164,8 @@ class TimelinePanel(QWidget):
                                              "Important messages are never folded")
         self.copy_action = self._action("&Copy Text", self.copy_selected,
                                         QKeySequence.StandardKey.Copy)
+        self.copy_code_action = self._action("Copy C&ode", self.copy_code, "Ctrl+Shift+C",
+                                             "Copy the code blocks of the message")
         self.fork_action = self._action("&Fork From Here", self.fork_at_current,
                                         "Ctrl+Shift+D",
                                         tip="A new session with the messages up to this one")
@@ -204,6 +197,7 @@ class TimelinePanel(QWidget):
         for action in (self.delete_action, self.important_action, self.copy_action):
             action.setEnabled(bool(messages))
         self.edit_action.setEnabled(len(messages) == 1)
+        self.copy_code_action.setEnabled(len(messages) == 1)
         self.fork_action.setEnabled(len(messages) == 1)
         self.insert_above_action.setEnabled(has_session)
         self.insert_below_action.setEnabled(has_session)
@@ -219,18 +213,47 @@ class TimelinePanel(QWidget):
         self._update_actions()
         menu = QMenu(self)
         for action in (self.edit_action, self.insert_above_action, self.insert_below_action,
-                       self.important_action, self.copy_action, self.fork_action):
+                       self.important_action, self.copy_action):
             menu.addAction(action)
+        self._add_code_and_link_entries(menu)
+        menu.addAction(self.fork_action)
         menu.addSeparator()
         menu.addAction(self.delete_action)
         menu.exec(self.view.viewport().mapToGlobal(point))
+
+    def _add_code_and_link_entries(self, menu: QMenu) -> None:
+        """Copy Code (a submenu when the message has several blocks) and Open Link, so
+        what the mouse reaches on a message the keyboard reaches through this menu."""
+        message = self.current_message() if len(self.selected_messages()) == 1 else None
+        if message is None:
+            return
+        blocks = self.delegate.code_blocks(message)
+        if len(blocks) == 1:
+            menu.addAction(self.copy_code_action)
+        elif blocks:
+            sub = menu.addMenu("Copy C&ode Block")
+            for number, code in enumerate(blocks, 1):
+                first = code.text.split("\n", 1)[0]
+                label = f"&{number} {code.language or 'code'}: {first}" if number < 10 \
+                    else f"{number} {code.language or 'code'}: {first}"
+                action = sub.addAction(_elide(label, 60))
+                action.triggered.connect(lambda _=False, code=code: self._copy_block(code))
+        links = self.delegate.links(message)
+        if links:
+            sub = menu.addMenu("Open &Link")
+            for href in links[:20]:
+                action = sub.addAction(_elide(href, 70).replace("&", "&&"))
+                action.setToolTip(href)
+                action.triggered.connect(
+                    lambda _=False, href=href: self.delegate.link_activated.emit(href))
 
     # -- the open session ----------------------------------------------------------------
 
     def open_session(self, session_id: int, message_id: int | None = None,
                      position: int | None = None) -> None:
-        """Show a session, at its end or at ``message_id``."""
-        self.view.closePersistentEditor(self.view.currentIndex())
+        """Show a session, at its end or at ``message_id``. A message being edited in
+        place is saved first, as clicking elsewhere saves it."""
+        self.view.commit_edit()
         if session_id:
             try:
                 info = self.ctx.workspace.get_session(session_id)
@@ -417,6 +440,44 @@ class TimelinePanel(QWidget):
         QGuiApplication.clipboard().setText(text)
         return text
 
+    def copy_code(self) -> str:
+        """Copy the current message's code blocks (one after another); what was copied."""
+        message = self.current_message()
+        blocks = self.delegate.code_blocks(message) if message is not None else []
+        if not blocks:
+            self.ctx.status_reported.emit("The message has no code block to copy.")
+            return ""
+        if len(blocks) == 1:
+            return self._copy_block(blocks[0])
+        text = "\n\n".join(code.text for code in blocks)
+        self.delegate.copy_to_clipboard(self.view.currentIndex(), text, None)
+        return text
+
+    def _copy_block(self, code: CodeBlock) -> str:
+        self.delegate.copy_to_clipboard(self.view.currentIndex(), code.text, code.first)
+        return code.text
+
+    def _toggle_row(self, index: QModelIndex) -> None:
+        """Space or Enter on a row: open or close a folded run, show all of a long message."""
+        kind = index.data(KindRole)
+        if kind == "marker":
+            row = index.row()
+            self.model.toggle_run(row)
+            # The rows above are unchanged: the marker keeps its row, and the keys on it.
+            marker = self.model.index(row, 0)
+            if marker.data(KindRole) == "marker":
+                self.view.selectionModel().setCurrentIndex(
+                    marker, QItemSelectionModel.SelectionFlag.ClearAndSelect)
+        elif kind == "message" and not self.delegate.toggle_expanded(index):
+            self.ctx.status_reported.emit("The message is shown whole (F2 edits it).")
+
+    def _report_copied(self, text: str) -> None:
+        lines = text.count("\n") + 1
+        what = f"{lines:,} lines" if lines > 1 else f"{len(text):,} characters"
+        if len(text) == 1:
+            what = "1 character"
+        self.ctx.status_reported.emit(f"Copied {what} to the clipboard.")
+
     def fork_at_current(self) -> None:
         message = self.current_message()
         if message is not None and message.id is not None:
@@ -449,6 +510,10 @@ class TimelinePanel(QWidget):
             if message is not None and message.id is not None:
                 return self.jump_to_message(int(message.id), position)
         return False
+
+
+def _elide(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _sentence(steps: list[str]) -> str:

@@ -37,10 +37,9 @@ from PySide6.QtCore import (
     QPoint,
     QRect,
     Qt,
-    QTimer,
     Signal,
 )
-from PySide6.QtGui import QPainter, QPalette, QRegion, QResizeEvent, QWheelEvent
+from PySide6.QtGui import QKeyEvent, QPainter, QPalette, QRegion, QResizeEvent, QWheelEvent
 from PySide6.QtWidgets import (
     QAbstractItemDelegate,
     QAbstractItemView,
@@ -50,10 +49,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.gui.controls import single_shot
 from workbench.gui.delegates.message_editor import MessageEditor
+from workbench.gui.models import ModelIndex
 from workbench.gui.models.timeline import KeyRole, TimelineModel
 
-_Index = QModelIndex | QPersistentModelIndex
 MAX_SUB = 1000
 _INT_LIMIT = 2**31 - 2
 
@@ -62,6 +62,7 @@ class TimelineView(QAbstractItemView):
     """Shows a :class:`TimelineModel` (see the module docstring for how it scrolls)."""
 
     place_changed = Signal()  # the rows on screen changed (scrolling, resizing, a reset)
+    toggle_requested = Signal(QModelIndex)  # Space or Enter on the current row
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -88,10 +89,7 @@ class TimelineView(QAbstractItemView):
         self.setMouseTracking(True)
         self.setAccessibleName("Message timeline")
         self.setAccessibleDescription("The messages of the open session, oldest first")
-        self._prefetch_timer = QTimer(self)
-        self._prefetch_timer.setSingleShot(True)
-        self._prefetch_timer.setInterval(40)
-        self._prefetch_timer.timeout.connect(self._prefetch)
+        self._prefetch_timer = single_shot(self, 40, self._prefetch)
 
     # -- model -------------------------------------------------------------------------
 
@@ -156,13 +154,13 @@ class TimelineView(QAbstractItemView):
                     model.index(row, 0), QItemSelectionModel.SelectionFlag.ClearAndSelect)
         self._refresh()
 
-    def rowsInserted(self, parent: _Index, start: int, end: int) -> None:
+    def rowsInserted(self, parent: ModelIndex, start: int, end: int) -> None:
         super().rowsInserted(parent, start, end)
         if not self._follow_end and start <= self._anchor_row:
             self._anchor_row += end - start + 1
         self._refresh()
 
-    def rowsAboutToBeRemoved(self, parent: _Index, start: int, end: int) -> None:
+    def rowsAboutToBeRemoved(self, parent: ModelIndex, start: int, end: int) -> None:
         super().rowsAboutToBeRemoved(parent, start, end)
         if end < self._anchor_row:
             self._anchor_row -= end - start + 1
@@ -172,7 +170,7 @@ class TimelineView(QAbstractItemView):
     def _after_rows_removed(self, *_args: Any) -> None:
         self._refresh()
 
-    def dataChanged(self, top_left: _Index, bottom_right: _Index,
+    def dataChanged(self, top_left: ModelIndex, bottom_right: ModelIndex,
                     roles: list[int] | None = None) -> None:
         super().dataChanged(top_left, bottom_right, roles or [])
         self._refresh()
@@ -185,7 +183,7 @@ class TimelineView(QAbstractItemView):
         option.rect = rect
         return option
 
-    def _delegate(self, index: _Index) -> QAbstractItemDelegate:
+    def _delegate(self, index: ModelIndex) -> QAbstractItemDelegate:
         return self.itemDelegateForIndex(index)
 
     def row_height(self, row: int) -> int:
@@ -373,7 +371,7 @@ class TimelineView(QAbstractItemView):
         self._ensure_layout()
         return self._follow_end
 
-    def scrollTo(self, index: _Index,
+    def scrollTo(self, index: ModelIndex,
                  hint: QAbstractItemView.ScrollHint = QAbstractItemView.ScrollHint.EnsureVisible,
                  ) -> None:
         if not index.isValid() or self.model() is None:
@@ -404,7 +402,7 @@ class TimelineView(QAbstractItemView):
 
     # -- geometry for QAbstractItemView ----------------------------------------------------
 
-    def visualRect(self, index: _Index) -> QRect:
+    def visualRect(self, index: ModelIndex) -> QRect:
         if not index.isValid():
             return QRect()
         width = self.viewport().width()
@@ -447,7 +445,7 @@ class TimelineView(QAbstractItemView):
     def verticalOffset(self) -> int:
         return 0
 
-    def isIndexHidden(self, index: _Index) -> bool:
+    def isIndexHidden(self, index: ModelIndex) -> bool:
         return False
 
     def setSelection(self, rect: QRect, command: QItemSelectionModel.SelectionFlag) -> None:
@@ -482,7 +480,7 @@ class TimelineView(QAbstractItemView):
         super().setItemDelegate(delegate)
         delegate.sizeHintChanged.connect(self.forget_row)
 
-    def forget_row(self, index: _Index) -> None:
+    def forget_row(self, index: ModelIndex) -> None:
         """Measure one row again (its look changed without its key changing)."""
         if index.isValid():
             self._heights.pop(index.data(KeyRole), None)
@@ -490,11 +488,14 @@ class TimelineView(QAbstractItemView):
 
     # -- editing -----------------------------------------------------------------------
 
-    def edit(self, index: _Index, trigger: Any = None, event: QEvent | None = None) -> bool:
+    def edit(self, index: ModelIndex, trigger: Any = None, event: QEvent | None = None) -> bool:
         if trigger is None:
             trigger = QAbstractItemView.EditTrigger.AllEditTriggers
         opened = super().edit(index, trigger, event)
-        if opened:
+        # Qt's edit() also answers True when the delegate took the event (a click on a
+        # copy button, the star or "Show all"): only an open editor makes an edit, else
+        # the row would be left unpainted as if an editor covered it.
+        if opened and self.state() == QAbstractItemView.State.EditingState:
             self._editing = QPersistentModelIndex(index)
             self.scrollTo(index)
             self._refresh()
@@ -506,6 +507,24 @@ class TimelineView(QAbstractItemView):
         self._refresh()
         self.setFocus(Qt.FocusReason.OtherFocusReason)
 
+    def commit_edit(self) -> bool:
+        """Save the message being edited in place and close its editor, as clicking
+        another message does (before the session or the database changes, or the
+        window closes); the keyboard focus stays where it is. Returns whether an
+        editor was open."""
+        if not self.editing or self._editing is None:
+            return False
+        model = self.model()
+        editor = self.indexWidget(model.index(self._editing.row(), 0))
+        if editor is None:
+            self._editing = None
+            return False
+        self.commitData(editor)
+        super().closeEditor(editor, QAbstractItemDelegate.EndEditHint.NoHint)
+        self._editing = None
+        self._refresh()
+        return True
+
     @property
     def editing(self) -> bool:
         return self._editing is not None and self._editing.isValid()
@@ -515,6 +534,18 @@ class TimelineView(QAbstractItemView):
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._refresh()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        # Space and Enter do on the current row what a click on its expander does: show
+        # all of a long message (or fold it again), open or close a folded run.
+        plain = event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier \
+            == Qt.KeyboardModifier.NoModifier
+        if plain and event.key() in (Qt.Key.Key_Space, Qt.Key.Key_Return, Qt.Key.Key_Enter) \
+                and not self.editing and self.currentIndex().isValid():
+            self.toggle_requested.emit(QModelIndex(self.currentIndex()))
+            event.accept()
+            return
+        super().keyPressEvent(event)
 
     def mouseMoveEvent(self, event: Any) -> None:
         row = self.indexAt(event.position().toPoint()).row()

@@ -15,7 +15,7 @@ _LIGHT = {"before": "#c0562b", "after": "#2e8b57", "window": "#555555"}
 _DARK = {"before": "#ff8a5c", "after": "#5fcf8c", "window": "#bbbbbb"}
 
 
-class TokenBarWidget(QWidget):
+class SavingsBarWidget(QWidget):
     """Two bars, before and after, scaled to the larger of the window and the counts."""
 
     def __init__(self, parent: QWidget | None = None) -> None:

@@ -1,0 +1,92 @@
+"""What the command modules share: opening the workspace, printing JSON, the JSON of
+core records and the argument types.
+
+It sits below every command module and below :mod:`workbench.cli` (which builds the
+parser from them), so each imports it plainly and none imports the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from workbench.core.conversation import Message, SessionInfo, format_time
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+def open_workspace(args: argparse.Namespace) -> Any:
+    # Imported here: ``workbench --version`` and ``--help`` stay quick without the engine.
+    from workbench.engine.workspace import Workspace
+
+    return Workspace.open(args.db)
+
+
+@contextmanager
+def session_editing(args: argparse.Namespace) -> Iterator[tuple[SessionInfo, Any]]:
+    """The session ``args.session`` names and the engine's editing of it, in an open
+    workspace (closed when the block ends)."""
+    with open_workspace(args) as ws:
+        yield ws.find_session(args.session), ws.editing()
+
+
+def print_result(args: argparse.Namespace, data: Any, said: str) -> int:
+    """``data`` as JSON with ``--json``, else the sentence ``said``; exit status 0."""
+    if args.json:
+        print_json(data)
+    else:
+        print(said)
+    return 0
+
+
+def fields_json(record: Any, *names: str) -> dict[str, Any]:
+    """The named attributes of a core record, under their own names."""
+    return {name: getattr(record, name) for name in names}
+
+
+def session_json(s: SessionInfo) -> dict[str, Any]:
+    return {
+        **fields_json(s, "id", "title"),
+        "messages": s.message_count,
+        "tokens": s.token_count,
+        "updated_at": format_time(s.updated_at),
+        **fields_json(s, "pinned", "tags"),
+    }
+
+
+def message_json(m: Message) -> dict[str, Any]:
+    return {
+        **fields_json(m, "id", "position", "role", "content", "state", "token_count", "name",
+                      "tool_calls", "tool_call_id"),
+        "metadata": m.public_metadata(),
+    }
+
+
+def shorten(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def whole_number(text: str, *, least: int, what: str) -> int:
+    """``text`` as an int of at least ``least``, else an argparse error naming ``what``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(what)
+    return value
+
+
+def positive_int(text: str) -> int:
+    return whole_number(text, least=1, what=f"{text!r} must be above zero")
