@@ -154,7 +154,7 @@ def _read_folder_files(path: Path) -> Iterator[ImportItem]:
     the file's name too."""
     for file in _folder_files(path):
         if _is_empty_file(file):
-            yield SkippedEntry(entry=file.name, reason="the file is empty")
+            yield SkippedEntry(entry=file.name, reason="the file is empty.")
             continue
         try:
             importer = detect_format(file)
