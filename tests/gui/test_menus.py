@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QApplication, QMenu, QWidget
+from PySide6.QtWidgets import QApplication, QMenu, QScrollArea, QWidget
 from pytestqt.qtbot import QtBot
 
 from tests.gui.conftest import settle
@@ -128,6 +128,7 @@ def test_panel_and_settings_shortcuts_act(
         press(qtbot, key, CTRL)
         assert panel.isVisible(), f"Ctrl+{key.name} did not show its panel"
         assert _first_control_of(panel), f"Ctrl+{key.name} left the keyboard elsewhere"
+        assert not isinstance(focus(), QScrollArea)  # a control, not the box around them
     # Pressed again on the panel in front, it closes the panel (View → Panels unticks).
     press(qtbot, Qt.Key.Key_2, CTRL)
     assert not window.search_dock.isVisible()

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
+    QScrollArea,
     QSplitter,
     QTabBar,
     QToolBar,
@@ -189,11 +190,12 @@ class MainWindow(QMainWindow):
         dock.raise_()
         if content is None:
             return
-        # The panel's first control that Tab would reach takes the keyboard.
+        # The panel's first control that Tab would reach takes the keyboard (not the
+        # scroll area around the controls).
         widget = content.nextInFocusChain()
         while widget is not content and content.isAncestorOf(widget):
             if widget.focusPolicy() & Qt.FocusPolicy.TabFocus and widget.isVisible() \
-                    and widget.isEnabled():
+                    and widget.isEnabled() and not isinstance(widget, QScrollArea):
                 widget.setFocus(Qt.FocusReason.ShortcutFocusReason)
                 return
             widget = widget.nextInFocusChain()
