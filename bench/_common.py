@@ -26,17 +26,28 @@ if str(REPO_DIR) not in sys.path:
     # So a checkout without the editable install still finds the workbench package.
     sys.path.insert(0, str(REPO_DIR))
 
-# The connection settings of workbench.store.db._on_connect, repeated here so that the
-# plain-sqlite3 peers run with the same cache and durability and only the code path
-# differs. Kept in step by hand: a peer that is faster only because of its pragmas would
-# make our ratios look worse, never better.
-STORE_PRAGMAS = (
-    "PRAGMA busy_timeout = 10000",
-    "PRAGMA foreign_keys = ON",
-    "PRAGMA synchronous = NORMAL",
-    "PRAGMA cache_size = -65536",
-    "PRAGMA temp_store = MEMORY",
-)
+
+def _store_cache_kib() -> int:
+    """The store's page cache per connection (imported when first needed, so that a
+    benchmark's ``--code PATH`` decides which workbench is imported)."""
+    from workbench.store.db import PAGE_CACHE_KIB
+
+    return PAGE_CACHE_KIB
+
+
+def store_pragmas() -> tuple[str, ...]:
+    """The connection settings of ``workbench.store.db._on_connect``, repeated here so
+    that the plain-sqlite3 peers run with the same cache (the store's size for this
+    machine) and durability and only the code path differs. Kept in step by hand: a
+    peer that is faster only because of its pragmas would make our ratios look worse,
+    never better."""
+    return (
+        "PRAGMA busy_timeout = 10000",
+        "PRAGMA foreign_keys = ON",
+        "PRAGMA synchronous = NORMAL",
+        f"PRAGMA cache_size = -{_store_cache_kib()}",
+        "PRAGMA temp_store = MEMORY",
+    )
 
 
 def prepare_data_dir() -> Path:
@@ -64,7 +75,7 @@ def raw_connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connecti
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
     else:
         conn = sqlite3.connect(str(path), isolation_level=None)
-    for pragma in STORE_PRAGMAS:
+    for pragma in store_pragmas():
         conn.execute(pragma)
     return conn
 

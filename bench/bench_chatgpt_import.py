@@ -1,32 +1,37 @@
 """Import speed of a ChatGPT data export, against convoviz's loader on the same file.
 
 Run as ``.venv/bin/python bench/bench_chatgpt_import.py [--size-mb 100] [--seed 7]
-[--rounds 3]``.
+[--rounds 3] [--code PATH]``.
 
 It writes a deterministic ChatGPT ``conversations.json`` of about ``--size-mb`` MB into
 ``bench/.data`` (kept for later runs: the same size and seed give the same bytes), then in
-the same run times
+the same run times, in alternating rounds (a busy machine slows one round more than
+another; the medians are compared):
 
-* the workbench's import: ``Workspace.import_path(path, count_tokens=False)`` into a
-  fresh temporary database, as ``workbench import`` and File → Import run it: parsing,
-  walking each message tree, writing sessions, messages and the full-text index, whole
-  conversations per transaction. When it returns, the messages are stored and
-  searchable (checked with a phrase search); token counts are not filled yet;
-* the token-counting pass the CLI and the GUI run after the import
-  (``Workspace.count_missing_tokens``), timed on its own; and, for the breakdown, the
-  parse alone (``read_conversations``);
-* convoviz (the ``convoviz`` package): ``load_collection_from_json`` on the same
-  file, in a separate Python 3.12 interpreter, since convoviz needs 3.12. It is looked up
-  as ``$CONVOVIZ_PYTHON``, else ``/tmp/convoviz-venv/bin/python``. To make one::
+* the whole ``workbench import`` command, a process of its own (interpreter start,
+  imports, the token vocabulary, parsing, walking each message tree, counting every
+  message's tokens, writing sessions, messages, counts and the full-text index) into a
+  fresh database. When it returns, every message is stored, searchable and counted
+  (checked: a phrase search finds the last conversation, and no message lacks a count);
+* convoviz's whole process (the ``convoviz`` package: interpreter start, its imports and
+  ``load_collection_from_json`` on the same file, which only builds models in memory),
+  in a separate Python 3.12 interpreter since convoviz needs 3.12, and the time of the
+  load alone as convoviz's script measures it. It is looked up as ``$CONVOVIZ_PYTHON``,
+  else ``/tmp/convoviz-venv/bin/python``. To make one::
 
       python3.12 -m venv /tmp/convoviz-venv && /tmp/convoviz-venv/bin/pip install convoviz
 
-The import and convoviz run alternately ``--rounds`` times (a busy machine slows one
-round more than another); the script prints each round, the medians in MB/s, and the
-ratio of the medians (workbench / convoviz; above 1 is faster). The goal is a ratio
-above 1 while the workbench also writes the database. convoviz only builds its models in
-memory, so the comparison favours it. When convoviz cannot run, the script says why and
-prints the workbench's figures alone.
+* inside this process: ``Workspace.import_path(path)`` (counting while importing, as the
+  command does), and for the breakdown the parse alone (``read_conversations``) and, in
+  the last round, the import without counts (``count_tokens=False``) followed by the
+  counting pass a database written by an older version gets
+  (``Workspace.count_missing_tokens``).
+
+The goal: the whole command faster than convoviz's whole process (ratio above 1), the
+database searchable and every count filled when it returns. ``--code PATH`` also runs
+``workbench import`` of another checkout (for instance the main branch) in each round,
+to compare before and after in the same run. When convoviz cannot run, the script says
+why and prints the workbench's figures alone.
 """
 
 from __future__ import annotations
@@ -47,7 +52,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
     DATA_DIR,
+    REPO_DIR,
     header,
+    load_note,
     prepare_environment,
     remove_database,
 )
@@ -56,11 +63,14 @@ DEFAULT_CONVOVIZ = Path("/tmp/convoviz-venv/bin/python")
 
 CONVOVIZ_SCRIPT = """
 import json, sys, time
+started = time.perf_counter()
 from convoviz.io.loaders import load_collection_from_json
+imported = time.perf_counter() - started
 started = time.perf_counter()
 collection = load_collection_from_json(sys.argv[1])
 elapsed = time.perf_counter() - started
-print(json.dumps({"seconds": elapsed, "conversations": len(collection.conversations)}))
+print(json.dumps({"seconds": elapsed, "import_seconds": imported,
+                  "conversations": len(collection.conversations)}))
 """
 
 
@@ -285,28 +295,59 @@ def time_parse(path: Path) -> tuple[float, int, int, str]:
 
 
 def time_import(path: Path, db: Path, phrase: str, *, count: bool) -> dict[str, Any]:
-    """One import into a fresh database; with ``count``, the counting pass after it."""
+    """One import into a fresh database in this process. With ``count`` the messages are
+    counted while importing; else they are stored without counts and the counting pass
+    follows, timed on its own."""
     from workbench.engine.workspace import SearchQuery, Workspace
 
     remove_database(db)
     result: dict[str, Any] = {}
     with Workspace.open(db) as ws:
         started = time.perf_counter()
-        report = ws.import_path(path, count_tokens=False)
+        report = ws.import_path(path, count_tokens=count)
         result["import_seconds"] = time.perf_counter() - started
         result["sessions"] = len(report.sessions)
         result["skipped"] = len(report.skipped)
         # Searchable at once: the last conversation's first question finds its session.
         query = SearchQuery(f'"{phrase}"', kinds=("message",), limit=1)
         result["searchable"] = bool(ws.search(query))
-        if count:
+        if not count:
             started = time.perf_counter()
             for _done, _total in ws.count_missing_tokens():
                 pass
             result["count_seconds"] = time.perf_counter() - started
-            result["uncounted"] = ws.repo.stats()["uncounted_messages"]
+        result["uncounted"] = ws.repo.stats()["uncounted_messages"]
     remove_database(db)
     return result
+
+
+def time_command(code: Path, path: Path, db: Path, phrase: str | None) -> dict[str, Any]:
+    """``workbench import`` of the checkout at ``code``, a process of its own, into a
+    fresh database; then (not timed, unless ``phrase`` is None) whether it is
+    searchable and fully counted."""
+    from workbench.engine.workspace import SearchQuery, Workspace
+
+    remove_database(db)
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "workbench", "import", "--db", str(db), str(path)],
+        cwd=code,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip()[-500:])
+    if phrase is None:  # another checkout's database, maybe of another schema
+        remove_database(db)
+        return {"seconds": seconds}
+    with Workspace.open(db) as ws:
+        query = SearchQuery(f'"{phrase}"', kinds=("message",), limit=1)
+        searchable = bool(ws.search(query))
+        uncounted = ws.repo.stats()["uncounted_messages"]
+    remove_database(db)
+    return {"seconds": seconds, "searchable": searchable, "uncounted": uncounted}
 
 
 def convoviz_python() -> tuple[Path | None, str]:
@@ -330,16 +371,24 @@ def convoviz_python() -> tuple[Path | None, str]:
 
 
 def time_convoviz(python: Path, path: Path) -> dict[str, Any]:
+    """convoviz's whole process (``process_seconds``) and its load alone (``seconds``)."""
+    started = time.perf_counter()
     done = subprocess.run(
         [str(python), "-c", CONVOVIZ_SCRIPT, str(path)],
         capture_output=True,
         text=True,
         timeout=3600,
     )
+    process_seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip()[-500:])
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["process_seconds"] = process_seconds
     return result
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -348,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--rounds", type=int, default=3, help="alternating runs of each")
     parser.add_argument("--no-convoviz", action="store_true", help="time the workbench only")
+    parser.add_argument("--code", type=Path, default=None,
+                        help="also time `workbench import` of this checkout")
     args = parser.parse_args(argv)
 
     prepare_environment()
@@ -360,65 +411,98 @@ def main(argv: list[str] | None = None) -> int:
     python, why = (None, "--no-convoviz") if args.no_convoviz else convoviz_python()
     from workbench.core.tokens import get_counter
 
-    get_counter()  # the vocabulary loads once per process: not part of any timing
+    get_counter()  # the vocabulary loads once per process: not part of the in-process times
 
     header(f"ChatGPT export import: {export.name} ({size_mb:.1f} MB)")
+    print(f"  {load_note()}")
     parse_seconds, conversations, messages, phrase = time_parse(export)
-    ours: list[float] = []
-    theirs: list[float] = []
-    counted: dict[str, Any] = {}
+    rounds = max(1, args.rounds)
+    command: list[float] = []
+    other: list[float] = []
+    inside: list[float] = []
+    their_process: list[float] = []
+    their_load: list[float] = []
+    loads: list[float] = []
+    last: dict[str, Any] = {}
+    split: dict[str, Any] = {}
+    problems: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="wb-bench-", dir=DATA_DIR) as work:
         db = Path(work) / "bench.db"
-        for round_no in range(1, max(1, args.rounds) + 1):
-            last = round_no == max(1, args.rounds)
-            run = time_import(export, db, phrase, count=last)
+        for round_no in range(1, rounds + 1):
+            loads.append(os.getloadavg()[0])
+            run = time_command(REPO_DIR, export, db, phrase)
+            command.append(run["seconds"])
             if not run["searchable"]:
-                print("  the imported text was NOT found by search right after the import")
-            ours.append(run["import_seconds"])
-            line = f"  round {round_no}: workbench import {run['import_seconds']:6.2f} s"
-            if last:
-                counted = run
+                problems.add("the imported text was NOT found by search after the command")
+            if run["uncounted"]:
+                problems.add(f"{run['uncounted']} messages had NO count after the command")
+            line = f"  round {round_no}: workbench import command {run['seconds']:6.2f} s"
+            if args.code is not None:
+                other.append(time_command(args.code.resolve(), export, db, None)["seconds"])
+                line += f" (--code: {other[-1]:.2f} s)"
             if python is not None:
                 try:
-                    theirs.append(time_convoviz(python, export)["seconds"])
+                    theirs = time_convoviz(python, export)
                 except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
                     python, why = None, f"failed: {exc}"
                 else:
+                    their_process.append(theirs["process_seconds"])
+                    their_load.append(theirs["seconds"])
                     line += (
-                        f", convoviz load {theirs[-1]:6.2f} s,"
-                        f" ratio {theirs[-1] / ours[-1]:.2f}"
+                        f", convoviz process {their_process[-1]:6.2f} s"
+                        f" (load {their_load[-1]:.2f} s), ratio "
+                        f"{their_process[-1] / command[-1]:.2f}"
                     )
-            print(line, flush=True)
+            last = time_import(export, db, phrase, count=True)
+            inside.append(last["import_seconds"])
+            line += f"; in-process import {inside[-1]:.2f} s"
+            print(line + f"  [load {loads[-1]:.1f}]", flush=True)
+        split = time_import(export, db, phrase, count=False)
 
-    import_s = statistics.median(ours)
+    for problem in sorted(problems):
+        print(f"  {problem}")
     print(
-        f"  {conversations:,} conversations ({counted['sessions']:,} sessions stored, "
-        f"{counted['skipped']} skipped), {messages:,} messages"
+        f"  {conversations:,} conversations ({last['sessions']:,} sessions stored, "
+        f"{last['skipped']} skipped), {messages:,} messages"
     )
-    print(f"  workbench parse only : {parse_seconds:7.2f} s  {size_mb / parse_seconds:7.1f} MB/s")
+    median_note = f"median of {rounds}; load {min(loads):.1f}-{max(loads):.1f}"
+    cmd_s = _median(command)
     print(
-        f"  workbench import     : {import_s:7.2f} s  {size_mb / import_s:7.1f} MB/s"
-        f"  (median of {len(ours)}; stored and searchable when it returns)"
+        f"  workbench import command: {cmd_s:7.2f} s  {size_mb / cmd_s:6.1f} MB/s"
+        f"  (whole process, every message counted; {median_note})"
     )
-    count_s = counted["count_seconds"]
+    if other:
+        print(f"  --code {args.code}: {_median(other):7.2f} s  (whole process)")
+    in_s = _median(inside)
     print(
-        f"  token counting pass  : {count_s:7.2f} s  {size_mb / count_s:7.1f} MB/s"
-        f"  (after the import; {counted['uncounted']} messages left uncounted)"
+        f"  in-process import       : {in_s:7.2f} s  {size_mb / in_s:6.1f} MB/s"
+        f"  (counting while importing; {last['uncounted']} messages left uncounted)"
     )
-    both = counted["import_seconds"] + count_s
-    print(f"  import + counting    : {both:7.2f} s  {size_mb / both:7.1f} MB/s  (last round)")
-    if python is None or not theirs:
-        print(f"  convoviz             : not run: {why}")
+    print(
+        f"  parse only              : {parse_seconds:7.2f} s"
+        f"  {size_mb / parse_seconds:6.1f} MB/s"
+    )
+    both = split["import_seconds"] + split["count_seconds"]
+    print(
+        f"  without counts, then the counting pass: {split['import_seconds']:.2f} s +"
+        f" {split['count_seconds']:.2f} s = {both:.2f} s (last round; the pass is what a"
+        " database written before gets)"
+    )
+    if python is None or not their_process:
+        print(f"  convoviz                : not run: {why}")
         return 0
-    their_s = statistics.median(theirs)
+    their_s = _median(their_process)
     print(
-        f"  convoviz load        : {their_s:7.2f} s  {size_mb / their_s:7.1f} MB/s "
-        f"(median of {len(theirs)})"
+        f"  convoviz process        : {their_s:7.2f} s  {size_mb / their_s:6.1f} MB/s"
+        f"  (load alone {_median(their_load):.2f} s, {size_mb / _median(their_load):.1f} MB/s)"
     )
-    ratio = their_s / import_s
+    ratio = their_s / cmd_s
     verdict = "met" if ratio > 1 else "MISSED"
-    print(f"  ratio import / convoviz load: {ratio:.2f} (medians; goal > 1: {verdict})")
-    print(f"  ratio parse  / convoviz load: {their_s / parse_seconds:.2f}")
+    print(f"  ratio command / convoviz process: {ratio:.2f} (medians; goal > 1: {verdict})")
+    print(
+        f"  ratio in-process import / convoviz load: {_median(their_load) / in_s:.2f};"
+        f" parse / convoviz load: {_median(their_load) / parse_seconds:.2f}"
+    )
     return 0
 
 

@@ -13,9 +13,9 @@ Figures (goals from the GUI issue):
   (goal ≤ 200 ms);
 - **role filter toggle**: hiding and showing tool messages, to the repaint (goal ≤ 100 ms);
 - **longest UI-thread stall** during searches and during scrolling (wheel steps, thumb
-  drags to random places, page keys), measured by a timer probe that ticks every 5 ms on
-  the UI thread: the stall is the longest gap between ticks less the interval
-  (goal ≤ 50 ms);
+  drags to random places, page keys; the Request panel open), measured by a timer probe
+  that ticks every 5 ms on the UI thread: the stall is the longest gap between ticks
+  less the interval (goal ≤ 50 ms);
 - **resident memory** with a long session shown (goal ≤ 400 MB).
 """
 
@@ -214,7 +214,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{search_stall:.1f} ms, goal ≤ {GOALS['stall']:.0f} ms: "
           f"{_common.verdict(search_stall, GOALS['stall'], at_most=True)}")
 
-    window.open_session(big[2])  # scrolling while the shape is read in the background
+    # Scrolling with the Request panel open (its preview of the session's next request
+    # runs in the background too) while the shape is read in the background.
+    window.request_dock.show()
+    window.request_dock.raise_()
+    window.open_session(big[2])
     bar = view.verticalScrollBar()
     steps: list[Callable[[], None]] = []
     for _ in range(120):
@@ -234,8 +238,9 @@ def main(argv: list[str] | None = None) -> int:
         # About one step per frame, as a person scrolling would ask for them.
         pump(app, 0.016)
     scroll_stall = probe.stop()
-    print(f"  {len(steps)} scroll steps (wheel, thumb drags, pages) while the session's shape "
-          f"loads: longest stall {scroll_stall:.1f} ms, goal ≤ {GOALS['stall']:.0f} ms: "
+    print(f"  {len(steps)} scroll steps (wheel, thumb drags, pages) with the Request panel "
+          f"open while the session's shape loads: longest stall {scroll_stall:.1f} ms, "
+          f"goal ≤ {GOALS['stall']:.0f} ms: "
           f"{_common.verdict(scroll_stall, GOALS['stall'], at_most=True)}")
     print(f"  UI-thread CPU per step with its paint: median {statistics.median(cpu_steps):.1f} ms,"
           f" most {max(cpu_steps):.1f} ms (the wall-clock stall adds waiting for a core)")

@@ -1,7 +1,8 @@
-"""The fast import: a reading thread, batches of whole conversations, counts afterwards.
+"""The fast import: a reading thread, batches of whole conversations, token counts.
 
 ``import_conversations`` reads on a thread of its own and writes batches on the caller's
-thread; with ``count_tokens=False`` messages are stored without counts and
+thread; by default each message is counted (on a counting thread) before its row is
+written, and with ``count_tokens=False`` messages are stored without counts and
 ``count_missing_tokens`` fills them after. These tests hold it to the same promises as
 the plain path: whole conversations only, in order, searchable at once, no duplicates,
 and correct token counts once the pass is done.
@@ -223,6 +224,91 @@ def test_the_switch_interval_comes_back_after_an_import(workspace: Workspace) ->
     import_conversations(workspace.repo, _conversations(3), progress=progress)
     assert seen and max(seen) <= min(before, importing.IMPORT_SWITCH_INTERVAL)
     assert sys.getswitchinterval() == before
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_counts_made_while_importing_are_exact_and_stored_with_the_rows(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A tree's branches repeat their main conversation's messages (counted once through
+    # the memo, emptied often here); tool calls, names and counts of another encoding
+    # are counted as count_message does.
+    monkeypatch.setattr(importing, "COUNT_MEMO_CHARS", 40)
+    main = _conversations(40, words="numbat " * 5)
+    branches = [
+        Conversation(title=f"{c.title} branch", source="tests", source_id=f"{c.source_id}-b",
+                     messages=[*(Message(role=m.role, content=m.content) for m in c.messages),
+                               Message(role="assistant", content="another ending")])
+        for c in main
+    ]
+    tools = Conversation(title="tools", messages=[
+        Message(role="assistant", content="", tool_calls=[{"id": "t1", "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}]),
+        Message(role="tool", content="numbat", name="read_file", tool_call_id="t1"),
+        Message(role="user", content="numbat", token_count=5, token_encoding="other"),
+    ])
+    items = [x for pair in zip(main, branches, strict=True) for x in pair] + [tools]
+    calls: list[int] = []
+    fill = workspace.repo.fill_token_counts
+    monkeypatch.setattr(workspace.repo, "fill_token_counts",
+                        lambda *a, **k: calls.append(1) or fill(*a, **k))
+    report = import_conversations(workspace.repo, items)
+    ids = [info.id for info, _ in report.sessions]
+    assert len(ids) == 81
+    assert workspace.repo.stats()["uncounted_messages"] == 0
+    _assert_counted(workspace, ids)
+    assert list(workspace.count_missing_tokens()) == [] and not calls
+    assert not [t for t in threading.enumerate() if t.name.startswith("workbench-import")]
+
+
+def test_an_error_while_counting_stops_reading_and_keeps_what_was_stored(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importing, "CHUNK_CONVERSATIONS", 2)
+    monkeypatch.setattr(importing, "MIN_BATCH_MESSAGES", 1)
+    seen: list[int] = []
+    real = importing.fill_counts
+
+    def fill_counts(messages: Any, counter: Any) -> int:
+        seen.append(len(messages))
+        if len(seen) == 3:
+            raise RuntimeError("the counter broke")
+        return real(messages, counter)
+
+    monkeypatch.setattr(importing, "fill_counts", fill_counts)
+    report = import_conversations(workspace.repo, _conversations(10))
+    assert len(report.sessions) == 4  # the two chunks counted before the failure
+    (stop,) = report.skipped
+    assert "RuntimeError: the counter broke" in stop.reason
+    assert workspace.repo.stats()["uncounted_messages"] == 0
+    assert not [t for t in threading.enumerate() if t.name.startswith("workbench-import")]
+
+
+def test_cli_import_counts_while_importing_and_counts_what_an_older_version_left(
+    cli: Callable[..., Any], tmp_path: Path, write_jsonl: Callable[[Path, Any], Path],
+    db_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    older = write_jsonl(tmp_path / "old.jsonl", [{"messages": [
+        {"role": "user", "content": "stored by an older version"}]}])
+    with Workspace.open(db_path) as ws:
+        ws.import_path(older, count_tokens=False)
+        assert ws.repo.stats()["uncounted_messages"] == 1
+    path = write_jsonl(
+        tmp_path / "new.jsonl",
+        [{"messages": [{"role": "user", "content": f"count me {i}"}]} for i in range(5)],
+    )
+    passes: list[int] = []
+    real = importing.count_missing_tokens
+
+    def counting_pass(repo: Any, **kwargs: Any) -> Iterator[tuple[int, int]]:
+        for step in real(repo, **kwargs):
+            passes.append(step[0])
+            yield step
+
+    monkeypatch.setattr(importing, "count_missing_tokens", counting_pass)
+    assert cli("import", path, "--json").code == 0
+    assert passes == [1]  # only the older version's message went through the pass
+    assert cli("stats", "--json").json()["uncounted_messages"] == 0
 
 
 def test_cli_import_fills_the_counts_after_storing(

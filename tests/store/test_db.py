@@ -410,3 +410,18 @@ def test_two_connections_to_one_file_both_write(
     assert len(messages) == 80
     assert len({m.content for m in messages}) == 80
     check_counts(session.id)
+
+
+def test_each_connection_gets_the_page_cache_sized_for_the_machine(tmp_path: Path) -> None:
+    from workbench.store.db import PAGE_CACHE_KIB, POOL_SIZE, page_cache_kib
+
+    db = Database.open(tmp_path / "cache.db")
+    try:
+        with db.query() as conn:
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar_one() == -PAGE_CACHE_KIB
+    finally:
+        db.close()
+    # The pool's connections share 1/64 of the memory, 64 MiB at most, 2 MiB each at least.
+    assert page_cache_kib(64 << 30) * POOL_SIZE == 64 << 10
+    assert page_cache_kib(1 << 30) * POOL_SIZE == 16 << 10
+    assert page_cache_kib(128 << 20) == 2048

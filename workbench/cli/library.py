@@ -108,18 +108,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     show = not args.json and sys.stderr.isatty()
     progress = _ProgressLine("Imported {done:,} conversation(s)…") if show else None
     with open_workspace(args) as ws:
-        # Stored and searchable first; the token counts follow in a pass of their own
-        # (the slow part of a large import), with its own progress line. Interrupting
-        # that pass keeps the counts made so far; the next import counts the rest.
+        # Token counts are made while importing (on a thread of their own, overlapping
+        # the parse and the writes) and stored with the rows, so when the command
+        # returns every imported message has its count.
         report = ws.import_path(
             Path(args.path),
             format=args.format,
             replace=args.replace,
             progress=progress,
-            count_tokens=False,
         )
         if progress is not None:
             progress.finish()
+        # Messages an older version stored without a count (its import counted them in
+        # a pass of its own, which could be interrupted): counted now.
         counting = _ProgressLine("Counted the tokens of {done:,} of {total:,} message(s)…")
         for counted, total in ws.count_missing_tokens():
             if show:

@@ -606,6 +606,9 @@ def assemble(
     encoding = cost.encoding
     keep = kept.append
     limit = room if room is not None else float("inf")
+    expect = getattr(history, "expect_room", None)
+    if room is not None and callable(expect):
+        expect(room)  # a stored history reads what fits in one page (see StoredHistory)
     i = len(history) - 1
     while i >= start:
         msg = history[i]

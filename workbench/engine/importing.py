@@ -9,14 +9,17 @@ Reading runs on a thread of its own: while the caller's thread writes one batch 
 releases the interpreter lock while it inserts and indexes), the reader parses the file
 and prepares the next conversations' rows (:func:`workbench.store.bulk.prepare`).
 
-Token counts. Counting is the slowest part of a large import (tiktoken costs more than
-parsing and writing together), so callers that can do it later pass
-``count_tokens=False``: messages are then stored without a count (counts the file
-carries are kept) and :func:`count_missing_tokens` fills them afterwards, in short
-transactions of its own, adding each message's count to its session's cached total.
-That is what the CLI (``workbench import``: a second progress line after the import)
-and the GUI (background jobs after File → Import, then the session list is read again)
-do. Where the numbers come from until the pass reaches a message:
+Token counts. With ``count_tokens=True`` (the default, and what ``workbench import``
+does) every message is counted while the file is read, on a thread of its own (tiktoken
+lets go of the interpreter lock while it encodes, so counting overlaps the parse and the
+writes), and stored with its row, the session totals with them, in the same
+transaction. Callers that want the rows sooner pass ``count_tokens=False``: messages are
+then stored without a count (counts the file carries are kept) and
+:func:`count_missing_tokens` fills them afterwards, in short transactions of its own,
+adding each message's count to its session's cached total. The GUI does that (background
+jobs after File → Import, then the session list is read again), and the CLI runs the
+pass after its import for messages an older version stored without a count. Where the
+numbers come from until the pass reaches a message:
 
 * :meth:`Repository.token_total` / ``token_totals``: cached counts plus the missing
   ones counted on demand (not stored), so they are right at any time;
@@ -25,21 +28,22 @@ do. Where the numbers come from until the pass reaches a message:
 * ``SessionInfo.token_count`` (the cached per-session total shown in the session list,
   the status bar, ``workbench sessions`` and the gauge of very long sessions) leaves
   uncounted messages out until the pass has counted them.
-
-With ``count_tokens=True`` (the default) every message is counted before it is stored.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from workbench.core.conversation import Conversation, ImportNote, SkippedEntry, utcnow
+from workbench.core.conversation import Conversation, ImportNote, Message, SkippedEntry, utcnow
 from workbench.core.handoff import quick_handoff
 from workbench.core.tokens import TokenCounter, fill_counts, get_counter
 from workbench.engine.import_report import ImportReport, ProgressCallback
@@ -57,6 +61,12 @@ MIN_BATCH_MESSAGES = 1000
 # and runs at most QUEUE_CHUNKS chunks ahead of the writer.
 CHUNK_CONVERSATIONS = 50
 QUEUE_CHUNKS = 24
+# Chunks counted ahead of the one being prepared, and the threads counting them: all
+# cores but one (the parse holds the interpreter lock; counting and writing mostly not).
+COUNT_AHEAD_CHUNKS = 2
+COUNT_WORKERS = max(1, (os.cpu_count() or 2) - 1)
+# Characters of message text whose counts the reader remembers (see _Reader._fill_counts).
+COUNT_MEMO_CHARS = 4_000_000
 # Messages counted per transaction by count_missing_tokens: small enough that a user's
 # change waits at most a fraction of a second for the pass.
 COUNT_CHUNK = 1000
@@ -89,9 +99,7 @@ def import_conversations(
     the default encoding's).
     """
     report = ImportReport()
-    if count_tokens:
-        counter = counter or get_counter()
-    else:
+    if not count_tokens:
         counter = None
     agent_id = repo.default_agent().id
     batch: list[bulk.PreparedConversation] = []
@@ -110,7 +118,7 @@ def import_conversations(
     # while the reader runs Python it would wait up to 5 ms for it: see core.handoff.
     with (
         quick_handoff(IMPORT_SWITCH_INTERVAL),
-        _Reader(items, counter, source_file) as reader,
+        _Reader(items, counter, source_file, count=count_tokens) as reader,
     ):
         for item in reader:
             if item is _WAITING:
@@ -233,9 +241,19 @@ class _Reader:
         items: Iterable[Conversation | SkippedEntry | ImportNote],
         counter: TokenCounter | None,
         source_file: str | None = None,
+        *,
+        count: bool | None = None,
     ) -> None:
         self._items = items
-        self._counter = counter
+        # Counting when asked to or given a counter; the default counter is loaded by
+        # the counting thread (its vocabulary takes a fifth of a second) while the first
+        # conversations are read.
+        self._counting = counter is not None if count is None else count
+        self._given = counter
+        self._counter: TokenCounter | None = None
+        self._counter_lock = threading.Lock()
+        self._memo: dict[tuple[str, str | None], int] = {}
+        self._memo_chars = 0
         self._source_file = source_file
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_CHUNKS)
         self._stop = threading.Event()
@@ -291,28 +309,108 @@ class _Reader:
         return False
 
     def _run(self) -> None:
+        counting = (
+            ThreadPoolExecutor(COUNT_WORKERS, thread_name_prefix="workbench-import-count")
+            if self._counting
+            else None
+        )
+        # Chunks whose messages are being counted, oldest first: each is prepared (and
+        # handed to the writer) once its counts are in, while the next ones are parsed.
+        pending: deque[tuple[list[Any], Future[Any] | None]] = deque()
+        failure: BaseException | None = None
         try:
             chunk: list[Any] = []
-            for item in self._items:
-                if self._stop.is_set():
-                    return
+            items = iter(self._items)
+            while not self._stop.is_set():
+                try:
+                    item = next(items)
+                except StopIteration:
+                    break
+                except BaseException as exc:  # noqa: BLE001 - handed over after what was read
+                    failure = exc
+                    break
                 chunk.append(item)
                 if len(chunk) >= CHUNK_CONVERSATIONS:
-                    if not self._put(self._prepare(chunk)):
-                        return
+                    pending.append((chunk, self._count(counting, chunk)))
                     chunk = []
-            if chunk and not self._put(self._prepare(chunk)):
+                    while len(pending) > COUNT_AHEAD_CHUNKS:
+                        if not self._hand_over(*pending.popleft()):
+                            return
+            if self._stop.is_set():
                 return
-            self._put(_END)
+            if chunk:
+                pending.append((chunk, self._count(counting, chunk)))
+            while pending:
+                if not self._hand_over(*pending.popleft()):
+                    return
+            self._put(_END if failure is None else _Failure(failure))
         except BaseException as exc:  # noqa: BLE001 - handed to the iterating thread
             self._put(_Failure(exc))
+        finally:
+            if counting is not None:
+                counting.shutdown(wait=True, cancel_futures=True)
+
+    def _count(self, pool: ThreadPoolExecutor | None, chunk: list[Any]) -> Future[Any] | None:
+        """Start counting the tokens of ``chunk``'s messages on the counting thread.
+
+        tiktoken lets go of the interpreter lock while it encodes, so the counts are
+        made while this thread parses the next conversations and the writer stores
+        the previous ones: the counting costs about what the parse does, and overlaps.
+        """
+        if pool is None or not self._counting:
+            return None
+        messages = [m for c in chunk if isinstance(c, Conversation) for m in c.messages]
+        return pool.submit(self._fill_counts, messages) if messages else None
+
+    def _fill_counts(self, messages: list[Message]) -> None:
+        """:func:`fill_counts` with a memo of the counts of recent plain messages.
+
+        Branches of a conversation tree (ChatGPT, Open WebUI) repeat their main
+        conversation's messages up to the branch point, and the formats yield them
+        right after it: those are counted once. The memo is emptied whenever it holds
+        more than ``COUNT_MEMO_CHARS`` characters of text, so memory stays flat.
+        """
+        counter = self._resolve_counter()
+        name = counter.encoding_name
+        memo = self._memo
+        todo: list[Message] = []
+        for m in messages:
+            if m.token_count is not None and m.token_encoding == name:
+                continue
+            if not (m.name or m.tool_call_id or m.tool_calls):
+                known = memo.get((m.role, m.content))
+                if known is not None:
+                    m.token_count, m.token_encoding = known, name
+                    continue
+            todo.append(m)
+        if not todo:
+            return
+        fill_counts(todo, counter)
+        for m in todo:
+            if not (m.name or m.tool_call_id or m.tool_calls) and m.token_count is not None:
+                self._memo_chars += len(m.content or "")
+                memo[(m.role, m.content)] = m.token_count
+        if self._memo_chars > COUNT_MEMO_CHARS:
+            memo.clear()
+            self._memo_chars = 0
+
+    def _resolve_counter(self) -> TokenCounter:
+        with self._counter_lock:
+            if self._counter is None:
+                counter = self._given or get_counter()
+                # One thread encodes a chunk's texts: counting them on several would
+                # compete with the parse and the writer for the same cores.
+                if type(counter) is TokenCounter:
+                    counter = TokenCounter(counter.encoding, threads=1)
+                self._counter = counter
+            return self._counter
+
+    def _hand_over(self, chunk: list[Any], counted: Future[Any] | None) -> bool:
+        if counted is not None:
+            counted.result()  # an error counting is raised here, as a reading error
+        return self._put(self._prepare(chunk))
 
     def _prepare(self, chunk: list[Any]) -> list[Any]:
-        if self._counter is not None:
-            fill_counts(
-                [m for c in chunk if isinstance(c, Conversation) for m in c.messages],
-                self._counter,
-            )
         now = utcnow()
         prepared: list[Any] = []
         for item in chunk:

@@ -88,6 +88,17 @@ class StoredHistory(Sequence[Message]):
             if self._low == 0:
                 break
 
+    def expect_room(self, room: int) -> None:
+        """Told by request assembly before its walk: about ``room`` tokens of the newest
+        messages will be read. The next page then holds what fits by the cached counts
+        (and a little more), so the walk reads the messages it keeps in one query
+        instead of pages doubling past them."""
+        if self._low < self._len:
+            return
+        fitting = self.repo.count_fitting(self.session_id, state=ACTIVE, room=room)
+        wanted = self._len if fitting is None else fitting + fitting // 20 + 16
+        self._page = min(max(wanted, 16), MAX_PAGE)
+
     def __iter__(self) -> Iterator[Message]:
         for i in range(self._len):
             yield self[i]

@@ -5,7 +5,8 @@ insert itself (the index is updated one document at a time). Here a batch of
 conversations is written in one transaction with the index triggers paused (a row in
 ``settings`` the insert triggers check, see
 :data:`~workbench.store.migrations.FTS_PAUSE_SETTING`); the new messages and session
-titles are then indexed with one statement each and the pause lifted before the commit,
+titles are then indexed (and the assistant messages' tool calls listed in
+``message_calls``) with one statement each and the pause lifted before the commit,
 so a reader never sees rows missing from the index and a failed batch leaves nothing
 behind. No schema changes on the way, so no prepared statement has to be compiled again.
 
@@ -32,7 +33,7 @@ from sqlalchemy.engine import Connection
 from workbench.core.conversation import ROLES, STATES, Conversation, utcnow
 from workbench.core.identity import fingerprint_messages
 from workbench.errors import StorageError
-from workbench.store.migrations import FTS_PAUSE_SETTING
+from workbench.store.migrations import FTS_PAUSE_SETTING, MESSAGE_CALLS_FILL
 from workbench.store.rows import MESSAGE_COLUMNS, TIME_MISSING, context_params
 from workbench.store.types import time_to_text
 
@@ -283,6 +284,8 @@ def insert_batch(
         if last != first_message + len(message_rows) - 1:
             raise StorageError("Message ids were not assigned in sequence; the batch was undone.")
         _index_messages(conn, first_message)
+        # The tool calls of the new assistant messages (their trigger is paused too).
+        conn.exec_driver_sql(MESSAGE_CALLS_FILL, (first_message, first_message))
     conn.exec_driver_sql("DELETE FROM settings WHERE key = ?", (FTS_PAUSE_SETTING,))
     _insert_rows(conn, _CONTEXT_INSERT, context_rows)
     return ids

@@ -32,6 +32,30 @@ APP_NAME = "conversation-workbench"
 DB_FILENAME = "workbench.db"
 BUSY_TIMEOUT_MS = 10_000
 SQLITE_HEADER = b"SQLite format 3\x00"
+# Connections the pool keeps open; more are opened for bursts and closed after them.
+POOL_SIZE = 4
+POOL_OVERFLOW = 8
+
+
+def page_cache_kib(memory: int | None = None) -> int:
+    """The page cache of each connection, in KiB: the pool's connections together may
+    keep 1/64 of the machine's memory, at most 64 MiB (16 MiB each), at least 2 MiB each.
+
+    Every connection has a cache of its own, filled by what it reads and kept while the
+    connection lives; with a fixed 64 MiB each, a window whose reads spread over its
+    connections grew by tens of MB per long session opened. The operating system keeps
+    the file in its own cache as well, so a page read again from there costs a copy.
+    """
+    if memory is None:
+        try:
+            memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            memory = 4 << 30  # unknown (Windows): as for a 4 GiB machine
+    budget = min(64 << 20, max(8 << 20, memory // 64))
+    return max(2048, budget // POOL_SIZE // 1024)
+
+
+PAGE_CACHE_KIB = page_cache_kib()
 
 OpenProgress = Callable[[str, int, int], object]
 """Told what opening a database is doing: ``(sentence, steps done, steps in all)``,
@@ -104,7 +128,7 @@ def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
     cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     cur.execute("PRAGMA foreign_keys = ON")
     cur.execute("PRAGMA synchronous = NORMAL")
-    cur.execute("PRAGMA cache_size = -65536")
+    cur.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
     cur.execute("PRAGMA temp_store = MEMORY")
     cur.close()
 
@@ -143,8 +167,8 @@ class Database:
         engine = create_engine(
             f"sqlite:///{path}",
             poolclass=QueuePool,
-            pool_size=4,
-            max_overflow=8,
+            pool_size=POOL_SIZE,
+            max_overflow=POOL_OVERFLOW,
             connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
         )
         event.listen(engine, "connect", _on_connect)

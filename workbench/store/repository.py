@@ -834,6 +834,20 @@ class Repository:
             ).all()
         return [message_from_row(r) for r in rows]
 
+    def count_fitting(self, session_id: int, *, state: str, room: int) -> int | None:
+        """How many of the session's newest messages in ``state`` fit in ``room`` tokens
+        by their cached counts (a message without one counts 0, so this is at least
+        what fits); ``None`` when they all do. One walk backwards that stops there."""
+        with self.db.query() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT n FROM (SELECT row_number() OVER w AS n,"
+                " sum(coalesce(token_count, 0)) OVER w AS used"
+                " FROM messages WHERE session_id = ? AND state = ?"
+                " WINDOW w AS (ORDER BY position DESC)) WHERE used > ? LIMIT 1",
+                (session_id, state, room),
+            ).first()
+        return None if row is None else int(row[0]) - 1
+
     def first_in_state(self, session_id: int, state: str) -> Message | None:
         """The earliest message of a session in ``state``, if any."""
         with self.db.read() as conn:
@@ -886,34 +900,37 @@ class Repository:
         ``last_position``, all left out of a request: ``(id, position, reason)`` of the
         tool results whose call no earlier assistant message there made and, with
         ``exclude_system``, of the system messages, in order; and which of the call ids
-        ``asked`` those assistant messages made. Found by SQLite (``json_each`` over the
-        calls), so only the exceptions reach Python. ``None`` when SQLite cannot read a
-        row's calls (not JSON): the caller then reads the messages instead.
+        ``asked`` those assistant messages made. Found by SQLite in the calls
+        ``message_calls`` lists (an index lookup per tool result), so only the
+        exceptions reach Python. ``None`` when a message's calls there are not JSON (or
+        the database is not SQLite): the caller then reads the messages instead.
         """
         span = (session_id, state, after_position, last_position)
-        # As call_ids reads them: a call's id when it is text, else ''; calls that are
-        # not a list give '' once per member (a falsy value gives nothing).
-        calls = (
-            "SELECT CASE WHEN json_type(a.tool_calls) = 'array' AND j.type = 'object'"
-            " AND json_type(j.value, '$.id') = 'text'"
-            " THEN json_extract(j.value, '$.id') ELSE '' END AS cid, min(a.position) AS pos"
-            " FROM messages a, json_each(a.tool_calls) j"
-            " WHERE a.session_id = ? AND a.state = ? AND a.role = 'assistant'"
-            " AND a.tool_calls IS NOT NULL AND +a.position > ? AND +a.position <= ?"
-            " AND a.tool_calls NOT IN ('\"\"', '0', 'false', '0.0')"
-            " GROUP BY cid"
-        )
+        # The calls are listed one per row in message_calls (0007_message_calls), so each
+        # tool result of the stretch costs one lookup in an index, and no JSON is read.
         try:
             with self.db.read() as conn:
+                if conn.dialect.name != "sqlite":
+                    return None
+                unreadable = conn.exec_driver_sql(
+                    "SELECT 1 FROM message_calls WHERE session_id = ? AND call_id IS NULL"
+                    " AND state = ? AND position > ? AND position <= ? LIMIT 1",
+                    span,
+                ).first()
+                if unreadable is not None:
+                    return None
                 rows: list[tuple[int, int, str]] = [
                     (int(r[0]), int(r[1]), REASON_ORPHAN_RESULT)
                     for r in conn.exec_driver_sql(
-                        f"WITH issued AS ({calls}) SELECT t.id, t.position FROM messages t"
-                        " LEFT JOIN issued i ON i.cid = coalesce(t.tool_call_id, '')"
+                        "SELECT t.id, t.position FROM messages t INDEXED BY"
+                        " ix_messages_tool_results"
                         " WHERE t.session_id = ? AND t.state = ? AND t.role = 'tool'"
-                        " AND +t.position > ? AND +t.position <= ?"
-                        " AND (i.pos IS NULL OR i.pos >= t.position)",
-                        span + span,
+                        " AND t.position > ? AND t.position <= ?"
+                        " AND NOT EXISTS (SELECT 1 FROM message_calls c INDEXED BY"
+                        " ix_message_calls_lookup WHERE c.session_id = t.session_id"
+                        " AND c.call_id = coalesce(t.tool_call_id, '') AND c.state = t.state"
+                        " AND c.position > ? AND c.position < t.position)",
+                        (*span, after_position),
                     )
                 ]
                 if exclude_system:
@@ -933,12 +950,13 @@ class Repository:
                     issued.update(
                         str(r[0])
                         for r in conn.exec_driver_sql(
-                            f"WITH issued AS ({calls}) SELECT cid FROM issued"
-                            f" WHERE cid IN {_in_clause(part)}",
-                            span + tuple(part),
+                            "SELECT DISTINCT call_id FROM message_calls"
+                            f" WHERE session_id = ? AND call_id IN {_in_clause(part)}"
+                            " AND state = ? AND position > ? AND position <= ?",
+                            (session_id, *part, state, after_position, last_position),
                         )
                     )
-        except Exception:  # noqa: BLE001 - malformed JSON in a row: read it the slow way
+        except Exception:  # noqa: BLE001 - a database this query cannot read: read it slowly
             return None
         rows.sort(key=lambda r: r[1])
         return rows, issued

@@ -198,3 +198,19 @@ compactions = CompactionRow.__table__  # type: ignore[attr-defined]
 provider_configs = ProviderConfigRow.__table__  # type: ignore[attr-defined]
 settings = SettingRow.__table__  # type: ignore[attr-defined]
 schema_migrations = MigrationRow.__table__  # type: ignore[attr-defined]
+
+
+class MessageCallRow(SQLModel, table=True):
+    """One tool call an assistant message makes (0007_message_calls): kept by triggers
+    from the message's ``tool_calls``, with the message's session, position and state,
+    so the tool results whose call is missing are found by index lookups."""
+
+    __tablename__ = "message_calls"
+
+    id: int | None = Field(default=None, primary_key=True)
+    message_id: int = Field(foreign_key="messages.id", ondelete="CASCADE")
+    session_id: int
+    position: int
+    state: str
+    # The call's id ('' when it has none); NULL when the message's calls are not JSON.
+    call_id: str | None = None
