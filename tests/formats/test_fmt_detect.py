@@ -68,7 +68,6 @@ def test_detects_a_file_whose_first_item_is_larger_than_the_head(tmp_path: Path)
 @pytest.mark.parametrize(
     "text",
     [
-        "",
         "hello, world",
         "[1, 2, 3]",
         json.dumps({"messages": [{"sender": "User", "text": "not openai"}]}),
@@ -85,6 +84,12 @@ def test_unknown_format_lists_the_known_ones(tmp_path: Path, text: str) -> None:
     assert "mystery.json" in message
     for importer in importers():
         assert importer.name in message
+
+
+def test_an_empty_file_is_said_to_be_empty(tmp_path: Path) -> None:
+    path = write(tmp_path / "mystery.json", "")
+    with pytest.raises(UnknownFormatError, match="mystery.json is empty"):
+        detect_format(path)
 
 
 def test_directory_without_context_files_is_unknown(tmp_path: Path) -> None:

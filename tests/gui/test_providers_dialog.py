@@ -164,7 +164,7 @@ def test_test_connection_reports_success_in_words(
     assert report.ok
     text = dialog.status_label.text()
     assert text.startswith("Connected to 'local'")
-    assert f"{server.model} answered" in text and "4096 tokens" in text
+    assert f"{server.model} answered" in text and "4,096 tokens" in text
     assert dialog.test_button.isEnabled()
     assert any(r.path == "/v1/chat/completions" for r in server.requests)
 

@@ -112,7 +112,7 @@ def test_built_provider_sends_the_key_from_the_environment(
                              environ={"LOCAL_KEY": sentinel_key})
     assert report.ok, report.sentence
     assert server.chat_requests()[-1].headers["authorization"] == f"Bearer {sentinel_key}"
-    assert "context window 4096 tokens (from the server)" in report.sentence
+    assert "context window 4,096 tokens (from the server)" in report.sentence
     assert sentinel_key not in report.sentence
 
 

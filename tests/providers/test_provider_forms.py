@@ -132,7 +132,10 @@ def test_detect_falls_back_to_the_known_model_table_then_says_it_does_not_know()
     unknown = detect_context_window(ProviderConfig(name="mine", kind="openai", base_url=dead,
                                                    model="my-private-finetune"))
     assert (unknown.window, unknown.source) == (None, "unknown")
-    assert "set it yourself" in unknown.sentence
+    assert "set the window yourself" in unknown.sentence
+    # The server's absence is said as such, in words.
+    assert "could not be reached (connection refused" in unknown.sentence
+    assert "Errno" not in unknown.sentence and "Neither" not in unknown.sentence
 
 
 def test_detect_checks_the_config_like_the_store_does() -> None:

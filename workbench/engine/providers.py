@@ -24,6 +24,7 @@ from workbench.core.provider import ChatRequest, ProviderConfig
 from workbench.errors import AuthenticationError, NotFoundError, ProviderError, WorkbenchError
 from workbench.providers.anthropic import Anthropic
 from workbench.providers.base import HttpProvider
+from workbench.providers.context import choose_context_window
 from workbench.providers.http import RetryNotice, Timeouts
 from workbench.providers.keys import (
     KeyLookup,
@@ -154,18 +155,26 @@ def test_connection(
     finally:
         provider.close()
     window_text = (
-        f"context window {window} tokens ({'from the server' if source == 'server' else source})"
+        f"context window {window:,} tokens ({'from the server' if source == 'server' else source})"
         if window
         else "context window unknown (set it in the provider's settings)"
     )
     return ConnectionReport(
         True,
-        f"Connected to {label}: {config.model} answered in {seconds:.2f} s; {window_text}.",
+        f"Connected to {label}: {config.model} answered in {_duration(seconds)}; {window_text}.",
         context_window=window,
         window_source=source,
         seconds=seconds,
         notices=notices,
     )
+
+
+def _duration(seconds: float) -> str:
+    """A short time as people read it: "4 ms", "under 1 ms", "1.25 s"."""
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    milliseconds = round(seconds * 1000)
+    return f"{milliseconds} ms" if milliseconds >= 1 else "under 1 ms"
 
 
 # pytest would take the function above for a test because of its name.
@@ -233,17 +242,19 @@ def detect_context_window(
         provider = build_provider(replace(probe, api_key_env=None, api_key_keyring=None),
                                   environ=environ)
     try:
-        window, source = provider.context_window_info()
+        from_server, unreachable = provider.ask_server_window()
     finally:
         provider.close()
+    window, source = choose_context_window(from_server, config.model, None)
+    known = (f"{config.model} is known to have {window:,} tokens." if window
+             else f"{config.model} is not in the table of known models, so set the window "
+                  "yourself.")
     if window and source == "server":
         sentence = f"The server says the context window is {window:,} tokens."
-    elif window:
-        sentence = (f"The server did not say (or could not be reached); {config.model} is "
-                    f"known to have {window:,} tokens.")
+    elif unreachable is not None:
+        sentence = f"{unreachable} {known}"
     else:
-        sentence = (f"Neither the server nor the known-model table gives the window of "
-                    f"{config.model}; set it yourself.")
+        sentence = f"The server answered without giving the window. {known}"
     return WindowDetection(window, source if window else "unknown", sentence)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from workbench.core.conversation import Conversation, SkippedEntry
 from workbench.errors import FormatError, UnknownFormatError
-from workbench.formats._reading import NoteSink, repair_conversation
+from workbench.formats._reading import NoteSink, add_note, flag_unclean_text, repair_conversation
 from workbench.formats.base import (
     Importer,
     ImportItem,
@@ -22,6 +22,13 @@ def _require_exists(path: Path) -> None:
         raise FormatError(f"{path} does not exist.", path=str(path))
 
 
+def _is_empty_file(path: Path) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size == 0
+    except OSError:
+        return False
+
+
 def detect_format(path: Path) -> Importer:
     """The first registered importer that recognises ``path`` (a file or a directory).
 
@@ -30,6 +37,9 @@ def detect_format(path: Path) -> Importer:
     """
     path = Path(path)
     _require_exists(path)
+    if _is_empty_file(path):
+        raise UnknownFormatError(f"The file {path} is empty: there is nothing to import.",
+                                 path=str(path))
     head = read_head(path)
     candidates = importers()
     for importer in candidates:
@@ -99,6 +109,35 @@ def _with_notes(items: Iterator[ImportItem], sink: NoteSink) -> Iterator[ImportI
 
 
 _FOLDER_SUFFIXES = (".json", ".jsonl", ".zip", ".db")
+_DONE = object()
+
+
+def _named_notes(file: Path, importer: Importer) -> Iterator[ImportItem]:
+    """The items ``importer`` reads from ``file``, the notes made while reading (opening
+    the file included) passed on to the active sink with the file's name in front of
+    their entry ("item 0" alone does not say which file of a folder)."""
+    name = file.name
+    sink = NoteSink()
+    items: Iterator[ImportItem] | None = None
+    while True:
+        sink.push()
+        try:
+            if items is None:
+                items = iter(importer.read(file))
+            item = next(items, _DONE)
+        finally:
+            sink.pop()
+        if sink.unclean_text:
+            flag_unclean_text()
+            sink.unclean_text = False
+        for note in sink.drain():
+            entry = note.entry
+            if not entry and isinstance(item, Conversation):
+                entry = f"conversation {item.source_id or item.title}"
+            add_note(f"{name}: {entry}" if entry else name, note.note)
+        if item is _DONE:
+            return
+        yield item  # type: ignore[misc]
 
 
 def _folder_files(path: Path) -> list[Path]:
@@ -111,11 +150,15 @@ def _read_folder_files(path: Path) -> Iterator[ImportItem]:
     """A folder no importer reads as a whole: each conversation file in it (``*.json``,
     ``*.jsonl``, ``*.zip``, ``*.db``, in name order) read in its own format. A file
     whose format is unknown or that cannot be read is one skipped entry, named by the
-    file; the entries a file's importer skips carry the file's name too."""
+    file; the entries a file's importer skips, and the notes on what it changed, carry
+    the file's name too."""
     for file in _folder_files(path):
+        if _is_empty_file(file):
+            yield SkippedEntry(entry=file.name, reason="the file is empty.")
+            continue
         try:
             importer = detect_format(file)
-            for item in importer.read(file):
+            for item in _named_notes(file, importer):
                 if isinstance(item, SkippedEntry):
                     item = SkippedEntry(entry=f"{file.name}: {item.entry}", reason=item.reason)
                 yield item

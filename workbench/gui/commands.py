@@ -153,6 +153,9 @@ class DeleteMessagesCommand(_StoreCommand):
         def done(restored: list[Message]) -> None:
             for message in restored:
                 self.ctx.announce_message("inserted", message)
+            # Replaces the "Deleted …" line, which would otherwise stay up after the undo.
+            self.ctx.status_reported.emit(
+                f"Brought back {_plural(len(restored), 'message')}.")
 
         self._write(run, done)
 
@@ -364,16 +367,33 @@ class SessionFieldCommand(_SessionListCommand):
             }
             return [change.after for change in changes]
 
-        self._write(run, self._done)
+        self._write(run, lambda infos: self._done(infos, undone=False))
 
     def undo(self) -> None:
         def run() -> list[SessionInfo]:
             return [self._apply(sid, self._before[sid]).after for sid in self._ids
                     if sid in self._before]
 
-        self._write(run, self._done)
+        self._write(run, lambda infos: self._done(infos, undone=True))
 
-    def _done(self, infos: list[SessionInfo]) -> None:
+    def _done(self, infos: list[SessionInfo], *, undone: bool) -> None:
         for info in infos:
             self.ctx.announce_session(info)
         self._changed()
+        if self._field == "archived" and infos:
+            self.ctx.status_reported.emit(_archive_sentence(infos, undone=undone))
+
+
+def _archive_sentence(infos: Sequence[SessionInfo], *, undone: bool) -> str:
+    """What the status bar says after sessions were archived or taken out of the archive
+    (like Delete, archiving hides sessions, so it says where they went)."""
+    archived = [i for i in infos if i.archived]
+    them = "it" if len(infos) == 1 else "them"
+    if len(archived) == len(infos):
+        text = (f"Archived {_plural(len(infos), 'session')}; tick Archived above the list "
+                f"to see {them}")
+        text += "." if undone else f", or Edit → Undo (Ctrl+Z) brings {them} back."
+        return text
+    if undone:
+        return f"Brought back {_plural(len(infos), 'session')} from the archive."
+    return f"Took {_plural(len(infos), 'session')} out of the archive."

@@ -315,6 +315,8 @@ class FittingTableWidget(QTableWidget):
         super().__init__(rows, columns, parent)
         self.drop_order = drop_order
         self._fitting = False
+        # Tab leaves the table for the next control; the arrow keys move inside it.
+        self.setTabKeyNavigation(False)
         header = self.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
 

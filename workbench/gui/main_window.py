@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QChildEvent, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -26,7 +26,9 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
+    QScrollArea,
     QSplitter,
+    QTabBar,
     QToolBar,
     QWidget,
 )
@@ -126,6 +128,13 @@ class MainWindow(QMainWindow):
         dock.setObjectName(name)
         dock.setWidget(widget)
         dock.setAccessibleName(f"{title} panel")
+        # A panel behind another one's tab is moved off the window by Qt, not hidden, so
+        # Tab would walk through controls nobody can see: its content is hidden while its
+        # tab is not the current one (keeping its size, so switching tabs moves nothing).
+        policy = widget.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        widget.setSizePolicy(policy)
+        dock.visibilityChanged.connect(widget.setVisible)
         dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
                          | QDockWidget.DockWidgetFeature.DockWidgetClosable
                          | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
@@ -133,13 +142,64 @@ class MainWindow(QMainWindow):
         self.dock_sizer.watch(dock)
         return dock
 
+    def childEvent(self, event: QChildEvent) -> None:  # noqa: N802 - Qt's name
+        super().childEvent(event)
+        child = event.child()
+        # Qt makes a tab bar for each group of tabbed panels: give it a name screen
+        # readers can say.
+        if event.type() == QEvent.Type.ChildPolished and isinstance(child, QTabBar) \
+                and not child.accessibleName():
+            child.setAccessibleName("Panel tabs")
+
     def add_panel(self, title: str, name: str, widget: QWidget) -> QDockWidget:
         """Add a panel tabbed with Search on the right (later parts add theirs here)."""
         dock = self._dock(title, name, widget, Qt.DockWidgetArea.RightDockWidgetArea)
         self.tabifyDockWidget(self.search_dock, dock)
         self.search_dock.raise_()
-        self.panels_menu.addAction(dock.toggleViewAction())
+        keys = {"Compaction": ("&Compaction", "Ctrl+3"), "Context": ("Conte&xt", "Ctrl+4"),
+                "Request": ("Re&quest", "Ctrl+5")}
+        text, shortcut = keys.get(title, (title, None))
+        self._panel_action(dock, text, shortcut)
         return dock
+
+    def _panel_action(self, dock: QDockWidget, text: str, shortcut: str | None) -> QAction:
+        """View → Panels entry of ``dock``: checked while the panel is open. It closes
+        a panel in sight; a closed one, or one behind another panel's tab, it brings to
+        the front with the keyboard in it (where Qt's own toggle would close it)."""
+        action = QAction(text, self)
+        action.setCheckable(True)
+        toggle = dock.toggleViewAction()
+        action.setChecked(toggle.isChecked())
+        toggle.toggled.connect(action.setChecked)
+        if shortcut:
+            action.setShortcut(QKeySequence(shortcut))
+        action.setStatusTip(f"Show or close the {dock.windowTitle()} panel")
+        action.triggered.connect(lambda _checked=False: self.show_or_close_panel(dock))
+        self.panels_menu.addAction(action)
+        self.addAction(action)
+        self.panel_actions[dock.windowTitle()] = action
+        return action
+
+    def show_or_close_panel(self, dock: QDockWidget) -> None:
+        """Close ``dock`` when it is in sight, else show it in front and focus it."""
+        content = dock.widget()
+        if dock.isVisible() and content is not None and content.isVisible():
+            dock.close()
+            return
+        dock.show()
+        dock.raise_()
+        if content is None:
+            return
+        # The panel's first control that Tab would reach takes the keyboard (not the
+        # scroll area around the controls).
+        widget = content.nextInFocusChain()
+        while widget is not content and content.isAncestorOf(widget):
+            if widget.focusPolicy() & Qt.FocusPolicy.TabFocus and widget.isVisible() \
+                    and widget.isEnabled() and not isinstance(widget, QScrollArea):
+                widget.setFocus(Qt.FocusReason.ShortcutFocusReason)
+                return
+            widget = widget.nextInFocusChain()
+        content.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def _add_context_panels(self) -> None:
         """The Context panel and, when the composer is there, the request inspector."""
@@ -228,7 +288,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.new_session_action)
         self.import_action = self._action("&Import File…", self._import_file_interactively,
                                           "Ctrl+I", "Import conversations from a file")
-        self.import_folder_action = self._action("Import F&older…",
+        self.import_folder_action = self._action("Import Fol&der…",
                                                  self._import_folder_interactively,
                                                  "Ctrl+Shift+I",
                                                  "Import every conversation file in a folder")
@@ -294,22 +354,22 @@ class MainWindow(QMainWindow):
         # View
         view_menu = menu_bar.addMenu("&View")
         self.panels_menu = view_menu.addMenu("&Panels")
-        for dock in (self.sessions_dock, self.search_dock):
-            self.panels_menu.addAction(dock.toggleViewAction())
-        self.sessions_dock.toggleViewAction().setShortcut(QKeySequence("Ctrl+1"))
-        self.search_dock.toggleViewAction().setShortcut(QKeySequence("Ctrl+2"))
-        theme_menu = view_menu.addMenu("&Theme")
+        self.panel_actions: dict[str, QAction] = {}
+        self._panel_action(self.sessions_dock, "&Sessions", "Ctrl+1")
+        self._panel_action(self.search_dock, "Sea&rch", "Ctrl+2")
+        theme_menu = view_menu.addMenu("T&heme")
         self.theme_group = QActionGroup(self)
         self.theme_actions: dict[str, QAction] = {}
         for theme in THEMES:
-            action = QAction(theme.title() if theme != "system" else "Follow the System", self)
+            action = QAction(f"&{theme.title()}" if theme != "system" else "&Follow the System",
+                             self)
             action.setCheckable(True)
             action.triggered.connect(lambda _c=False, theme=theme: self.set_theme(theme))
             self.theme_group.addAction(action)
             theme_menu.addAction(action)
             self.theme_actions[theme] = action
         view_menu.addSeparator()
-        self.focus_sessions_action = self._action("Go to &Sessions", self._focus_sessions,
+        self.focus_sessions_action = self._action("Go to Sess&ions", self._focus_sessions,
                                                   "Ctrl+L")
         self.focus_timeline_action = self._action("Go to &Timeline",
                                                   lambda: self.timeline.view.setFocus(),
@@ -322,9 +382,10 @@ class MainWindow(QMainWindow):
 
         # Settings
         settings_menu = menu_bar.addMenu("&Settings")
-        self.providers_action = self._action("&Providers…", self.show_providers,
+        # Ctrl+, is where other applications keep their settings.
+        self.providers_action = self._action("&Providers…", self.show_providers, "Ctrl+,",
                                              tip="Add, change and test model servers")
-        self.agents_action = self._action("&Agents…", self.show_agents,
+        self.agents_action = self._action("&Agents…", self.show_agents, "Ctrl+Shift+G",
                                           tip="Agents' instructions, models, memory and tools")
         for action in (self.providers_action, self.agents_action):
             action.setMenuRole(QAction.MenuRole.NoRole)
@@ -344,7 +405,8 @@ class MainWindow(QMainWindow):
         for action in (self.import_action, self.import_folder_action, self.export_action,
                        self.open_database_action, self.quit_action, self.undo_action,
                        self.redo_action, self.find_action, self.find_all_action,
-                       self.shortcuts_action, self.context_menu_action):
+                       self.providers_action, self.agents_action, self.shortcuts_action,
+                       self.context_menu_action):
             self.addAction(action)
 
     def _connect(self) -> None:

@@ -23,7 +23,12 @@ from workbench.core.provider import (
     StreamEvent,
     collect,
 )
-from workbench.errors import OperationCancelledError, ProviderError
+from workbench.errors import (
+    OperationCancelledError,
+    ProviderError,
+    ProviderTimeoutError,
+    UnreachableError,
+)
 from workbench.providers.context import (
     choose_context_window,
     context_window_from_models,
@@ -202,6 +207,12 @@ class HttpProvider:
 
     def server_context_window(self) -> int | None:
         """Ask the server (``/props``, then the models list); ``None`` if it does not say."""
+        return self.ask_server_window()[0]
+
+    def ask_server_window(self) -> tuple[int | None, ProviderError | None]:
+        """Ask the server for the context window: ``(tokens, None)`` when it says,
+        ``(None, None)`` when it answers without saying, and ``(None, error)`` when it
+        cannot be reached (refused, unknown host, no answer in time)."""
         for path, read in (
             (server_root(self.base_url) + "/props", context_window_from_props),
             (self.models_path(), lambda data: context_window_from_models(data, self.model)),
@@ -209,12 +220,14 @@ class HttpProvider:
             try:
                 data = self._http.request_json("GET", path, retries=False,
                                                timeouts=_DISCOVERY_LIMITS)
+            except (UnreachableError, ProviderTimeoutError) as exc:
+                return None, exc  # the next path is on the same server
             except ProviderError:
                 continue
             found = read(data)
             if found:
-                return found
-        return None
+                return found, None
+        return None, None
 
     def list_models(self, cancel: CancelToken | None = None) -> list[str]:
         """The model ids the server lists (raises the typed error when it cannot)."""

@@ -30,6 +30,7 @@ import functools
 import json
 import logging
 import random
+import re
 import socket
 import ssl
 import threading
@@ -486,7 +487,7 @@ class HttpClient:
         return error
 
     def _connection_error(self, exc: httpx.TransportError) -> ProviderError:
-        detail = self._scrub(str(exc)) or type(exc).__name__
+        detail = plain_os_error(self._scrub(str(exc))) or type(exc).__name__
         if isinstance(exc, httpx.ConnectError):
             return UnreachableError(
                 f"{self.where} could not be reached ({detail}). "
@@ -504,6 +505,36 @@ class HttpClient:
             f"{self.where} closed the connection without answering ({detail}).",
             provider=self.provider,
         )
+
+
+_OS_ERRORS = {
+    "111": "connection refused: nothing is listening at that address",
+    "61": "connection refused: nothing is listening at that address",  # macOS
+    "10061": "connection refused: nothing is listening at that address",  # Windows
+    "-2": "the host name could not be found",
+    "-3": "the host name could not be looked up just now",
+    "-5": "the host name could not be found",
+    "8": "the host name could not be found",  # macOS
+    "11001": "the host name could not be found",  # Windows
+    "113": "there is no route to that host",
+    "101": "the network cannot be reached",
+    "104": "the server reset the connection",
+}
+_ERRNO = re.compile(r"\[Errno (-?\d+)\]\s*([^\]\[]*)")
+
+
+def plain_os_error(detail: str) -> str:
+    """An operating system's error in words: ``[Errno 111] Connection refused`` becomes
+    "connection refused: nothing is listening at that address"; an errno not known here
+    loses its number and keeps its text."""
+    found = _ERRNO.search(detail)
+    if found is None:
+        if detail == "All connection attempts failed":
+            return "no connection could be made"
+        return detail
+    number, text = found.group(1), found.group(2).strip().rstrip(".")
+    words = _OS_ERRORS.get(number) or (text[:1].lower() + text[1:]) or "an operating system error"
+    return detail[:found.start()] + words + detail[found.end():].rstrip()
 
 
 def _deadline(limits: Timeouts) -> float | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QDialogButtonBox, QPlainTextEdit, QPushButton, QWidget
 
 from workbench.engine.workspace import ImportReport
 from workbench.gui.context import AppContext
@@ -21,8 +21,14 @@ from workbench.gui.dialogs.job_progress import JobProgressDialog
 SKIPPED_SHOWN = 5
 
 
-def report_text(report: ImportReport) -> str:
-    """What an import did, in sentences."""
+def report_truncated(report: ImportReport) -> bool:
+    """Whether :func:`report_text` leaves entries out (then "Show All" lists them)."""
+    return len(report.notes) > SKIPPED_SHOWN or len(report.skipped) > SKIPPED_SHOWN
+
+
+def report_text(report: ImportReport, *, limit: int | None = SKIPPED_SHOWN) -> str:
+    """What an import did, in sentences; at most ``limit`` entries of each list (None:
+    every one)."""
     counts = report.counts()
     created, known = counts["created"], counts["unchanged"]
     noun = "session" if created == 1 else "sessions"
@@ -31,7 +37,7 @@ def report_text(report: ImportReport) -> str:
         lines.append(f"{counts['updated']:,} imported before got the turns added since.")
     if known:
         lines.append(f"{known:,} {'was' if known == 1 else 'were'} already in the workspace "
-                     "and left as they were.")
+                     f"and left as {'it was' if known == 1 else 'they were'}.")
     if report.reused_ids:
         lines.append(f"{len(report.reused_ids):,} reuse the id of a different conversation "
                      "imported before and were imported as new sessions.")
@@ -41,17 +47,19 @@ def report_text(report: ImportReport) -> str:
     if report.notes:
         noun = "entry was" if len(report.notes) == 1 else "entries were"
         lines.append(f"{len(report.notes):,} {noun} imported with changes:")
-        for note in report.notes[:SKIPPED_SHOWN]:
+        for note in report.notes[:limit]:
             lines.append(f"  • {note.entry}: {note.note}")
-        if len(report.notes) > SKIPPED_SHOWN:
-            lines.append(f"  … and {len(report.notes) - SKIPPED_SHOWN:,} more.")
+        if limit is not None and len(report.notes) > limit:
+            lines.append(f"  … and {len(report.notes) - limit:,} more (Show All lists "
+                         "every one).")
     if report.skipped:
         skipped = len(report.skipped)
         lines.append(f"{skipped:,} {'entry was' if skipped == 1 else 'entries were'} skipped:")
-        for entry in report.skipped[:SKIPPED_SHOWN]:
+        for entry in report.skipped[:limit]:
             lines.append(f"  • {entry.entry}: {entry.reason}")
-        if len(report.skipped) > SKIPPED_SHOWN:
-            lines.append(f"  … and {len(report.skipped) - SKIPPED_SHOWN:,} more.")
+        if limit is not None and len(report.skipped) > limit:
+            lines.append(f"  … and {len(report.skipped) - limit:,} more (Show All lists "
+                         "every one).")
     return "\n".join(lines)
 
 
@@ -95,6 +103,15 @@ class ImportProgressDialog(JobProgressDialog):
         self.format = format
         self.report: ImportReport | None = None
         self.error: BaseException | None = None
+        # The whole report, every entry, when the label had to leave some out.
+        self.details = QPlainTextEdit(self)
+        self.details.setReadOnly(True)
+        self.details.setAccessibleName("Every entry of the import")
+        self.details.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.details.setMinimumHeight(160)
+        self.details.hide()
+        self.layout().insertWidget(1, self.details, 1)
+        self.show_all_button: QPushButton | None = None
 
     @property
     def conversations_read(self) -> int:
@@ -119,9 +136,28 @@ class ImportProgressDialog(JobProgressDialog):
         self.report = report
         self._finish()
         self.label.setText(report_text(report))
+        if report_truncated(report):
+            button = self.buttons.addButton("Show &All",
+                                            QDialogButtonBox.ButtonRole.ActionRole)
+            button.setAccessibleName("Show every entry")
+            button.setToolTip("List every entry of the report, in a box that scrolls")
+            button.clicked.connect(self.show_all_entries)
+            self.show_all_button = button
         self.ctx.sessions_changed.emit()
         count_tokens_in_background(self.ctx)
         self.import_finished.emit(report)
+
+    def show_all_entries(self) -> None:
+        """Show the whole report (every entry) in a scrolling box instead of the label."""
+        if self.report is None:
+            return
+        self.details.setPlainText(report_text(self.report, limit=None))
+        self.label.hide()
+        self.details.show()
+        self.details.setFocus()
+        if self.show_all_button is not None:
+            self.show_all_button.hide()
+        self.resize(max(self.width(), 560), max(self.height(), 420))
 
     def _failed(self, error: BaseException) -> None:
         from workbench.gui.errors import describe_error

@@ -48,6 +48,7 @@ class ShortcutsDialog(QDialog):
         self.table = QTableWidget(len(rows), 2, self)
         self.table.setHorizontalHeaderLabels(["Action", "Keys"])
         self.table.setAccessibleName("Shortcut list")
+        self.table.setTabKeyNavigation(False)  # Tab goes on to Close
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)

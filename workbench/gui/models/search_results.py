@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QModelIndex, Qt
 
 from workbench.core.conversation import SearchHit
 from workbench.gui.delegates.markdown import plain_tooltip
@@ -30,6 +30,11 @@ def snippet_html(snippet: str, highlight: str = "#ffe58a", text: str = "#000000"
 
 def plain_snippet(snippet: str) -> str:
     return snippet.replace(MARK_START, "").replace(MARK_END, "")
+
+
+def hit_key(hit: SearchHit) -> tuple[str, int | None, int | None, int | None]:
+    """What identifies a hit across two runs of the same search."""
+    return (hit.kind, hit.session_id, hit.message_id, hit.memory_id)
 
 
 @dataclass
@@ -56,6 +61,31 @@ class SearchResultsModel(ItemListModel):
         self._items = list(outcome.hits) if outcome else []
         self._titles = dict(outcome.titles) if outcome else {}
         self.endResetModel()
+
+    def rename_session(self, session_id: int, title: str) -> None:
+        """Show a session's new title on its hits (the session's own hit included)."""
+        rows = [r for r, h in enumerate(self._items) if h.session_id == session_id]
+        if not rows:
+            return
+        self._titles[session_id] = title
+        for row in rows:
+            hit = self._items[row]
+            if hit.kind == "session" and hit.title is not None:
+                self._items[row] = replace(hit, title=title)
+        self.dataChanged.emit(self.index(rows[0], 0), self.index(rows[-1], 0))
+
+    def drop_session(self, session_id: int) -> int:
+        """Remove the hits of a session that is gone; returns how many there were."""
+        rows = [r for r, h in enumerate(self._items) if h.session_id == session_id]
+        for row in reversed(rows):
+            self.beginRemoveRows(QModelIndex(), row, row)
+            del self._items[row]
+            self.endRemoveRows()
+        return len(rows)
+
+    def row_of(self, key: tuple[str, int | None, int | None, int | None]) -> int:
+        """The row of the hit with ``key`` (see :func:`hit_key`), or -1."""
+        return next((r for r, h in enumerate(self._items) if hit_key(h) == key), -1)
 
     def hit_at(self, row: int) -> SearchHit:
         return self._items[row]

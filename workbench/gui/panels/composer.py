@@ -56,6 +56,7 @@ REPAINT_MS = 40
 DRAFT_SAVE_MS = 400
 KEEP_STOPPED_KEY = "chat/keep_stopped_replies"
 GAUGE_DELAY_MS = 500
+_GAUGE_JOB = "gauge"  # with the panel, the key of the measurement under way
 
 
 class ComposerPanel(QWidget):
@@ -136,7 +137,7 @@ class ComposerPanel(QWidget):
         layout.addWidget(self.error_label)
         layout.addLayout(body, 1)
 
-        self.send_action = QAction("&Send Prompt", self)
+        self.send_action = QAction("Send &Prompt", self)
         self.send_action.setShortcuts([QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter")])
         self.send_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self.send_action.triggered.connect(lambda: self.send())
@@ -144,7 +145,7 @@ class ComposerPanel(QWidget):
         self.stop_action = QAction("S&top Reply", self)
         self.stop_action.setShortcut(QKeySequence(Qt.Key.Key_Escape))
         self.stop_action.triggered.connect(lambda: self.stop())
-        self.regenerate_action = QAction("&Regenerate Last Reply", self)
+        self.regenerate_action = QAction("Re&generate Last Reply", self)
         self.regenerate_action.setShortcut(QKeySequence("Ctrl+Shift+R"))
         self.regenerate_action.triggered.connect(self.regenerate)
         self.keep_stopped_action = QAction("&Keep Stopped Replies", self)
@@ -255,6 +256,13 @@ class ComposerPanel(QWidget):
             if index >= 0 and index != self.provider_box.currentIndex():
                 self.provider_box.setCurrentIndex(index)
         self.error_label.hide()
+        # The figure shown was the session before's: say "counting" at once, until this
+        # session's is measured (an answer about the one before is dropped).
+        if session_id:
+            self._show_counting()
+        else:
+            self.ctx.workers.cancel((self, _GAUGE_JOB))
+            self._show_gauge(None)
         self._gauge_timer.start()
 
     # -- keys ----------------------------------------------------------------------------
@@ -602,9 +610,9 @@ class ComposerPanel(QWidget):
         """Measure the next request (on a worker; the network may be asked the window)."""
         session_id = self.ctx.current_session_id
         provider = self.provider()
-        job_key = (self, "gauge")  # a newer measurement supersedes the one under way
+        job_key = _GAUGE_JOB  # a newer measurement supersedes the one under way
         if not session_id:
-            self.ctx.workers.cancel(job_key)
+            self.ctx.workers.cancel((self, job_key))
             self._show_gauge(None)
             return
         workspace, model, prompt = self.ctx.workspace, self.model_name(), \
@@ -622,11 +630,26 @@ class ComposerPanel(QWidget):
             return gauge
 
         def failed(error: BaseException) -> None:
+            if session_id != self.ctx.current_session_id:
+                return
             self.gauge.setFormat("context: unknown")
             self.gauge.setToolTip(describe_error(error, doing="measure the request"))
 
-        self.ctx.workers.network(measure, name="measure the request", key=job_key,
-                                 on_done=self._show_gauge, on_error=failed)
+        def done(gauge: ContextGauge) -> None:
+            if session_id == self.ctx.current_session_id:  # never another session's figure
+                self._show_gauge(gauge)
+
+        self.ctx.workers.network(measure, name="measure the request", key=(self, job_key),
+                                 on_done=done, on_error=failed)
+
+    def _show_counting(self) -> None:
+        """A neutral gauge while the open session's request is being measured."""
+        self.ctx.workers.cancel((self, _GAUGE_JOB))
+        self.gauge.setRange(0, 1)
+        self.gauge.setValue(0)
+        self.gauge.setFormat("context: …")
+        self.gauge.setToolTip("Counting the tokens of the next request…")
+        self.gauge.setStyleSheet("")
 
     def _show_gauge(self, gauge: ContextGauge | None) -> None:
         self._gauge = gauge

@@ -157,6 +157,7 @@ def _rows_table(name: str, headers: list[str], last: QHeaderView.ResizeMode) -> 
     (elided when narrow, the tooltip has it whole: a wrapped second line would be cut by
     the row's height)."""
     table = named(QTableWidget(0, len(headers)), name)
+    table.setTabKeyNavigation(False)  # Tab leaves the table; the arrows move inside
     table.setHorizontalHeaderLabels(headers)
     table.verticalHeader().hide()
     header = table.horizontalHeader()

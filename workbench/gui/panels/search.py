@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from workbench.core.conversation import ROLES, SearchHit
 from workbench.engine.workspace import SearchQuery, Workspace
+from workbench.errors import NotFoundError
 from workbench.gui.context import AppContext
 from workbench.gui.controls import filter_field, named, single_shot
 from workbench.gui.models import ModelIndex
@@ -47,6 +48,7 @@ from workbench.gui.models.search_results import (
     SearchResultsModel,
     SnippetHtmlRole,
     TitleRole,
+    hit_key,
 )
 from workbench.gui.theme import ROLE_LABELS, is_dark, role_color
 
@@ -191,6 +193,17 @@ class SearchPanel(QWidget):
         self.results.activated.connect(self._activated)
         self.results.clicked.connect(self._activated)
         self.query_edit.installEventFilter(self)
+        # The hits follow the database: a renamed session's title changes on them at
+        # once, a deleted session's hits go at once, and any change to sessions or
+        # messages runs the search again shortly (keeping the current hit).
+        self._rerun_timer = single_shot(self, SEARCH_DELAY_MS, self._search_again)
+        ctx.session_updated.connect(
+            lambda info: self.model.rename_session(int(info.id), info.title))
+        ctx.session_hidden.connect(self._session_gone)
+        for signal in (ctx.sessions_changed, ctx.session_reloaded, ctx.message_changed,
+                       ctx.message_inserted, ctx.message_removed, ctx.messages_appended,
+                       ctx.workspace_replaced):
+            signal.connect(lambda *_: self._schedule_again())
 
     def _date_filter(self, text: str, box_name: str, date_name: str,
                      start: QDate) -> tuple[QCheckBox, QDateEdit]:
@@ -252,9 +265,29 @@ class SearchPanel(QWidget):
             highlight=(MARK_START, MARK_END),
         )
 
+    def _schedule_again(self) -> None:
+        if self.model.rowCount() or self.query_edit.text().strip():
+            self._rerun_timer.start()
+
+    def _search_again(self) -> None:
+        if not self._timer.isActive() and self.query_edit.text().strip():
+            self.search()
+
+    def _session_gone(self, session_id: int) -> None:
+        if self.model.drop_session(session_id):
+            self._show_count(self.model.rowCount())
+        self._schedule_again()
+
+    def _show_count(self, count: int, seconds: float | None = None) -> None:
+        more = "+" if count >= RESULT_LIMIT else ""
+        noun = "result" if count == 1 else "results"
+        took = f" in {seconds * 1000:.0f} ms" if seconds is not None else ""
+        self.status_label.setText(f"{count}{more} {noun}{took}")
+
     def search(self) -> None:
         """Run the query now (typing runs it after a short pause)."""
         self._timer.stop()
+        self._rerun_timer.stop()
         query = self.build_query()
         key = (self, "search")  # a newer search supersedes the one under way
         if query is None:
@@ -267,12 +300,13 @@ class SearchPanel(QWidget):
         def done(outcome: SearchOutcome) -> None:
             hidden = self.ctx.trash.hidden()
             outcome.hits = [h for h in outcome.hits if h.session_id not in hidden]
+            current = self.results.currentIndex().data(HitRole)
             self.model.set_outcome(outcome)
-            count = len(outcome.hits)
-            more = "+" if count >= RESULT_LIMIT else ""
-            noun = "result" if count == 1 else "results"
-            self.status_label.setText(
-                f"{count}{more} {noun} in {outcome.seconds * 1000:.0f} ms")
+            if current is not None:  # the same search again: stay on the same hit
+                row = self.model.row_of(hit_key(current))
+                if row >= 0:
+                    self.results.setCurrentIndex(self.model.index(row, 0))
+            self._show_count(len(outcome.hits), outcome.seconds)
             self.search_finished.emit(outcome)
 
         def failed(error: BaseException) -> None:
@@ -288,9 +322,26 @@ class SearchPanel(QWidget):
             self.open_hit(hit)
 
     def open_hit(self, hit: SearchHit) -> None:
+        if hit.session_id is not None and not self._session_exists(hit.session_id):
+            self.model.drop_session(hit.session_id)
+            text = ("The session of that result has been deleted, so it cannot be opened; "
+                    "its results are gone from the list.")
+            self.status_label.setText(text)
+            self.ctx.status_reported.emit(text)
+            self._schedule_again()
+            return
         self.hit_activated.emit(hit)
         if hit.session_id is not None:
             self.ctx.open_session(hit.session_id, hit.message_id)
+
+    def _session_exists(self, session_id: int) -> bool:
+        if session_id in self.ctx.trash:
+            return False
+        try:
+            self.ctx.workspace.get_session(session_id)
+        except NotFoundError:
+            return False
+        return True
 
     def hits(self) -> list[SearchHit]:
         return [self.model.hit_at(row) for row in range(self.model.rowCount())]

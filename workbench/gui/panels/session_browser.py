@@ -135,7 +135,7 @@ class SessionBrowserPanel(QWidget):
         self.pin_action = self._action("&Pin", self._toggle_pin, "Ctrl+Shift+P",
                                        tip="Keep the session at the top of the list")
         self.tags_action = self._action("&Tags…", self._edit_tags_interactively, "Ctrl+Shift+T")
-        self.fork_action = self._action("&Fork", self._fork_selected,
+        self.fork_action = self._action("&Fork", self._fork_selected, "Ctrl+Shift+D",
                                         tip="Copy the session into a new one")
         self.archive_action = self._action("&Archive", self._toggle_archive, "Ctrl+Shift+A",
                                            tip="Hide the session from the list (undoable)")

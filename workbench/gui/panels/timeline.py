@@ -167,6 +167,7 @@ class TimelinePanel(QWidget):
         self.copy_code_action = self._action("Copy C&ode", self.copy_code, "Ctrl+Shift+C",
                                              "Copy the code blocks of the message")
         self.fork_action = self._action("&Fork From Here", self.fork_at_current,
+                                        "Ctrl+Shift+D",
                                         tip="A new session with the messages up to this one")
         self.jump_action = QAction("&Jump to Message…", self)
         self.jump_action.setShortcut(QKeySequence("Ctrl+G"))
