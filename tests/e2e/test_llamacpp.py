@@ -165,7 +165,7 @@ def test_command_line_chat_against_the_server(
     assert run("providers", "add", "llama", "--kind", "anthropic", "--base-url", llama.url,
                "--model", llama.alias)[0] == 0
     code, out, _ = run("providers", "test", "llama")
-    assert code == 0 and f"context window {CTX} tokens (from the server)" in out
+    assert code == 0 and f"context window {CTX:,} tokens (from the server)" in out
     code, out, err = run("chat", "cli chat", "Hello there", "--new", "--max-tokens", "5")
     assert code == 0, err
     assert out.strip()
