@@ -462,21 +462,11 @@ class Memory:
             return []
         with self._lock:
             self._sync()
-            self._validate(batch)
-            for msg in batch:
-                msg.id = None
-                msg.position = None
-                msg.state = ACTIVE
-                msg.compaction_id = None
-            fill_counts(batch, self.counter)
+            self._prepare(batch)
             stored = self._backing.store(batch)
             if self._active is not None:
                 self._active.extend(stored)
-            if self._run_started:
-                self._appended.extend(stored)
-            self._apply_window()
-            self._stamp = self._backing.stamp()
-            return [copy_message(m) for m in stored]
+            return self._after_store(stored)
 
     def replace(self, ids: Collection[int], messages: Sequence[Message]) -> list[Message]:
         """Delete the active messages with these ids and add ``messages`` at the end, as
@@ -487,22 +477,30 @@ class Memory:
         wanted = set(ids)
         with self._lock:
             self._sync()
-            self._validate(batch)
-            for msg in batch:
-                msg.id = None
-                msg.position = None
-                msg.state = ACTIVE
-                msg.compaction_id = None
-            fill_counts(batch, self.counter)
+            self._prepare(batch)
             stored = self._backing.replace(sorted(wanted), batch)
             if self._active is not None:
                 self._active = [m for m in self._active if m.id not in wanted]
                 self._active.extend(stored)
-            if self._run_started:
-                self._appended.extend(stored)
-            self._apply_window()
-            self._stamp = self._backing.stamp()
-            return [copy_message(m) for m in stored]
+            return self._after_store(stored)
+
+    def _prepare(self, batch: list[Message]) -> None:
+        """Validate new messages and make them new rows: active, unplaced, counted."""
+        self._validate(batch)
+        for msg in batch:
+            msg.id = None
+            msg.position = None
+            msg.state = ACTIVE
+            msg.compaction_id = None
+        fill_counts(batch, self.counter)
+
+    def _after_store(self, stored: list[Message]) -> list[Message]:
+        """After new rows were written (lock held): note them, window, stamp; copies."""
+        if self._run_started:
+            self._appended.extend(stored)
+        self._apply_window()
+        self._stamp = self._backing.stamp()
+        return [copy_message(m) for m in stored]
 
     def last_turn(self) -> tuple[Sequence[Message], Message, list[Message]] | None:
         """The last user message, the history before it (read-only, as cheap as

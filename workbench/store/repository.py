@@ -1265,11 +1265,15 @@ class Repository:
         """The session's context (empty if never written)."""
         with self.db.read() as conn:
             self._require(conn, "sessions", session_id, "session")
-            row = conn.exec_driver_sql(
-                "SELECT facts, summary, tasks, tool_stats, token_usage, system_state,"
-                " environment FROM session_context WHERE session_id = ?",
-                (session_id,),
-            ).mappings().first()
+            return self._read_context(conn, session_id)
+
+    @staticmethod
+    def _read_context(conn: Connection, session_id: int) -> SessionContext:
+        row = conn.exec_driver_sql(
+            "SELECT facts, summary, tasks, tool_stats, token_usage, system_state,"
+            " environment FROM session_context WHERE session_id = ?",
+            (session_id,),
+        ).mappings().first()
         return context_from_row(row)
 
     def set_context(self, session_id: int, context: SessionContext) -> None:
@@ -1287,12 +1291,7 @@ class Repository:
         before and after. Nothing is written when ``change`` leaves it as it was."""
         with self.db.write() as conn:
             self._require(conn, "sessions", session_id, "session")
-            row = conn.exec_driver_sql(
-                "SELECT facts, summary, tasks, tool_stats, token_usage, system_state,"
-                " environment FROM session_context WHERE session_id = ?",
-                (session_id,),
-            ).mappings().first()
-            before = context_from_row(row)
+            before = self._read_context(conn, session_id)
             after = before.copy()
             change(after)
             if after.to_json() != before.to_json():

@@ -44,23 +44,23 @@ def report_text(report: ImportReport, *, limit: int | None = SKIPPED_SHOWN) -> s
     if report.cancelled:
         lines.append("The import was cancelled: the conversations read until then are stored "
                      "whole, nothing after them.")
-    if report.notes:
-        noun = "entry was" if len(report.notes) == 1 else "entries were"
-        lines.append(f"{len(report.notes):,} {noun} imported with changes:")
-        for note in report.notes[:limit]:
-            lines.append(f"  • {note.entry}: {note.note}")
-        if limit is not None and len(report.notes) > limit:
-            lines.append(f"  … and {len(report.notes) - limit:,} more (Show All lists "
-                         "every one).")
-    if report.skipped:
-        skipped = len(report.skipped)
-        lines.append(f"{skipped:,} {'entry was' if skipped == 1 else 'entries were'} skipped:")
-        for entry in report.skipped[:limit]:
-            lines.append(f"  • {entry.entry}: {entry.reason}")
-        if limit is not None and len(report.skipped) > limit:
-            lines.append(f"  … and {len(report.skipped) - limit:,} more (Show All lists "
-                         "every one).")
+    lines += _entry_lines("imported with changes",
+                          [(note.entry, note.note) for note in report.notes], limit)
+    lines += _entry_lines("skipped",
+                          [(entry.entry, entry.reason) for entry in report.skipped], limit)
     return "\n".join(lines)
+
+
+def _entry_lines(what: str, entries: list[tuple[str, str]], limit: int | None) -> list[str]:
+    """"N entries were <what>:" and a bullet per entry (the first ``limit`` of them)."""
+    if not entries:
+        return []
+    count = len(entries)
+    lines = [f"{count:,} {'entry was' if count == 1 else 'entries were'} {what}:"]
+    lines += [f"  • {entry}: {text}" for entry, text in entries[:limit]]
+    if limit is not None and count > limit:
+        lines.append(f"  … and {count - limit:,} more (Show All lists every one).")
+    return lines
 
 
 def count_tokens_in_background(ctx: AppContext) -> None:

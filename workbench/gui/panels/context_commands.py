@@ -53,14 +53,31 @@ class _ContextCommand(QUndoCommand):
         self.ctx.context_changed.emit(self.session_id)
 
 
-class EditContextCommand(_ContextCommand):
+class _RestoringCommand(_ContextCommand):
+    """A change whose undo writes back the fields as they were just before it
+    (``_before``, filled by the change when it runs)."""
+
+    _before: dict[str, Any] | None = None
+
+    def undo(self) -> None:
+        workspace, session_id = self.ctx.workspace, self.session_id
+
+        def run() -> ContextChange | None:
+            if self._before is None:  # the change itself failed: nothing to put back
+                return None
+            return update_context(workspace, session_id, **copy.deepcopy(self._before))
+
+        self._write(run)
+
+
+class EditContextCommand(_RestoringCommand):
     """Replace fields of a session's context (facts, summary, tasks…); undo puts the
     values they had just before back."""
 
     def __init__(self, ctx: AppContext, session_id: int, text: str, **fields: Any) -> None:
         super().__init__(ctx, session_id, text)
         self._after = copy.deepcopy(fields)
-        self._before: dict[str, Any] | None = None
+        self._before = None
 
     def redo(self) -> None:
         workspace, session_id = self.ctx.workspace, self.session_id
@@ -74,18 +91,8 @@ class EditContextCommand(_ContextCommand):
 
         self._write(run)
 
-    def undo(self) -> None:
-        workspace, session_id = self.ctx.workspace, self.session_id
 
-        def run() -> ContextChange | None:
-            if self._before is None:  # the change itself failed: nothing to put back
-                return None
-            return update_context(workspace, session_id, **copy.deepcopy(self._before))
-
-        self._write(run)
-
-
-class ChangeContextCommand(_ContextCommand):
+class ChangeContextCommand(_RestoringCommand):
     """Change the session's context with ``change``, run by the engine on the context as
     stored when the job runs (not as the panel last read it), so an edit or a delete
     made right after an add keeps the add. Undo puts back the ``fields`` as they were
@@ -96,7 +103,7 @@ class ChangeContextCommand(_ContextCommand):
         super().__init__(ctx, session_id, text)
         self._change = change
         self._fields = fields
-        self._before: dict[str, Any] | None = None
+        self._before = None
 
     def redo(self) -> None:
         workspace, session_id = self.ctx.workspace, self.session_id
@@ -106,16 +113,6 @@ class ChangeContextCommand(_ContextCommand):
             self._before = {name: copy.deepcopy(getattr(result.before, name))
                             for name in self._fields}
             return result
-
-        self._write(run)
-
-    def undo(self) -> None:
-        workspace, session_id = self.ctx.workspace, self.session_id
-
-        def run() -> ContextChange | None:
-            if self._before is None:  # the change itself failed: nothing to put back
-                return None
-            return update_context(workspace, session_id, **copy.deepcopy(self._before))
 
         self._write(run)
 
