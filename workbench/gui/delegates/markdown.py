@@ -208,6 +208,30 @@ def visible_text(text: str) -> str:
     return "".join(out)
 
 
+_MARK = re.compile("⟨U\\+([0-9A-F]{4,6})⟩")
+
+
+def restore_invisible(text: str, allowed: str | set[str] | None = None) -> str:
+    """``text`` with the names :func:`visible_text` gave turned back into the characters
+    they stand for (what an editor that shows the names saves, what a copy gives).
+
+    Only invisible characters come back, and with ``allowed`` only those in it (the ones
+    that were named), so a name typed on purpose stays text.
+    """
+    def back(match: re.Match[str]) -> str:
+        ch = chr(int(match.group(1), 16)) if int(match.group(1), 16) <= 0x10FFFF else ""
+        if not ch or not _INVISIBLE.match(ch) or (allowed is not None and ch not in allowed):
+            return match.group()
+        return ch
+
+    return _MARK.sub(back, text) if "⟨U+" in text else text
+
+
+def invisible_characters(text: str) -> set[str]:
+    """The characters :func:`visible_text` names in ``text``."""
+    return {text[at] for at, _name in invisible_spans(text)}
+
+
 def _utf16_length(text: str) -> int:
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
@@ -585,4 +609,5 @@ def plain_tooltip(text: str | None) -> str | None:
     """
     if not text:
         return text
-    return "<qt>" + html.escape(text).replace("\n", "<br>") + "</qt>"
+    # Invisible characters are named: a bidi control would reorder the tip's words.
+    return "<qt>" + html.escape(visible_text(text)).replace("\n", "<br>") + "</qt>"

@@ -9,7 +9,6 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
-    QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
     QWidget,
@@ -17,6 +16,7 @@ from PySide6.QtWidgets import (
 
 from workbench.core.conversation import ROLES
 from workbench.gui.controls import named
+from workbench.gui.delegates.visible import MarkedPlainTextEdit
 from workbench.gui.theme import ROLE_LABELS, monospace_font
 
 EDITOR_MIN_HEIGHT = 170
@@ -40,7 +40,7 @@ class MessageEditor(QFrame):
         for role in ROLES:
             self.role_box.addItem(ROLE_LABELS[role], role)
         self.role_box.setAccessibleName("Message role")
-        self.text_edit = QPlainTextEdit(self)
+        self.text_edit = MarkedPlainTextEdit(self)  # names bidi controls: nothing reorders
         self.text_edit.setAccessibleName("Message text")
         self.text_edit.setFont(monospace_font())
         self.text_edit.setTabChangesFocus(True)
@@ -91,14 +91,14 @@ class MessageEditor(QFrame):
     def set_message(self, role: str, text: str) -> None:
         index = self.role_box.findData(role)
         self.role_box.setCurrentIndex(max(0, index))
-        self.text_edit.setPlainText(text)
+        self.text_edit.set_text(text)
         self.text_edit.moveCursor(self.text_edit.textCursor().MoveOperation.End)
 
     def role(self) -> str:
         return str(self.role_box.currentData())
 
     def text(self) -> str:
-        return self.text_edit.toPlainText()
+        return self.text_edit.text()
 
     def preferred_height(self) -> int:
         """Room for the text (within limits), so short messages get a short editor."""

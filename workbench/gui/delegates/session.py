@@ -13,10 +13,11 @@ from typing import Any
 
 from PySide6.QtCore import QRect, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPalette
-from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
+from PySide6.QtWidgets import QStyle, QStyleOptionViewItem, QWidget
 
 from workbench.core.conversation import SessionInfo
 from workbench.gui.delegates.markdown import visible_text
+from workbench.gui.delegates.visible import VisibleTextDelegate
 from workbench.gui.models import ModelIndex
 from workbench.gui.models.sessions import SessionRole
 
@@ -51,7 +52,7 @@ def tags_text(info: SessionInfo) -> str:
     return " ".join(f"#{tag}" for tag in info.tags)
 
 
-class SessionDelegate(QStyledItemDelegate):
+class SessionDelegate(VisibleTextDelegate):  # renaming in place shows marks too
     """Two lines per session (three with tags); pinned sessions carry a flag, archived
     ones are greyed (see the module docstring)."""
 

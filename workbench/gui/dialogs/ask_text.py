@@ -4,19 +4,26 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QInputDialog, QLineEdit, QWidget
 
+from workbench.gui.delegates.markdown import (
+    invisible_characters,
+    restore_invisible,
+    visible_text,
+)
+
 
 def ask_text(parent: QWidget | None, title: str, label: str, *, text: str = "",
              name: str) -> tuple[str, bool]:
     """Like ``QInputDialog.getText``, with the field's accessible name set to ``name``;
-    ``(text, accepted)``."""
+    ``(text, accepted)``. Invisible characters of ``text`` are shown by name (a bidi
+    control would reorder the field) and come back as they were."""
     dialog = QInputDialog(parent)
     dialog.setWindowTitle(title)
     dialog.setLabelText(label)
-    dialog.setTextValue(text)
+    dialog.setTextValue(visible_text(text))
     dialog.setAccessibleName(title)
     for field in dialog.findChildren(QLineEdit):
         field.setAccessibleName(name)
     accepted = bool(dialog.exec())
-    value = dialog.textValue()
+    value = restore_invisible(dialog.textValue(), invisible_characters(text))
     dialog.deleteLater()
     return value, accepted

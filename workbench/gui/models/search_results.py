@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import QModelIndex, Qt
 
 from workbench.core.conversation import SearchHit
-from workbench.gui.delegates.markdown import plain_tooltip
+from workbench.gui.delegates.markdown import plain_tooltip, visible_text
 from workbench.gui.models.rows import ItemListModel
 
 # Markers the search puts around matched words; control characters never occur in text
@@ -22,10 +22,17 @@ TitleRole = Qt.ItemDataRole.UserRole + 3
 
 
 def snippet_html(snippet: str, highlight: str = "#ffe58a", text: str = "#000000") -> str:
-    """The snippet as HTML with matched words on a highlight."""
-    escaped = html.escape(snippet.replace("\n", " "))
+    """The snippet as HTML with matched words on a highlight (invisible characters
+    named, so that a bidi control reorders nothing)."""
+    escaped = html.escape(_visible_snippet(snippet.replace("\n", " ")))
     opening = f'<span style="background:{highlight}; color:{text}">'
     return escaped.replace(MARK_START, opening).replace(MARK_END, "</span>")
+
+
+def _visible_snippet(snippet: str) -> str:
+    """``snippet`` with its invisible characters named, the match markers kept."""
+    return MARK_START.join(MARK_END.join(visible_text(piece) for piece in part.split(MARK_END))
+                           for part in snippet.split(MARK_START))
 
 
 def plain_snippet(snippet: str) -> str:
@@ -99,12 +106,12 @@ class SearchResultsModel(ItemListModel):
 
     def item_data(self, hit: SearchHit, role: int) -> Any:
         if role == TitleRole:
-            return self.title_of(hit)
+            return visible_text(self.title_of(hit))
         if role == SnippetHtmlRole:
             return snippet_html(hit.snippet)
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.AccessibleTextRole):
             what = hit.role or hit.kind
-            return f"{self.title_of(hit)}, {what}: {plain_snippet(hit.snippet)}"
+            return visible_text(f"{self.title_of(hit)}, {what}: {plain_snippet(hit.snippet)}")
         if role == Qt.ItemDataRole.ToolTipRole:
             return plain_tooltip(plain_snippet(hit.snippet))
         return None

@@ -16,7 +16,7 @@ from workbench.core.conversation import SessionInfo
 from workbench.core.identity import metadata_lines
 from workbench.engine.workspace import Workspace
 from workbench.errors import WorkbenchError
-from workbench.gui.delegates.markdown import plain_tooltip
+from workbench.gui.delegates.markdown import plain_tooltip, visible_text
 from workbench.gui.models import ModelIndex
 from workbench.gui.models.rows import ItemListModel
 
@@ -165,7 +165,7 @@ class SessionListModel(ItemListModel):
             ))
         if role == Qt.ItemDataRole.AccessibleTextRole:
             pinned = "pinned, " if info.pinned else ""
-            return f"{info.title}, {pinned}{session_summary(info)}"
+            return visible_text(f"{info.title}, {pinned}{session_summary(info)}")
         return None
 
     def _details(self, info: SessionInfo) -> list[str]:

@@ -54,7 +54,8 @@ from workbench.core.conversation import MemoryEntry, SessionContext, Task, TaskS
 from workbench.engine.session_context import ContextOverview, read_session_context
 from workbench.gui.context import AppContext
 from workbench.gui.controls import add_rows, named, single_shot
-from workbench.gui.delegates.markdown import plain_tooltip
+from workbench.gui.delegates.markdown import plain_tooltip, visible_text
+from workbench.gui.delegates.visible import VisibleTextDelegate
 from workbench.gui.layout import ElidedLabel, FlowLayout, VerticalScrollArea, named_button
 from workbench.gui.models import ModelIndex
 from workbench.gui.panels.context_commands import (
@@ -254,6 +255,8 @@ class ContextPanel(QWidget):
                                         | QAbstractItemView.EditTrigger.EditKeyPressed)
         self.facts_list.setMinimumHeight(80)
         self.facts_list.setMaximumHeight(130)
+        # A bidi control in a fact (one a model's reply gave) would reorder it: named.
+        self.facts_list.setItemDelegate(VisibleTextDelegate(self.facts_list))
         self._edited_in_place(self.facts_list, self._fact_edited)
         self.fact_edit, self.add_fact_button, self.delete_fact_button = _add_and_delete(
             ("New fact", "Add a fact…"), ("Add fact", "Add the fact typed on the left"),
@@ -310,6 +313,7 @@ class ContextPanel(QWidget):
         table.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
                               | QAbstractItemView.EditTrigger.EditKeyPressed
                               | QAbstractItemView.EditTrigger.SelectedClicked)
+        table.setItemDelegate(VisibleTextDelegate(table))
         table.setItemDelegateForColumn(1, TaskStatusDelegate(table))
         table.setItemDelegateForColumn(2, TaskProgressDelegate(table))
         table.setMaximumHeight(130)
@@ -356,6 +360,7 @@ class ContextPanel(QWidget):
                             QHeaderView.ResizeMode.ResizeToContents)
         table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         table.setMaximumHeight(170)
+        table.setItemDelegate(VisibleTextDelegate(table))
         self.memory_table = table
         self.memory_edit, self.add_memory_button, self.delete_memory_button = _add_and_delete(
             ("New memory entry", "Remember…"), ("Add memory entry", "Store the entry"),
@@ -472,8 +477,9 @@ class ContextPanel(QWidget):
                                      in sorted(stats.by_tool.items(), key=lambda kv: -kv[1]))
         self.tools_label.setText(text)
         self._fill_entries(overview.entries)
-        self.memory_note.setText(f"What agent {overview.agent_name} can recall here "
-                                 f"(recall reads namespace “{overview.namespace}”).")
+        self.memory_note.setText(visible_text(
+            f"What agent {overview.agent_name} can recall here "
+            f"(recall reads namespace “{overview.namespace}”)."))
         self.memory_namespace_edit.setPlaceholderText(overview.namespace)
         self.context_loaded.emit(overview)
 

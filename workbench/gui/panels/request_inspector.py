@@ -72,7 +72,8 @@ from workbench.engine.chat import (
 from workbench.engine.workspace import Workspace
 from workbench.errors import OperationCancelledError
 from workbench.gui.context import AppContext
-from workbench.gui.delegates.markdown import plain_tooltip
+from workbench.gui.delegates.markdown import plain_tooltip, visible_text
+from workbench.gui.delegates.visible import MarkedPlainTextEdit
 from workbench.gui.errors import describe_error
 from workbench.gui.models import ModelIndex
 from workbench.gui.theme import is_dark, monospace_font, role_color
@@ -346,7 +347,7 @@ class LeftOutModel(QAbstractListModel):
         if role == Qt.ItemDataRole.DisplayRole:
             if preview is None:
                 return f"{number} · {item.reason}"
-            return f"{number} {preview[0]}: {preview[1] or '(empty)'}"
+            return visible_text(f"{number} {preview[0]}: {preview[1] or '(empty)'}")
         if role == Qt.ItemDataRole.ToolTipRole:
             head = f"Message {number} (id {item.message_id}): {item.reason}."
             return plain_tooltip(head + ("\n\n" + preview[1] if preview and preview[1] else ""))
@@ -466,7 +467,7 @@ class RequestInspectorPanel(QWidget):
             Qt.TextInteractionFlag.TextSelectableByMouse)
         self.bar = TokenBarWidget(self)
 
-        self.payload_view = QPlainTextEdit()
+        self.payload_view = MarkedPlainTextEdit()  # a bidi control in a message reorders nothing
         self.payload_view.setObjectName("RequestPayload")
         self.payload_view.setAccessibleName("Request payload")
         self.payload_view.setReadOnly(True)
@@ -697,11 +698,11 @@ class RequestInspectorPanel(QWidget):
         self.endpoint_label.setToolTip(tip)
 
     def _show_payload(self, text: str) -> None:
-        if text == self.payload_view.toPlainText():
+        if text == self.payload_view.text():
             return
         scroll = self.payload_view.verticalScrollBar()
         position = scroll.value()
-        self.payload_view.setPlainText(text)
+        self.payload_view.set_text(text)
         scroll.setValue(min(position, scroll.maximum()))
 
     def _show_nothing(self, text: str, *, style: str = "") -> None:

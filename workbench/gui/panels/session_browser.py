@@ -352,7 +352,8 @@ class SessionBrowserPanel(QWidget):
 
     def add_tag(self, session_ids: Sequence[int], tag: str) -> None:
         self.ctx.undo_stack.push(SessionFieldCommand(
-            self.ctx, session_ids, "tags", lambda info: [*info.tags, tag], f"Tag with {tag}"))
+            self.ctx, session_ids, "tags", lambda info: [*info.tags, tag],
+            f"Tag with {visible_text(tag)}"))
 
     def _edit_tags_interactively(self) -> None:
         selected = self.selected_sessions()
