@@ -105,3 +105,32 @@ def test_a_hit_of_a_session_deleted_elsewhere_says_so_when_opened(
     assert "deleted" in window.statusBar().currentMessage()
     assert _titles(window) == ["Keep"]
     assert window.ctx.current_session_id == keep.id  # what was open stays open
+
+
+def test_the_hit_of_the_open_session_goes_when_the_filtered_list_deletes_it(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk's case: the session is open, the list is filtered down to it, the hit is a
+    # message of it, and the list's Delete key deletes it while the hits are shown.
+    make_session(workspace, "Other", [("user", "nothing to find")])
+    big = make_session(workspace, "Big import", [
+        ("user" if i % 2 == 0 else "assistant", f"Message {i}: harbour item {i}"
+         + (" needle pelican2500" if i == 25 else "")) for i in range(40)])
+    window = open_window(workspace)
+    window.open_session(big.id)
+    settle(window)
+    _search(qtbot, window, "pelican2500")
+    assert _titles(window) == ["Big import"]
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+    type_text(qtbot, "Big import")
+    qtbot.waitUntil(lambda: window.browser.model.rowCount() == 1, timeout=10_000)
+    press(qtbot, Qt.Key.Key_Down)
+    assert focus() is window.browser.view
+    if window.browser.selected_ids() != [big.id]:
+        press(qtbot, Qt.Key.Key_Home)
+    assert window.browser.selected_ids() == [big.id]
+    press(qtbot, Qt.Key.Key_Delete)
+    settle(window)
+    assert _titles(window) == []
+    assert window.search.status_label.text().startswith("0 results")
