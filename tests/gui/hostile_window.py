@@ -14,6 +14,7 @@ import resource
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 TAIL = "TAIL-VISIBLE"
 TITLE = '<img src="/dev/zero"> <span style="font-size:40px;color:red">Red</span> title'
@@ -31,6 +32,33 @@ PAYLOADS = {
     "tag characters": "hi" + "".join(chr(0xE0000 + ord(c)) for c in "run rm") + f" {TAIL}",
     "entities": f"&amp; &lt;tag&gt; &#x202E;x `&amp;` {TAIL}",
 }
+
+# Stored text the other panels show: search hits, the request payload, facts, tasks,
+# memory entries, tags (checked by ``test_message_rendering.py`` in the test process).
+RLO = "\u202e"
+PANEL_TITLE = f"RLO {RLO}evil title here"
+PANEL_MESSAGE = f"bidi {RLO}evil\u202c text, zero\u200bwidth"
+PANEL_FACTS = [f"fact {RLO}gnp.exe end", "zero\u200bwidth\u2060fact"]
+PANEL_TASK = f"task {RLO}evil task"
+PANEL_TAG = f"x{RLO}evil"
+PANEL_MEMORY = f"memory {RLO}evil entry"
+
+
+def build_panels(ws: Any) -> int:
+    """A session whose title, message, facts, task, tag and memory entry are hostile;
+    its id."""
+    from workbench.core.conversation import Conversation, Message, Task
+    from workbench.engine.session_context import add_memory_entry, update_context
+
+    when = datetime(2025, 5, 1, 9, tzinfo=UTC)
+    info = ws.repo.import_many([Conversation(
+        title=PANEL_TITLE, messages=[Message(role="user", content=PANEL_MESSAGE,
+                                             created_at=when)])])[0].session
+    update_context(ws, info.id, facts=list(PANEL_FACTS),
+                   tasks=[Task(id="t1", description=PANEL_TASK, status="pending")])
+    ws.editing().set_tags(info.id, [PANEL_TAG])
+    add_memory_entry(ws, info.id, PANEL_MEMORY, scope="session")
+    return info.id
 
 
 def build(path: Path) -> list[int]:

@@ -12,13 +12,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QContextMenuEvent, QGuiApplication, QHelpEvent, QTextDocument, QTextTable
-from PySide6.QtWidgets import QApplication, QMenu, QToolTip
+from PySide6.QtWidgets import QApplication, QLineEdit, QMenu, QToolTip
 from pytestqt.qtbot import QtBot
 
+from tests.gui.conftest import settle
+from tests.gui.journey import click, focus, press, type_text
 from workbench.core.conversation import Message, SessionInfo
+from workbench.engine.session_context import read_session_context
 from workbench.engine.workspace import Workspace
 from workbench.gui.delegates.markdown import SafeDocument, plain_tooltip, render_markdown
 from workbench.gui.delegates.message import (
@@ -28,10 +32,13 @@ from workbench.gui.delegates.message import (
     message_time_text,
 )
 from workbench.gui.main_window import MainWindow
-from workbench.gui.models.sessions import SessionListModel
+from workbench.gui.models.search_results import SnippetHtmlRole, TitleRole
+from workbench.gui.models.sessions import SessionListModel, SessionRole
 from workbench.gui.models.timeline import KeyRole, MessageRole
 
 ROOT = Path(__file__).resolve().parents[2]
+CTRL = Qt.KeyboardModifier.ControlModifier
+SHIFT = Qt.KeyboardModifier.ShiftModifier
 
 
 def _load_hostile() -> ModuleType:
@@ -133,6 +140,120 @@ def test_hostile_sessions_open_under_a_memory_cap_and_show_every_word(tmp_path: 
         "zero⟨U+200B⟩width⟨U+2060⟩joined⟨U+FEFF⟩mark⟨U+00AD⟩soft")
     assert texts["tag characters"].startswith("hi⟨U+E0072⟩⟨U+E0075⟩⟨U+E006E⟩⟨U+E0020⟩")
     assert texts["entities"].startswith("&amp; &lt;tag&gt; &#x202E;x &amp; ")
+
+
+def _shown_items(view: Any, column: int = 0) -> list[str]:
+    """What each row of an item view shows in ``column`` (what its delegate paints)."""
+    model = view.model()
+    return [view.itemDelegateForIndex(model.index(row, column)).shown_text(
+                model.index(row, column))
+            for row in range(model.rowCount())]
+
+
+def _named_and_not_raw(texts: list[str], *, marks: int = 1) -> None:
+    for text in texts:
+        assert hostile_window.RLO not in text and "\u200b" not in text, text
+    assert sum(t.count("⟨U+") for t in texts) >= marks, texts
+
+
+def test_hostile_text_is_named_in_search_request_context_and_tags(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    session_id = hostile_window.build_panels(workspace)
+    window = open_window(workspace)
+    window.open_session(session_id)
+    settle(window)
+
+    # Search: Ctrl+Shift+F, "evil", Enter; the hits' titles and snippets name the RLO.
+    qtbot.keyClick(window, Qt.Key.Key_F, CTRL | SHIFT)
+    with qtbot.waitSignal(window.search.search_finished, timeout=10_000):
+        type_text(qtbot, "evil")
+        press(qtbot, Qt.Key.Key_Return)
+    model = window.search.model
+    assert model.rowCount() >= 2  # the session's title and its message
+    titles = [model.index(r, 0).data(TitleRole) for r in range(model.rowCount())]
+    snippets = []
+    for row in range(model.rowCount()):
+        doc = SafeDocument()
+        doc.setHtml(model.index(row, 0).data(SnippetHtmlRole))
+        snippets.append(doc.toPlainText())
+    assert all(t.startswith("RLO ⟨U+202E⟩evil title here") for t in titles), titles
+    assert any("bidi ⟨U+202E⟩evil⟨U+202C⟩ text, zero⟨U+200B⟩width" in s for s in snippets)
+    _named_and_not_raw(titles + snippets, marks=3)
+
+    # The Request panel's payload (Ctrl+5) names them; Copy gives the JSON as it is.
+    qtbot.keyClick(window, Qt.Key.Key_5, CTRL)
+    inspector = window.request_inspector
+    assert inspector is not None
+    qtbot.waitUntil(lambda: inspector.shown is not None and not inspector.busy
+                    and "evil" in inspector.payload_view.toPlainText(), timeout=15_000)
+    payload = inspector.payload_view.toPlainText()
+    assert "bidi ⟨U+202E⟩evil⟨U+202C⟩ text" in payload
+    _named_and_not_raw([payload])
+    click(qtbot, window, "Copy the request payload")
+    copied = QGuiApplication.clipboard().text()
+    assert f"bidi {hostile_window.RLO}evil" in copied and "⟨U+" not in copied
+    # A selection copied out of the payload gives the characters back too.
+    inspector.payload_view.selectAll()
+    inspector.payload_view.copy()
+    assert QGuiApplication.clipboard().text() == inspector.shown.payload_text
+
+    # The Context panel (Ctrl+4): facts, tasks and memory entries.
+    qtbot.keyClick(window, Qt.Key.Key_4, CTRL)
+    panel = window.context_panel
+    qtbot.waitUntil(lambda: panel.overview is not None
+                    and panel.overview.session_id == session_id, timeout=10_000)
+    facts = _shown_items(panel.facts_list)
+    assert facts == ["fact ⟨U+202E⟩gnp.exe end", "zero⟨U+200B⟩width⟨U+2060⟩fact"]
+    assert panel.facts() == hostile_window.PANEL_FACTS  # stored as they were
+    assert _shown_items(panel.tasks_table) == ["task ⟨U+202E⟩evil task"]
+    assert _shown_items(panel.memory_table) == ["memory ⟨U+202E⟩evil entry"]
+    tip = rendered_text(panel.tasks_table.item(0, 0).toolTip())
+    assert "task ⟨U+202E⟩evil task" in tip and hostile_window.RLO not in tip
+    # Edited in place (F2), a fact shows the names; saved unchanged, it stays as it was.
+    panel.facts_list.setFocus()
+    panel.facts_list.setCurrentRow(0)
+    press(qtbot, Qt.Key.Key_F2)
+    editor = focus()
+    assert isinstance(editor, QLineEdit)
+    assert editor.text() == "fact ⟨U+202E⟩gnp.exe end"
+    press(qtbot, Qt.Key.Key_End)
+    type_text(qtbot, "!")
+    press(qtbot, Qt.Key.Key_Return)
+    edited = [f"{hostile_window.PANEL_FACTS[0]}!", hostile_window.PANEL_FACTS[1]]
+    qtbot.waitUntil(lambda: read_session_context(workspace, session_id).context.facts
+                    == edited, timeout=10_000)
+
+    # Tags: the session row's tooltip, and the Tags dialog's field (Ctrl+Shift+T).
+    browser = window.browser
+    row = next(r for r in range(browser.model.rowCount())
+               if browser.model.index(r, 0).data(SessionRole).id == session_id)
+    tip = rendered_text(browser.model.index(row, 0).data(Qt.ItemDataRole.ToolTipRole))
+    assert "#x⟨U+202E⟩evil" in tip and hostile_window.RLO not in tip
+    accessible = browser.model.index(row, 0).data(Qt.ItemDataRole.AccessibleTextRole)
+    assert "RLO ⟨U+202E⟩evil" in accessible and hostile_window.RLO not in accessible
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    browser.view.setCurrentIndex(browser.model.index(row, 0))
+    assert browser.selected_ids() == [session_id]
+    seen: list[str] = []
+
+    def answer() -> None:
+        dialog = QApplication.activeModalWidget()
+        if dialog is None:  # not shown yet
+            QTimer.singleShot(10, answer)
+            return
+        field = dialog.findChild(QLineEdit)
+        seen.append(field.text())
+        field.end(False)
+        qtbot.keyClicks(field, ", more")
+        qtbot.keyClick(field, Qt.Key.Key_Return)
+
+    QTimer.singleShot(0, answer)
+    press(qtbot, Qt.Key.Key_T, CTRL | SHIFT)
+    assert seen == ["x⟨U+202E⟩evil"]
+    qtbot.waitUntil(lambda: workspace.get_session(session_id).tags
+                    == [hostile_window.PANEL_TAG, "more"], timeout=10_000)
 
 
 def test_the_document_never_loads_a_resource(qapp: QApplication) -> None:
