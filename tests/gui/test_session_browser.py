@@ -11,6 +11,7 @@ from PySide6.QtGui import QFontMetrics, QImage, QPainter
 from PySide6.QtWidgets import QLabel, QListView, QStyleOptionViewItem
 from pytestqt.qtbot import QtBot
 
+from tests.gui.conftest import settle
 from tests.gui.journey import click_into, named, press, type_text
 from workbench.core.conversation import Conversation, Message, SessionInfo
 from workbench.engine.workspace import Workspace
@@ -272,3 +273,18 @@ def _drawn_texts(view: QListView, index: QModelIndex) -> list[tuple[QRect, str, 
     view.itemDelegate().paint(painter, option, index)
     painter.end()
     return painter.texts
+
+
+def test_the_filter_placeholder_fits_at_1024_wide(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace, size=(1024, 700))
+    field = window.browser.filter_edit
+    settle(window)
+    # The frame and margins take a few pixels a side, the clear button about a square.
+    margins = field.textMargins()
+    room = (field.contentsRect().width() - margins.left() - margins.right()
+            - field.height() - 8)
+    shown = field.placeholderText()
+    assert shown == "Title or #tag"
+    assert field.fontMetrics().horizontalAdvance(shown) <= room, (shown, room)

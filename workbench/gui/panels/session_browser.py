@@ -59,7 +59,7 @@ class SessionBrowserPanel(QWidget):
         self.ctx = ctx
         self.setObjectName("SessionBrowserPanel")
 
-        self.filter_edit = filter_field(self, "Filter sessions", "Filter by title or tag")
+        self.filter_edit = filter_field(self, "Filter sessions", "Title or #tag")
         self.archived_box = named(QCheckBox("Archived", self), "Show archived sessions",
                                   tip="Show archived sessions too")
 
