@@ -447,6 +447,48 @@ def test_quitting_while_a_reply_is_regenerated_keeps_the_earlier_one(
     assert _stored(workspace, info.id) == CHAT
 
 
+def test_opening_another_database_while_a_reply_arrives_asks_and_says_what_was_kept(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer, tmp_path: Path,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=server.url, model=server.model))
+    info = make_session(workspace, "Chat", [("user", "Earlier"), ("assistant", "Reply")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    settle(window)
+    composer = window.composer
+    assert composer is not None
+    server.script(Fault("stall", after=3))
+    pieces: list[str] = []
+    composer.reply_grew.connect(pieces.append)
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Tell me a long story.")
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: len(pieces) == 3, timeout=10_000)
+    assert server.stalling.wait(5)
+    other = tmp_path / "other.db"
+
+    # File → Open Database with the file chosen: Cancel keeps the database and the reply.
+    with_modal_dialog(qtbot, lambda: window.open_database(other),
+                      _answer_quit(qtbot, "Cancel", "marked as stopped"))
+    assert composer.streaming and window.ctx.workspace.db_path == workspace.db_path
+    # Stop and Open: what had arrived is stored in the first database, and the status
+    # bar says so after the switch.
+    _activate(qtbot, window)
+    with_modal_dialog(qtbot, lambda: window.open_database(other),
+                      _answer_quit(qtbot, "Stop and Open", "marked as stopped"))
+    qtbot.waitUntil(lambda: window.ctx.workspace.db_path == other, timeout=10_000)
+    settle(window)
+    status = window.statusBar().currentMessage()
+    assert "Opened" in status and "partial reply were kept" in status
+    messages = workspace.repo.list_messages(info.id)
+    assert [(m.role, m.content) for m in messages] == [
+        ("user", "Earlier"), ("assistant", "Reply"),
+        ("user", "Tell me a long story."), ("assistant", pieces[-1])]
+    assert messages[-1].metadata.get("stopped") is True
+
+
 # -- a compaction that would make the request bigger is not applied -------------------------
 
 

@@ -104,6 +104,7 @@ class MainWindow(QMainWindow):
         self._restore_layout()
         self._opened_once = False
         self._opening: OpenDatabaseDialog | None = None  # File → Open Database running
+        self._stopped_note = ""  # what stopping a reply to open a database kept
         self._closing = False
         self.first_run_bar: Any = None
         self._refresh_status_timer = single_shot(self, 80, self._refresh_session_status)
@@ -587,11 +588,16 @@ class MainWindow(QMainWindow):
             path += suffix
         self.export_sessions(ids, format, path)
 
-    def open_database(self, path: Path | str) -> OpenDatabaseDialog:
+    def open_database(self, path: Path | str) -> OpenDatabaseDialog | None:
         """Switch the window to another database (created when missing, migrated when
         older). It is opened on a worker with a progress dialog (returned, running): the
         window switches when it is open; a failure is said in the dialog. A message
-        being edited in place is saved first, into the database it belongs to."""
+        being edited in place is saved first, into the database it belongs to. A reply
+        still arriving is stopped first, after asking (None when the person cancels)."""
+        stopped = self._stop_streaming_for("Stop and Open")
+        if stopped is None:
+            return None
+        self._stopped_note = stopped
         self.timeline.view.commit_edit()
         if self._opening is not None:
             if self._opening.running:
@@ -614,7 +620,9 @@ class MainWindow(QMainWindow):
         old = self.ctx.replace_workspace(workspace)
         old.close()
         self.open_session(0)
-        self.statusBar().showMessage(f"Opened {workspace.db_path}.", 8000)
+        note, self._stopped_note = self._stopped_note, ""
+        self.statusBar().showMessage(" ".join(x for x in (f"Opened {workspace.db_path}.", note)
+                                              if x), 15000 if note else 8000)
 
     def _open_database_interactively(self) -> None:
         path, _filter = QFileDialog.getSaveFileName(
@@ -788,20 +796,28 @@ class MainWindow(QMainWindow):
         """Whether the window may close now: a reply still arriving is stopped first
         (what has arrived is kept, as Stop keeps it), after asking; Cancel keeps the
         window and the reply going."""
+        return self._stop_streaming_for("Stop and Quit") is not None
+
+    def _stop_streaming_for(self, stop_text: str) -> str | None:
+        """Before quitting or opening another database: a reply still arriving is
+        stopped (what has arrived is kept, as Stop keeps it) after asking. Returns what
+        the stop kept, as a sentence ("" when nothing was arriving), or None when the
+        person cancelled (the reply keeps arriving)."""
         composer = self.composer
         if composer is None or not composer.streaming:
-            return True
+            return ""
         box = QMessageBox(QMessageBox.Icon.Question, APP_TITLE,
                           "A reply is still arriving.", parent=self)
         box.setInformativeText(composer.stop_note())
-        stop = box.addButton("Stop and Quit", QMessageBox.ButtonRole.AcceptRole)
+        stop = box.addButton(stop_text, QMessageBox.ButtonRole.AcceptRole)
         box.addButton(QMessageBox.StandardButton.Cancel)
         box.setDefaultButton(stop)
         box.exec()
         if box.clickedButton() is not stop:
-            return False
+            return None
+        kept = composer.stopped_note()
         composer.stop_and_wait()
-        return True
+        return kept
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self._may_close():

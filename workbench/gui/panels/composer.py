@@ -524,6 +524,15 @@ class ComposerPanel(QWidget):
             return "Stopping keeps the prompt and the reply so far, marked as stopped."
         return "Stopping adds nothing to the session (Edit → Keep Stopped Replies is off)."
 
+    def stopped_note(self) -> str:
+        """What stopping the turn under way kept, in a sentence (said after it)."""
+        if self._regenerating:
+            return "The reply being regenerated was stopped; the earlier reply was kept."
+        if self._keep_partial:
+            return ("The reply that was arriving was stopped; the prompt and the partial "
+                    "reply were kept, marked as stopped.")
+        return "The reply that was arriving was stopped; nothing was added to the session."
+
     def stop_and_wait(self, timeout: float = 10.0) -> None:
         """Stop the turn under way (as Stop does) and wait until the engine has ended
         it, so that what it keeps is stored before the window goes."""
