@@ -136,3 +136,34 @@ def test_the_gauge_never_shows_the_session_before_after_a_switch(
     # No session: it says so at once.
     window.open_session(0)
     assert gauge.format() == "context: no session"
+
+
+def test_a_line_about_ctrl_z_goes_once_ctrl_z_would_undo_something_else(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Chat", [("user", "keep me"), ("assistant", "and me")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_0, CTRL)  # Go to Timeline
+    press(qtbot, Qt.Key.Key_Home, CTRL)
+    press(qtbot, Qt.Key.Key_Delete)
+    settle(window)
+    assert "Ctrl+Z" in window.statusBar().currentMessage()
+    # Pin the session: Ctrl+Z would now unpin it, so the line about the delete goes.
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    assert focus() is window.browser.view
+    press(qtbot, Qt.Key.Key_P, CTRL | SHIFT)
+    settle(window)
+    assert workspace.get_session(info.id).pinned
+    assert "brings it back" not in window.statusBar().currentMessage()
+    press(qtbot, Qt.Key.Key_Z, CTRL)
+    settle(window)
+    assert not workspace.get_session(info.id).pinned
+    assert [m.content for m in workspace.repo.list_messages(info.id)] == ["and me"]
+    # Undoing the delete after it, the line said about it is replaced too.
+    press(qtbot, Qt.Key.Key_Z, CTRL)
+    settle(window)
+    assert window.statusBar().currentMessage() == "Brought back 1 message."

@@ -424,6 +424,11 @@ class MainWindow(QMainWindow):
                        ctx.messages_appended):
             signal.connect(lambda *_: self._refresh_status_timer.start())
         ctx.undo_stack.indexChanged.connect(lambda _i: self._refresh_status_timer.start())
+        # A status line that points Ctrl+Z at an action goes once Ctrl+Z would do
+        # something else (another action was done, or that one was undone).
+        self._undo_status: tuple[str, Any] | None = None
+        self.statusBar().messageChanged.connect(self._status_changed)
+        ctx.undo_stack.indexChanged.connect(self._undo_top_changed)
         ctx.workspace_replaced.connect(self._show_database)
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._system_scheme_changed)
         self.timeline.summary_changed.connect(self.session_label.setText)
@@ -432,6 +437,21 @@ class MainWindow(QMainWindow):
             self.timeline.model.session_changed.connect(self.composer.session_changed)
             self.composer.gauge_changed.connect(lambda _g: self._refresh_session_status())
             ctx.providers_changed.connect(self.composer.refresh_providers)
+
+    def _undo_top(self) -> Any:
+        stack = self.ctx.undo_stack
+        return stack.command(stack.index() - 1) if stack.index() > 0 else None
+
+    def _status_changed(self, text: str) -> None:
+        self._undo_status = (text, self._undo_top()) if "Ctrl+Z" in text else None
+
+    def _undo_top_changed(self, _index: int) -> None:
+        shown = self._undo_status
+        if shown is None or self.statusBar().currentMessage() != shown[0]:
+            return
+        if self._undo_top() is not shown[1]:
+            self._undo_status = None
+            self.statusBar().clearMessage()
 
     def _busy_with_own_work(self) -> bool:
         """Whether reading the open session again now would disturb what the person
