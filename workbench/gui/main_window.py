@@ -187,8 +187,13 @@ class MainWindow(QMainWindow):
         if dock.isVisible() and content is not None and content.isVisible():
             dock.close()
             return
+        self._show_panel_focused(dock)
+
+    def _show_panel_focused(self, dock: QDockWidget) -> None:
+        """Show ``dock`` in front with the keyboard in its first control."""
         dock.show()
         dock.raise_()
+        content = dock.widget()
         if content is None:
             return
         # The panel's first control that Tab would reach takes the keyboard (not the
@@ -248,8 +253,7 @@ class MainWindow(QMainWindow):
 
     def preview_compaction(self) -> None:
         """Show the Compaction panel and preview a compaction of the open session."""
-        self.compaction_dock.show()
-        self.compaction_dock.raise_()
+        self._show_panel_focused(self.compaction_dock)
         self.compaction_panel.preview()
 
     def _build_status_bar(self) -> None:
