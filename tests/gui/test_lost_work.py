@@ -23,6 +23,7 @@ from pytestqt.qtbot import QtBot
 from workbench.core.conversation import SessionInfo
 from workbench.core.provider import ProviderConfig
 from workbench.engine import compaction
+from workbench.engine.chat import context_gauge
 from workbench.engine.providers import ProviderSettings
 from workbench.engine.session_context import read_session_context, update_context
 from workbench.engine.workspace import Workspace
@@ -271,10 +272,21 @@ def test_regenerate_replaces_the_reply_only_when_the_new_one_is_whole_and_undo_s
     new_key = _last_key(window)
     assert new_key != old_key
 
-    # Ctrl+Z brings the earlier reply back, redo the new one.
-    window.ctx.undo_stack.undo()
+    # Ctrl+Z brings the earlier reply back, redo the new one. The gauge measures the
+    # request again, and the line about Ctrl+Z goes.
+    press(qtbot, Qt.Key.Key_0, CTRL)  # Go to Timeline (the prompt has its own Ctrl+Z)
+    assert focus() is window.timeline.view
+    before = context_gauge(workspace, info.id, provider="local", prompt="")
+    qtbot.waitUntil(lambda: f"next request: {before.request_tokens:,} / "
+                    in composer.gauge.format(), timeout=15_000)
+    press(qtbot, Qt.Key.Key_Z, CTRL)
     settle(window)
     assert _stored(workspace, info.id) == CHAT
+    fresh = context_gauge(workspace, info.id, provider="local", prompt="")
+    assert fresh.request_tokens != before.request_tokens
+    qtbot.waitUntil(lambda: f"next request: {fresh.request_tokens:,} / "
+                    in composer.gauge.format(), timeout=15_000)
+    assert "Ctrl+Z" not in window.statusBar().currentMessage()
     assert _shown(window) == [c for _, c in CHAT]
     assert _last_key(window) not in (old_key, new_key)
     window.ctx.undo_stack.redo()

@@ -15,6 +15,7 @@ from tests.gui.conftest import settle
 from tests.gui.journey import click, focus, press
 from workbench.core.conversation import SessionInfo
 from workbench.engine import compaction
+from workbench.engine.chat import context_gauge
 from workbench.engine.workspace import Workspace
 from workbench.gui.main_window import MainWindow
 
@@ -93,6 +94,19 @@ def test_the_compaction_line_groups_the_digits_of_its_token_counts(
     said = window.statusBar().currentMessage()
     assert f"from {record.tokens_before:,} to {record.tokens_after:,} tokens" in said, said
     assert not re.search(r"\d{4}", said), said
+    # The gauge measures the request again after the compaction and after its undo.
+    def gauge_shows_the_request_now() -> int:
+        now = context_gauge(workspace, info.id, provider=None, prompt="").request_tokens
+        qtbot.waitUntil(lambda: window.composer.gauge.format().startswith(
+            f"next request: {now:,} "), timeout=15_000)
+        return now
+
+    compacted = gauge_shows_the_request_now()
+    qtbot.keyClick(window, Qt.Key.Key_0, CTRL)  # Go to Timeline
+    press(qtbot, Qt.Key.Key_Z, CTRL)
+    settle(window)
+    assert any(r.undone for r in compaction.history(workspace, info.id))
+    assert gauge_shows_the_request_now() > compacted
 
 
 def _settled_gauge(qtbot: QtBot, window: MainWindow) -> str:

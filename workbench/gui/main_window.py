@@ -261,7 +261,7 @@ class MainWindow(QMainWindow):
         self.session_label = QLabel(self)
         self.session_label.setAccessibleName("Open session size")
         self.tokens_label = QLabel(self)
-        self.tokens_label.setAccessibleName("Session tokens against the model window")
+        self.tokens_label.setAccessibleName("Session tokens")
         self.busy_label = QLabel(self)
         self.busy_label.setAccessibleName("Background work")
         self.database_label = QLabel(self)
@@ -506,14 +506,12 @@ class MainWindow(QMainWindow):
         if len(title) > TITLE_CHARS:
             title = title[:TITLE_CHARS - 1] + "…"
         self.setWindowTitle(f"{title} — {APP_TITLE}")
-        window = self.composer.context_window() if self.composer is not None else None
-        if window:
-            self.tokens_label.setText(f"{info.token_count:,} / {window:,} tokens")
-            self.tokens_label.setToolTip("Tokens of the session's active messages against the "
-                                         "selected model's context window")
-        else:
-            self.tokens_label.setText(f"{info.token_count:,} tokens")
-            self.tokens_label.setToolTip("Tokens of the session's active messages")
+        # The session's own size; what the next request carries against the model's
+        # window (with the instructions, summary and prompt) is the composer's gauge.
+        self.tokens_label.setText(f"{info.token_count:,} tokens in the session")
+        self.tokens_label.setToolTip(
+            "Tokens of the session's active messages (folded ones not counted). The gauge "
+            "by the prompt shows the next request against the model's context window.")
 
     def _focus_sessions(self) -> None:
         self.sessions_dock.show()

@@ -672,12 +672,17 @@ class ComposerPanel(QWidget):
             if gauge.window:
                 self.gauge.setRange(0, max(gauge.window, 1))
                 self.gauge.setValue(min(gauge.request_tokens, gauge.window))
-                self.gauge.setFormat(f"{approx}{gauge.request_tokens:,} / {gauge.window:,} tokens")
+                self.gauge.setFormat(f"next request: {approx}{gauge.request_tokens:,} / "
+                                     f"{gauge.window:,} tokens")
             else:
                 self.gauge.setRange(0, 1)
                 self.gauge.setValue(0)
-                self.gauge.setFormat(f"{approx}{gauge.request_tokens:,} tokens")
-            tip = "Tokens the next request would carry against the model's context window."
+                self.gauge.setFormat(f"next request: {approx}{gauge.request_tokens:,} tokens")
+            # Not the status bar's figure: the request also carries the instructions, the
+            # summary, the context and the prompt, and may leave old messages out.
+            tip = ("Tokens the next request would carry against the model's context window: "
+                   "the instructions, the summary and context, the messages that fit and "
+                   "the prompt. The status bar counts the session's active messages only.")
             if gauge.estimated:
                 tip += " Estimated from the session's token count (a long session)."
             if gauge.left_out:
