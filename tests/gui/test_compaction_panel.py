@@ -407,6 +407,28 @@ def test_preview_compaction_has_a_shortcut_in_the_help(
     dialog.close()
 
 
+def test_preview_compaction_from_the_prompt_puts_the_keyboard_in_the_panel(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    from tests.gui.journey import click_into, focus, named, press
+
+    info = _long_session(workspace, make_session, 40)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    window.search_dock.raise_()
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    assert click_into(qtbot, named(window, "Prompt")) is window.composer.prompt
+    with qtbot.waitSignal(panel.preview_shown, timeout=TIMEOUT):
+        press(qtbot, Qt.Key.Key_K,
+              Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert panel.isVisible()
+    assert panel.isAncestorOf(focus()), focus()
+
+
 def test_what_a_left_session_was_reading_never_lands(
     qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
     open_window: Callable[..., MainWindow], monkeypatch: pytest.MonkeyPatch,

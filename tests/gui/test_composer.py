@@ -219,8 +219,11 @@ def test_gauge_measures_the_request_against_the_window(
     gauge = changed.args[0]
     assert gauge.window == server.n_ctx
     assert 0 < gauge.request_tokens < server.n_ctx
-    assert f"/ {server.n_ctx:,} tokens" in composer.gauge.format()
-    assert f"/ {server.n_ctx:,} tokens" in window.tokens_label.text()
+    assert composer.gauge.format() == (f"next request: {gauge.request_tokens:,} / "
+                                       f"{server.n_ctx:,} tokens")
+    # The status bar names its own figure: the session's messages, not the request.
+    info = chat_workspace.get_session(info.id)
+    assert window.tokens_label.text() == f"{info.token_count:,} tokens in the session"
 
 
 def test_sending_without_an_open_session_creates_one(

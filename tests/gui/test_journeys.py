@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QPlainTextEdit, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QPlainTextEdit, QWidget
 from pytestqt.qtbot import QtBot
 
-from tests.gui.journey import focus, press, type_text, with_modal_dialog
+from tests.gui.journey import focus, named, press, type_text, with_modal_dialog
 from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace
 from workbench.gui.main_window import MainWindow
@@ -115,6 +115,48 @@ def test_insert_below_and_above_put_the_caret_in_the_new_message(
     window.ctx.workers.wait_idle()
     assert _contents(workspace, info.id)[0][1] == "Inserted above"
     assert typed == ["Message text", "Message text"]
+
+
+def test_an_empty_message_is_not_saved_and_the_editor_says_why(
+    qtbot: QtBot, workspace: Workspace, chat_open: tuple[SessionInfo, MainWindow],
+) -> None:
+    info, window = chat_open
+    # Ins, then Ctrl+Enter with nothing typed: the dialog stays, saying why.
+    _to_timeline_row(qtbot, window, 0)
+    said: list[str] = []
+
+    def save_empty_then_cancel(dialog: QWidget) -> None:
+        assert focus().accessibleName() == "Message text"
+        press(qtbot, Qt.Key.Key_Return, CTRL)
+        assert dialog.isVisible()
+        note = named(dialog, "Editor note", QLabel)
+        said.append(note.text())
+        press(qtbot, Qt.Key.Key_Escape)
+
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Insert), save_empty_then_cancel)
+    window.ctx.workers.wait_idle()
+    assert "empty assistant message cannot be saved" in said[0]
+    assert _contents(workspace, info.id) == CHAT
+
+    # F2, Ctrl+A, Del, Ctrl+Enter: the editor stays open, the message as it was.
+    _to_timeline_row(qtbot, window, 0)
+    press(qtbot, Qt.Key.Key_F2)
+    assert focus().accessibleName() == "Message text"
+    press(qtbot, Qt.Key.Key_A, CTRL)
+    press(qtbot, Qt.Key.Key_Delete)
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    window.ctx.workers.wait_idle()
+    assert window.timeline.view.editing
+    note = named(window.timeline.view, "Editor note", QLabel)
+    assert "empty user message cannot be saved" in note.text()
+    assert _contents(workspace, info.id) == CHAT
+    # Typing something takes the note away, and saves.
+    type_text(qtbot, "Where is Paris?")
+    assert not note.isVisible()
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    window.ctx.workers.wait_idle()
+    assert not window.timeline.view.editing
+    assert _contents(workspace, info.id)[0] == ("user", "Where is Paris?")
 
 
 def test_f2_in_the_session_list_renames_with_the_keyboard(

@@ -23,6 +23,7 @@ from pytestqt.qtbot import QtBot
 from workbench.core.conversation import SessionInfo
 from workbench.core.provider import ProviderConfig
 from workbench.engine import compaction
+from workbench.engine.chat import context_gauge
 from workbench.engine.providers import ProviderSettings
 from workbench.engine.session_context import read_session_context, update_context
 from workbench.engine.workspace import Workspace
@@ -271,10 +272,21 @@ def test_regenerate_replaces_the_reply_only_when_the_new_one_is_whole_and_undo_s
     new_key = _last_key(window)
     assert new_key != old_key
 
-    # Ctrl+Z brings the earlier reply back, redo the new one.
-    window.ctx.undo_stack.undo()
+    # Ctrl+Z brings the earlier reply back, redo the new one. The gauge measures the
+    # request again, and the line about Ctrl+Z goes.
+    press(qtbot, Qt.Key.Key_0, CTRL)  # Go to Timeline (the prompt has its own Ctrl+Z)
+    assert focus() is window.timeline.view
+    before = context_gauge(workspace, info.id, provider="local", prompt="")
+    qtbot.waitUntil(lambda: f"next request: {before.request_tokens:,} / "
+                    in composer.gauge.format(), timeout=15_000)
+    press(qtbot, Qt.Key.Key_Z, CTRL)
     settle(window)
     assert _stored(workspace, info.id) == CHAT
+    fresh = context_gauge(workspace, info.id, provider="local", prompt="")
+    assert fresh.request_tokens != before.request_tokens
+    qtbot.waitUntil(lambda: f"next request: {fresh.request_tokens:,} / "
+                    in composer.gauge.format(), timeout=15_000)
+    assert "Ctrl+Z" not in window.statusBar().currentMessage()
     assert _shown(window) == [c for _, c in CHAT]
     assert _last_key(window) not in (old_key, new_key)
     window.ctx.undo_stack.redo()
@@ -445,6 +457,48 @@ def test_quitting_while_a_reply_is_regenerated_keeps_the_earlier_one(
                       _answer_quit(qtbot, "Stop and Quit", "keeps the earlier reply"))
     assert not window.isVisible()
     assert _stored(workspace, info.id) == CHAT
+
+
+def test_opening_another_database_while_a_reply_arrives_asks_and_says_what_was_kept(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer, tmp_path: Path,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=server.url, model=server.model))
+    info = make_session(workspace, "Chat", [("user", "Earlier"), ("assistant", "Reply")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    settle(window)
+    composer = window.composer
+    assert composer is not None
+    server.script(Fault("stall", after=3))
+    pieces: list[str] = []
+    composer.reply_grew.connect(pieces.append)
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Tell me a long story.")
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: len(pieces) == 3, timeout=10_000)
+    assert server.stalling.wait(5)
+    other = tmp_path / "other.db"
+
+    # File → Open Database with the file chosen: Cancel keeps the database and the reply.
+    with_modal_dialog(qtbot, lambda: window.open_database(other),
+                      _answer_quit(qtbot, "Cancel", "marked as stopped"))
+    assert composer.streaming and window.ctx.workspace.db_path == workspace.db_path
+    # Stop and Open: what had arrived is stored in the first database, and the status
+    # bar says so after the switch.
+    _activate(qtbot, window)
+    with_modal_dialog(qtbot, lambda: window.open_database(other),
+                      _answer_quit(qtbot, "Stop and Open", "marked as stopped"))
+    qtbot.waitUntil(lambda: window.ctx.workspace.db_path == other, timeout=10_000)
+    settle(window)
+    status = window.statusBar().currentMessage()
+    assert "Opened" in status and "partial reply were kept" in status
+    messages = workspace.repo.list_messages(info.id)
+    assert [(m.role, m.content) for m in messages] == [
+        ("user", "Earlier"), ("assistant", "Reply"),
+        ("user", "Tell me a long story."), ("assistant", pieces[-1])]
+    assert messages[-1].metadata.get("stopped") is True
 
 
 # -- a compaction that would make the request bigger is not applied -------------------------

@@ -214,7 +214,8 @@ def test_no_session_and_no_provider(
     # Without any provider the inspector still shows what an OpenAI-style body would be.
     window.open_session(info.id)
     _wait_for(qtbot, inspector, "")
-    assert inspector.payload()["messages"][-1] == {"role": "user", "content": ""}
+    # (the empty prompt is no message of it: Send refuses an empty prompt)
+    assert inspector.payload()["messages"][-1] == {"role": "user", "content": "Hi"}
     assert "assumed" in inspector.endpoint_label.text()
 
 
@@ -277,3 +278,31 @@ def test_typing_while_a_preflight_runs_cancels_it_and_one_runs_at_a_time(
     assert len(finished) == 1
     assert shown == ["Where to?"]
     assert inspector.payload()["messages"][-1] == {"role": "user", "content": "Where to?"}
+
+
+def test_an_empty_prompt_is_left_out_of_the_payload_and_the_panel_says_so(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    _add_provider(workspace, "local", server)
+    info = make_session(workspace, "Chat", [("user", "Hello there."), ("assistant", "Hi!")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    inspector = _inspector(window)
+    _wait_for(qtbot, inspector, "")
+    shown = inspector.payload()
+    assert shown is not None
+    assert [(m["role"], m["content"]) for m in shown["messages"]
+            if m["role"] != "system"] == [("user", "Hello there."), ("assistant", "Hi!")]
+    assert inspector.bar.parts()["prompt"] == 0
+    assert "the prompt is empty: shown without it" in inspector.summary_label.text()
+    # A prompt typed is the request's last message.
+    composer.prompt.setFocus()
+    qtbot.keyClicks(composer.prompt, "And you?")
+    _wait_for(qtbot, inspector, "And you?")
+    shown = inspector.payload()
+    assert shown is not None and shown["messages"][-1] == {"role": "user",
+                                                           "content": "And you?"}
+    assert "prompt is empty" not in inspector.summary_label.text()

@@ -15,6 +15,7 @@ from tests.gui.conftest import settle
 from tests.gui.journey import click, focus, press
 from workbench.core.conversation import SessionInfo
 from workbench.engine import compaction
+from workbench.engine.chat import context_gauge
 from workbench.engine.workspace import Workspace
 from workbench.gui.main_window import MainWindow
 
@@ -93,6 +94,19 @@ def test_the_compaction_line_groups_the_digits_of_its_token_counts(
     said = window.statusBar().currentMessage()
     assert f"from {record.tokens_before:,} to {record.tokens_after:,} tokens" in said, said
     assert not re.search(r"\d{4}", said), said
+    # The gauge measures the request again after the compaction and after its undo.
+    def gauge_shows_the_request_now() -> int:
+        now = context_gauge(workspace, info.id, provider=None, prompt="").request_tokens
+        qtbot.waitUntil(lambda: window.composer.gauge.format().startswith(
+            f"next request: {now:,} "), timeout=15_000)
+        return now
+
+    compacted = gauge_shows_the_request_now()
+    qtbot.keyClick(window, Qt.Key.Key_0, CTRL)  # Go to Timeline
+    press(qtbot, Qt.Key.Key_Z, CTRL)
+    settle(window)
+    assert any(r.undone for r in compaction.history(workspace, info.id))
+    assert gauge_shows_the_request_now() > compacted
 
 
 def _settled_gauge(qtbot: QtBot, window: MainWindow) -> str:
@@ -136,3 +150,34 @@ def test_the_gauge_never_shows_the_session_before_after_a_switch(
     # No session: it says so at once.
     window.open_session(0)
     assert gauge.format() == "context: no session"
+
+
+def test_a_line_about_ctrl_z_goes_once_ctrl_z_would_undo_something_else(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = make_session(workspace, "Chat", [("user", "keep me"), ("assistant", "and me")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_0, CTRL)  # Go to Timeline
+    press(qtbot, Qt.Key.Key_Home, CTRL)
+    press(qtbot, Qt.Key.Key_Delete)
+    settle(window)
+    assert "Ctrl+Z" in window.statusBar().currentMessage()
+    # Pin the session: Ctrl+Z would now unpin it, so the line about the delete goes.
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    assert focus() is window.browser.view
+    press(qtbot, Qt.Key.Key_P, CTRL | SHIFT)
+    settle(window)
+    assert workspace.get_session(info.id).pinned
+    assert "brings it back" not in window.statusBar().currentMessage()
+    press(qtbot, Qt.Key.Key_Z, CTRL)
+    settle(window)
+    assert not workspace.get_session(info.id).pinned
+    assert [m.content for m in workspace.repo.list_messages(info.id)] == ["and me"]
+    # Undoing the delete after it, the line said about it is replaced too.
+    press(qtbot, Qt.Key.Key_Z, CTRL)
+    settle(window)
+    assert window.statusBar().currentMessage() == "Brought back 1 message."

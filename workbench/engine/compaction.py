@@ -597,7 +597,7 @@ def _apply(
         True,
         plan,
         compaction_id,
-        f"Folded {plan.folded_count} message{'s' if plan.folded_count != 1 else ''} into the "
+        f"Folded {plan.folded_count:,} message{'s' if plan.folded_count != 1 else ''} into the "
         f"summary; the request went from {plan.tokens_before:,} to {plan.tokens_after:,} tokens.",
     )
 

@@ -671,11 +671,18 @@ class Model:
 
     # -- preflight ------------------------------------------------------------------------
 
-    def preflight(self, prompt: str, *, schema: ResponseSchema | None = None) -> Preflight:
-        """The request ``execute(prompt)`` would send first, without sending it."""
+    def preflight(self, prompt: str, *, schema: ResponseSchema | None = None,
+                  with_prompt: bool = True) -> Preflight:
+        """The request ``execute(prompt)`` would send first, without sending it.
+
+        ``with_prompt=False`` leaves the prompt's user turn out: the request around a
+        prompt not typed yet (an application that refuses to send a blank prompt shows
+        that rather than an empty user message that never goes out).
+        """
         response_schema = _Schema(schema).json_schema if schema is not None else None
         plan = self._plan(prompt)
-        assembled = self._assemble(plan, [self._user(prompt)])
+        user = self._user(prompt)
+        assembled = self._assemble(plan, [user] if with_prompt else [])
         request = self._request(plan, assembled, response_schema)
         payload = self.provider.build_payload(request)
         try:

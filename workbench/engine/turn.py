@@ -178,6 +178,8 @@ def preflight_session(
     ``max_tokens``, ``stream`` and ``context_window`` are the chat's. The turn is set up
     by :func:`prepare_turn`, the function chat uses; without any usable provider
     :class:`~workbench.engine.preflight.OfflineProvider` is assumed and the result says so.
+    A blank ``prompt`` is left out of the request: it shows the request around a prompt
+    not typed yet, not an empty user message.
     """
     name = provider if isinstance(provider, str) else None
     client = None if isinstance(provider, str) else provider
@@ -192,6 +194,6 @@ def preflight_session(
         client=client,
         for_preflight=True,
     ) as setup:
-        result = setup.model.preflight(prompt)
+        result = setup.model.preflight(prompt, with_prompt=bool(prompt.strip()))
         result.provider = provider_note(setup.client, assumed=setup.assumed, why=setup.note)
     return result

@@ -104,6 +104,7 @@ class MainWindow(QMainWindow):
         self._restore_layout()
         self._opened_once = False
         self._opening: OpenDatabaseDialog | None = None  # File → Open Database running
+        self._stopped_note = ""  # what stopping a reply to open a database kept
         self._closing = False
         self.first_run_bar: Any = None
         self._refresh_status_timer = single_shot(self, 80, self._refresh_session_status)
@@ -186,8 +187,13 @@ class MainWindow(QMainWindow):
         if dock.isVisible() and content is not None and content.isVisible():
             dock.close()
             return
+        self._show_panel_focused(dock)
+
+    def _show_panel_focused(self, dock: QDockWidget) -> None:
+        """Show ``dock`` in front with the keyboard in its first control."""
         dock.show()
         dock.raise_()
+        content = dock.widget()
         if content is None:
             return
         # The panel's first control that Tab would reach takes the keyboard (not the
@@ -247,8 +253,7 @@ class MainWindow(QMainWindow):
 
     def preview_compaction(self) -> None:
         """Show the Compaction panel and preview a compaction of the open session."""
-        self.compaction_dock.show()
-        self.compaction_dock.raise_()
+        self._show_panel_focused(self.compaction_dock)
         self.compaction_panel.preview()
 
     def _build_status_bar(self) -> None:
@@ -256,7 +261,7 @@ class MainWindow(QMainWindow):
         self.session_label = QLabel(self)
         self.session_label.setAccessibleName("Open session size")
         self.tokens_label = QLabel(self)
-        self.tokens_label.setAccessibleName("Session tokens against the model window")
+        self.tokens_label.setAccessibleName("Session tokens")
         self.busy_label = QLabel(self)
         self.busy_label.setAccessibleName("Background work")
         self.database_label = QLabel(self)
@@ -423,6 +428,11 @@ class MainWindow(QMainWindow):
                        ctx.messages_appended):
             signal.connect(lambda *_: self._refresh_status_timer.start())
         ctx.undo_stack.indexChanged.connect(lambda _i: self._refresh_status_timer.start())
+        # A status line that points Ctrl+Z at an action goes once Ctrl+Z would do
+        # something else (another action was done, or that one was undone).
+        self._undo_status: tuple[str, Any] | None = None
+        self.statusBar().messageChanged.connect(self._status_changed)
+        ctx.undo_stack.indexChanged.connect(self._undo_top_changed)
         ctx.workspace_replaced.connect(self._show_database)
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._system_scheme_changed)
         self.timeline.summary_changed.connect(self.session_label.setText)
@@ -431,6 +441,21 @@ class MainWindow(QMainWindow):
             self.timeline.model.session_changed.connect(self.composer.session_changed)
             self.composer.gauge_changed.connect(lambda _g: self._refresh_session_status())
             ctx.providers_changed.connect(self.composer.refresh_providers)
+
+    def _undo_top(self) -> Any:
+        stack = self.ctx.undo_stack
+        return stack.command(stack.index() - 1) if stack.index() > 0 else None
+
+    def _status_changed(self, text: str) -> None:
+        self._undo_status = (text, self._undo_top()) if "Ctrl+Z" in text else None
+
+    def _undo_top_changed(self, _index: int) -> None:
+        shown = self._undo_status
+        if shown is None or self.statusBar().currentMessage() != shown[0]:
+            return
+        if self._undo_top() is not shown[1]:
+            self._undo_status = None
+            self.statusBar().clearMessage()
 
     def _busy_with_own_work(self) -> bool:
         """Whether reading the open session again now would disturb what the person
@@ -481,14 +506,12 @@ class MainWindow(QMainWindow):
         if len(title) > TITLE_CHARS:
             title = title[:TITLE_CHARS - 1] + "…"
         self.setWindowTitle(f"{title} — {APP_TITLE}")
-        window = self.composer.context_window() if self.composer is not None else None
-        if window:
-            self.tokens_label.setText(f"{info.token_count:,} / {window:,} tokens")
-            self.tokens_label.setToolTip("Tokens of the session's active messages against the "
-                                         "selected model's context window")
-        else:
-            self.tokens_label.setText(f"{info.token_count:,} tokens")
-            self.tokens_label.setToolTip("Tokens of the session's active messages")
+        # The session's own size; what the next request carries against the model's
+        # window (with the instructions, summary and prompt) is the composer's gauge.
+        self.tokens_label.setText(f"{info.token_count:,} tokens in the session")
+        self.tokens_label.setToolTip(
+            "Tokens of the session's active messages (folded ones not counted). The gauge "
+            "by the prompt shows the next request against the model's context window.")
 
     def _focus_sessions(self) -> None:
         self.sessions_dock.show()
@@ -587,11 +610,16 @@ class MainWindow(QMainWindow):
             path += suffix
         self.export_sessions(ids, format, path)
 
-    def open_database(self, path: Path | str) -> OpenDatabaseDialog:
+    def open_database(self, path: Path | str) -> OpenDatabaseDialog | None:
         """Switch the window to another database (created when missing, migrated when
         older). It is opened on a worker with a progress dialog (returned, running): the
         window switches when it is open; a failure is said in the dialog. A message
-        being edited in place is saved first, into the database it belongs to."""
+        being edited in place is saved first, into the database it belongs to. A reply
+        still arriving is stopped first, after asking (None when the person cancels)."""
+        stopped = self._stop_streaming_for("Stop and Open")
+        if stopped is None:
+            return None
+        self._stopped_note = stopped
         self.timeline.view.commit_edit()
         if self._opening is not None:
             if self._opening.running:
@@ -614,7 +642,9 @@ class MainWindow(QMainWindow):
         old = self.ctx.replace_workspace(workspace)
         old.close()
         self.open_session(0)
-        self.statusBar().showMessage(f"Opened {workspace.db_path}.", 8000)
+        note, self._stopped_note = self._stopped_note, ""
+        self.statusBar().showMessage(" ".join(x for x in (f"Opened {workspace.db_path}.", note)
+                                              if x), 15000 if note else 8000)
 
     def _open_database_interactively(self) -> None:
         path, _filter = QFileDialog.getSaveFileName(
@@ -788,20 +818,28 @@ class MainWindow(QMainWindow):
         """Whether the window may close now: a reply still arriving is stopped first
         (what has arrived is kept, as Stop keeps it), after asking; Cancel keeps the
         window and the reply going."""
+        return self._stop_streaming_for("Stop and Quit") is not None
+
+    def _stop_streaming_for(self, stop_text: str) -> str | None:
+        """Before quitting or opening another database: a reply still arriving is
+        stopped (what has arrived is kept, as Stop keeps it) after asking. Returns what
+        the stop kept, as a sentence ("" when nothing was arriving), or None when the
+        person cancelled (the reply keeps arriving)."""
         composer = self.composer
         if composer is None or not composer.streaming:
-            return True
+            return ""
         box = QMessageBox(QMessageBox.Icon.Question, APP_TITLE,
                           "A reply is still arriving.", parent=self)
         box.setInformativeText(composer.stop_note())
-        stop = box.addButton("Stop and Quit", QMessageBox.ButtonRole.AcceptRole)
+        stop = box.addButton(stop_text, QMessageBox.ButtonRole.AcceptRole)
         box.addButton(QMessageBox.StandardButton.Cancel)
         box.setDefaultButton(stop)
         box.exec()
         if box.clickedButton() is not stop:
-            return False
+            return None
+        kept = composer.stopped_note()
         composer.stop_and_wait()
-        return True
+        return kept
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self._may_close():

@@ -995,11 +995,14 @@ class MessageDelegate(QStyledItemDelegate):
     def setEditorData(self, editor: QWidget, index: ModelIndex) -> None:
         message = index.data(MessageRole)
         if isinstance(editor, MessageEditor) and message is not None:
-            editor.set_message(message.role, message.content or "")
+            editor.set_message(message.role, message.content or "",
+                               has_tool_calls=bool(message.tool_calls))
             editor.focus_text()
 
     def setModelData(self, editor: QWidget, model: QAbstractItemModel, index: ModelIndex) -> None:
-        if isinstance(editor, MessageEditor):
+        # An empty message is refused (the editor says why); one saved on the way out
+        # (another session, another database) keeps what it was.
+        if isinstance(editor, MessageEditor) and not editor.refusal():
             model.setData(index, (editor.role(), editor.text()), Qt.ItemDataRole.EditRole)
 
     def updateEditorGeometry(self, editor: QWidget, option: QStyleOptionViewItem,

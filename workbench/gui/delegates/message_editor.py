@@ -47,6 +47,14 @@ class MessageEditor(QFrame):
         # The view focuses the editor it opens (F2, double-click): the text takes the keys.
         self.setFocusProxy(self.text_edit)
 
+        # Why Save did nothing (an empty message), in a sentence; hidden otherwise.
+        self.note_label = named(QLabel(self), "Editor note")
+        self.note_label.setWordWrap(True)
+        self.note_label.hide()
+        self._has_tool_calls = False
+        self.text_edit.textChanged.connect(self._clear_note)
+        self.role_box.currentIndexChanged.connect(self._clear_note)
+
         top = QHBoxLayout()
         top.addWidget(QLabel("Role:", self))
         top.addWidget(self.role_box)
@@ -67,8 +75,9 @@ class MessageEditor(QFrame):
         layout.setSpacing(4)
         layout.addLayout(top)
         layout.addWidget(self.text_edit, 1)
+        layout.addWidget(self.note_label)
 
-        self.save_button.clicked.connect(self.committed)
+        self.save_button.clicked.connect(self.commit)
         self.cancel_button.clicked.connect(self.cancelled)
         # Keys are caught before the text box sees them (it would take Ctrl+Enter as a
         # line break), and without depending on the window being active.
@@ -81,14 +90,45 @@ class MessageEditor(QFrame):
             if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and (
                 event.modifiers() & Qt.KeyboardModifier.ControlModifier
             ):
-                self.committed.emit()
+                self.commit()
                 return True
             if key == Qt.Key.Key_Escape:
                 self.cancelled.emit()
                 return True
         return super().eventFilter(watched, event)
 
-    def set_message(self, role: str, text: str) -> None:
+    def commit(self) -> bool:
+        """Save (``committed``) unless the message may not be saved as it is; then the
+        editor says why and stays open. Returns whether it was saved."""
+        refusal = self.refusal()
+        if refusal:
+            self.note_label.setText(refusal)
+            self.note_label.show()
+            return False
+        self.committed.emit()
+        return True
+
+    def refusal(self) -> str:
+        """Why the message cannot be saved as it is ("" when it can): an empty user,
+        system or assistant message would be sent as empty content, which providers
+        reject; an assistant message carrying tool calls, or a tool result, may be
+        empty."""
+        if self.text().strip():
+            return ""
+        role = self.role()
+        if role == "tool" or (role == "assistant" and self._has_tool_calls):
+            return ""
+        label = ROLE_LABELS.get(role, role).lower()
+        return (f"An empty {label} message cannot be saved: providers reject empty "
+                "messages. Type its text, or press Esc to cancel (Delete removes a "
+                "message).")
+
+    def _clear_note(self) -> None:
+        if self.note_label.isVisible():
+            self.note_label.hide()
+
+    def set_message(self, role: str, text: str, *, has_tool_calls: bool = False) -> None:
+        self._has_tool_calls = has_tool_calls
         index = self.role_box.findData(role)
         self.role_box.setCurrentIndex(max(0, index))
         self.text_edit.set_text(text)

@@ -34,6 +34,13 @@ class MessageEditorDialog(QDialog):
         # A dialog focuses its first control when shown; the caret belongs in the text.
         self.editor.focus_text()
 
+    def accept(self) -> None:
+        # OK saves as Ctrl+Enter does: not an empty message (the editor says why).
+        if self.editor.refusal():
+            self.editor.commit()
+            return
+        super().accept()
+
     def role(self) -> str:
         return self.editor.role()
 

@@ -524,6 +524,15 @@ class ComposerPanel(QWidget):
             return "Stopping keeps the prompt and the reply so far, marked as stopped."
         return "Stopping adds nothing to the session (Edit → Keep Stopped Replies is off)."
 
+    def stopped_note(self) -> str:
+        """What stopping the turn under way kept, in a sentence (said after it)."""
+        if self._regenerating:
+            return "The reply being regenerated was stopped; the earlier reply was kept."
+        if self._keep_partial:
+            return ("The reply that was arriving was stopped; the prompt and the partial "
+                    "reply were kept, marked as stopped.")
+        return "The reply that was arriving was stopped; nothing was added to the session."
+
     def stop_and_wait(self, timeout: float = 10.0) -> None:
         """Stop the turn under way (as Stop does) and wait until the engine has ended
         it, so that what it keeps is stored before the window goes."""
@@ -663,12 +672,17 @@ class ComposerPanel(QWidget):
             if gauge.window:
                 self.gauge.setRange(0, max(gauge.window, 1))
                 self.gauge.setValue(min(gauge.request_tokens, gauge.window))
-                self.gauge.setFormat(f"{approx}{gauge.request_tokens:,} / {gauge.window:,} tokens")
+                self.gauge.setFormat(f"next request: {approx}{gauge.request_tokens:,} / "
+                                     f"{gauge.window:,} tokens")
             else:
                 self.gauge.setRange(0, 1)
                 self.gauge.setValue(0)
-                self.gauge.setFormat(f"{approx}{gauge.request_tokens:,} tokens")
-            tip = "Tokens the next request would carry against the model's context window."
+                self.gauge.setFormat(f"next request: {approx}{gauge.request_tokens:,} tokens")
+            # Not the status bar's figure: the request also carries the instructions, the
+            # summary, the context and the prompt, and may leave old messages out.
+            tip = ("Tokens the next request would carry against the model's context window: "
+                   "the instructions, the summary and context, the messages that fit and "
+                   "the prompt. The status bar counts the session's active messages only.")
             if gauge.estimated:
                 tip += " Estimated from the session's token count (a long session)."
             if gauge.left_out:

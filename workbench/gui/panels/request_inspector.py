@@ -661,7 +661,7 @@ class RequestInspectorPanel(QWidget):
         else:
             text = f"{used:,} tokens (no window known)"
         if not result.prompt:
-            text += " · the prompt is empty"
+            text += " · the prompt is empty: shown without it (Send needs a prompt)"
         self.summary_label.setText(text)
         self._show_endpoint(result.endpoint)
         self._show_payload(result.shown_text)
