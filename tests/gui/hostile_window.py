@@ -42,6 +42,7 @@ PANEL_FACTS = [f"fact {RLO}gnp.exe end", "zero\u200bwidth\u2060fact"]
 PANEL_TASK = f"task {RLO}evil task"
 PANEL_TAG = f"x{RLO}evil"
 PANEL_MEMORY = f"memory {RLO}evil entry"
+PANEL_SUMMARY = f"summary {RLO}evil"
 
 
 def build_panels(ws: Any) -> int:
@@ -54,7 +55,7 @@ def build_panels(ws: Any) -> int:
     info = ws.repo.import_many([Conversation(
         title=PANEL_TITLE, messages=[Message(role="user", content=PANEL_MESSAGE,
                                              created_at=when)])])[0].session
-    update_context(ws, info.id, facts=list(PANEL_FACTS),
+    update_context(ws, info.id, facts=list(PANEL_FACTS), summary=PANEL_SUMMARY,
                    tasks=[Task(id="t1", description=PANEL_TASK, status="pending")])
     ws.editing().set_tags(info.id, [PANEL_TAG])
     add_memory_entry(ws, info.id, PANEL_MEMORY, scope="session")

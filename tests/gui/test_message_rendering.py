@@ -208,6 +208,9 @@ def test_hostile_text_is_named_in_search_request_context_and_tags(
     assert panel.facts() == hostile_window.PANEL_FACTS  # stored as they were
     assert _shown_items(panel.tasks_table) == ["task ⟨U+202E⟩evil task"]
     assert _shown_items(panel.memory_table) == ["memory ⟨U+202E⟩evil entry"]
+    assert panel.summary_edit.toPlainText() == "summary ⟨U+202E⟩evil"
+    assert panel.summary_edit.text() == hostile_window.PANEL_SUMMARY
+    assert not panel.summary_dirty  # the names shown are not an edit
     tip = rendered_text(panel.tasks_table.item(0, 0).toolTip())
     assert "task ⟨U+202E⟩evil task" in tip and hostile_window.RLO not in tip
     # Edited in place (F2), a fact shows the names; saved unchanged, it stays as it was.

@@ -67,6 +67,7 @@ from workbench.engine.compaction_view import (
 from workbench.errors import CompactionError, NotFoundError
 from workbench.gui.context import AppContext
 from workbench.gui.delegates.markdown import plain_tooltip
+from workbench.gui.delegates.visible import MarkedPlainTextEdit
 from workbench.gui.errors import describe_error
 from workbench.gui.layout import (
     ElidedLabel,
@@ -362,7 +363,7 @@ class CompactionPanel(QWidget):
         layout.addWidget(self.token_bar)
 
         self.summary_heading = QLabel("&Summary (edit before applying)", box)
-        self.summary_edit = QPlainTextEdit(box)
+        self.summary_edit = MarkedPlainTextEdit(box)  # names bidi controls
         self.summary_edit.setAccessibleName("Summary to apply")
         self.summary_edit.setPlaceholderText("The summary the folded messages become.")
         self.summary_edit.setMinimumHeight(self.fontMetrics().height() * 7)
@@ -745,13 +746,13 @@ class CompactionPanel(QWidget):
 
     def _set_summary(self, text: str) -> None:
         self.summary_edit.blockSignals(True)
-        self.summary_edit.setPlainText(text)
+        self.summary_edit.set_text(text)
         self.summary_edit.blockSignals(False)
         self.summary_note.setText("")
 
     def _summary_edited(self) -> None:
         if self.plan is not None and self.plan.changed:
-            edited = self.summary_edit.toPlainText() != self.plan.summary
+            edited = self.summary_edit.text() != self.plan.summary
             self.summary_note.setText("Edited: the tokens after are counted again for your "
                                       "text when it is applied." if edited else "")
 
@@ -821,7 +822,7 @@ class CompactionPanel(QWidget):
             self._command_done()
 
         session_id = self.session_id
-        command = ApplyCompactionCommand(self.ctx, plan, self.summary_edit.toPlainText(),
+        command = ApplyCompactionCommand(self.ctx, plan, self.summary_edit.text(),
                                          self.aliases, on_changed=changed)
         self.clear_preview(f"Applying: folding {_plural(plan.folded_count, 'message')}…")
         self._applying += 1

@@ -38,7 +38,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
-    QPlainTextEdit,
     QPushButton,
     QSpinBox,
     QStyledItemDelegate,
@@ -55,7 +54,7 @@ from workbench.engine.session_context import ContextOverview, read_session_conte
 from workbench.gui.context import AppContext
 from workbench.gui.controls import add_rows, named, single_shot
 from workbench.gui.delegates.markdown import plain_tooltip, visible_text
-from workbench.gui.delegates.visible import VisibleTextDelegate
+from workbench.gui.delegates.visible import MarkedPlainTextEdit, VisibleTextDelegate
 from workbench.gui.layout import ElidedLabel, FlowLayout, VerticalScrollArea, named_button
 from workbench.gui.models import ModelIndex
 from workbench.gui.panels.context_commands import (
@@ -281,7 +280,7 @@ class ContextPanel(QWidget):
 
     def _build_summary(self) -> None:
         self.summary_box, layout = _section("Long-term summary", "Long-term summary")
-        self.summary_edit = QPlainTextEdit()
+        self.summary_edit = MarkedPlainTextEdit()  # names bidi controls
         self.summary_edit.setAccessibleName("Long-term summary")
         self.summary_edit.setPlaceholderText("No summary yet. What is written here goes into "
                                              "every request, before the history.")
@@ -498,13 +497,13 @@ class ContextPanel(QWidget):
 
     def _fill_summary(self, summary: str, *, force: bool = False) -> None:
         # An edit not saved yet stays on screen when the stored summary changes meanwhile.
-        dirty = self.summary_edit.toPlainText() != self._loaded_summary
+        dirty = self.summary_edit.text() != self._loaded_summary
         self._loaded_summary = summary
-        if force or not dirty or self.summary_edit.toPlainText() == summary:
+        if force or not dirty or self.summary_edit.text() == summary:
             self._filling = True
             try:
-                if self.summary_edit.toPlainText() != summary:
-                    self.summary_edit.setPlainText(summary)
+                if self.summary_edit.text() != summary:
+                    self.summary_edit.set_text(summary)
             finally:
                 self._filling = False
         self._summary_edited()
@@ -632,7 +631,7 @@ class ContextPanel(QWidget):
 
     @property
     def summary_dirty(self) -> bool:
-        return self.summary_edit.toPlainText() != self._loaded_summary
+        return self.summary_edit.text() != self._loaded_summary
 
     def _summary_edited(self) -> None:
         dirty = self.overview is not None and self.summary_dirty
@@ -644,14 +643,14 @@ class ContextPanel(QWidget):
     def save_summary(self) -> None:
         if self.overview is None or not self.summary_dirty:
             return
-        text = self.summary_edit.toPlainText()
+        text = self.summary_edit.text()
         self.ctx.undo_stack.push(EditContextCommand(self.ctx, self._session_id,
                                                     "Edit long-term summary", summary=text))
 
     def revert_summary(self) -> None:
         self._filling = True
         try:
-            self.summary_edit.setPlainText(self._loaded_summary)
+            self.summary_edit.set_text(self._loaded_summary)
         finally:
             self._filling = False
         self._summary_edited()
