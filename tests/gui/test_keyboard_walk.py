@@ -60,14 +60,20 @@ def _tab_round(qtbot: QtBot, window: MainWindow) -> list[QWidget]:
         + ", ".join(f"{type(w).__name__} {w.accessibleName()!r}" for w in visited[-6:]))
 
 
-def test_tab_goes_round_the_window_and_back_to_the_prompt_with_each_panel_shown(
-    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
-) -> None:
+
+def _sample_window(workspace: Workspace, open_window: Callable[..., MainWindow]) -> MainWindow:
+    """The window open on the sample session (it has two tasks and a memory entry)."""
     sample = workspace.ensure_sample_session()
     assert sample is not None
     window = open_window(workspace)
     window.open_session(sample.id)
     settle(window)
+    return window
+
+def test_tab_goes_round_the_window_and_back_to_the_prompt_with_each_panel_shown(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = _sample_window(workspace, open_window)
     assert window.context_panel.tasks_table.rowCount() >= 2  # the sample's tasks
     shown_panels = {"Search": window.search, "Compaction": window.compaction_panel,
                     "Context": window.context_panel, "Request": window.request_inspector}
@@ -109,11 +115,7 @@ def test_panels_behind_another_tab_are_hidden_until_their_tab_is_chosen(
 def test_tab_leaves_a_table_and_the_arrows_move_in_it(
     qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
 ) -> None:
-    sample = workspace.ensure_sample_session()
-    assert sample is not None
-    window = open_window(workspace)
-    window.open_session(sample.id)
-    settle(window)
+    window = _sample_window(workspace, open_window)
     _choose_tab(qtbot, window, "Context")
     tasks = named(window, "Tasks", QTableWidget)
     assert tasks.rowCount() >= 2

@@ -29,6 +29,7 @@ from workbench.engine.session_context import read_session_context, update_contex
 from workbench.engine.workspace import Workspace
 from workbench.gui.main_window import MainWindow
 from workbench.gui.models.timeline import KeyRole
+from workbench.gui.panels.composer import ComposerPanel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
@@ -178,6 +179,26 @@ def settle(window: MainWindow) -> None:
     QApplication.processEvents()
 
 
+EARLIER = [("user", "Earlier"), ("assistant", "Reply")]
+
+
+def _chat_window(
+    workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], messages: list[tuple[str, str]], *, name: str,
+    base_url: str, model: str,
+) -> tuple[MainWindow, ComposerPanel, SessionInfo]:
+    """A window open on a new "Chat" session of ``messages``, talking to one provider."""
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name=name, kind="openai", base_url=base_url, model=model))
+    info = make_session(workspace, "Chat", messages)
+    window = open_window(workspace)
+    window.open_session(info.id)
+    settle(window)
+    composer = window.composer
+    assert composer is not None
+    return window, composer, info
+
+
 def _stored(ws: Workspace, session_id: int) -> list[tuple[str, str]]:
     return [(m.role, m.content) for m in ws.repo.list_messages(session_id)]
 
@@ -203,15 +224,10 @@ def test_regenerate_with_a_failing_provider_keeps_the_last_exchange(
     qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
     open_window: Callable[..., MainWindow],
 ) -> None:
-    ProviderSettings(workspace.db).add(ProviderConfig(
-        name="Dead local", kind="openai", base_url=f"http://127.0.0.1:{free_port()}/v1",
-        model="some-model"))
-    info = make_session(workspace, "Chat", CHAT)
-    window = open_window(workspace)
-    window.open_session(info.id)
-    settle(window)
-    composer = window.composer
-    assert composer is not None and composer.provider() == "Dead local"
+    window, composer, info = _chat_window(
+        workspace, make_session, open_window, CHAT, name="Dead local",
+        base_url=f"http://127.0.0.1:{free_port()}/v1", model="some-model")
+    assert composer.provider() == "Dead local"
     click_into(qtbot, named(window, "Prompt"))
     type_text(qtbot, "my draft")
     undo_count = window.ctx.undo_stack.count()
@@ -234,14 +250,9 @@ def test_regenerate_replaces_the_reply_only_when_the_new_one_is_whole_and_undo_s
     qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
     make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
 ) -> None:
-    ProviderSettings(workspace.db).add(ProviderConfig(
-        name="local", kind="openai", base_url=server.url, model=server.model))
-    info = make_session(workspace, "Chat", CHAT)
-    window = open_window(workspace)
-    window.open_session(info.id)
-    settle(window)
-    composer = window.composer
-    assert composer is not None
+    window, composer, info = _chat_window(
+        workspace, make_session, open_window, CHAT, name="local",
+        base_url=server.url, model=server.model)
 
     # Stopped half way: the earlier reply is kept as it was.
     server.script(Fault("stall", after=2))
@@ -401,14 +412,9 @@ def test_quitting_while_a_reply_arrives_asks_and_keeps_what_arrived(
     qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
     make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
 ) -> None:
-    ProviderSettings(workspace.db).add(ProviderConfig(
-        name="local", kind="openai", base_url=server.url, model=server.model))
-    info = make_session(workspace, "Chat", [("user", "Earlier"), ("assistant", "Reply")])
-    window = open_window(workspace)
-    window.open_session(info.id)
-    settle(window)
-    composer = window.composer
-    assert composer is not None
+    window, composer, info = _chat_window(
+        workspace, make_session, open_window, EARLIER, name="local",
+        base_url=server.url, model=server.model)
     server.script(Fault("stall", after=3))
     pieces: list[str] = []
     composer.reply_grew.connect(pieces.append)
@@ -439,14 +445,9 @@ def test_quitting_while_a_reply_is_regenerated_keeps_the_earlier_one(
     qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
     make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
 ) -> None:
-    ProviderSettings(workspace.db).add(ProviderConfig(
-        name="local", kind="openai", base_url=server.url, model=server.model))
-    info = make_session(workspace, "Chat", CHAT)
-    window = open_window(workspace)
-    window.open_session(info.id)
-    settle(window)
-    composer = window.composer
-    assert composer is not None
+    window, composer, info = _chat_window(
+        workspace, make_session, open_window, CHAT, name="local",
+        base_url=server.url, model=server.model)
     server.script(Fault("stall", after=2))
     pieces: list[str] = []
     composer.reply_grew.connect(pieces.append)
@@ -463,14 +464,9 @@ def test_opening_another_database_while_a_reply_arrives_asks_and_says_what_was_k
     qtbot: QtBot, workspace: Workspace, server: ProtocolServer, tmp_path: Path,
     make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
 ) -> None:
-    ProviderSettings(workspace.db).add(ProviderConfig(
-        name="local", kind="openai", base_url=server.url, model=server.model))
-    info = make_session(workspace, "Chat", [("user", "Earlier"), ("assistant", "Reply")])
-    window = open_window(workspace)
-    window.open_session(info.id)
-    settle(window)
-    composer = window.composer
-    assert composer is not None
+    window, composer, info = _chat_window(
+        workspace, make_session, open_window, EARLIER, name="local",
+        base_url=server.url, model=server.model)
     server.script(Fault("stall", after=3))
     pieces: list[str] = []
     composer.reply_grew.connect(pieces.append)

@@ -28,10 +28,11 @@ def _activate(qtbot: QtBot, window: MainWindow) -> None:
     qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
 
 
-def test_undoing_a_message_delete_says_it_came_back(
+def _one_message_deleted(
     qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
     open_window: Callable[..., MainWindow],
-) -> None:
+) -> tuple[MainWindow, SessionInfo]:
+    """A window on a two-message session whose first message was just deleted by keys."""
     info = make_session(workspace, "Chat", [("user", "keep me"), ("assistant", "and me")])
     window = open_window(workspace)
     window.open_session(info.id)
@@ -40,6 +41,14 @@ def test_undoing_a_message_delete_says_it_came_back(
     press(qtbot, Qt.Key.Key_Home, CTRL)
     press(qtbot, Qt.Key.Key_Delete)
     settle(window)
+    return window, info
+
+
+def test_undoing_a_message_delete_says_it_came_back(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    window, info = _one_message_deleted(qtbot, workspace, make_session, open_window)
     assert window.statusBar().currentMessage().startswith("Deleted 1 message")
     press(qtbot, Qt.Key.Key_Z, CTRL)
     settle(window)
@@ -156,14 +165,7 @@ def test_a_line_about_ctrl_z_goes_once_ctrl_z_would_undo_something_else(
     qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
     open_window: Callable[..., MainWindow],
 ) -> None:
-    info = make_session(workspace, "Chat", [("user", "keep me"), ("assistant", "and me")])
-    window = open_window(workspace)
-    window.open_session(info.id)
-    _activate(qtbot, window)
-    qtbot.keyClick(window, Qt.Key.Key_0, CTRL)  # Go to Timeline
-    press(qtbot, Qt.Key.Key_Home, CTRL)
-    press(qtbot, Qt.Key.Key_Delete)
-    settle(window)
+    window, info = _one_message_deleted(qtbot, workspace, make_session, open_window)
     assert "Ctrl+Z" in window.statusBar().currentMessage()
     # Pin the session: Ctrl+Z would now unpin it, so the line about the delete goes.
     qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
