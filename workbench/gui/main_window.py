@@ -13,6 +13,7 @@ undone); closing the window removes them for good.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
@@ -643,7 +644,7 @@ class MainWindow(QMainWindow):
         old.close()
         self.open_session(0)
         note, self._stopped_note = self._stopped_note, ""
-        self.statusBar().showMessage(" ".join(x for x in (f"Opened {workspace.db_path}.", note)
+        self.statusBar().showMessage(" ".join(x for x in (f"Opened {workspace.location}.", note)
                                               if x), 15000 if note else 8000)
 
     def _open_database_interactively(self) -> None:
@@ -656,9 +657,9 @@ class MainWindow(QMainWindow):
             self.open_database(path)
 
     def _show_database(self) -> None:
-        path = self.ctx.workspace.db_path
-        self.database_label.setText(f"Database: {path.name}")
-        self.database_label.setToolTip(str(path))
+        ws = self.ctx.workspace
+        self.database_label.setText(f"Database: {ws.db_path.name if ws.is_file else ws.location}")
+        self.database_label.setToolTip(ws.location)
 
     # -- messages to people ----------------------------------------------------------------
 
@@ -741,7 +742,7 @@ class MainWindow(QMainWindow):
             self, f"About {APP_TITLE}",
             f"<h3>{APP_TITLE} {__version__}</h3>"
             "<p>Browse, edit, compact and continue LLM conversations.</p>"
-            f"<p>Database: {self.ctx.workspace.db_path}</p>")
+            f"<p>Database: {html.escape(self.ctx.workspace.location)}</p>")
 
     # -- theme and layout ----------------------------------------------------------------
 
