@@ -34,8 +34,8 @@ from workbench.core.compaction import CompactionPlan, CompactionRecord
 from workbench.core.conversation import Message, Task, utcnow
 from workbench.core.message_table import MessageTable
 from workbench.errors import CompactionError, NotFoundError
+from workbench.store.base import StoreBase
 from workbench.store.db import Database
-from workbench.store.repository import Repository
 from workbench.store.types import json_text, json_value, text_to_time, time_to_text
 
 __all__ = [
@@ -293,7 +293,7 @@ def apply_plan(db: Database, plan: CompactionPlan, *, tokens_after: int | None =
             )
         _write_context(conn, session_id, json_text(list(plan.facts_after)), plan.new_summary,
                        json_text(_tasks_json(plan.tasks_after)), now)
-        Repository._refresh_counts(conn, session_id)
+        StoreBase(db)._refresh_counts(conn, session_id)
     return compaction_id
 
 
@@ -390,7 +390,7 @@ def undo_compaction(
         conn.exec_driver_sql(
             "UPDATE compactions SET undone_at = ? WHERE id = ?", (time_to_text(now), record.id)
         )
-        Repository._refresh_counts(conn, session_id)
+        StoreBase(db)._refresh_counts(conn, session_id)
     record.undone_at = now
     return record
 
