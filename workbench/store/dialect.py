@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, cast, func
+from sqlalchemy import ColumnElement, TableClause, cast, func
 from sqlalchemy.dialects import postgresql as pg_sql
 from sqlalchemy.dialects import sqlite as sqlite_sql
 from sqlalchemy.sql.expression import TableValuedAlias
@@ -32,7 +32,7 @@ class Dialect:
     def is_postgresql(self) -> bool:
         return self.name == POSTGRESQL
 
-    def insert(self, table: Table) -> Any:
+    def insert(self, table: TableClause) -> Any:
         """An ``INSERT`` into ``table`` that offers ``on_conflict_do_nothing/update``."""
         return (pg_sql.insert if self.is_postgresql else sqlite_sql.insert)(table)
 
@@ -48,10 +48,21 @@ class Dialect:
     def contains_text(self, column: ColumnElement[str], needle: str) -> ColumnElement[bool]:
         """``column`` holds ``needle`` anywhere, ignoring case (``LIKE`` on SQLite, which
         folds ASCII letters; ``ILIKE`` on PostgreSQL, which folds every letter)."""
-        pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        return self._like(column, "%" + _escaped(needle) + "%")
+
+    def starts_with_text(self, column: ColumnElement[str], prefix: str) -> ColumnElement[bool]:
+        """``column`` starts with ``prefix``, ignoring case as :meth:`contains_text` does."""
+        return self._like(column, _escaped(prefix) + "%")
+
+    def _like(self, column: ColumnElement[str], pattern: str) -> ColumnElement[bool]:
         if self.is_postgresql:
             return column.ilike(pattern, escape="\\")
         return column.like(pattern, escape="\\")
+
+
+def _escaped(text: str) -> str:
+    """``text`` as a ``LIKE`` pattern that matches it literally (escape character ``\\``)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 SQLITE_DIALECT = Dialect(SQLITE)
