@@ -148,7 +148,7 @@ class RawImporter:
     def __init__(self, path: Path, *, keep_trigger: bool):
         self.conn = _common.raw_connect(path)
         self.keep_trigger = keep_trigger
-        # The trigger as the schema wrote it, put back after the rebuild.
+        # The index trigger as the schema has it, put back after the rebuild.
         self.trigger_sql = self.conn.execute(
             "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_fts_insert'"
         ).fetchone()[0]
