@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import signal
 import sqlite3
 import sys
 import time
@@ -73,6 +74,8 @@ WATCH_GOAL_S = 1.0
 DEFAULT_IMPORT_LIMIT = 500_000
 LIMIT = 50
 PAGE = 200
+# The most time the timed runs of one figure on one backend take (a slow figure gets fewer).
+BUDGET_S = 20.0
 PROMPT = "Which of my orders from last week have not shipped yet?"
 CORPUS_DATABASE = "bench_corpus"
 IMPORT_DATABASE = "bench_import"
@@ -192,6 +195,20 @@ class Table:
                 section = figure.section
                 print(f"  [{section}]")
             self.print_row(figure, with_load=True)
+
+
+def timed(fn: Callable[[], Any], runs: int) -> tuple[_common.Timing, Any, str]:
+    """One warm-up call, then ``runs`` timed calls, fewer when the warm-up says they would
+    take more than :data:`BUDGET_S`: the timing, the warm-up's result, and a note naming
+    the number of runs when it was cut."""
+    t0 = time.perf_counter()
+    result = fn()
+    first = time.perf_counter() - t0
+    note = ""
+    if first * runs > BUDGET_S:
+        runs = max(1, int(BUDGET_S / first))
+        note = f" ({runs} run{'s' if runs > 1 else ''})"
+    return _common.time_calls(fn, runs=runs, warmup=0), result, note
 
 
 # -- the two sides --------------------------------------------------------------------------
@@ -354,16 +371,19 @@ _COPY_TABLES = ("agents", "sessions", "session_context", "messages", "message_ca
                 "memory_entries", "compactions", "settings", "provider_configs")
 
 
-def copy_corpus(corpus: Path, url: str) -> dict[str, int]:
+def copy_corpus(corpus: Path, url: str) -> tuple[dict[str, int], dict[str, float]]:
     """Copy every row of the SQLite corpus into the migrated PostgreSQL database at ``url``
     with its id (``COPY``; the GIN indexes of ``messages`` dropped meanwhile and built
-    again after). The bench's loader, used when the workbench's own import fails there."""
+    again after). The bench's loader, used when the workbench's own import fails there.
+    Returns the rows copied per table and the seconds of each step."""
     import psycopg
     from psycopg import sql
 
     conninfo = url
     src = sqlite3.connect(f"file:{corpus}?mode=ro", uri=True)
+    started = time.perf_counter()
     counts: dict[str, int] = {}
+    seconds: dict[str, float] = {}
     try:
         with psycopg.connect(conninfo, autocommit=True) as pg:
             pg.execute("SET maintenance_work_mem = '1GB'")
@@ -399,11 +419,14 @@ def copy_corpus(corpus: Path, url: str) -> dict[str, int]:
                         "SELECT setval(pg_get_serial_sequence({t}, 'id'),"
                         " (SELECT max(id) FROM {i}))"
                     ).format(t=sql.Literal(table), i=sql.Identifier(table)))
-            for _name, definition in indexes:
+            seconds["COPY"] = time.perf_counter() - started
+            for name, definition in indexes:
+                t0 = time.perf_counter()
                 pg.execute(definition)
+                seconds[name] = time.perf_counter() - t0
     finally:
         src.close()
-    return counts
+    return counts, seconds
 
 
 # -- import ---------------------------------------------------------------------------------
@@ -560,12 +583,14 @@ def _copy_in(info: make_corpus.CorpusInfo, place: PostgresPlace, url: str, why: 
         url = place.fresh(CORPUS_DATABASE)
     Database.open(url).close()  # the schema, migrated by the workbench
     t0 = time.perf_counter()
-    counts = copy_corpus(info.path, url)
+    counts, steps = copy_corpus(info.path, url)
     copied = time.perf_counter() - t0
     t0 = time.perf_counter()
     store_pg_meta(url, info.meta)
     return (f"{why}; copied by the bench's loader (COPY with ids, GIN indexes built after): "
-            f"{counts.get('messages', 0):,} messages in {copied:.1f} s, then VACUUM ANALYZE "
+            f"{counts.get('messages', 0):,} messages in {copied:.1f} s ("
+            + ", ".join(f"{k} {v:.1f} s" for k, v in steps.items())
+            + "), then VACUUM ANALYZE "
             f"{time.perf_counter() - t0:.1f} s")
 
 
@@ -676,17 +701,29 @@ def run_search(args: argparse.Namespace, info: make_corpus.CorpusInfo, table: Ta
 
             def measure(fn: Callable[[SearchQuery], Any] = fn, side: Side = side,
                         query: SearchQuery = case.query, fig: Figure = fig) -> None:
-                hits = len(fn(query))
-                timing = _common.time_calls(lambda: fn(query), runs=args.runs)
+                timing, hits, cut = timed(lambda: fn(query), args.runs)
                 fig.seconds[side.name] = timing.median
                 fig.cpu[side.name] = timing.cpu
-                fig.notes[side.name] = f"{hits} hits"
+                fig.notes[side.name] = f"{len(hits)} hits{cut}"
 
             table.attempt(fig, side.name, measure)
         table.add(fig)
 
 
 # -- paging and preflight -------------------------------------------------------------------
+
+
+def corpus_counts(side: Side) -> str:
+    """Rows of the main tables, to tell that both sides hold the same corpus (a table the
+    import leaves empty on one side changes what the figures measure)."""
+    import sqlalchemy as sa
+
+    parts = []
+    with side.need().engine.connect() as conn:
+        for table in ("sessions", "messages", "session_context", "message_calls"):
+            n = conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one()
+            parts.append(f"{n:,} {table}")
+    return ", ".join(parts)
 
 
 def big_session_of(side: Side, info: make_corpus.CorpusInfo) -> int:
@@ -710,14 +747,6 @@ def big_session_of(side: Side, info: make_corpus.CorpusInfo) -> int:
         raise RuntimeError(f"the long session {source_id} is not in the {side.name} corpus")
     side.big_session = int(found)
     return side.big_session
-
-
-def session_size(side: Side, session_id: int) -> int:
-    import sqlalchemy as sa
-
-    with side.need().engine.connect() as c:
-        return int(c.execute(sa.text("SELECT count(*) FROM messages WHERE session_id = :s"),
-                             {"s": session_id}).scalar_one())
 
 
 def run_paging(args: argparse.Namespace, info: make_corpus.CorpusInfo, table: Table,
@@ -768,12 +797,13 @@ def run_preflight(args: argparse.Namespace, info: make_corpus.CorpusInfo, table:
         def measure(side: Side = side) -> None:
             ws = Workspace(side.need())
             session = big_session_of(side, info)
-            data = preflight_session(ws, session, PROMPT).to_json()
-            timing = _common.time_calls(
-                lambda: preflight_session(ws, session, PROMPT).to_json(), runs=args.runs)
+            timing, data, cut = timed(
+                lambda: preflight_session(ws, session, PROMPT).to_json(), args.runs)
             fig.seconds[side.name] = timing.median
             fig.cpu[side.name] = timing.cpu
-            fig.notes[side.name] = f"{len(data['payload']['messages']):,} messages sent"
+            left = sum(item.get("count", 1) for item in data["left_out"] or ())
+            fig.notes[side.name] = (f"{len(data['payload']['messages']):,} messages sent, "
+                                    f"{left:,} left out{cut}")
 
         table.attempt(fig, side.name, measure)
     table.add(fig)
@@ -901,6 +931,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
 
+    # A terminated run still stops its throwaway cluster (the finally clause below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     info = make_corpus.corpus_from_args(args)
     make_corpus.print_summary(info)
     table = Table(args.traceback)
@@ -947,6 +979,12 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:  # noqa: BLE001
                     pg_side.error = f"the PostgreSQL corpus does not open: {reason(exc)}"
         sides = [sqlite_side, pg_side]
+        if only - {"import", "watch"}:
+            for side in sides:
+                try:
+                    print(f"{side.name} corpus: {corpus_counts(side)}")
+                except Exception as exc:  # noqa: BLE001
+                    print(f"{side.name} corpus: not counted ({reason(exc)})")
         if "search" in only:
             run_search(args, info, table, sides)
         if "paging" in only:
