@@ -225,6 +225,7 @@ class Side:
     big_session: int | None = None
     search_fn: Callable[[SearchQuery], Any] | None = None
     search_note: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
 
     def need(self) -> Database:
         if self.db is None:
@@ -713,17 +714,17 @@ def run_search(args: argparse.Namespace, info: make_corpus.CorpusInfo, table: Ta
 # -- paging and preflight -------------------------------------------------------------------
 
 
-def corpus_counts(side: Side) -> str:
+def corpus_counts(side: Side) -> dict[str, int]:
     """Rows of the main tables, to tell that both sides hold the same corpus (a table the
     import leaves empty on one side changes what the figures measure)."""
     import sqlalchemy as sa
 
-    parts = []
+    counts = {}
     with side.need().engine.connect() as conn:
         for table in ("sessions", "messages", "session_context", "message_calls"):
-            n = conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one()
-            parts.append(f"{n:,} {table}")
-    return ", ".join(parts)
+            counts[table] = int(conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one())
+    side.counts = counts
+    return counts
 
 
 def big_session_of(side: Side, info: make_corpus.CorpusInfo) -> int:
@@ -795,6 +796,12 @@ def run_preflight(args: argparse.Namespace, info: make_corpus.CorpusInfo, table:
     for side in sides:
 
         def measure(side: Side = side) -> None:
+            calls = {s.name: s.counts.get("message_calls") for s in sides}
+            if calls[side.name] == 0 and any(calls.values()):
+                # Every tool result would look orphaned: minutes per call, and not the
+                # same work as on the other side.
+                raise RuntimeError("skipped: message_calls is empty in this corpus (the "
+                                   "import did not fill it) but not in the other")
             ws = Workspace(side.need())
             session = big_session_of(side, info)
             timing, data, cut = timed(
@@ -982,7 +989,9 @@ def main(argv: list[str] | None = None) -> int:
         if only - {"import", "watch"}:
             for side in sides:
                 try:
-                    print(f"{side.name} corpus: {corpus_counts(side)}")
+                    counts = corpus_counts(side)
+                    print(f"{side.name} corpus: "
+                          + ", ".join(f"{n:,} {table}" for table, n in counts.items()))
                 except Exception as exc:  # noqa: BLE001
                     print(f"{side.name} corpus: not counted ({reason(exc)})")
         if "search" in only:
