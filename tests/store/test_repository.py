@@ -170,6 +170,8 @@ def test_find_session_ties_go_to_the_highest_id(repo: Repository) -> None:
     assert repo.find_session(str(first.id)).id == first.id
     with pytest.raises(NotFoundError):
         repo.find_session("9" * 40)
+    with pytest.raises(NotFoundError):
+        repo.find_session("²")
 
 
 def test_filter_text_with_like_wildcards_is_literal(repo: Repository) -> None:

@@ -126,7 +126,7 @@ class SessionStore(AgentStore):
         """A session by id, by source id, or by exact title (the newest of equals)."""
         text = str(ref).strip()
         lookups: list[tuple[Select[Any], dict[str, Any]]] = []
-        if text.isdigit() and int(text) <= _MAX_ID:
+        if text.isascii() and text.isdigit() and int(text) <= _MAX_ID:
             lookups.append((_SESSION_BY_ID, {"id": int(text)}))
         lookups += [(_SESSION_BY_SOURCE_ID, {"value": text}),
                     (_SESSION_BY_TITLE, {"value": text})]
