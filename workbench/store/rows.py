@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from sqlalchemy import ColumnClause, insert
+
 from workbench.core.conversation import (
     Agent,
     MemoryEntry,
@@ -16,12 +18,12 @@ from workbench.core.conversation import (
     TokenUsage,
     ToolStats,
 )
-from workbench.store.schema import AGENTS, MEMORY_ENTRIES, SESSIONS
+from workbench.store.schema import AGENTS, MEMORY_ENTRIES, MESSAGES, SESSIONS
 from workbench.store.types import json_text, json_value, text_to_time, time_to_text
 
 T = TypeVar("T")
 
-# Column order used by every raw message insert (bulk import, append, fork).
+# Column order used by every message insert (bulk import, append, fork).
 MESSAGE_COLUMNS: tuple[str, ...] = (
     "session_id",
     "position",
@@ -39,6 +41,8 @@ MESSAGE_COLUMNS: tuple[str, ...] = (
     "metadata",
     "compaction_id",
 )
+# The text forms serve raw ``sqlite3`` connections (benchmarks, tests of the file); the
+# store's own statements use the Core forms below.
 MESSAGE_SELECT = "id, " + ", ".join(MESSAGE_COLUMNS)
 MESSAGE_INSERT = (
     f"INSERT INTO messages ({', '.join(MESSAGE_COLUMNS)}) "
@@ -51,6 +55,12 @@ MESSAGE_INSERT_WITH_LINES = (
     f"INSERT INTO messages ({', '.join(MESSAGE_COLUMNS + SUMMARY_LINE_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in MESSAGE_COLUMNS + SUMMARY_LINE_COLUMNS)})"
 )
+# The columns :func:`message_from_row` reads, in its order (``select(*MESSAGE_FIELDS)``).
+MESSAGE_FIELDS: tuple[ColumnClause[Any], ...] = (
+    MESSAGES.c.id, *(MESSAGES.c[name] for name in MESSAGE_COLUMNS)
+)
+# One insert of message rows given as :func:`message_values` dicts (many at once).
+MESSAGE_INSERT_ROWS = insert(MESSAGES)
 
 SESSION_SELECT = (
     "s.id, s.title, s.agent_id, s.created_at, s.updated_at, s.tags, s.pinned, s.archived, "
@@ -80,7 +90,7 @@ def message_params(
     msg: Message, session_id: int, position: int, now: datetime, *,
     keep_missing_time: bool = False,
 ) -> tuple[Any, ...]:
-    """The values of one message in :data:`MESSAGE_COLUMNS` order, ready for SQLite.
+    """The values of one message in :data:`MESSAGE_COLUMNS` order, as stored.
 
     A message without a time gets ``now``; with ``keep_missing_time`` (imports) it is
     also marked :data:`TIME_MISSING`, so that it reads back without one.
@@ -102,10 +112,23 @@ def message_params(
         msg.token_count,
         msg.token_encoding if msg.token_count is not None else None,
         msg.state,
-        1 if important else 0,
+        important,
         json_text(meta) if meta else None,
         msg.compaction_id,
     )
+
+
+def message_values(
+    msg: Message, session_id: int, position: int, now: datetime, *,
+    keep_missing_time: bool = False, line: str | None = None, line_tokens: int | None = None,
+) -> dict[str, Any]:
+    """:func:`message_params` by column name, with the message's summary line and its
+    token count: one row of :data:`MESSAGE_INSERT_ROWS`."""
+    values = dict(zip(MESSAGE_COLUMNS, message_params(
+        msg, session_id, position, now, keep_missing_time=keep_missing_time), strict=True))
+    values["summary_line"] = line
+    values["summary_line_tokens"] = line_tokens
+    return values
 
 
 def message_from_row(row: Any) -> Message:
