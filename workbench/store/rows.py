@@ -18,7 +18,7 @@ from workbench.core.conversation import (
     TokenUsage,
     ToolStats,
 )
-from workbench.store.schema import MESSAGES
+from workbench.store.schema import AGENTS, MEMORY_ENTRIES, MESSAGES, SESSIONS
 from workbench.store.types import json_text, json_value, text_to_time, time_to_text
 
 T = TypeVar("T")
@@ -73,6 +73,16 @@ SESSION_SELECT = (
     "s.message_count, s.token_count, a.name"
 )
 SESSION_FROM = "sessions AS s JOIN agents AS a ON a.id = s.agent_id"
+# The same in Core: the columns :func:`session_from_row` reads, in order, and the join
+# they are selected from (``select(*SESSION_ROW).select_from(SESSION_JOIN)``).
+SESSION_ROW = (
+    *(SESSIONS.c[name] for name in (
+        "id", "title", "agent_id", "created_at", "updated_at", "tags", "pinned", "archived",
+        "forked_from_session_id", "forked_from_message_id", "overrides", "source",
+        "source_id", "message_count", "token_count")),
+    AGENTS.c.name,
+)
+SESSION_JOIN = SESSIONS.join(AGENTS, AGENTS.c.id == SESSIONS.c.agent_id)
 
 
 TIME_MISSING = "time_missing"
@@ -242,10 +252,12 @@ def record_from_row(
 
 
 AGENT_COLUMNS = ("id", "name", "instructions", "provider", "model", "memory_policy", "tools")
-AGENT_SELECT = ", ".join(AGENT_COLUMNS)
+# The columns :func:`agent_from_row` reads, in order (``select(*AGENT_ROW)``).
+AGENT_ROW = tuple(AGENTS.c[name] for name in AGENT_COLUMNS)
 MEMORY_COLUMNS = ("id", "agent_id", "session_id", "scope", "namespace", "content", "metadata",
                   "created_at")
-MEMORY_SELECT = ", ".join(MEMORY_COLUMNS)
+# The columns :func:`memory_from_row` reads, in order (``select(*MEMORY_ROW)``).
+MEMORY_ROW = tuple(MEMORY_ENTRIES.c[name] for name in MEMORY_COLUMNS)
 
 
 def json_object(value: Any) -> Any:
@@ -254,12 +266,12 @@ def json_object(value: Any) -> Any:
 
 
 def agent_from_row(row: Any) -> Agent:
-    """An :class:`Agent` from a row selected with :data:`AGENT_SELECT`."""
+    """An :class:`Agent` from a row selected with :data:`AGENT_ROW`."""
     return record_from_row(Agent, AGENT_COLUMNS, row, memory_policy=json_object,
                            tools=lambda value: list(json_value(value) or []))
 
 
 def memory_from_row(row: Any) -> MemoryEntry:
-    """A :class:`MemoryEntry` from a row selected with :data:`MEMORY_SELECT`."""
+    """A :class:`MemoryEntry` from a row selected with :data:`MEMORY_ROW`."""
     return record_from_row(MemoryEntry, MEMORY_COLUMNS, row, metadata=json_object,
                            created_at=text_to_time)
