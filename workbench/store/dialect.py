@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, cast, func
+from sqlalchemy import ColumnElement, TableClause, Text, cast, func
 from sqlalchemy.dialects import postgresql as pg_sql
 from sqlalchemy.dialects import sqlite as sqlite_sql
 from sqlalchemy.sql.expression import TableValuedAlias
@@ -32,7 +32,7 @@ class Dialect:
     def is_postgresql(self) -> bool:
         return self.name == POSTGRESQL
 
-    def insert(self, table: Table) -> Any:
+    def insert(self, table: TableClause) -> Any:
         """An ``INSERT`` into ``table`` that offers ``on_conflict_do_nothing/update``."""
         return (pg_sql.insert if self.is_postgresql else sqlite_sql.insert)(table)
 
@@ -44,6 +44,13 @@ class Dialect:
                 "value"
             )
         return func.json_each(column).table_valued("value")
+
+    def json_array(self, *values: Any) -> ColumnElement[str]:
+        """The JSON array of ``values`` as text (a text value becomes a JSON string):
+        ``json_array`` on SQLite, ``json_build_array`` on PostgreSQL."""
+        if self.is_postgresql:
+            return cast(func.json_build_array(*values), Text)
+        return func.json_array(*values, type_=Text)
 
     def contains_text(self, column: ColumnElement[str], needle: str) -> ColumnElement[bool]:
         """``column`` holds ``needle`` anywhere, ignoring case (``LIKE`` on SQLite, which
