@@ -282,12 +282,12 @@ def test_stats_json_counts(cli: Callable[..., Any], loaded: dict[str, int]) -> N
 def test_stats_names_the_database_without_a_password(
     cli: Callable[..., Any], loaded: dict[str, int], db_target: Path | str, backend: str
 ) -> None:
-    """The file's path, or the server's URL as people write it, never its password (the
-    test server trusts local connections, so a password in the URL changes nothing)."""
+    """The file's path, or the server's URL as people write it with its password masked
+    (the test server trusts local connections: a password in the URL changes nothing)."""
     target, shown = str(db_target), str(db_target)
     if backend == "postgresql":
         target = target.replace("workbench@", "workbench:s3cret@", 1)
-        shown = shown.replace("postgresql+psycopg://", "postgresql://", 1)
+        shown = shown.replace("postgresql+psycopg://workbench@", "postgresql://workbench:***@")
     stats = cli("stats", "--json", db=target)
     assert stats.code == 0, stats.err
     assert stats.json()["database"] == shown
