@@ -55,8 +55,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql import operators
-from sqlalchemy.sql.elements import UnaryExpression
 
 from workbench.core.compaction import CompactionPlan, CompactionRecord
 from workbench.core.conversation import Message, Task, utcnow
@@ -64,7 +62,7 @@ from workbench.core.message_table import MessageTable
 from workbench.errors import CompactionError, NotFoundError
 from workbench.store.base import StoreBase
 from workbench.store.db import Database
-from workbench.store.dialect import Dialect
+from workbench.store.dialect import Dialect, unindexed
 from workbench.store.schema import COMPACTIONS, MESSAGES, SESSION_CONTEXT, SESSIONS
 from workbench.store.types import json_text, json_value, text_to_time, time_to_text
 
@@ -144,15 +142,6 @@ _PLAIN_ROLES: tuple[ColumnElement[str], ...] = (
 _WHOLE = ""
 
 
-def _unindexed(column: Any, dialect: Dialect) -> Any:
-    """``column`` as SQLite's planner cannot search an index by (``+column``), so a
-    statement changing the column walks the rows it names instead of an index it is
-    changing; PostgreSQL's planner needs no such word."""
-    if dialect.is_postgresql:
-        return column
-    return UnaryExpression(column, operator=operators.custom_op("+"))
-
-
 @dataclass(frozen=True)
 class _Statements:
     """The statements whose text depends on the dialect."""
@@ -204,10 +193,12 @@ def _statements(dialect: Dialect) -> _Statements:
     return _Statements(
         prior=select(M.c.id, M.c.compaction_id).where(M.c.id.in_(ids),
                                                       M.c.compaction_id.is_not(None)),
+        # By the ids: on SQLite, +session_id and +state keep the planner off the
+        # (session, state) index the statement changes.
         fold=(
             update(M)
-            .where(M.c.id.in_(ids), _unindexed(M.c.session_id, dialect) == bindparam("sid"),
-                   _unindexed(M.c.state, dialect) == "active")
+            .where(M.c.id.in_(ids), unindexed(M.c.session_id) == bindparam("sid"),
+                   unindexed(M.c.state) == "active")
             .values(state="folded", compaction_id=bindparam("cid"))
         ),
         write_context=write_context,
