@@ -1,5 +1,11 @@
-"""Noticing another writer: ChangeWatch over two workspaces on one database file (two
-sets of connections, as two processes have)."""
+"""Noticing another writer: ChangeWatch over two workspaces on one database (two sets of
+connections, as two processes have), a SQLite file or the team store's server.
+
+A SQLite file's ``data_version`` moves when the other connection commits; the team store
+hears the other's change notice on its listener's thread, so there the test waits (for
+an event, never for a time) until the listener is connected before the other writes,
+and until it has heard the write before polling.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +14,36 @@ from pathlib import Path
 from workbench.engine.memory import Memory
 from workbench.engine.watch import ChangeWatch, session_mark
 from workbench.engine.workspace import Workspace
+from workbench.store.db_postgresql import PostgresDatabase
+
+WAIT_S = 30.0  # a bound on waiting for the listener, not a delay
 
 
-def test_a_change_by_another_writer_is_reported_once(tmp_path: Path) -> None:
-    path = tmp_path / "wb.db"
-    mine, theirs = Workspace.open(path), Workspace.open(path)
+def _listening(ws: Workspace) -> None:
+    """On the team store: wait until ``ws``'s listener hears notices."""
+    if isinstance(ws.db, PostgresDatabase):
+        listener = ws.db.listener()
+        assert listener.wait_for(lambda heard: heard.connections > 0, WAIT_S), listener.last_error
+
+
+def _heard_since(ws: Workspace, version: int) -> None:
+    """On the team store: wait until ``ws``'s listener heard a change after ``version``."""
+    if isinstance(ws.db, PostgresDatabase):
+        assert ws.db.listener().wait_for(lambda heard: heard.version > version, WAIT_S)
+
+
+def test_a_change_by_another_writer_is_reported_once(db_target: Path | str) -> None:
+    mine, theirs = Workspace.open(db_target), Workspace.open(db_target)
     try:
         info = mine.repo.create_session("Shared")
         watch = ChangeWatch(mine)
+        _listening(mine)
         assert watch.poll() is False  # nothing since the watch began
         before = session_mark(mine, info.id)
+        version = mine.db.data_version()
         memory = Memory.open(theirs, info.id)
         memory.append("user", "written by the other process")
+        _heard_since(mine, version)
         assert watch.poll() is True
         assert watch.poll() is False  # reported once
         after = session_mark(mine, info.id)
@@ -27,8 +51,10 @@ def test_a_change_by_another_writer_is_reported_once(tmp_path: Path) -> None:
         assert after.message_count == before.message_count + 1
 
         # Seen while the caller is busy: kept until it is quiet.
+        version = mine.db.data_version()
         memory = Memory.open(theirs, info.id)
         memory.append("assistant", "and a reply")
+        _heard_since(mine, version)
         assert watch.poll(quiet=False) is False
         assert watch.poll() is True
     finally:
@@ -36,10 +62,11 @@ def test_a_change_by_another_writer_is_reported_once(tmp_path: Path) -> None:
         mine.close()
 
 
-def test_own_writes_are_not_reported_while_they_happen(tmp_path: Path) -> None:
-    ws = Workspace.open(tmp_path / "wb.db")
+def test_own_writes_are_not_reported_while_they_happen(db_target: Path | str) -> None:
+    ws = Workspace.open(db_target)
     try:
         watch = ChangeWatch(ws)
+        _listening(ws)
         info = ws.repo.create_session("Mine")
         assert watch.poll() is False  # this process wrote in the interval
         # The next interval may report it (it cannot be told from an outside change

@@ -8,6 +8,12 @@ interval in which this process wrote nothing: one seen while this process wrote 
 may have been only its own, and is reported one interval later rather than lost, so a
 caller compares what it shows with the database (:func:`session_mark`) before it reads
 anything again.
+
+On the team store (PostgreSQL) the database's ``data_version`` is the count of change
+notices from other processes its listener heard (a connection lost and made again counts
+too: what was committed meanwhile was not heard); this process's own writes never move
+it. Notices arrive on the listener's thread, shortly after the other's commit, so a
+change is reported by the first poll after it was heard.
 """
 
 from __future__ import annotations
