@@ -116,6 +116,9 @@ class MainWindow(QMainWindow):
         self.first_run_bar: Any = None
         self._refresh_status_timer = single_shot(self, 80, self._refresh_session_status)
         self.db_watcher = DatabaseWatcher(self.ctx, self._busy_with_own_work, self)
+        # Another window or desktop may have renamed the open session.
+        self.db_watcher.outside_change_seen.connect(
+            lambda _reread: self._refresh_status_timer.start())
         # What a person types first goes to the prompt (or, without a composer, to the
         # timeline), not to the first role chip, which Space would switch off.
         start = self.composer.prompt if self.composer is not None else self.timeline.view
@@ -513,6 +516,8 @@ class MainWindow(QMainWindow):
             self.setWindowTitle(APP_TITLE)
             self.tokens_label.setText("")
             return
+        if self.timeline.title_label.full_text() != info.title:
+            self.timeline.set_title(info.title)  # renamed elsewhere
         # Capped: a 5,000-character title is no window title (the timeline shows it).
         title = visible_text(info.title)  # a bidi control would reorder the title bar
         if len(title) > TITLE_CHARS:
