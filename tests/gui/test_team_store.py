@@ -30,7 +30,7 @@ from tests.gui.conftest import settle
 from tests.gui.journey import focus, named, press, type_text, with_modal_dialog
 from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace
-from workbench.gui.dialogs.open_database import OpenDatabaseDialog
+from workbench.gui.dialogs.open_database import OpenDatabaseDialog, open_at_start
 from workbench.gui.main_window import MainWindow
 from workbench.gui.models.sessions import SessionRole
 
@@ -347,3 +347,32 @@ def test_open_team_database_switches_the_window_and_remembers_the_password_when_
     host_port = address.split("@", 1)[1].rsplit("/", 1)[0]
     assert memory_keyring.passwords == {
         (SERVICE, f"workbench@{host_port}/{database}"): SECRET}
+
+
+# -- the start-up (make run with WORKBENCH_DB, workbench --db URL) -----------------------------
+
+
+def test_the_start_up_on_an_unreachable_team_store_names_it_without_the_password(
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    port = _closed_port()
+    monkeypatch.setenv("WORKBENCH_DB", f"postgresql://alice:{SECRET}@127.0.0.1:{port}/team")
+    workspace, dialog = open_at_start(None)
+    assert workspace is None
+    said = dialog.label.text()
+    assert f"127.0.0.1:{port}/team" in said and SECRET not in said
+    assert dialog.isVisible()
+    dialog.cancel()
+
+
+def test_the_start_up_opens_the_team_store_named_by_workbench_db(
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch, team_url: str,
+) -> None:
+    monkeypatch.setenv("WORKBENCH_DB", team_url)
+    workspace, dialog = open_at_start(None, prepare=Workspace.ensure_sample_session)
+    assert workspace is not None, dialog.label.text()
+    try:
+        assert not workspace.is_file and team_url.rsplit("/", 1)[1] in workspace.location
+        assert workspace.count_sessions() == 1  # the sample, as on a first file
+    finally:
+        workspace.close()

@@ -17,10 +17,11 @@ from sqlalchemy.engine import URL
 
 from workbench.engine.workspace import Workspace
 from workbench.errors import StorageError, WorkbenchError
-from workbench.store.db import OpenProgress, is_database_url, refuse_url
+from workbench.store.db import OpenProgress, default_location, is_database_url, refuse_url
 from workbench.store.db_postgresql import KEYRING_SERVICE, keyring_account, server_url
 
 __all__ = [
+    "database_to_open",
     "is_team_url",
     "open_team_store",
     "remember_password",
@@ -33,6 +34,13 @@ EXAMPLE_URL = "postgresql://user@host:5432/database"
 def is_team_url(where: str | Path | None) -> bool:
     """Whether ``where`` is a server's URL (``scheme://...``) rather than a file path."""
     return is_database_url(where)
+
+
+def database_to_open(where: Path | str | None) -> Path | str:
+    """What opening ``where`` opens: itself, or when None the default (``WORKBENCH_DB``,
+    a file or a team store's URL; else the file in ``WORKBENCH_HOME`` or the user data
+    folder)."""
+    return where if where is not None else default_location()
 
 
 def _password_in(url: str) -> str | None:

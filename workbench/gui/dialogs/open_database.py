@@ -21,6 +21,7 @@ from PySide6.QtCore import QEventLoop, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
 from workbench.engine.team import (
+    database_to_open,
     is_team_url,
     open_team_store,
     remember_password,
@@ -46,6 +47,13 @@ class OpenDatabaseDialog(JobProgressDialog):
                  prepare: Callable[[Workspace], object] | None = None,
                  parent: QWidget | None = None) -> None:
         self.path: Path | str | None
+        if path is None:
+            try:
+                default = database_to_open(None)
+            except WorkbenchError:
+                default = None  # a URL of another kind: the open says so
+            if default is not None and is_team_url(default):
+                path = default  # WORKBENCH_DB names a team store
         if path is not None and is_team_url(path):
             self.path = str(path)
             try:
