@@ -887,7 +887,7 @@ def test_stats_count_the_whole_database(repo: Repository) -> None:
     assert stats["uncounted_messages"] == 1
     assert stats["memory_entries"] == 1
     assert stats["agents"] == 1
-    assert stats["database"] == str(repo.db.path)
+    assert stats["database"] == repo.db.location
 
 
 # == errors ===================================================================================

@@ -6,6 +6,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import bindparam, delete, func, insert, literal, select, update
+
 from workbench.core.conversation import (
     Agent,
     MemoryEntry,
@@ -17,13 +19,37 @@ from workbench.store.base import (
     DEFAULT_AGENT_SETTING,
 )
 from workbench.store.rows import (
-    AGENT_SELECT,
-    MEMORY_SELECT,
+    AGENT_ROW,
+    MEMORY_ROW,
     agent_from_row,
     memory_from_row,
 )
+from workbench.store.schema import AGENTS, MEMORY_ENTRIES, SESSIONS
 from workbench.store.settings_store import SettingsStore
 from workbench.store.types import json_text, time_to_text
+
+_AGENT_BY_ID = select(*AGENT_ROW).where(AGENTS.c.id == bindparam("id"))
+_AGENT_BY_NAME = select(*AGENT_ROW).where(AGENTS.c.name == bindparam("name"))
+_AGENTS_BY_NAME = select(*AGENT_ROW).order_by(AGENTS.c.name)
+_NAME_TAKEN = select(literal(1)).select_from(AGENTS).where(AGENTS.c.name == bindparam("name"))
+_INSERT_AGENT = insert(AGENTS).returning(AGENTS.c.id)
+_AGENT_NAME = select(AGENTS.c.name).where(AGENTS.c.id == bindparam("id"))
+_AGENT_SESSIONS = (
+    select(func.count()).select_from(SESSIONS).where(SESSIONS.c.agent_id == bindparam("id"))
+)
+_DELETE_AGENT_MEMORY = delete(MEMORY_ENTRIES).where(MEMORY_ENTRIES.c.agent_id == bindparam("id"))
+_DELETE_AGENT = delete(AGENTS).where(AGENTS.c.id == bindparam("id"))
+# The identity of an entry, as the unique index ux_memory_entries_identity has it.
+_SAME_ENTRY = select(MEMORY_ENTRIES.c.id).where(
+    MEMORY_ENTRIES.c.agent_id == bindparam("agent_id"),
+    MEMORY_ENTRIES.c.scope == bindparam("scope"),
+    MEMORY_ENTRIES.c.namespace == bindparam("namespace"),
+    func.coalesce(MEMORY_ENTRIES.c.session_id, 0) == bindparam("session_key"),
+    MEMORY_ENTRIES.c.content_hash == bindparam("content_hash"),
+)
+_INSERT_ENTRY = insert(MEMORY_ENTRIES).returning(MEMORY_ENTRIES.c.id)
+_ENTRY_BY_ID = select(*MEMORY_ROW).where(MEMORY_ENTRIES.c.id == bindparam("id"))
+_DELETE_ENTRY = delete(MEMORY_ENTRIES).where(MEMORY_ENTRIES.c.id == bindparam("id"))
 
 
 class AgentStore(SettingsStore):
@@ -39,8 +65,7 @@ class AgentStore(SettingsStore):
                 return self.get_agent(int(agent_id))
             except NotFoundError:
                 pass
-        row = self._first(f"SELECT {AGENT_SELECT} FROM agents WHERE name = ?",
-                          (DEFAULT_AGENT_NAME,))
+        row = self._first(_AGENT_BY_NAME, {"name": DEFAULT_AGENT_NAME})
         # Long-term memory on for the default agent: the session's own entries, injected
         # into the instructions, 5 at most (seed 004's "Default to scope: :session").
         agent = agent_from_row(row) if row is not None else self.create_agent(
@@ -63,27 +88,22 @@ class AgentStore(SettingsStore):
         """Create an agent; a name already taken raises :class:`StorageError`."""
         now = time_to_text(utcnow())
         with self.db.write() as conn:
-            if conn.exec_driver_sql("SELECT 1 FROM agents WHERE name = ?", (name,)).first():
+            if conn.execute(_NAME_TAKEN, {"name": name}).first():
                 raise StorageError(f"An agent named {name!r} already exists.")
-            cur = conn.exec_driver_sql(
-                "INSERT INTO agents (name, instructions, provider, model, memory_policy, tools,"
-                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (name, instructions, provider, model, json_text(memory_policy or {}),
-                 json_text(list(tools)), now, now),
-            )
-            agent_id = cur.lastrowid
+            agent_id = conn.execute(_INSERT_AGENT, {
+                "name": name, "instructions": instructions, "provider": provider,
+                "model": model, "memory_policy": json_text(memory_policy or {}),
+                "tools": json_text(list(tools)), "created_at": now, "updated_at": now,
+            }).scalar_one()
         return self.get_agent(int(agent_id))
 
     def get_agent(self, agent_id: int) -> Agent:
         return agent_from_row(self._read_one(
-            f"SELECT {AGENT_SELECT} FROM agents WHERE id = ?", agent_id,
-            f"There is no agent with id {agent_id}."))
+            _AGENT_BY_ID, agent_id, f"There is no agent with id {agent_id}."))
 
     def list_agents(self) -> list[Agent]:
         with self.db.read() as conn:
-            rows = conn.exec_driver_sql(
-                f"SELECT {AGENT_SELECT} FROM agents ORDER BY name"
-            ).all()
+            rows = conn.execute(_AGENTS_BY_NAME).all()
         return [agent_from_row(r) for r in rows]
 
     def delete_agent(self, agent_id: int) -> int:
@@ -93,25 +113,19 @@ class AgentStore(SettingsStore):
         agent."""
         with self.db.write() as conn:
             self._require(conn, "agents", agent_id, "agent")
-            name = conn.exec_driver_sql(
-                "SELECT name FROM agents WHERE id = ?", (agent_id,)
-            ).scalar_one()
+            name = conn.execute(_AGENT_NAME, {"id": agent_id}).scalar_one()
             default = self.get_setting(DEFAULT_AGENT_SETTING)
             if name == DEFAULT_AGENT_NAME or default == agent_id:
                 raise StorageError(f"Agent {name!r} is the default agent; it cannot be deleted.")
-            sessions = int(conn.exec_driver_sql(
-                "SELECT count(*) FROM sessions WHERE agent_id = ?", (agent_id,)
-            ).scalar_one())
+            sessions = int(conn.execute(_AGENT_SESSIONS, {"id": agent_id}).scalar_one())
             if sessions:
                 noun = "session" if sessions == 1 else "sessions"
                 raise StorageError(
                     f"Agent {name!r} still has {sessions} {noun}; delete them or give them "
                     "another agent first."
                 )
-            removed = conn.exec_driver_sql(
-                "DELETE FROM memory_entries WHERE agent_id = ?", (agent_id,)
-            ).rowcount
-            conn.exec_driver_sql("DELETE FROM agents WHERE id = ?", (agent_id,))
+            removed = conn.execute(_DELETE_AGENT_MEMORY, {"id": agent_id}).rowcount
+            conn.execute(_DELETE_AGENT, {"id": agent_id})
         return int(removed or 0)
 
     def update_agent(self, agent_id: int, **fields: Any) -> Agent:
@@ -127,10 +141,9 @@ class AgentStore(SettingsStore):
         with self.db.write() as conn:
             self._require(conn, "agents", agent_id, "agent")
             if values:
-                sets = ", ".join(f"{k} = ?" for k in values)
-                conn.exec_driver_sql(
-                    f"UPDATE agents SET {sets}, updated_at = ? WHERE id = ?",
-                    (*values.values(), time_to_text(utcnow()), agent_id),
+                conn.execute(
+                    update(AGENTS).where(AGENTS.c.id == agent_id)
+                    .values(**values, updated_at=time_to_text(utcnow()))
                 )
         return self.get_agent(agent_id)
 
@@ -156,27 +169,24 @@ class AgentStore(SettingsStore):
             self._require(conn, "agents", agent_id, "agent")
             if session_id is not None:
                 self._require(conn, "sessions", session_id, "session")
-            found = conn.exec_driver_sql(
-                "SELECT id FROM memory_entries WHERE agent_id = ? AND scope = ? AND namespace = ?"
-                " AND ifnull(session_id, 0) = ? AND content_hash = ?",
-                (agent_id, scope, namespace, session_id or 0, digest),
-            ).first()
+            found = conn.execute(_SAME_ENTRY, {
+                "agent_id": agent_id, "scope": scope, "namespace": namespace,
+                "session_key": session_id or 0, "content_hash": digest,
+            }).first()
             if found is not None:
                 entry_id, created = int(found[0]), False
             else:
-                cur = conn.exec_driver_sql(
-                    "INSERT INTO memory_entries (agent_id, session_id, scope, namespace, content,"
-                    " content_hash, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (agent_id, session_id, scope, namespace, content, digest,
-                     json_text(metadata or {}), time_to_text(utcnow())),
-                )
-                entry_id, created = int(cur.lastrowid), True
+                entry_id = int(conn.execute(_INSERT_ENTRY, {
+                    "agent_id": agent_id, "session_id": session_id, "scope": scope,
+                    "namespace": namespace, "content": content, "content_hash": digest,
+                    "metadata": json_text(metadata or {}), "created_at": time_to_text(utcnow()),
+                }).scalar_one())
+                created = True
         return self.get_memory_entry(entry_id), created
 
     def get_memory_entry(self, entry_id: int) -> MemoryEntry:
         return memory_from_row(self._read_one(
-            f"SELECT {MEMORY_SELECT} FROM memory_entries WHERE id = ?", entry_id,
-            f"There is no memory entry with id {entry_id}."))
+            _ENTRY_BY_ID, entry_id, f"There is no memory entry with id {entry_id}."))
 
     def list_memory_entries(
         self,
@@ -187,28 +197,23 @@ class AgentStore(SettingsStore):
         session_id: int | None = None,
     ) -> list[MemoryEntry]:
         """Memory entries matching every filter given, newest first."""
-        clauses, params = [], []
+        query = select(*MEMORY_ROW).order_by(
+            MEMORY_ENTRIES.c.created_at.desc(), MEMORY_ENTRIES.c.id.desc()
+        )
         for column, value in (
-            ("agent_id", agent_id),
-            ("scope", scope),
-            ("namespace", namespace),
-            ("session_id", session_id),
+            (MEMORY_ENTRIES.c.agent_id, agent_id),
+            (MEMORY_ENTRIES.c.scope, scope),
+            (MEMORY_ENTRIES.c.namespace, namespace),
+            (MEMORY_ENTRIES.c.session_id, session_id),
         ):
             if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+                query = query.where(column == value)
         with self.db.read() as conn:
-            rows = conn.exec_driver_sql(
-                f"SELECT {MEMORY_SELECT} FROM memory_entries {where} "
-                "ORDER BY created_at DESC, id DESC",
-                tuple(params),
-            ).all()
+            rows = conn.execute(query).all()
         return [memory_from_row(r) for r in rows]
 
     def delete_memory_entry(self, entry_id: int) -> None:
         with self.db.write() as conn:
-            cur = conn.exec_driver_sql("DELETE FROM memory_entries WHERE id = ?", (entry_id,))
-            if cur.rowcount == 0:
+            if conn.execute(_DELETE_ENTRY, {"id": entry_id}).rowcount == 0:
                 raise NotFoundError(f"There is no memory entry with id {entry_id}.")
 

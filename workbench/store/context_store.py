@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
+from typing import Any
 
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from workbench.core.conversation import (
@@ -13,18 +16,36 @@ from workbench.core.conversation import (
 from workbench.store.base import (
     _EMPTY_CONTEXT,
 )
+from workbench.store.dialect import Dialect
 from workbench.store.rows import (
     context_from_row,
     context_params,
 )
+from workbench.store.schema import SESSION_CONTEXT
 from workbench.store.session_store import SessionStore
 from workbench.store.types import time_to_text
+
+# The columns of :func:`~workbench.store.rows.context_params`, in its order.
+_CONTEXT_COLUMNS = ("facts", "summary", "tasks", "tool_stats", "token_usage", "system_state",
+                    "environment")
+_READ_CONTEXT = select(*(SESSION_CONTEXT.c[name] for name in _CONTEXT_COLUMNS)).where(
+    SESSION_CONTEXT.c.session_id == bindparam("session_id")
+)
 
 
 def _carries_context(context: SessionContext) -> bool:
     """Whether an imported conversation brought a context of its own (a context file
     does; most formats bring none)."""
     return context_params(context) != _EMPTY_CONTEXT
+
+
+@cache
+def _upsert_context(dialect: Dialect) -> Any:
+    insert = dialect.insert(SESSION_CONTEXT)
+    return insert.on_conflict_do_update(
+        index_elements=[SESSION_CONTEXT.c.session_id],
+        set_={name: insert.excluded[name] for name in (*_CONTEXT_COLUMNS, "updated_at")},
+    )
 
 
 class ContextStore(SessionStore):
@@ -40,11 +61,7 @@ class ContextStore(SessionStore):
 
     @staticmethod
     def _read_context(conn: Connection, session_id: int) -> SessionContext:
-        row = conn.exec_driver_sql(
-            "SELECT facts, summary, tasks, tool_stats, token_usage, system_state,"
-            " environment FROM session_context WHERE session_id = ?",
-            (session_id,),
-        ).mappings().first()
+        row = conn.execute(_READ_CONTEXT, {"session_id": session_id}).mappings().first()
         return context_from_row(row)
 
     def set_context(self, session_id: int, context: SessionContext) -> None:
@@ -75,25 +92,20 @@ class ContextStore(SessionStore):
         """Whether an imported ``context`` that says anything differs from the stored one."""
         if not _carries_context(context):
             return False
-        row = conn.exec_driver_sql(
-            "SELECT facts, summary, tasks, tool_stats, token_usage, system_state,"
-            " environment FROM session_context WHERE session_id = ?",
-            (session_id,),
-        ).first()
+        row = conn.execute(_READ_CONTEXT, {"session_id": session_id}).first()
         incoming = tuple(context_params(context).values())
         return row is None or tuple(row) != incoming
 
     def _write_context(self, conn: Connection, session_id: int, context: SessionContext) -> None:
-        values = context_params(context)
-        conn.exec_driver_sql(
-            "INSERT INTO session_context (session_id, facts, summary, tasks, tool_stats,"
-            " token_usage, system_state, environment, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (session_id) DO UPDATE SET facts = excluded.facts,"
-            " summary = excluded.summary, tasks = excluded.tasks,"
-            " tool_stats = excluded.tool_stats, token_usage = excluded.token_usage,"
-            " system_state = excluded.system_state, environment = excluded.environment,"
-            " updated_at = excluded.updated_at",
-            (session_id, *values.values(), time_to_text(utcnow())),
-        )
+        conn.execute(self._upsert_context, {
+            "session_id": session_id, **context_params(context),
+            "updated_at": time_to_text(utcnow()),
+        })
+        self.db.changed(conn, (session_id,))
+
+    @property
+    def _upsert_context(self) -> Any:
+        """``INSERT ... ON CONFLICT (session_id) DO UPDATE`` of a whole context (one
+        statement per backend, built once)."""
+        return _upsert_context(self.dialect)
 

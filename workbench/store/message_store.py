@@ -1,10 +1,32 @@
-"""Messages: appending, inserting, editing, states, paging, token counts."""
+"""Messages: appending, inserting, editing, states, paging, token counts.
+
+Every statement is SQLAlchemy Core over the storage tables (:mod:`workbench.store.schema`)
+and runs alike on SQLite and PostgreSQL; the statements whose shape is fixed are built
+once, below the class, with ``bindparam`` names (``:sid`` is always a session id). Where
+SQLite's planner must be told which index to read, :func:`indexed_alias` and
+:func:`unindexed` say so on SQLite only.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from functools import cache
 from typing import Any
 
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Select,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    literal,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from workbench.core.assembly import REASON_EXCLUDED_SYSTEM, REASON_ORPHAN_RESULT
@@ -21,16 +43,16 @@ from workbench.store.base import (
     _check_role,
     _check_state,
     _chunks,
-    _first_column,
-    _in_clause,
 )
 from workbench.store.context_store import ContextStore
+from workbench.store.dialect import indexed_alias, unindexed
 from workbench.store.rows import (
-    MESSAGE_INSERT_WITH_LINES,
-    MESSAGE_SELECT,
+    MESSAGE_FIELDS,
+    MESSAGE_INSERT_ROWS,
     message_from_row,
-    message_params,
+    message_values,
 )
+from workbench.store.schema import MESSAGE_CALLS, MESSAGES, SESSIONS
 from workbench.store.types import json_text, json_value
 
 
@@ -49,11 +71,7 @@ class MessageStore(ContextStore):
             start = self._next_position(conn, session_id)
             self._insert_messages(conn, session_id, start, messages)
             self._bump_counts(conn, session_id, messages)
-            rows = conn.exec_driver_sql(
-                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND position >= ?"
-                " ORDER BY position",
-                (session_id, start),
-            ).all()
+            rows = conn.execute(_FROM_POSITION, {"sid": session_id, "start": start}).all()
         return [message_from_row(r) for r in rows]
 
     def append_message(self, session_id: int, message: Message) -> Message:
@@ -76,19 +94,12 @@ class MessageStore(ContextStore):
                 raise StorageError(
                     f"Position {position} is outside session {session_id} (0 to {end})."
                 )
-            conn.exec_driver_sql(
-                "UPDATE messages SET position = position + 1"
-                " WHERE session_id = ? AND position >= ?",
-                (session_id, position),
-            )
+            conn.execute(_MAKE_ROOM, {"sid": session_id, "at": position})
             self._insert_messages(
                 conn, session_id, position, [message], keep_missing_time=keep_missing_time
             )
             self._refresh_counts(conn, session_id)
-            row = conn.exec_driver_sql(
-                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND position = ?",
-                (session_id, position),
-            ).one()
+            row = conn.execute(_AT_POSITION, {"sid": session_id, "at": position}).one()
         return message_from_row(row)
 
     def _insert_messages(
@@ -97,19 +108,17 @@ class MessageStore(ContextStore):
     ) -> None:
         now = utcnow()
         lines, line_tokens = line_cache(messages)
-        params = [
-            (*message_params(m, session_id, start + i, now, keep_missing_time=keep_missing_time),
-             line, tokens)
+        rows = [
+            message_values(m, session_id, start + i, now, keep_missing_time=keep_missing_time,
+                           line=line, line_tokens=tokens)
             for i, (m, line, tokens) in enumerate(zip(messages, lines, line_tokens, strict=True))
         ]
-        if params:
-            conn.exec_driver_sql(MESSAGE_INSERT_WITH_LINES, params)
+        if rows:
+            conn.execute(MESSAGE_INSERT_ROWS, rows)
 
     def get_message(self, message_id: int) -> Message:
         with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                f"SELECT {MESSAGE_SELECT} FROM messages WHERE id = ?", (message_id,)
-            ).first()
+            row = conn.execute(_BY_ID, {"id": message_id}).first()
         if row is None:
             raise NotFoundError(f"There is no message with id {message_id}.")
         return message_from_row(row)
@@ -147,7 +156,7 @@ class MessageStore(ContextStore):
         if metadata is not None:
             meta = dict(metadata)
             if "important" in meta:
-                values["important"] = 1 if meta.pop("important") else 0
+                values["important"] = bool(meta.pop("important"))
             values["metadata"] = json_text(meta) if meta else None
         if token_count is not _UNSET:
             values["token_count"] = token_count
@@ -158,20 +167,14 @@ class MessageStore(ContextStore):
         with self.db.write() as conn:
             session_id = self._message_session(conn, message_id)
             if values:
-                sets = ", ".join(f"{k} = ?" for k in values)
-                conn.exec_driver_sql(
-                    f"UPDATE messages SET {sets} WHERE id = ?", (*values.values(), message_id)
-                )
+                conn.execute(update(MESSAGES).where(MESSAGES.c.id == message_id).values(values))
                 self._refresh_counts(conn, session_id)
         return self.get_message(message_id)
 
     def set_important(self, message_id: int, important: bool = True) -> Message:
         with self.db.write() as conn:
             session_id = self._message_session(conn, message_id)
-            conn.exec_driver_sql(
-                "UPDATE messages SET important = ? WHERE id = ?",
-                (1 if important else 0, message_id),
-            )
+            conn.execute(_SET_IMPORTANT, {"mid": message_id, "flag": bool(important)})
             self._touch(conn, session_id)
         return self.get_message(message_id)
 
@@ -187,21 +190,17 @@ class MessageStore(ContextStore):
         with self.db.write() as conn:
             sessions: set[int] = set()
             for chunk in _chunks(ids):
-                sessions |= _first_column(
-                    conn,
-                    f"SELECT DISTINCT session_id FROM messages WHERE id IN {_in_clause(chunk)}",
-                    chunk)
-                cur = conn.exec_driver_sql(
-                    f"UPDATE messages SET state = ?, compaction_id = ? "
-                    f"WHERE id IN {_in_clause(chunk)}",
-                    (state, compaction_id, *chunk),
+                sessions.update(
+                    r[0] for r in conn.execute(_SESSIONS_OF, {"ids": list(chunk)})
                 )
-                changed += cur.rowcount
+                changed += conn.execute(
+                    _SET_STATE,
+                    {"ids": list(chunk), "new_state": state, "new_compaction": compaction_id},
+                ).rowcount
             if changed < len(ids):
                 found: set[int] = set()
                 for chunk in _chunks(ids):
-                    found |= _first_column(
-                        conn, f"SELECT id FROM messages WHERE id IN {_in_clause(chunk)}", chunk)
+                    found.update(r[0] for r in conn.execute(_IDS_IN, {"ids": list(chunk)}))
                 missing = [i for i in ids if i not in found]
                 shown = ", ".join(str(i) for i in missing[:10])
                 more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
@@ -215,19 +214,14 @@ class MessageStore(ContextStore):
     def delete_message(self, message_id: int) -> Message:
         """Delete one message (the user's explicit action); returns what was deleted."""
         with self.db.write() as conn:
-            row = conn.exec_driver_sql(
-                f"SELECT {MESSAGE_SELECT} FROM messages WHERE id = ?", (message_id,)
-            ).first()
+            row = conn.execute(_BY_ID, {"id": message_id}).first()
             if row is None:
                 raise NotFoundError(f"There is no message with id {message_id}.")
             msg = message_from_row(row)
-            conn.exec_driver_sql("DELETE FROM messages WHERE id = ?", (message_id,))
-            conn.exec_driver_sql(
-                "UPDATE messages SET position = position - 1"
-                " WHERE session_id = ? AND position > ?",
-                (msg.session_id, msg.position),
-            )
-            self._refresh_counts(conn, int(msg.session_id))  # type: ignore[arg-type]
+            assert msg.session_id is not None and msg.position is not None
+            conn.execute(_DELETE, {"id": message_id})
+            conn.execute(_CLOSE_GAP, {"sid": msg.session_id, "at": msg.position})
+            self._refresh_counts(conn, msg.session_id)
         return msg
 
     def replace_messages(
@@ -244,10 +238,7 @@ class MessageStore(ContextStore):
             self._require(conn, "sessions", session_id, "session")
             removed: list[Message] = []
             for message_id in message_ids:
-                row = conn.exec_driver_sql(
-                    f"SELECT {MESSAGE_SELECT} FROM messages WHERE id = ? AND session_id = ?",
-                    (message_id, session_id),
-                ).first()
+                row = conn.execute(_BY_ID_IN_SESSION, {"id": message_id, "sid": session_id}).first()
                 if row is None:
                     raise NotFoundError(
                         f"Session {session_id} has no message with id {message_id}."
@@ -259,39 +250,25 @@ class MessageStore(ContextStore):
             # old message's id would take the new one for it.
             start = self._next_position(conn, session_id)
             self._insert_messages(conn, session_id, start, messages)
-            new_ids = [int(r[0]) for r in conn.exec_driver_sql(
-                "SELECT id FROM messages WHERE session_id = ? AND position >= ?"
-                " ORDER BY position",
-                (session_id, start),
-            ).all()]
+            new_ids = [int(r[0]) for r in conn.execute(
+                _IDS_FROM_POSITION, {"sid": session_id, "start": start})]
             # From the bottom up, so each position read above is still right.
             for msg in reversed(removed):
-                conn.exec_driver_sql("DELETE FROM messages WHERE id = ?", (msg.id,))
-                conn.exec_driver_sql(
-                    "UPDATE messages SET position = position - 1"
-                    " WHERE session_id = ? AND position > ?",
-                    (session_id, msg.position),
-                )
+                conn.execute(_DELETE, {"id": msg.id})
+                conn.execute(_CLOSE_GAP, {"sid": session_id, "at": msg.position})
             self._refresh_counts(conn, session_id)
-            rows = conn.exec_driver_sql(
-                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ?"
-                f" AND id IN {_in_clause(new_ids)} ORDER BY position",
-                (session_id, *new_ids),
+            rows = conn.execute(
+                _BY_IDS_IN_SESSION, {"sid": session_id, "ids": new_ids}
             ).all() if new_ids else []
         return removed, [message_from_row(r) for r in rows]
 
     def message_count(self, session_id: int, *, states: Sequence[str] | None = None) -> int:
         with self.db.read() as conn:
-            params: tuple[Any, ...]
             if not states:
-                sql, params = "SELECT count(*) FROM messages WHERE session_id = ?", (session_id,)
-            else:
-                sql = (
-                    "SELECT count(*) FROM messages WHERE session_id = ? "
-                    f"AND state IN {_in_clause(states)}"
-                )
-                params = (session_id, *states)
-            return int(conn.exec_driver_sql(sql, params).scalar_one())
+                return int(conn.execute(_COUNT, {"sid": session_id}).scalar_one())
+            return int(conn.execute(
+                _COUNT_IN_STATES, {"sid": session_id, "states": list(states)}
+            ).scalar_one())
 
     def page_messages(
         self,
@@ -307,21 +284,13 @@ class MessageStore(ContextStore):
         Pass the last position of one page as ``after_position`` for the next; the cost
         of a page does not depend on where in the session it is.
         """
-        clauses = ["session_id = ?", "position > ?"]
-        params: list[Any] = [session_id, after_position]
+        params: dict[str, Any] = {"sid": session_id, "after": after_position, "limit": limit}
         if states:
-            clauses.append(f"state IN {_in_clause(states)}")
-            params += list(states)
+            params["states"] = list(states)
         if roles:
-            clauses.append(f"role IN {_in_clause(roles)}")
-            params += list(roles)
-        params.append(limit)
+            params["roles"] = list(roles)
         with self.db.read() as conn:
-            rows = conn.exec_driver_sql(
-                f"SELECT {MESSAGE_SELECT} FROM messages WHERE {' AND '.join(clauses)}"
-                " ORDER BY position LIMIT ?",
-                tuple(params),
-            ).all()
+            rows = conn.execute(_page(bool(states), bool(roles)), params).all()
         return [message_from_row(r) for r in rows]
 
     def page_before(
@@ -329,10 +298,8 @@ class MessageStore(ContextStore):
     ) -> list[Message]:
         """Up to ``limit`` messages just before ``before_position``, in order."""
         with self.db.read() as conn:
-            rows = conn.exec_driver_sql(
-                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND position < ?"
-                " ORDER BY position DESC LIMIT ?",
-                (session_id, before_position, limit),
+            rows = conn.execute(
+                _PAGE_BEFORE, {"sid": session_id, "before": before_position, "limit": limit}
             ).all()
         return [message_from_row(r) for r in reversed(rows)]
 
@@ -346,40 +313,30 @@ class MessageStore(ContextStore):
     ) -> list[Message]:
         """Up to ``limit`` messages in ``state`` just before ``before_position`` (from the
         newest when ``None``), newest first: a keyset walk backwards through a session."""
-        sql = f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND state = ?"
-        params: list[Any] = [session_id, state]
+        params: dict[str, Any] = {"sid": session_id, "state": state, "limit": limit}
+        statement = _STATE_NEWEST
         if before_position is not None:
-            sql += " AND position < ?"
-            params.append(before_position)
-        params.append(limit)
+            statement = _STATE_BEFORE
+            params["before"] = before_position
         with self.db.read() as conn:
-            rows = conn.exec_driver_sql(
-                sql + " ORDER BY position DESC LIMIT ?", tuple(params)
-            ).all()
+            rows = conn.execute(statement, params).all()
         return [message_from_row(r) for r in rows]
 
     def count_fitting(self, session_id: int, *, state: str, room: int) -> int | None:
         """How many of the session's newest messages in ``state`` fit in ``room`` tokens
         by their cached counts (a message without one counts 0, so this is at least
         what fits); ``None`` when they all do. One walk backwards that stops there."""
+        statement = _FITTING_ORDERED if self.dialect.is_postgresql else _FITTING
         with self.db.query() as conn:
-            row = conn.exec_driver_sql(
-                "SELECT n FROM (SELECT row_number() OVER w AS n,"
-                " sum(coalesce(token_count, 0)) OVER w AS used"
-                " FROM messages WHERE session_id = ? AND state = ?"
-                " WINDOW w AS (ORDER BY position DESC)) WHERE used > ? LIMIT 1",
-                (session_id, state, room),
+            row = conn.execute(
+                statement, {"sid": session_id, "state": state, "room": room}
             ).first()
         return None if row is None else int(row[0]) - 1
 
     def first_in_state(self, session_id: int, state: str) -> Message | None:
         """The earliest message of a session in ``state``, if any."""
         with self.db.read() as conn:
-            row = conn.exec_driver_sql(
-                f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? AND state = ?"
-                " ORDER BY position LIMIT 1",
-                (session_id, state),
-            ).first()
+            row = conn.execute(_FIRST_IN_STATE, {"sid": session_id, "state": state}).first()
         return message_from_row(row) if row is not None else None
 
     def message_shapes(
@@ -391,13 +348,8 @@ class MessageStore(ContextStore):
         with tool calls)."""
         out: list[tuple[int, int, str, str | None, list[str]]] = []
         with self.db.read() as conn:
-            rows = conn.exec_driver_sql(
-                "SELECT id, position, role, tool_call_id,"
-                " CASE WHEN role = 'assistant' THEN tool_calls END"
-                " FROM messages WHERE session_id = ? AND state = ?"
-                " AND position <= ? ORDER BY position DESC LIMIT ?",
-                (session_id, state, last_position, count),
-            ).all()
+            rows = conn.execute(_SHAPES, {"sid": session_id, "state": state,
+                                          "last": last_position, "limit": count}).all()
         for mid, pos, role, call_id, calls in rows:
             ids: list[str] = []
             if calls is not None:
@@ -424,61 +376,35 @@ class MessageStore(ContextStore):
         ``last_position``, all left out of a request: ``(id, position, reason)`` of the
         tool results whose call no earlier assistant message there made and, with
         ``exclude_system``, of the system messages, in order; and which of the call ids
-        ``asked`` those assistant messages made. Found by SQLite in the calls
+        ``asked`` those assistant messages made. Found by the database in the calls
         ``message_calls`` lists (an index lookup per tool result), so only the
         exceptions reach Python. ``None`` when a message's calls there are not JSON (or
-        the database is not SQLite): the caller then reads the messages instead.
+        the database cannot run the query): the caller then reads the messages instead.
         """
-        span = (session_id, state, after_position, last_position)
-        # The calls are listed one per row in message_calls (0007_message_calls), so each
-        # tool result of the stretch costs one lookup in an index, and no JSON is read.
+        span = {"sid": session_id, "state": state, "after": after_position,
+                "last": last_position}
+        # The calls are listed one per row in message_calls (0007_message_calls, kept by
+        # triggers on both backends), so each tool result of the stretch costs one lookup
+        # in an index, and no JSON is read.
         try:
             with self.db.read() as conn:
-                if conn.dialect.name != "sqlite":
-                    return None
-                unreadable = conn.exec_driver_sql(
-                    "SELECT 1 FROM message_calls WHERE session_id = ? AND call_id IS NULL"
-                    " AND state = ? AND position > ? AND position <= ? LIMIT 1",
-                    span,
-                ).first()
-                if unreadable is not None:
+                if conn.execute(_UNREADABLE_CALLS, span).first() is not None:
                     return None
                 rows: list[tuple[int, int, str]] = [
                     (int(r[0]), int(r[1]), REASON_ORPHAN_RESULT)
-                    for r in conn.exec_driver_sql(
-                        "SELECT t.id, t.position FROM messages t INDEXED BY"
-                        " ix_messages_tool_results"
-                        " WHERE t.session_id = ? AND t.state = ? AND t.role = 'tool'"
-                        " AND t.position > ? AND t.position <= ?"
-                        " AND NOT EXISTS (SELECT 1 FROM message_calls c INDEXED BY"
-                        " ix_message_calls_lookup WHERE c.session_id = t.session_id"
-                        " AND c.call_id = coalesce(t.tool_call_id, '') AND c.state = t.state"
-                        " AND c.position > ? AND c.position < t.position)",
-                        (*span, after_position),
-                    )
+                    for r in conn.execute(_ORPHAN_RESULTS, span)
                 ]
                 if exclude_system:
                     rows += [
                         (int(r[0]), int(r[1]), REASON_EXCLUDED_SYSTEM)
-                        for r in conn.exec_driver_sql(
-                            "SELECT id, position FROM messages WHERE session_id = ?"
-                            " AND state = ? AND role = 'system'"
-                            " AND +position > ? AND +position <= ?",
-                            span,
-                        )
+                        for r in conn.execute(_SYSTEM_IN_SPAN, span)
                     ]
                 issued: set[str] = set()
                 wanted = sorted(set(asked))
                 for chunk in range(0, len(wanted), 500):
                     part = wanted[chunk:chunk + 500]
                     issued.update(
-                        str(r[0])
-                        for r in conn.exec_driver_sql(
-                            "SELECT DISTINCT call_id FROM message_calls"
-                            f" WHERE session_id = ? AND call_id IN {_in_clause(part)}"
-                            " AND state = ? AND position > ? AND position <= ?",
-                            (session_id, *part, state, after_position, last_position),
-                        )
+                        str(r[0]) for r in conn.execute(_ISSUED, {**span, "asked": part})
                     )
         except Exception:  # noqa: BLE001 - a database this query cannot read: read it slowly
             return None
@@ -491,25 +417,16 @@ class MessageStore(ContextStore):
         """Positions after ``after_position`` up to ``last_position`` whose message is
         not in ``state``, in order (none is the common case, told by one count);
         ``None`` when the positions there are not dense."""
+        span = {"sid": session_id, "after": after_position, "last": last_position}
         with self.db.read() as conn:
-            total = conn.exec_driver_sql(
-                "SELECT count(*) FROM messages WHERE session_id = ?"
-                " AND position > ? AND position <= ?",
-                (session_id, after_position, last_position),
-            ).scalar_one()
+            total = conn.execute(_COUNT_IN_SPAN, span).scalar_one()
             if total != last_position - after_position:
                 return None
             others = [s for s in STATES if s != state]
             # The other states through the (session, state) index: as cheap as there
             # are such messages in the whole session, and nothing when there are none.
             return sorted(
-                int(r[0])
-                for r in conn.exec_driver_sql(
-                    "SELECT position FROM messages WHERE session_id = ?"
-                    f" AND state IN {_in_clause(others)}"
-                    " AND +position > ? AND +position <= ?",
-                    (session_id, *others, after_position, last_position),
-                )
+                int(r[0]) for r in conn.execute(_OTHER_STATES_IN_SPAN, {**span, "states": others})
             )
 
     def active_places(
@@ -521,11 +438,9 @@ class MessageStore(ContextStore):
         with self.db.read() as conn:
             return [
                 (int(r[0]), int(r[1]))
-                for r in conn.exec_driver_sql(
-                    "SELECT id, position FROM messages WHERE session_id = ? AND state = ?"
-                    " AND position BETWEEN ? AND ? ORDER BY position DESC LIMIT ?",
-                    (session_id, state, first_position, last_position, limit),
-                )
+                for r in conn.execute(_PLACES, {"sid": session_id, "state": state,
+                                                "first": first_position,
+                                                "last": last_position, "limit": limit})
             ]
 
     def active_at(
@@ -536,27 +451,19 @@ class MessageStore(ContextStore):
         lookup by position)."""
         with self.db.read() as conn:
             if not gaps:
-                row = conn.exec_driver_sql(
-                    "SELECT id, position FROM messages WHERE session_id = ? AND position = ?",
-                    (session_id, last_position - back),
+                row = conn.execute(
+                    _PLACE_AT, {"sid": session_id, "at": last_position - back}
                 ).first()
             else:
-                row = conn.exec_driver_sql(
-                    "SELECT id, position FROM messages WHERE session_id = ? AND state = ?"
-                    " AND position <= ? ORDER BY position DESC LIMIT 1 OFFSET ?",
-                    (session_id, state, last_position, back),
-                ).first()
+                row = conn.execute(_PLACE_BACK, {"sid": session_id, "state": state,
+                                                 "last": last_position, "back": back}).first()
         return (None, None) if row is None else (int(row[0]), int(row[1]))
 
     def call_ids_made(self, session_id: int, state: str) -> set[str]:
         """The tool call ids the session's assistant messages in ``state`` made."""
         found: set[str] = set()
         with self.db.read() as conn:
-            rows = conn.exec_driver_sql(
-                "SELECT tool_calls FROM messages WHERE session_id = ? AND state = ?"
-                " AND role = 'assistant' AND tool_calls IS NOT NULL",
-                (session_id, state),
-            ).all()
+            rows = conn.execute(_CALLS_MADE, {"sid": session_id, "state": state}).all()
         for (calls,) in rows:
             value = json_value(calls)
             for call in value if isinstance(value, list | dict | str) else ():
@@ -583,26 +490,21 @@ class MessageStore(ContextStore):
         with self.db.read() as conn:
             return [
                 (r[0], r[1], r[2], r[3])
-                for r in conn.exec_driver_sql(
-                    "SELECT id, position, role, state FROM messages WHERE session_id = ?"
-                    " ORDER BY position",
-                    (session_id,),
-                )
+                for r in conn.execute(_INDEX, {"sid": session_id})
             ]
 
     def role_counts(
         self, session_id: int, *, states: Sequence[str] | None = None
     ) -> dict[str, int]:
         """How many messages of each role (every role present, zeros included)."""
-        sql = "SELECT role, count(*) FROM messages WHERE session_id = ?"
-        params: list[Any] = [session_id]
-        if states:
-            sql += f" AND state IN {_in_clause(states)}"
-            params += list(states)
         with self.db.read() as conn:
-            counts: dict[str, int] = {
-                r[0]: r[1] for r in conn.exec_driver_sql(sql + " GROUP BY role", tuple(params))
-            }
+            if states:
+                result = conn.execute(
+                    _ROLE_COUNTS_IN_STATES, {"sid": session_id, "states": list(states)}
+                )
+            else:
+                result = conn.execute(_ROLE_COUNTS, {"sid": session_id})
+            counts: dict[str, int] = {r[0]: r[1] for r in result}
         return {role: int(counts.get(role, 0)) for role in ROLES}
 
     def token_total(self, session_id: int, *, states: Sequence[str] = ("active",)) -> int:
@@ -610,10 +512,8 @@ class MessageStore(ContextStore):
         count (an import leaves them for :meth:`fill_token_counts`) counted on demand
         with the default encoding (not stored)."""
         with self.db.query() as conn:
-            row = conn.exec_driver_sql(
-                "SELECT coalesce(sum(token_count), 0), count(*) - count(token_count)"
-                f" FROM messages WHERE session_id = ? AND state IN {_in_clause(states)}",
-                (session_id, *states),
+            row = conn.execute(
+                _TOKEN_TOTAL, {"sid": session_id, "states": list(states)}
             ).one()
         total, missing = int(row[0]), int(row[1])
         if missing:
@@ -625,19 +525,15 @@ class MessageStore(ContextStore):
     ) -> dict[int, int]:
         """Token totals of many sessions (all when ``session_ids`` is None) in one pass;
         messages without a count are counted on demand, as in :meth:`token_total`."""
-        sql = (
-            "SELECT session_id, coalesce(sum(token_count), 0), count(*) - count(token_count)"
-            f" FROM messages WHERE state IN {_in_clause(states)}"
-        )
-        params: list[Any] = list(states)
-        if session_ids is not None:
-            ids = list(session_ids)
-            if not ids:
-                return {}
-            sql += f" AND session_id IN {_in_clause(ids)}"
-            params += ids
+        if session_ids is not None and not session_ids:
+            return {}
         with self.db.query() as conn:
-            rows = conn.exec_driver_sql(sql + " GROUP BY session_id", tuple(params)).all()
+            if session_ids is None:
+                rows = conn.execute(_TOKEN_TOTALS, {"states": list(states)}).all()
+            else:
+                rows = conn.execute(
+                    _TOKEN_TOTALS_OF, {"states": list(states), "ids": list(session_ids)}
+                ).all()
         totals = {int(r[0]): int(r[1]) for r in rows}
         missing = {int(r[0]): int(r[2]) for r in rows if r[2]}
         if missing:
@@ -654,13 +550,10 @@ class MessageStore(ContextStore):
         counter = get_counter()
         extra: dict[int, int] = {}
         ids = list(sessions)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for chunk in _chunks(ids):
             with self.db.query() as conn:
-                rows = conn.exec_driver_sql(
-                    f"SELECT {MESSAGE_SELECT} FROM messages WHERE token_count IS NULL"
-                    f" AND state IN {_in_clause(states)} AND session_id IN {_in_clause(chunk)}",
-                    (*states, *chunk),
+                rows = conn.execute(
+                    _UNCOUNTED_OF, {"states": list(states), "ids": list(chunk)}
                 ).all()
             messages = [message_from_row(r) for r in rows]
             for m, tokens in zip(messages, counter.count_messages(messages), strict=True):
@@ -679,27 +572,22 @@ class MessageStore(ContextStore):
         """Messages whose cached count is missing or (given ``encoding``) from another
         encoding, in id order from ``after_id`` on: pass the last id of one page as the
         next page's ``after_id`` (keyset paging, so a pass over the table is linear)."""
-        sql = f"SELECT {MESSAGE_SELECT} FROM messages WHERE id > ? AND "
-        params: list[Any] = [after_id]
-        if encoding is None:
-            sql += "token_count IS NULL"
-        else:
-            sql += "(token_count IS NULL OR token_encoding IS NOT ?)"
-            params.append(encoding)
+        params: dict[str, Any] = {"after": after_id, "limit": limit}
+        if encoding is not None:
+            params["encoding"] = encoding
         if session_id is not None:
-            sql += " AND session_id = ?"
-            params.append(session_id)
+            params["sid"] = session_id
         with self.db.read() as conn:
-            rows = conn.exec_driver_sql(sql + " ORDER BY id LIMIT ?", (*params, limit)).all()
+            rows = conn.execute(
+                _uncounted(encoding is not None, session_id is not None), params
+            ).all()
         return [message_from_row(r) for r in rows]
 
     def missing_token_counts(self) -> tuple[int, int]:
         """How many messages have no cached token count, and the smallest id among them
         (0 when none). Read from an index, without touching the messages' text."""
         with self.db.query() as conn:
-            row = conn.exec_driver_sql(
-                "SELECT count(*), min(id) FROM messages WHERE token_count IS NULL"
-            ).one()
+            row = conn.execute(_MISSING_COUNTS).one()
         return int(row[0]), int(row[1] or 0)
 
     def fill_token_counts(
@@ -719,11 +607,7 @@ class MessageStore(ContextStore):
         are left. Call again with the returned id to go on.
         """
         with self.db.write() as conn:
-            rows = conn.exec_driver_sql(
-                f"SELECT {MESSAGE_SELECT} FROM messages WHERE id > ? AND token_count IS NULL"
-                " ORDER BY id LIMIT ?",
-                (after_id, limit),
-            ).all()
+            rows = conn.execute(_TO_FILL, {"after": after_id, "limit": limit}).all()
             if not rows:
                 return 0, after_id
             messages = [message_from_row(r) for r in rows]
@@ -736,24 +620,22 @@ class MessageStore(ContextStore):
                 m.token_count, m.token_encoding = int(c), encoding
             # Their summary lines too, now that the encoding of their counts is known.
             lines, line_tokens = line_cache(messages)
-            conn.exec_driver_sql(
-                "UPDATE messages SET token_count = ?, token_encoding = ?, summary_line = ?,"
-                " summary_line_tokens = ? WHERE id = ?",
-                [
-                    (m.token_count, encoding, line, tokens, m.id)
-                    for m, line, tokens in zip(messages, lines, line_tokens, strict=True)
-                ],
-            )
+            conn.execute(_STORE_COUNT_AND_LINE, [
+                {"mid": m.id, "tokens": m.token_count, "encoding": encoding, "line": line,
+                 "line_tokens": tokens}
+                for m, line, tokens in zip(messages, lines, line_tokens, strict=True)
+            ])
             # These messages added nothing to their session's total while uncounted.
             added: dict[int, int] = {}
             for m, c in zip(messages, counts, strict=True):
                 assert m.session_id is not None
                 if m.state == "active":
                     added[m.session_id] = added.get(m.session_id, 0) + int(c)
-            conn.exec_driver_sql(
-                "UPDATE sessions SET token_count = token_count + ? WHERE id = ?",
-                [(tokens, sid) for sid, tokens in added.items()],
-            )
+            if added:
+                conn.execute(_ADD_SESSION_TOKENS, [
+                    {"sid": sid, "tokens": tokens} for sid, tokens in added.items()
+                ])
+            self.db.changed(conn, {int(m.session_id or 0) for m in messages})
         last = messages[-1].id
         assert last is not None
         return len(messages), last
@@ -764,22 +646,203 @@ class MessageStore(ContextStore):
         if not rows:
             return 0
         with self.db.write() as conn:
-            conn.exec_driver_sql(
-                "UPDATE messages SET token_count = ?, token_encoding = ? WHERE id = ?",
-                [(c, enc, mid) for mid, c, enc in rows],
-            )
+            conn.execute(_STORE_COUNT, [
+                {"mid": mid, "tokens": c, "encoding": enc} for mid, c, enc in rows
+            ])
             ids = [r[0] for r in rows]
             sessions: set[int] = set()
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                sessions.update(
-                    r[0]
-                    for r in conn.exec_driver_sql(
-                        f"SELECT DISTINCT session_id FROM messages WHERE id IN {_in_clause(chunk)}",
-                        tuple(chunk),
-                    )
-                )
+            for chunk in _chunks(ids):
+                sessions.update(r[0] for r in conn.execute(_SESSIONS_OF, {"ids": list(chunk)}))
             for sid in sessions:
                 self._refresh_counts(conn, sid, touch=False)
         return len(rows)
 
+
+# == statements ========================================================================
+
+_M = MESSAGES.c
+_SID = _M.session_id == bindparam("sid")
+_STATE = _M.state == bindparam("state")
+_IDS: BindParameter[Any] = bindparam("ids", expanding=True)
+_STATES: BindParameter[Any] = bindparam("states", expanding=True)
+_LIMIT: BindParameter[int] = bindparam("limit")
+# A constant the planners see (a partial index on role = 'tool' is only usable then).
+_ASSISTANT: ColumnElement[str] = literal_column("'assistant'")
+
+_SELECT = select(*MESSAGE_FIELDS)
+_BY_ID = _SELECT.where(_M.id == bindparam("id"))
+_BY_ID_IN_SESSION = _BY_ID.where(_SID)
+_BY_IDS_IN_SESSION = _SELECT.where(_SID, _M.id.in_(_IDS)).order_by(_M.position)
+_FROM_POSITION = _SELECT.where(_SID, _M.position >= bindparam("start")).order_by(_M.position)
+_IDS_FROM_POSITION = (
+    select(_M.id).where(_SID, _M.position >= bindparam("start")).order_by(_M.position)
+)
+_AT_POSITION = _SELECT.where(_SID, _M.position == bindparam("at"))
+# Positions move by one across the rest of a session. The (session_id, position) index
+# is not unique, so neither backend minds the order the rows are moved in.
+_MAKE_ROOM = (
+    update(MESSAGES).where(_SID, _M.position >= bindparam("at"))
+    .values(position=_M.position + 1)
+)
+_CLOSE_GAP = (
+    update(MESSAGES).where(_SID, _M.position > bindparam("at"))
+    .values(position=_M.position - 1)
+)
+_DELETE = delete(MESSAGES).where(_M.id == bindparam("id"))
+_SET_IMPORTANT = (
+    update(MESSAGES).where(_M.id == bindparam("mid")).values(important=bindparam("flag"))
+)
+_SESSIONS_OF = select(_M.session_id).distinct().where(_M.id.in_(_IDS))
+_IDS_IN = select(_M.id).where(_M.id.in_(_IDS))
+_SET_STATE = (
+    update(MESSAGES).where(_M.id.in_(_IDS))
+    .values(state=bindparam("new_state"), compaction_id=bindparam("new_compaction"))
+)
+_COUNT = select(func.count()).select_from(MESSAGES).where(_SID)
+_COUNT_IN_STATES = _COUNT.where(_M.state.in_(_STATES))
+
+
+@cache
+def _page(by_state: bool, by_role: bool) -> Select[Any]:
+    """The keyset page after ``:after`` (of some states, of some roles)."""
+    statement = _SELECT.where(_SID, _M.position > bindparam("after"))
+    if by_state:
+        statement = statement.where(_M.state.in_(_STATES))
+    if by_role:
+        statement = statement.where(_M.role.in_(bindparam("roles", expanding=True)))
+    return statement.order_by(_M.position).limit(_LIMIT)
+
+
+_PAGE_BEFORE = (
+    _SELECT.where(_SID, _M.position < bindparam("before"))
+    .order_by(_M.position.desc()).limit(_LIMIT)
+)
+_STATE_NEWEST = _SELECT.where(_SID, _STATE).order_by(_M.position.desc()).limit(_LIMIT)
+_STATE_BEFORE = (
+    _SELECT.where(_SID, _STATE, _M.position < bindparam("before"))
+    .order_by(_M.position.desc()).limit(_LIMIT)
+)
+_NEWEST_FIRST = _M.position.desc()
+_RUNNING = (
+    select(
+        func.row_number().over(order_by=_NEWEST_FIRST).label("n"),
+        func.sum(func.coalesce(_M.token_count, 0)).over(order_by=_NEWEST_FIRST).label("used"),
+    )
+    .where(_SID, _STATE)
+    .subquery("running")
+)
+# The first message, newest first, past which the running total exceeds the room.
+# SQLite walks the window in order and stops at the first row out (the subquery's order
+# is kept); PostgreSQL is told the order, which it keeps from the window's sort.
+_FITTING = select(_RUNNING.c.n).where(_RUNNING.c.used > bindparam("room")).limit(1)
+_FITTING_ORDERED = _FITTING.order_by(_RUNNING.c.n)
+_FIRST_IN_STATE = _SELECT.where(_SID, _STATE).order_by(_M.position).limit(1)
+_SHAPES = (
+    select(_M.id, _M.position, _M.role, _M.tool_call_id,
+           case((_M.role == _ASSISTANT, _M.tool_calls)))
+    .where(_SID, _STATE, _M.position <= bindparam("last"))
+    .order_by(_M.position.desc()).limit(_LIMIT)
+)
+
+# prefix_exceptions: the stretch is (:after, :last] of the session's messages in :state.
+_C = MESSAGE_CALLS.c
+_UNREADABLE_CALLS = (
+    select(literal(1)).select_from(MESSAGE_CALLS)
+    .where(_C.session_id == bindparam("sid"), _C.call_id.is_(None),
+           _C.state == bindparam("state"), _C.position > bindparam("after"),
+           _C.position <= bindparam("last"))
+    .limit(1)
+)
+_RESULT = indexed_alias(MESSAGES, "t", "ix_messages_tool_results")
+_CALL = indexed_alias(MESSAGE_CALLS, "c", "ix_message_calls_lookup")
+_ORPHAN_RESULTS = select(_RESULT.c.id, _RESULT.c.position).where(
+    _RESULT.c.session_id == bindparam("sid"),
+    _RESULT.c.state == bindparam("state"),
+    _RESULT.c.role == literal_column("'tool'"),
+    _RESULT.c.position > bindparam("after"),
+    _RESULT.c.position <= bindparam("last"),
+    ~exists().where(
+        _CALL.c.session_id == _RESULT.c.session_id,
+        _CALL.c.call_id == func.coalesce(_RESULT.c.tool_call_id, literal_column("''")),
+        _CALL.c.state == _RESULT.c.state,
+        _CALL.c.position > bindparam("after"),
+        _CALL.c.position < _RESULT.c.position,
+    ),
+)
+_SYSTEM_IN_SPAN = select(_M.id, _M.position).where(
+    _SID, _STATE, _M.role == literal_column("'system'"),
+    unindexed(_M.position) > bindparam("after"), unindexed(_M.position) <= bindparam("last"),
+)
+_ISSUED = (
+    select(_C.call_id).distinct()
+    .where(_C.session_id == bindparam("sid"), _C.call_id.in_(bindparam("asked", expanding=True)),
+           _C.state == bindparam("state"), _C.position > bindparam("after"),
+           _C.position <= bindparam("last"))
+)
+_COUNT_IN_SPAN = _COUNT.where(
+    _M.position > bindparam("after"), _M.position <= bindparam("last")
+)
+_OTHER_STATES_IN_SPAN = select(_M.position).where(
+    _SID, _M.state.in_(_STATES),
+    unindexed(_M.position) > bindparam("after"), unindexed(_M.position) <= bindparam("last"),
+)
+_PLACES = (
+    select(_M.id, _M.position)
+    .where(_SID, _STATE, _M.position.between(bindparam("first"), bindparam("last")))
+    .order_by(_M.position.desc()).limit(_LIMIT)
+)
+_PLACE_AT = select(_M.id, _M.position).where(_SID, _M.position == bindparam("at"))
+_PLACE_BACK = (
+    select(_M.id, _M.position).where(_SID, _STATE, _M.position <= bindparam("last"))
+    .order_by(_M.position.desc()).limit(1).offset(bindparam("back"))
+)
+_CALLS_MADE = select(_M.tool_calls).where(
+    _SID, _STATE, _M.role == _ASSISTANT, _M.tool_calls.is_not(None)
+)
+_INDEX = select(_M.id, _M.position, _M.role, _M.state).where(_SID).order_by(_M.position)
+_ROLE_COUNTS = select(_M.role, func.count()).where(_SID).group_by(_M.role)
+_ROLE_COUNTS_IN_STATES = (
+    select(_M.role, func.count()).where(_SID, _M.state.in_(_STATES)).group_by(_M.role)
+)
+_TOTAL_COLUMNS = (
+    func.coalesce(func.sum(_M.token_count), 0),
+    func.count() - func.count(_M.token_count),
+)
+_TOKEN_TOTAL = select(*_TOTAL_COLUMNS).where(_SID, _M.state.in_(_STATES))
+_TOKEN_TOTALS = (
+    select(_M.session_id, *_TOTAL_COLUMNS).where(_M.state.in_(_STATES)).group_by(_M.session_id)
+)
+_TOKEN_TOTALS_OF = _TOKEN_TOTALS.where(_M.session_id.in_(_IDS))
+_UNCOUNTED_OF = _SELECT.where(
+    _M.token_count.is_(None), _M.state.in_(_STATES), _M.session_id.in_(_IDS)
+)
+
+
+@cache
+def _uncounted(by_encoding: bool, by_session: bool) -> Select[Any]:
+    """Messages after ``:after`` without a count (or, by encoding, of another one)."""
+    missing: ColumnElement[bool] = _M.token_count.is_(None)
+    if by_encoding:
+        missing = missing | _M.token_encoding.is_distinct_from(bindparam("encoding"))
+    statement = _SELECT.where(_M.id > bindparam("after"), missing)
+    if by_session:
+        statement = statement.where(_SID)
+    return statement.order_by(_M.id).limit(_LIMIT)
+
+
+_MISSING_COUNTS = select(func.count(), func.min(_M.id)).where(_M.token_count.is_(None))
+_TO_FILL = (
+    _SELECT.where(_M.id > bindparam("after"), _M.token_count.is_(None))
+    .order_by(_M.id).limit(_LIMIT)
+)
+_STORE_COUNT = (
+    update(MESSAGES).where(_M.id == bindparam("mid"))
+    .values(token_count=bindparam("tokens"), token_encoding=bindparam("encoding"))
+)
+_STORE_COUNT_AND_LINE = _STORE_COUNT.values(
+    summary_line=bindparam("line"), summary_line_tokens=bindparam("line_tokens")
+)
+_ADD_SESSION_TOKENS = (
+    update(SESSIONS).where(SESSIONS.c.id == bindparam("sid"))
+    .values(token_count=SESSIONS.c.token_count + bindparam("tokens"))
+)

@@ -15,8 +15,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
+from sqlalchemy import (
+    Integer,
+    Select,
+    Text,
+    bindparam,
+    case,
+    cast,
+    delete,
+    insert,
+    null,
+    select,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from workbench.core.conversation import (
@@ -33,14 +47,14 @@ from workbench.store.base import (
     _check_state,
 )
 from workbench.store.context_store import _carries_context
+from workbench.store.dialect import Dialect
 from workbench.store.message_store import MessageStore
 from workbench.store.rows import (
-    MESSAGE_SELECT,
-    SESSION_FROM,
-    SESSION_SELECT,
+    MESSAGE_COLUMNS,
     message_from_row,
     session_from_row,
 )
+from workbench.store.schema import AGENTS, COMPACTIONS, MESSAGES, SESSION_CONTEXT, SESSIONS
 from workbench.store.types import json_text, json_value, time_to_text
 
 
@@ -71,7 +85,6 @@ class _Stored:
     count: int | None
 
 
-
 def _import_action(
     conv: Conversation, stored: list[_Stored], replace: bool, full: str | None = None
 ) -> tuple[str, _Stored | None]:
@@ -99,8 +112,8 @@ def _import_action(
 
 
 class Repository(MessageStore):
-    """Sessions, messages, context, memory entries and agents in one SQLite file."""
-
+    """Sessions, messages, context, memory entries and agents in one database (a SQLite
+    file or the team store on PostgreSQL)."""
 
     def fork_session(
         self, session_id: int, at_message_id: int, *, title: str | None = None
@@ -108,15 +121,11 @@ class Repository(MessageStore):
         """A new session holding copies of the messages up to and including
         ``at_message_id`` and a copy of the context; it records where it came from."""
         with self.db.write() as conn:
-            src = conn.exec_driver_sql(
-                "SELECT title, agent_id, tags, overrides FROM sessions WHERE id = ?",
-                (session_id,),
-            ).first()
+            src = conn.execute(_FORK_SOURCE, {"id": session_id}).first()
             if src is None:
                 raise NotFoundError(f"There is no session with id {session_id}.")
-            at = conn.exec_driver_sql(
-                "SELECT position FROM messages WHERE id = ? AND session_id = ?",
-                (at_message_id, session_id),
+            at = conn.execute(
+                _FORK_AT, {"message_id": at_message_id, "session_id": session_id}
             ).first()
             if at is None:
                 raise NotFoundError(
@@ -134,22 +143,13 @@ class Repository(MessageStore):
                 json_value(src[3]) or {},
                 forked_from=(session_id, at_message_id),
             )
-            conn.exec_driver_sql(
-                "INSERT INTO messages (session_id, position, role, content, parts, name,"
-                " tool_calls, tool_call_id, created_at, token_count, token_encoding, state,"
-                " important, metadata, compaction_id, summary_line, summary_line_tokens)"
-                " SELECT ?, position, role, content, parts, name, tool_calls, tool_call_id,"
-                " created_at, token_count, token_encoding, state, important, metadata, NULL,"
-                " summary_line, summary_line_tokens"
-                " FROM messages WHERE session_id = ? AND position <= ? ORDER BY position",
-                (new_id, session_id, at[0]),
+            conn.execute(
+                _FORK_MESSAGES,
+                {"new_id": new_id, "session_id": session_id, "position": at[0]},
             )
-            conn.exec_driver_sql(
-                "INSERT INTO session_context (session_id, facts, summary, tasks, tool_stats,"
-                " token_usage, system_state, environment, updated_at)"
-                " SELECT ?, facts, summary, tasks, tool_stats, token_usage, system_state,"
-                " environment, ? FROM session_context WHERE session_id = ?",
-                (new_id, time_to_text(utcnow()), session_id),
+            conn.execute(
+                _FORK_CONTEXT,
+                {"new_id": new_id, "session_id": session_id, "now": time_to_text(utcnow())},
             )
             self._refresh_counts(conn, new_id)
         return self.get_session(new_id)
@@ -195,6 +195,7 @@ class Repository(MessageStore):
                     # The same turns with new facts, summary or tasks (a context file
                     # saved again): the context is what changed, and it is kept.
                     self._write_context(conn, session_id, conversation.context)
+                    self.db.changed(conn, (session_id,))
                     status = "updated"
             elif action == "replace":
                 assert target is not None
@@ -234,10 +235,9 @@ class Repository(MessageStore):
         each with its fingerprint (computed now for sessions imported before 0004)."""
         if conversation.source_id is None or conversation.source is None:
             return []
-        rows = conn.exec_driver_sql(
-            "SELECT id, source_file, fingerprint, fingerprint_count FROM sessions"
-            " WHERE source = ? AND source_id = ? ORDER BY id",
-            (conversation.source, conversation.source_id),
+        rows = conn.execute(
+            _CANDIDATES,
+            {"source": conversation.source, "source_id": conversation.source_id},
         ).all()
         found: list[_Stored] = []
         for session_id, source_file, fp, count in rows:
@@ -248,36 +248,37 @@ class Repository(MessageStore):
 
     def _fingerprint_stored(self, conn: Connection, session_id: int) -> tuple[str, int]:
         """Fingerprint a session imported before fingerprints were kept, and keep it."""
-        rows = conn.exec_driver_sql(
-            f"SELECT {MESSAGE_SELECT} FROM messages WHERE session_id = ? ORDER BY position",
-            (session_id,),
-        ).all()
+        rows = conn.execute(_SESSION_MESSAGES, {"session_id": session_id}).all()
         messages = [message_from_row(r) for r in rows]
         fp = fingerprint_messages(messages)
-        conn.exec_driver_sql(
-            "UPDATE sessions SET fingerprint = ?, fingerprint_count = ? WHERE id = ?",
-            (fp, len(messages), session_id),
+        conn.execute(
+            _SET_FINGERPRINT,
+            {"session_id": session_id, "fingerprint_": fp, "count_": len(messages)},
         )
+        self.db.changed(conn, (session_id,))
         return fp, len(messages)
 
-    @staticmethod
-    def _set_identity(conn: Connection, session_id: int, conversation: Conversation) -> None:
+    def _set_identity(
+        self, conn: Connection, session_id: int, conversation: Conversation
+    ) -> None:
         """Keep what a later import recognises the conversation by, and its metadata."""
-        conn.exec_driver_sql(
-            "UPDATE sessions SET source_file = ?, fingerprint = ?, fingerprint_count = ?,"
-            " metadata = ? WHERE id = ?",
-            (
-                conversation.source_file,
-                fingerprint_messages(conversation.messages),
-                len(conversation.messages),
-                json_text(conversation.metadata) if conversation.metadata else None,
-                session_id,
-            ),
+        conn.execute(
+            _SET_IDENTITY,
+            {
+                "session_id": session_id,
+                "source_file_": conversation.source_file,
+                "fingerprint_": fingerprint_messages(conversation.messages),
+                "count_": len(conversation.messages),
+                "metadata_": (
+                    json_text(conversation.metadata) if conversation.metadata else None
+                ),
+            },
         )
+        self.db.changed(conn, (session_id,))
 
     def session_metadata(self, session_id: int) -> dict[str, Any]:
         """What the source said about the session as a whole (empty when nothing)."""
-        row = self._read_one("SELECT metadata FROM sessions WHERE id = ?", session_id,
+        row = self._read_one(_SESSION_METADATA, session_id,
                              f"There is no session with id {session_id}.")
         value = json_value(row[0])
         return value if isinstance(value, dict) else {}
@@ -293,30 +294,28 @@ class Repository(MessageStore):
         if not links:
             return
         with self.db.write() as conn:
-            conn.exec_driver_sql(
-                "UPDATE sessions SET forked_from_session_id = ?, forked_from_message_id ="
-                " (SELECT id FROM messages WHERE session_id = ? AND position = ?)"
-                " WHERE id = ? AND EXISTS"
-                " (SELECT 1 FROM messages WHERE session_id = ? AND position = ?)",
-                [(origin, origin, position, session_id, origin, position)
+            conn.execute(
+                _SET_FORK_ORIGIN,
+                [{"session_id": session_id, "origin": origin, "at_position": position}
                  for session_id, origin, position in links],
             )
+            self.db.changed(conn, [session_id for session_id, _, _ in links])
 
     def _replace_imported(
         self, conn: Connection, session_id: int, conversation: Conversation
     ) -> None:
         """Replace an imported session's messages, context and compaction records."""
-        conn.exec_driver_sql("DELETE FROM messages WHERE session_id = ?", (session_id,))
+        conn.execute(_DELETE_MESSAGES, {"session_id": session_id})
         # The compactions folded messages that are gone now: undoing one would report
         # messages "active again" that were never folded.
-        conn.exec_driver_sql("DELETE FROM compactions WHERE session_id = ?", (session_id,))
-        conn.exec_driver_sql(
-            "UPDATE sessions SET title = ?, tags = ? WHERE id = ?",
-            (
-                conversation.title,
-                json_text(list(dict.fromkeys(conversation.tags))),
-                session_id,
-            ),
+        conn.execute(_DELETE_COMPACTIONS, {"session_id": session_id})
+        conn.execute(
+            _RETITLE,
+            {
+                "session_id": session_id,
+                "title_": conversation.title,
+                "tags_": json_text(list(dict.fromkeys(conversation.tags))),
+            },
         )
         self._insert_messages(conn, session_id, 0, conversation.messages, keep_missing_time=True)
         self._write_context(conn, session_id, conversation.context)
@@ -328,12 +327,7 @@ class Repository(MessageStore):
     ) -> None:
         """Append the messages after the first ``known`` to an imported session."""
         new = conversation.messages[known:]
-        start = int(
-            conn.exec_driver_sql(
-                "SELECT ifnull(max(position) + 1, 0) FROM messages WHERE session_id = ?",
-                (session_id,),
-            ).scalar_one()
-        )
+        start = self._next_position(conn, session_id)
         self._insert_messages(conn, session_id, start, new, keep_missing_time=True)
         if conversation.context != SessionContext():
             # The grown source's context (a context file's facts, tasks, usage) is newer.
@@ -343,9 +337,9 @@ class Repository(MessageStore):
         times = [m.created_at for m in new if m.created_at is not None]
         latest = max(times) if times else conversation.updated_at
         if latest is not None:
-            conn.exec_driver_sql(
-                "UPDATE sessions SET updated_at = max(updated_at, ?) WHERE id = ?",
-                (time_to_text(latest), session_id),
+            conn.execute(
+                _UPDATED_NOT_BEFORE,
+                {"session_id": session_id, "latest": time_to_text(latest)},
             )
 
     def import_many(
@@ -408,9 +402,8 @@ class Repository(MessageStore):
             new_ids = bulk.insert_batch(conn, fresh, agent_id)
             infos = self._sessions_by_id(conn, list(unchanged.values()))
             if new_ids:
-                agent_name = conn.exec_driver_sql(
-                    "SELECT name FROM agents WHERE id = ?", (agent_id,)
-                ).scalar_one()
+                self.db.changed(conn, new_ids)
+                agent_name = conn.execute(_AGENT_NAME, {"id": agent_id}).scalar_one()
                 # Made from the values just written, rather than read back row by row.
                 for session_id, prepared in zip(new_ids, fresh, strict=True):
                     infos[session_id] = session_from_row(
@@ -434,9 +427,8 @@ class Repository(MessageStore):
                 )
         return outcomes
 
-    @staticmethod
     def _stored_sources(
-        conn: Connection, conversations: Sequence[Conversation]
+        self, conn: Connection, conversations: Sequence[Conversation]
     ) -> dict[tuple[str | None, str], list[_Stored]]:
         """The sessions already stored under the conversations' (source, source id)."""
         wanted: dict[str, list[str]] = {}
@@ -445,14 +437,12 @@ class Repository(MessageStore):
             if conv.source_id is not None and conv.source is not None:
                 wanted.setdefault(conv.source, []).append(conv.source_id)
         found: dict[tuple[str | None, str], list[_Stored]] = {}
+        statement = _stored_sources_statement(self.dialect)
         for source, source_ids in wanted.items():
             # One row of JSON: every fetched row costs a trip through the interpreter
             # lock, which a busy reading thread makes slow.
-            text = conn.exec_driver_sql(
-                "SELECT json_group_array(json_array(source_id, id, source_file, fingerprint,"
-                " fingerprint_count)) FROM sessions"
-                " WHERE source = ? AND source_id IN (SELECT value FROM json_each(?))",
-                (source, json_text(source_ids)),
+            text = conn.execute(
+                statement, {"source": source, "source_ids": json_text(source_ids)}
             ).scalar_one()
             for sid, rid, source_file, fp, count in json_value(text):
                 found.setdefault((source, sid), []).append(
@@ -460,16 +450,159 @@ class Repository(MessageStore):
                 )
         return found
 
-    @staticmethod
-    def _sessions_by_id(conn: Connection, session_ids: Sequence[int]) -> dict[int, SessionInfo]:
+    def _sessions_by_id(
+        self, conn: Connection, session_ids: Sequence[int]
+    ) -> dict[int, SessionInfo]:
         """The sessions with these ids, read as one row of JSON (see _stored_sources)."""
         if not session_ids:
             return {}
-        text = conn.exec_driver_sql(
-            f"SELECT json_group_array(json_array({SESSION_SELECT})) FROM {SESSION_FROM}"
-            " WHERE s.id IN (SELECT value FROM json_each(?))",
-            (json_text(list(dict.fromkeys(session_ids))),),
+        text = conn.execute(
+            _sessions_by_id_statement(self.dialect),
+            {"session_ids": json_text(list(dict.fromkeys(session_ids)))},
         ).scalar_one()
         infos = [session_from_row(row) for row in json_value(text)]
         return {info.id: info for info in infos}
 
+
+# == statements ==========================================================================
+
+_FORK_SOURCE = select(
+    SESSIONS.c.title, SESSIONS.c.agent_id, SESSIONS.c.tags, SESSIONS.c.overrides
+).where(SESSIONS.c.id == bindparam("id"))
+_FORK_AT = select(MESSAGES.c.position).where(
+    MESSAGES.c.id == bindparam("message_id"),
+    MESSAGES.c.session_id == bindparam("session_id"),
+)
+# Every column of a message but its id; the copy belongs to no compaction.
+_COPIED = [c for c in MESSAGES.c if c.name != "id"]
+_FORK_MESSAGES = insert(MESSAGES).from_select(
+    [c.name for c in _COPIED],
+    select(
+        *(
+            bindparam("new_id", type_=Integer) if c.name == "session_id"
+            else cast(null(), Integer) if c.name == "compaction_id"
+            else c
+            for c in _COPIED
+        )
+    )
+    .where(
+        MESSAGES.c.session_id == bindparam("session_id"),
+        MESSAGES.c.position <= bindparam("position"),
+    )
+    .order_by(MESSAGES.c.position),
+)
+_FORK_CONTEXT = insert(SESSION_CONTEXT).from_select(
+    [c.name for c in SESSION_CONTEXT.c],
+    select(
+        *(
+            bindparam("new_id", type_=Integer) if c.name == "session_id"
+            else bindparam("now", type_=Text) if c.name == "updated_at"
+            else c
+            for c in SESSION_CONTEXT.c
+        )
+    ).where(SESSION_CONTEXT.c.session_id == bindparam("session_id")),
+)
+_CANDIDATES = (
+    select(
+        SESSIONS.c.id, SESSIONS.c.source_file, SESSIONS.c.fingerprint,
+        SESSIONS.c.fingerprint_count,
+    )
+    .where(
+        SESSIONS.c.source == bindparam("source"),
+        SESSIONS.c.source_id == bindparam("source_id"),
+    )
+    .order_by(SESSIONS.c.id)
+)
+# The columns ``rows.message_from_row`` reads, in its order.
+_SESSION_MESSAGES = (
+    select(MESSAGES.c.id, *(MESSAGES.c[name] for name in MESSAGE_COLUMNS))
+    .where(MESSAGES.c.session_id == bindparam("session_id"))
+    .order_by(MESSAGES.c.position)
+)
+_BY_SESSION_ID = SESSIONS.c.id == bindparam("session_id")
+_SET_FINGERPRINT = (
+    update(SESSIONS)
+    .where(_BY_SESSION_ID)
+    .values(fingerprint=bindparam("fingerprint_"), fingerprint_count=bindparam("count_"))
+)
+_SET_IDENTITY = (
+    update(SESSIONS)
+    .where(_BY_SESSION_ID)
+    .values(
+        source_file=bindparam("source_file_"),
+        fingerprint=bindparam("fingerprint_"),
+        fingerprint_count=bindparam("count_"),
+        metadata=bindparam("metadata_"),
+    )
+)
+_SESSION_METADATA = select(SESSIONS.c.metadata).where(SESSIONS.c.id == bindparam("id"))
+_ORIGIN_MESSAGE = select(MESSAGES.c.id).where(
+    MESSAGES.c.session_id == bindparam("origin"),
+    MESSAGES.c.position == bindparam("at_position"),
+)
+_SET_FORK_ORIGIN = (
+    update(SESSIONS)
+    .where(_BY_SESSION_ID, _ORIGIN_MESSAGE.exists())
+    .values(
+        forked_from_session_id=bindparam("origin"),
+        forked_from_message_id=_ORIGIN_MESSAGE.scalar_subquery(),
+    )
+)
+_DELETE_MESSAGES = delete(MESSAGES).where(MESSAGES.c.session_id == bindparam("session_id"))
+_DELETE_COMPACTIONS = delete(COMPACTIONS).where(
+    COMPACTIONS.c.session_id == bindparam("session_id")
+)
+_RETITLE = (
+    update(SESSIONS)
+    .where(_BY_SESSION_ID)
+    .values(title=bindparam("title_"), tags=bindparam("tags_"))
+)
+# The later of the stored time and ``latest`` (both fixed-width UTC text).
+_UPDATED_NOT_BEFORE = (
+    update(SESSIONS)
+    .where(_BY_SESSION_ID)
+    .values(
+        updated_at=case(
+            (SESSIONS.c.updated_at < bindparam("latest"), bindparam("latest")),
+            else_=SESSIONS.c.updated_at,
+        )
+    )
+)
+_AGENT_NAME = select(AGENTS.c.name).where(AGENTS.c.id == bindparam("id"))
+# The columns ``rows.session_from_row`` reads, in its order.
+_SESSION_COLUMNS = (
+    SESSIONS.c.id, SESSIONS.c.title, SESSIONS.c.agent_id, SESSIONS.c.created_at,
+    SESSIONS.c.updated_at, SESSIONS.c.tags, SESSIONS.c.pinned, SESSIONS.c.archived,
+    SESSIONS.c.forked_from_session_id, SESSIONS.c.forked_from_message_id,
+    SESSIONS.c.overrides, SESSIONS.c.source, SESSIONS.c.source_id,
+    SESSIONS.c.message_count, SESSIONS.c.token_count, AGENTS.c.name,
+)
+
+
+@cache
+def _stored_sources_statement(dialect: Dialect) -> Select[Any]:
+    """The stored sessions of one source among a JSON array of source ids, as one JSON
+    text of ``[source_id, id, source_file, fingerprint, fingerprint_count]`` rows."""
+    wanted = dialect.json_array_items(bindparam("source_ids", type_=Text))
+    return select(
+        dialect.json_rows(
+            SESSIONS.c.source_id, SESSIONS.c.id, SESSIONS.c.source_file,
+            SESSIONS.c.fingerprint, SESSIONS.c.fingerprint_count,
+        )
+    ).where(
+        SESSIONS.c.source == bindparam("source"),
+        SESSIONS.c.source_id.in_(select(wanted.c.value)),
+    )
+
+
+@cache
+def _sessions_by_id_statement(dialect: Dialect) -> Select[Any]:
+    """The sessions of a JSON array of ids as one JSON text of ``session_from_row`` rows."""
+    wanted = dialect.json_array_items(bindparam("session_ids", type_=Text))
+    # PostgreSQL hands out the elements as text; SQLite's json_each as integers.
+    ids = cast(wanted.c.value, Integer) if dialect.is_postgresql else wanted.c.value
+    return (
+        select(dialect.json_rows(*_SESSION_COLUMNS))
+        .select_from(SESSIONS.join(AGENTS, AGENTS.c.id == SESSIONS.c.agent_id))
+        .where(SESSIONS.c.id.in_(select(ids)))
+    )

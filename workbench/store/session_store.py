@@ -6,6 +6,20 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from workbench.core.conversation import (
@@ -15,11 +29,30 @@ from workbench.core.conversation import (
 from workbench.errors import NotFoundError
 from workbench.store.agent_store import AgentStore
 from workbench.store.rows import (
-    SESSION_FROM,
-    SESSION_SELECT,
+    SESSION_JOIN,
+    SESSION_ROW,
     session_from_row,
 )
+from workbench.store.schema import SESSIONS
 from workbench.store.types import json_text, time_to_text
+
+_SESSIONS = select(*SESSION_ROW).select_from(SESSION_JOIN)
+_INSERT_SESSION = insert(SESSIONS).returning(SESSIONS.c.id)
+_SESSION_BY_ID = _SESSIONS.where(SESSIONS.c.id == bindparam("id"))
+_SESSION_BY_SOURCE_ID = _SESSIONS.where(SESSIONS.c.source_id == bindparam("value")).order_by(
+    SESSIONS.c.id.desc()
+).limit(1)
+# The newest of equal titles; equal times go to the higher id.
+_SESSION_BY_TITLE = _SESSIONS.where(SESSIONS.c.title == bindparam("value")).order_by(
+    SESSIONS.c.updated_at.desc(), SESSIONS.c.id.desc()
+).limit(1)
+_SESSION_BY_SOURCE = _SESSIONS.where(
+    SESSIONS.c.source == bindparam("source"), SESSIONS.c.source_id == bindparam("source_id")
+)
+_LIST_ORDER = (SESSIONS.c.pinned.desc(), SESSIONS.c.updated_at.desc(), SESSIONS.c.id.desc())
+# The largest integer the databases compare (a longer run of digits is no id).
+_MAX_ID = 2**63 - 1
+_DELETE_SESSION = delete(SESSIONS).where(SESSIONS.c.id == bindparam("id"))
 
 
 class SessionStore(AgentStore):
@@ -63,53 +96,48 @@ class SessionStore(AgentStore):
     ) -> int:
         now = utcnow()
         created = created_at or now
-        cur = conn.exec_driver_sql(
-            "INSERT INTO sessions (agent_id, title, created_at, updated_at, tags, pinned,"
-            " archived, forked_from_session_id, forked_from_message_id, overrides, source,"
-            " source_id, message_count, token_count)"
-            " VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, 0, 0)",
-            (
-                agent_id,
-                title,
-                time_to_text(created),
-                time_to_text(updated_at or created),
-                json_text(list(dict.fromkeys(tags))),
-                forked_from[0] if forked_from else None,
-                forked_from[1] if forked_from else None,
-                json_text(overrides or {}),
-                source,
-                source_id,
-            ),
-        )
-        return int(cur.lastrowid)
+        session_id = conn.execute(_INSERT_SESSION, {
+            "agent_id": agent_id,
+            "title": title,
+            "created_at": time_to_text(created),
+            "updated_at": time_to_text(updated_at or created),
+            "tags": json_text(list(dict.fromkeys(tags))),
+            "pinned": False,
+            "archived": False,
+            "forked_from_session_id": forked_from[0] if forked_from else None,
+            "forked_from_message_id": forked_from[1] if forked_from else None,
+            "overrides": json_text(overrides or {}),
+            "source": source,
+            "source_id": source_id,
+            "message_count": 0,
+            "token_count": 0,
+        }).scalar_one()
+        self.db.changed(conn, (session_id,))
+        return int(session_id)
 
     def get_session(self, session_id: int) -> SessionInfo:
         """The session with this id, or :class:`NotFoundError`."""
         return session_from_row(self._read_one(
-            f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.id = ?", session_id,
-            f"There is no session with id {session_id}."))
+            _SESSION_BY_ID, session_id, f"There is no session with id {session_id}."))
 
     def find_session(self, ref: str | int) -> SessionInfo:
         """A session by id, by source id, or by exact title (the newest of equals)."""
         text = str(ref).strip()
-        lookups: list[tuple[str, int | str]] = []
-        if text.isdigit():
-            lookups.append(("WHERE s.id = ?", int(text)))
-        lookups += [("WHERE s.source_id = ? ORDER BY s.id DESC LIMIT 1", text),
-                    ("WHERE s.title = ? ORDER BY s.updated_at DESC LIMIT 1", text)]
+        lookups: list[tuple[Select[Any], dict[str, Any]]] = []
+        if text.isdigit() and int(text) <= _MAX_ID:
+            lookups.append((_SESSION_BY_ID, {"id": int(text)}))
+        lookups += [(_SESSION_BY_SOURCE_ID, {"value": text}),
+                    (_SESSION_BY_TITLE, {"value": text})]
         with self.db.read() as conn:
-            for where, value in lookups:
-                row = conn.exec_driver_sql(
-                    f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} {where}", (value,)
-                ).first()
+            for statement, params in lookups:
+                row = conn.execute(statement, params).first()
                 if row is not None:
                     return session_from_row(row)
         raise NotFoundError(f"There is no session {text!r} (by id, source id or title).")
 
     def find_by_source(self, source: str, source_id: str) -> SessionInfo | None:
         """The session imported from ``source_id`` of ``source``, if any."""
-        row = self._first(f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} "
-                          "WHERE s.source = ? AND s.source_id = ?", (source, source_id))
+        row = self._first(_SESSION_BY_SOURCE, {"source": source, "source_id": source_id})
         return None if row is None else session_from_row(row)
 
     def list_sessions(
@@ -126,16 +154,13 @@ class SessionStore(AgentStore):
         ``filter_text`` keeps sessions whose title or tags contain it (case-insensitive);
         ``#text`` keeps those with a tag that starts with ``text``.
         """
-        where, params = self._session_filter(include_archived, filter_text, agent_id)
-        sql = (
-            f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} {where} "
-            "ORDER BY s.pinned DESC, s.updated_at DESC, s.id DESC"
-        )
+        query = _SESSIONS.where(
+            self._session_filter(include_archived, filter_text, agent_id)
+        ).order_by(*_LIST_ORDER)
         if limit is not None:
-            sql += " LIMIT ? OFFSET ?"
-            params += [limit, offset]
+            query = query.limit(limit).offset(offset)
         with self.db.read() as conn:
-            rows = conn.exec_driver_sql(sql, tuple(params)).all()
+            rows = conn.execute(query).all()
         return [session_from_row(r) for r in rows]
 
     def count_sessions(
@@ -145,50 +170,46 @@ class SessionStore(AgentStore):
         filter_text: str | None = None,
         agent_id: int | None = None,
     ) -> int:
-        where, params = self._session_filter(include_archived, filter_text, agent_id)
+        query = select(func.count()).select_from(SESSIONS).where(
+            self._session_filter(include_archived, filter_text, agent_id)
+        )
         with self.db.read() as conn:
-            return int(
-                conn.exec_driver_sql(
-                    f"SELECT count(*) FROM {SESSION_FROM} {where}", tuple(params)
-                ).scalar_one()
-            )
+            return int(conn.execute(query).scalar_one())
 
-    @staticmethod
     def _session_filter(
-        include_archived: bool, filter_text: str | None, agent_id: int | None
-    ) -> tuple[str, list[Any]]:
-        clauses: list[str] = []
-        params: list[Any] = []
+        self, include_archived: bool, filter_text: str | None, agent_id: int | None
+    ) -> ColumnElement[bool]:
+        """The sessions :meth:`list_sessions` keeps (every clause on ``sessions``)."""
+        clauses: list[ColumnElement[bool]] = []
         if not include_archived:
-            clauses.append("s.archived = 0")
+            clauses.append(SESSIONS.c.archived.is_(False))
         if filter_text:
-            def like(text: str) -> str:
-                return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
+            tags = self.dialect.json_array_items(SESSIONS.c.tags)
             if filter_text.startswith("#"):
                 # "#tag", as the session list shows tags: a tag that starts with it (the
                 # tags column is a JSON array of strings).
-                clauses.append("ifnull(s.tags, '') LIKE ? ESCAPE '\\'")
-                params.append('%"' + like(filter_text[1:].strip()) + "%")
+                clauses.append(exists(select(tags.c.value).where(
+                    self.dialect.starts_with_text(tags.c.value, filter_text[1:].strip())
+                )))
             else:
-                pattern = "%" + like(filter_text) + "%"
-                clauses.append(
-                    "(s.title LIKE ? ESCAPE '\\' OR ifnull(s.tags, '') LIKE ? ESCAPE '\\')"
-                )
-                params += [pattern, pattern]
+                clauses.append(or_(
+                    self.dialect.contains_text(SESSIONS.c.title, filter_text),
+                    exists(select(tags.c.value).where(
+                        self.dialect.contains_text(tags.c.value, filter_text)
+                    )),
+                ))
         if agent_id is not None:
-            clauses.append("s.agent_id = ?")
-            params.append(agent_id)
-        return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
+            clauses.append(SESSIONS.c.agent_id == agent_id)
+        return and_(true(), *clauses)
 
     def rename_session(self, session_id: int, title: str) -> SessionInfo:
         return self._update_session(session_id, title=title)
 
     def set_pinned(self, session_id: int, pinned: bool) -> SessionInfo:
-        return self._update_session(session_id, pinned=1 if pinned else 0)
+        return self._update_session(session_id, pinned=bool(pinned))
 
     def set_archived(self, session_id: int, archived: bool) -> SessionInfo:
-        return self._update_session(session_id, archived=1 if archived else 0)
+        return self._update_session(session_id, archived=bool(archived))
 
     def set_tags(self, session_id: int, tags: Sequence[str]) -> SessionInfo:
         clean = [t.strip() for t in tags if t and t.strip()]
@@ -206,18 +227,19 @@ class SessionStore(AgentStore):
         return self._update_session(session_id, overrides=json_text(overrides))
 
     def _update_session(self, session_id: int, **values: Any) -> SessionInfo:
-        sets = ", ".join(f"{k} = ?" for k in values)
         with self.db.write() as conn:
             self._require(conn, "sessions", session_id, "session")
-            conn.exec_driver_sql(
-                f"UPDATE sessions SET {sets}, updated_at = ? WHERE id = ?",
-                (*values.values(), time_to_text(utcnow()), session_id),
+            conn.execute(
+                update(SESSIONS).where(SESSIONS.c.id == session_id)
+                .values(**values, updated_at=time_to_text(utcnow()))
             )
+            self.db.changed(conn, (session_id,))
         return self.get_session(session_id)
 
     def delete_session(self, session_id: int) -> None:
         """Delete a session with its messages, context, compactions and memory entries."""
         with self.db.write() as conn:
             self._require(conn, "sessions", session_id, "session")
-            conn.exec_driver_sql("DELETE FROM sessions WHERE id = ?", (session_id,))
+            conn.execute(_DELETE_SESSION, {"id": session_id})
+            self.db.changed(conn, (session_id,))
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import bindparam, case, func, select
+
 from workbench.core.conversation import (
     ROLES,
     STATES,
@@ -11,7 +13,21 @@ from workbench.core.conversation import (
 from workbench.store.base import (
     StoreBase,
 )
+from workbench.store.schema import AGENTS, MEMORY_ENTRIES, MESSAGES, SESSIONS, SETTINGS
 from workbench.store.types import json_text, json_value
+
+_GET_SETTING = select(SETTINGS.c.value).where(SETTINGS.c.key == bindparam("key"))
+_SESSION_TOTALS = select(
+    func.count(),
+    func.coalesce(func.sum(case((SESSIONS.c.archived, 1), else_=0)), 0),
+    func.coalesce(func.sum(SESSIONS.c.message_count), 0),
+    func.coalesce(func.sum(SESSIONS.c.token_count), 0),
+)
+_BY_ROLE = select(MESSAGES.c.role, func.count()).group_by(MESSAGES.c.role)
+_BY_STATE = select(MESSAGES.c.state, func.count()).group_by(MESSAGES.c.state)
+_MEMORY_COUNT = select(func.count()).select_from(MEMORY_ENTRIES)
+_AGENT_COUNT = select(func.count()).select_from(AGENTS)
+_UNCOUNTED = select(func.count()).select_from(MESSAGES).where(MESSAGES.c.token_count.is_(None))
 
 
 class SettingsStore(StoreBase):
@@ -20,41 +36,29 @@ class SettingsStore(StoreBase):
     # == settings ======================================================================
 
     def get_setting(self, key: str, default: Any = None) -> Any:
-        row = self._first("SELECT value FROM settings WHERE key = ?", (key,))
+        row = self._first(_GET_SETTING, {"key": key})
         return default if row is None else json_value(row[0])
 
     def set_setting(self, key: str, value: Any) -> None:
+        insert = self.dialect.insert(SETTINGS).values(key=key, value=json_text(value))
         with self.db.write() as conn:
-            conn.exec_driver_sql(
-                "INSERT INTO settings (key, value) VALUES (?, ?)"
-                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (key, json_text(value)),
-            )
+            conn.execute(insert.on_conflict_do_update(
+                index_elements=[SETTINGS.c.key], set_={"value": insert.excluded.value}
+            ))
 
     # == statistics ====================================================================
 
     def stats(self) -> dict[str, Any]:
         """Counts over the whole database: sessions, messages by role and state, tokens."""
         with self.db.read() as conn:
-            sessions = conn.exec_driver_sql(
-                "SELECT count(*), coalesce(sum(archived), 0), coalesce(sum(message_count), 0),"
-                " coalesce(sum(token_count), 0) FROM sessions"
-            ).one()
-            by_role: dict[str, int] = {
-                r[0]: r[1]
-                for r in conn.exec_driver_sql("SELECT role, count(*) FROM messages GROUP BY role")
-            }
-            by_state: dict[str, int] = {
-                r[0]: r[1]
-                for r in conn.exec_driver_sql("SELECT state, count(*) FROM messages GROUP BY state")
-            }
-            memory = conn.exec_driver_sql("SELECT count(*) FROM memory_entries").scalar_one()
-            agents = conn.exec_driver_sql("SELECT count(*) FROM agents").scalar_one()
-            uncounted = conn.exec_driver_sql(
-                "SELECT count(*) FROM messages WHERE token_count IS NULL"
-            ).scalar_one()
+            sessions = conn.execute(_SESSION_TOTALS).one()
+            by_role: dict[str, int] = {r[0]: r[1] for r in conn.execute(_BY_ROLE)}
+            by_state: dict[str, int] = {r[0]: r[1] for r in conn.execute(_BY_STATE)}
+            memory = conn.execute(_MEMORY_COUNT).scalar_one()
+            agents = conn.execute(_AGENT_COUNT).scalar_one()
+            uncounted = conn.execute(_UNCOUNTED).scalar_one()
         return {
-            "database": str(self.db.path),
+            "database": self.db.location,
             "sessions": int(sessions[0]),
             "archived_sessions": int(sessions[1]),
             "messages": int(sessions[2]),
@@ -65,4 +69,3 @@ class SettingsStore(StoreBase):
             "memory_entries": int(memory),
             "agents": int(agents),
         }
-
