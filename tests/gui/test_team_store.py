@@ -7,8 +7,8 @@
   a rename, an import) the other shows once its watch fires, and both editing at once
   lose nothing.
 
-The journeys on a server run where the store tests run on PostgreSQL
-(``WORKBENCH_TEST_BACKENDS=sqlite,postgresql``, the ``backend`` fixture); the two-desktop
+They run on the test session's PostgreSQL server (tests/pg_server.py; skipped, with the
+reason, where PostgreSQL is not installed and ``CI`` is not set); the first two-desktop
 journey runs on a shared SQLite file as well.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import keyring
@@ -77,18 +78,13 @@ def memory_keyring() -> Iterator[MemoryKeyring]:
         keyring.set_keyring(previous)
 
 
-@pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    """The shared file of the SQLite run of the two-desktop journeys."""
+@pytest.fixture(params=["sqlite", "postgresql"])
+def shared_database(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """One database two desktops share: a file, or a fresh team store on the test
+    server."""
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("pg_db_url"))
     return tmp_path / "shared" / "workbench.db"
-
-
-@pytest.fixture
-def team_url(backend: str, request: pytest.FixtureRequest) -> str:
-    """A fresh team-store database on the test server (when the run covers PostgreSQL)."""
-    if backend != "postgresql":
-        pytest.skip("a team-store journey: runs with WORKBENCH_TEST_BACKENDS=...,postgresql")
-    return str(request.getfixturevalue("pg_db_url"))
 
 
 def _shut(window: MainWindow) -> None:
@@ -122,13 +118,11 @@ def show_window(qtbot: QtBot) -> Iterator[Callable[..., MainWindow]]:
         _shut(window)
 
 
-@pytest.fixture
-def desktops(db_target: Path | str, make_session: Callable[..., SessionInfo],
-             show_window: Callable[..., MainWindow],
-             ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
-    """Two windows, each on a workspace of its own over the same database (as two
-    desktops are), both showing the shared session."""
-    first, second = Workspace.open(db_target), Workspace.open(db_target)
+@contextmanager
+def _two_desktops(target: Path | str, make_session: Callable[..., SessionInfo],
+                  show_window: Callable[..., MainWindow],
+                  ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
+    first, second = Workspace.open(target), Workspace.open(target)
     try:
         info = make_session(first, "Shared plan", CHAT)
         windows = [show_window(first), show_window(second, 1220)]
@@ -140,6 +134,25 @@ def desktops(db_target: Path | str, make_session: Callable[..., SessionInfo],
     finally:
         first.close()
         second.close()
+
+
+@pytest.fixture
+def desktops(shared_database: Path | str, make_session: Callable[..., SessionInfo],
+             show_window: Callable[..., MainWindow],
+             ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
+    """Two windows, each on a workspace of its own over the same database (as two
+    desktops are), both showing the shared session: on a file and on the team store."""
+    with _two_desktops(shared_database, make_session, show_window) as both:
+        yield both
+
+
+@pytest.fixture
+def team_desktops(pg_db_url: str, make_session: Callable[..., SessionInfo],
+                  show_window: Callable[..., MainWindow],
+                  ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
+    """Two desktops on the team store."""
+    with _two_desktops(pg_db_url, make_session, show_window) as both:
+        yield both
 
 
 def _activate(qtbot: QtBot, window: MainWindow) -> None:
@@ -235,9 +248,9 @@ def test_another_desktop_shows_a_message_a_rename_and_an_import(
 
 
 def test_two_desktops_editing_at_once_lose_nothing(
-    qtbot: QtBot, team_url: str, desktops: tuple[MainWindow, MainWindow, SessionInfo],
+    qtbot: QtBot, team_desktops: tuple[MainWindow, MainWindow, SessionInfo],
 ) -> None:
-    mine, theirs, info = desktops
+    mine, theirs, info = team_desktops
     # Each writes before it has seen the other's change: both are kept, in one order
     # that both windows show.
     mine.db_watcher.timer.stop()
@@ -351,12 +364,12 @@ def test_a_team_database_that_cannot_be_reached_is_said_without_the_password(
 
 
 def test_open_team_database_switches_the_window_and_remembers_the_password_when_asked(
-    qtbot: QtBot, team_url: str, workspace: Workspace,
+    qtbot: QtBot, pg_db_url: str, workspace: Workspace,
     show_window: Callable[..., MainWindow], memory_keyring: MemoryKeyring,
 ) -> None:
     window = show_window(workspace)
     _activate(qtbot, window)
-    address = team_url.replace("postgresql+psycopg://", "postgresql://")
+    address = pg_db_url.replace("postgresql+psycopg://", "postgresql://")
     with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_O, CTRL | SHIFT),
                       _fill_team_dialog(qtbot, address, SECRET, remember=True))
     opening = _opening(window)
@@ -395,13 +408,13 @@ def test_the_start_up_on_an_unreachable_team_store_names_it_without_the_password
 
 
 def test_the_start_up_opens_the_team_store_named_by_workbench_db(
-    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch, team_url: str,
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch, pg_db_url: str,
 ) -> None:
-    monkeypatch.setenv("WORKBENCH_DB", team_url)
+    monkeypatch.setenv("WORKBENCH_DB", pg_db_url)
     workspace, dialog = open_at_start(None, prepare=Workspace.ensure_sample_session)
     assert workspace is not None, dialog.label.text()
     try:
-        assert not workspace.is_file and team_url.rsplit("/", 1)[1] in workspace.location
+        assert not workspace.is_file and pg_db_url.rsplit("/", 1)[1] in workspace.location
         assert workspace.count_sessions() == 1  # the sample, as on a first file
     finally:
         workspace.close()
