@@ -379,7 +379,7 @@ def test_open_team_database_switches_the_window_and_remembers_the_password_when_
     settle(window)
     database = address.rsplit("/", 1)[1]
     shown = window.database_label.text()
-    assert shown.startswith("Team database: postgresql://") and database in \
+    assert shown.startswith("Team database: workbench@") and database in \
         window.database_label.toolTip()
     assert window.database_label.accessibleName() == "Team database"
     for text in (shown, window.database_label.toolTip(), window.windowTitle(),

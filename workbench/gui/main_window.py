@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 from workbench.core.conversation import SessionInfo
 from workbench.engine.team import team_address
 from workbench.engine.workspace import Workspace, export_format_names
-from workbench.errors import NotFoundError
+from workbench.errors import NotFoundError, WorkbenchError
 from workbench.gui.context import AppContext
 from workbench.gui.context_menu_key import open_context_menu
 from workbench.gui.controls import single_shot
@@ -700,10 +700,15 @@ class MainWindow(QMainWindow):
             self.database_label.setText(f"Database: {ws.db_path.name}")
             self.database_label.setAccessibleName("Database file")
         else:
-            # A server's URL (never with its password), cut short in the middle when
-            # long: the status bar must not make the window wider. The tooltip has it all.
+            # user@host:port/database (no scheme, no password), cut short in the middle
+            # when long: the status bar must not make the window wider. The tooltip
+            # has the whole URL.
+            try:
+                address = team_address(ws.location).split("://", 1)[-1]
+            except WorkbenchError:
+                address = ws.location
             shown = self.database_label.fontMetrics().elidedText(
-                ws.location, Qt.TextElideMode.ElideMiddle, DATABASE_LABEL_PX)
+                address, Qt.TextElideMode.ElideMiddle, DATABASE_LABEL_PX)
             self.database_label.setText(f"Team database: {shown}")
             self.database_label.setAccessibleName("Team database")
         self.database_label.setToolTip(ws.location)
