@@ -165,7 +165,7 @@ def message_from_row(row: Any) -> Message:
 
 
 def session_from_row(row: Any) -> SessionInfo:
-    """A :class:`SessionInfo` from a row selected with :data:`SESSION_SELECT`."""
+    """A :class:`SessionInfo` from a row selected with :data:`SESSION_ROW`."""
     return SessionInfo(
         id=row[0],
         title=row[1],
