@@ -15,6 +15,7 @@ from workbench.engine.memory import Memory
 from workbench.engine.watch import ChangeWatch, session_mark
 from workbench.engine.workspace import Workspace
 from workbench.store.db_postgresql import PostgresDatabase
+from workbench.store.notify_postgresql import ChangeListener
 
 WAIT_S = 30.0  # a bound on waiting for the listener, not a delay
 
@@ -38,7 +39,8 @@ def test_a_change_by_another_writer_is_reported_once(db_target: Path | str) -> N
         info = mine.repo.create_session("Shared")
         watch = ChangeWatch(mine)
         _listening(mine)
-        assert watch.poll() is False  # nothing since the watch began
+        watch.poll()  # the team store's listener catches up once when it first listens
+        assert watch.poll() is False  # nothing since then
         before = session_mark(mine, info.id)
         version = mine.db.data_version()
         memory = Memory.open(theirs, info.id)
@@ -67,6 +69,7 @@ def test_own_writes_are_not_reported_while_they_happen(db_target: Path | str) ->
     try:
         watch = ChangeWatch(ws)
         _listening(ws)
+        watch.poll()  # the team store's listener catches up once when it first listens
         info = ws.repo.create_session("Mine")
         assert watch.poll() is False  # this process wrote in the interval
         # The next interval may report it (it cannot be told from an outside change
@@ -78,3 +81,64 @@ def test_own_writes_are_not_reported_while_they_happen(db_target: Path | str) ->
         assert session_mark(ws, 10_000) is None
     finally:
         ws.close()
+
+
+# -- the team store: the listener's count, others' changes only --------------------------------
+
+BOUND = 30.0  # seconds a wait may take before the test fails (never reached when it works)
+
+
+def _team_listener(ws: Workspace) -> ChangeListener:
+    """The team store's listener, once it listens (waited for on its own condition)."""
+    assert isinstance(ws.db, PostgresDatabase)
+    listener = ws.db.listener()
+    assert listener.wait_for(lambda li: li.connections >= 1, BOUND), listener.last_error
+    return listener
+
+
+def test_on_the_team_store_another_desktops_change_names_its_session(pg_db_url: str) -> None:
+    mine, theirs = Workspace.open(pg_db_url), Workspace.open(pg_db_url)
+    try:
+        shared = theirs.repo.create_session("Shared")
+        other = theirs.repo.create_session("Other")
+        watch = ChangeWatch(mine)
+        assert watch.others_only
+        listener = _team_listener(mine)
+        # Whatever came before the listener listened is caught up once, as "everything".
+        assert watch.poll() is True and watch.change.everything
+        assert watch.poll() is False
+
+        heard = listener.version
+        Memory.open(theirs, shared.id).append("user", "from the other desktop")
+        assert listener.wait_for(lambda li: li.version > heard, BOUND)
+        # Seen while this window is busy: kept for the next poll, then reported once.
+        assert watch.poll(quiet=False) is False
+        assert watch.poll() is True
+        assert watch.change.touches(shared.id) and not watch.change.touches(other.id)
+        assert watch.poll() is False
+    finally:
+        theirs.close()
+        mine.close()
+
+
+def test_on_the_team_store_own_writes_never_hold_back_theirs(pg_db_url: str) -> None:
+    mine, theirs = Workspace.open(pg_db_url), Workspace.open(pg_db_url)
+    try:
+        info = mine.repo.create_session("Shared")
+        watch = ChangeWatch(mine)
+        listener = _team_listener(mine)
+        watch.poll()  # the catch-up report
+        mine.repo.rename_session(info.id, "Renamed here")
+        assert watch.poll() is False  # this process's own write is not news
+        heard = listener.version
+        Memory.open(theirs, info.id).append("user", "at the same time, elsewhere")
+        mine.repo.rename_session(info.id, "Renamed here again")
+        assert listener.wait_for(lambda li: li.version > heard, BOUND)
+        # On a file this interval would be held back (the write may have been its own);
+        # the team store knows it was not.
+        assert watch.poll() is True and watch.wrote
+        assert watch.change.touches(info.id)
+        assert session_mark(mine, info.id) == session_mark(theirs, info.id)
+    finally:
+        theirs.close()
+        mine.close()
