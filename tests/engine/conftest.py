@@ -111,12 +111,14 @@ def cli(capsys: pytest.CaptureFixture[str], db_target: Path | str) -> CliRunner:
 
 
 @pytest.fixture
-def run_workbench(db_path: Path) -> Callable[..., CliResult]:
-    """Run ``python -m workbench ARGS`` as a child process with ``WORKBENCH_DB`` set."""
+def run_workbench(db_target: Path | str) -> Callable[..., CliResult]:
+    """Run ``python -m workbench ARGS`` as a child process with ``WORKBENCH_DB`` naming
+    the test's database (see ``backend``) unless ``db`` names another."""
 
-    def run(*args: Any, db: Path | None = None, program: Sequence[str] | None = None) -> CliResult:
+    def run(*args: Any, db: Path | str | None = None,
+            program: Sequence[str] | None = None) -> CliResult:
         env = dict(os.environ)
-        env["WORKBENCH_DB"] = str(db or db_path)
+        env["WORKBENCH_DB"] = str(db or db_target)
         command = list(program or [sys.executable, "-m", "workbench"]) + [str(a) for a in args]
         done = subprocess.run(
             command,

@@ -152,8 +152,10 @@ class Workspace:
         return self.repo.get_context(session_id)
 
     def stats(self) -> dict[str, Any]:
-        """Counts over the whole database: sessions, messages by role and state, tokens."""
-        return self.repo.stats()
+        """Counts over the whole database: sessions, messages by role and state, tokens;
+        ``database`` is where it is (:attr:`location`: a file's path, or a server's URL
+        without its password)."""
+        return {**self.repo.stats(), "database": self.location}
 
     def editing(self) -> Editing:
         """The message and session edits (with token recounts and short ids) over this

@@ -48,6 +48,13 @@ class Dialect:
             )
         return func.json_each(column).table_valued("value")
 
+    def json_array(self, *values: Any) -> ColumnElement[str]:
+        """The JSON array of ``values`` as text (a text value becomes a JSON string):
+        ``json_array`` on SQLite, ``json_build_array`` on PostgreSQL."""
+        if self.is_postgresql:
+            return cast(func.json_build_array(*values), Text)
+        return func.json_array(*values, type_=Text)
+
     def json_rows(self, *columns: Any) -> ColumnElement[str]:
         """An aggregate: the selected rows as the text of one JSON array of arrays (each
         row's ``columns`` in order; ``[]`` for no rows). Reading many small rows as one

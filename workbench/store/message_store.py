@@ -20,7 +20,6 @@ from sqlalchemy import (
     bindparam,
     case,
     delete,
-    exists,
     func,
     literal,
     literal_column,
@@ -761,13 +760,14 @@ _ORPHAN_RESULTS = select(_RESULT.c.id, _RESULT.c.position).where(
     _RESULT.c.role == literal_column("'tool'"),
     _RESULT.c.position > bindparam("after"),
     _RESULT.c.position <= bindparam("last"),
-    ~exists().where(
+    # SELECT 1, not *: the lookup then reads the index alone, never the table.
+    ~select(literal_column("1")).where(
         _CALL.c.session_id == _RESULT.c.session_id,
         _CALL.c.call_id == func.coalesce(_RESULT.c.tool_call_id, literal_column("''")),
         _CALL.c.state == _RESULT.c.state,
         _CALL.c.position > bindparam("after"),
         _CALL.c.position < _RESULT.c.position,
-    ),
+    ).exists(),
 )
 _SYSTEM_IN_SPAN = select(_M.id, _M.position).where(
     _SID, _STATE, _M.role == literal_column("'system'"),

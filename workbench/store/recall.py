@@ -171,7 +171,8 @@ def _recall_postgresql(
     lexemes = list(conn.execute(_PG_LEXEMES, {"text": " ".join(terms)}).scalar_one() or [])
     if not lexemes:
         return []
-    params = {"lexemes": lexemes, "tsquery": " | ".join(f"'{w}'" for w in lexemes)}
+    quoted = ("'" + w.replace("\\", "\\\\").replace("'", "''") + "'" for w in lexemes)
+    params = {"lexemes": lexemes, "tsquery": " | ".join(quoted)}
     rows = conn.execute(
         select(*MEMORY_ROW, _LENGTH, _FREQUENCIES).where(_MATCHES, *where), params
     ).all()

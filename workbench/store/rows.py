@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnClause, insert
+from sqlalchemy import ColumnElement, Integer, insert, type_coerce
 
 from workbench.core.conversation import (
     Agent,
@@ -56,8 +56,13 @@ MESSAGE_INSERT_WITH_LINES = (
     f"VALUES ({', '.join('?' for _ in MESSAGE_COLUMNS + SUMMARY_LINE_COLUMNS)})"
 )
 # The columns :func:`message_from_row` reads, in its order (``select(*MESSAGE_FIELDS)``).
-MESSAGE_FIELDS: tuple[ColumnClause[Any], ...] = (
-    MESSAGES.c.id, *(MESSAGES.c[name] for name in MESSAGE_COLUMNS)
+# ``important`` comes back as stored (an integer on SQLite, a boolean on PostgreSQL):
+# message_from_row makes it a bool, and SQLAlchemy's Boolean hook per row would cost a
+# page of messages a tenth of its time.
+MESSAGE_FIELDS: tuple[ColumnElement[Any], ...] = (
+    MESSAGES.c.id,
+    *(type_coerce(MESSAGES.c[name], Integer).label(name) if name == "important"
+      else MESSAGES.c[name] for name in MESSAGE_COLUMNS),
 )
 # One insert of message rows given as :func:`message_values` dicts (many at once).
 MESSAGE_INSERT_ROWS = insert(MESSAGES)
@@ -160,7 +165,7 @@ def message_from_row(row: Any) -> Message:
 
 
 def session_from_row(row: Any) -> SessionInfo:
-    """A :class:`SessionInfo` from a row selected with :data:`SESSION_SELECT`."""
+    """A :class:`SessionInfo` from a row selected with :data:`SESSION_ROW`."""
     return SessionInfo(
         id=row[0],
         title=row[1],

@@ -49,6 +49,8 @@ _SESSION_BY_TITLE = _SESSIONS.where(SESSIONS.c.title == bindparam("value")).orde
 _SESSION_BY_SOURCE = _SESSIONS.where(
     SESSIONS.c.source == bindparam("source"), SESSIONS.c.source_id == bindparam("source_id")
 )
+# The characters JSON text escapes inside a string.
+_ESCAPED = frozenset('"\\' + "".join(chr(i) for i in range(32)))
 _LIST_ORDER = (SESSIONS.c.pinned.desc(), SESSIONS.c.updated_at.desc(), SESSIONS.c.id.desc())
 # The largest integer the databases compare (a longer run of digits is no id).
 _MAX_ID = 2**63 - 1
@@ -124,7 +126,7 @@ class SessionStore(AgentStore):
         """A session by id, by source id, or by exact title (the newest of equals)."""
         text = str(ref).strip()
         lookups: list[tuple[Select[Any], dict[str, Any]]] = []
-        if text.isdigit() and int(text) <= _MAX_ID:
+        if text.isascii() and text.isdigit() and int(text) <= _MAX_ID:
             lookups.append((_SESSION_BY_ID, {"id": int(text)}))
         lookups += [(_SESSION_BY_SOURCE_ID, {"value": text}),
                     (_SESSION_BY_TITLE, {"value": text})]
@@ -184,23 +186,33 @@ class SessionStore(AgentStore):
         if not include_archived:
             clauses.append(SESSIONS.c.archived.is_(False))
         if filter_text:
-            tags = self.dialect.json_array_items(SESSIONS.c.tags)
             if filter_text.startswith("#"):
-                # "#tag", as the session list shows tags: a tag that starts with it (the
-                # tags column is a JSON array of strings).
-                clauses.append(exists(select(tags.c.value).where(
-                    self.dialect.starts_with_text(tags.c.value, filter_text[1:].strip())
-                )))
+                # "#tag", as the session list shows tags: a tag that starts with it.
+                prefix = filter_text[1:].strip()
+                clauses.append(self._tag_matches(prefix, prefix=True))
             else:
                 clauses.append(or_(
                     self.dialect.contains_text(SESSIONS.c.title, filter_text),
-                    exists(select(tags.c.value).where(
-                        self.dialect.contains_text(tags.c.value, filter_text)
-                    )),
+                    self._tag_matches(filter_text, prefix=False),
                 ))
         if agent_id is not None:
             clauses.append(SESSIONS.c.agent_id == agent_id)
         return and_(true(), *clauses)
+
+    def _tag_matches(self, needle: str, *, prefix: bool) -> ColumnElement[bool]:
+        """A tag of the session holds ``needle`` (starts with it when ``prefix``),
+        ignoring case; the tags column is a JSON array of strings, read item by item.
+
+        The column's text holding ``needle`` is asked first: JSON writes a string as it
+        is but for quotes, backslashes and control characters (``json_text`` keeps other
+        characters unescaped), so most sessions are passed over without parsing tags."""
+        tags = self.dialect.json_array_items(SESSIONS.c.tags)
+        match = self.dialect.starts_with_text if prefix else self.dialect.contains_text
+        item = exists(select(tags.c.value).where(match(tags.c.value, needle)))
+        if _ESCAPED.intersection(needle):
+            return item
+        written = '"' + needle if prefix else needle
+        return and_(self.dialect.contains_text(SESSIONS.c.tags, written), item)
 
     def rename_session(self, session_id: int, title: str) -> SessionInfo:
         return self._update_session(session_id, title=title)
