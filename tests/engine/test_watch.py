@@ -152,7 +152,7 @@ def test_on_the_team_store_a_lost_listener_catches_up_with_everything(pg_db_url:
     try:
         info = theirs.repo.create_session("Shared")
         watch = ChangeWatch(mine)
-        listener = _listening(mine)
+        listener = _team_listener(mine)
         watch.poll()  # the catch-up report
         assert watch.poll() is False
         # The listener's connection drops (a server restart, a network cut): what is

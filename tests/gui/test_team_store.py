@@ -448,6 +448,6 @@ def test_a_window_says_when_it_stops_hearing_other_desktops_then_catches_up(
         # What was written meanwhile was never announced to it: it reads everything again.
         qtbot.waitUntil(lambda: _shown(theirs)[-1:] == ["Written while the other was deaf"],
                         timeout=SEEN_MS)
-        assert _listed(theirs) == [("Shared plan", 4)]
+        qtbot.waitUntil(lambda: _listed(theirs) == [("Shared plan", 4)], timeout=SEEN_MS)
     finally:
         admin.dispose()
