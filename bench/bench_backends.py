@@ -59,7 +59,8 @@ import make_corpus
 
 from workbench.core.conversation import Message
 from workbench.store import Database, Repository
-from workbench.store.search import SearchQuery, search
+from workbench.store.opening import open_database
+from workbench.store.searching import SearchQuery, search
 from workbench.store.types import text_to_time
 
 SQLITE = "SQLite"
@@ -225,7 +226,6 @@ class Side:
     error: str | None = None
     big_session: int | None = None
     search_fn: Callable[[SearchQuery], Any] | None = None
-    search_note: str = ""
     counts: dict[str, int] = field(default_factory=dict)
 
     def need(self) -> Database:
@@ -465,7 +465,7 @@ def run_import(args: argparse.Namespace, info: make_corpus.CorpusInfo, table: Ta
     def open_sqlite() -> None:
         nonlocal sqlite_db, sqlite_repo
         bench_import.fresh_schema(sqlite_path)
-        sqlite_db = Database.open(sqlite_path)
+        sqlite_db = open_database(sqlite_path)
         sqlite_repo = Repository(sqlite_db)
         agents[SQLITE] = sqlite_repo.default_agent().id
 
@@ -474,7 +474,7 @@ def run_import(args: argparse.Namespace, info: make_corpus.CorpusInfo, table: Ta
         if place is None:
             raise RuntimeError(pg.error or "no PostgreSQL server")
         load.url = place.fresh(CORPUS_DATABASE if into_corpus else IMPORT_DATABASE)
-        pg_db = Database.open(load.url)
+        pg_db = open_database(load.url)
         pg_repo = Repository(pg_db)
         agents[POSTGRESQL] = pg_repo.default_agent().id
 
@@ -545,7 +545,7 @@ def load_pg_corpus(args: argparse.Namespace, info: make_corpus.CorpusInfo,
         # Nothing imported yet: try the workbench's own import on an empty database.
         started = PgLoad(url=place.fresh(CORPUS_DATABASE) if not place.given else url)
         try:
-            db = Database.open(url)
+            db = open_database(url)
             try:
                 Repository(db).default_agent()
             finally:
@@ -554,7 +554,7 @@ def load_pg_corpus(args: argparse.Namespace, info: make_corpus.CorpusInfo,
         except Exception as exc:  # noqa: BLE001
             why = reason(exc)
             return _copy_in(info, place, url, f"import_many is not usable ({why})")
-    db = Database.open(url)
+    db = open_database(url)
     repo = Repository(db)
     seconds = started.seconds
     messages = started.messages
@@ -583,7 +583,7 @@ def _copy_in(info: make_corpus.CorpusInfo, place: PostgresPlace, url: str, why: 
     print(f"    {why}; copying the corpus in with the bench's own loader instead", flush=True)
     if not place.given:
         url = place.fresh(CORPUS_DATABASE)
-    Database.open(url).close()  # the schema, migrated by the workbench
+    open_database(url).close()  # the schema, migrated by the workbench
     t0 = time.perf_counter()
     counts, steps = copy_corpus(info.path, url)
     copied = time.perf_counter() - t0
@@ -652,25 +652,10 @@ def build_cases(meta: dict[str, Any], span: tuple[str, str]) -> list[Case]:
 
 
 def choose_search(side: Side) -> None:
-    """``search()`` as the application calls it; on PostgreSQL, while ``search()`` does not
-    reach it yet, ``search_postgresql`` in a read transaction (said in the output)."""
+    """``search()`` as the application calls it (FTS5 or the team store's search)."""
     db = side.need()
     side.search_fn = lambda query: search(db, query)
-    if side.name != POSTGRESQL:
-        return
-    try:
-        search(db, SearchQuery(text="probe", limit=1))
-    except Exception as exc:  # noqa: BLE001
-        from workbench.store.search_postgresql import search_postgresql
-
-        def direct(query: SearchQuery) -> Any:
-            with db.read() as conn:
-                return search_postgresql(conn, query)
-
-        direct(SearchQuery(text="probe", limit=1))
-        side.search_fn = direct
-        side.search_note = (f"search() failed here ({reason(exc)}); timed "
-                            "search_postgresql(conn, query) in db.read() instead")
+    search(db, SearchQuery(text="probe", limit=1))
 
 
 def run_search(args: argparse.Namespace, info: make_corpus.CorpusInfo, table: Table,
@@ -688,8 +673,6 @@ def run_search(args: argparse.Namespace, info: make_corpus.CorpusInfo, table: Ta
                  "warm-up (goals: PostgreSQL <= 100 ms every class; SQLite <= 50 ms for the "
                  "rare, medium and very common word)")
     for side in sides:
-        if side.search_note:
-            print(f"  note: {side.name}: {side.search_note}")
         if side.name in probe.failed:
             print(f"  note: {side.name}: search not usable: {probe.failed[side.name]}")
     for case in cases:
@@ -965,7 +948,7 @@ def main(argv: list[str] | None = None) -> int:
         print(pg_side.error)
         place = None
     try:
-        sqlite_side.db = Database.open(info.path)
+        sqlite_side.db = open_database(info.path)
         started: PgLoad | None = None
         ready = place is not None and pg_corpus_ready(place.corpus_url(), info)
         if "import" in only:
@@ -988,7 +971,7 @@ def main(argv: list[str] | None = None) -> int:
             if pg_side.error is None:
                 pg_side.target = place.corpus_url()
                 try:
-                    pg_side.db = Database.open(pg_side.target)
+                    pg_side.db = open_database(pg_side.target)
                 except Exception as exc:  # noqa: BLE001
                     pg_side.error = f"the PostgreSQL corpus does not open: {reason(exc)}"
         sides = [sqlite_side, pg_side]
