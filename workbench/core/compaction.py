@@ -391,6 +391,9 @@ class CompactionPlan:
     active_before: int = 0
     reason: str = ""
     auto: bool = False
+    #: Active messages that had no kept summary line when the plan was made (a database
+    #: written before lines were kept): the store can keep them for the next previews.
+    unkept_lines: int = 0
 
     @property
     def changed(self) -> bool:
@@ -552,6 +555,7 @@ def plan_compaction(
     session_id: int | None = None,
     auto: bool = False,
     _depth: int = 0,
+    _tokens_before: int | None = None,
 ) -> CompactionPlan:
     """Plan a compaction of a session (see the module documentation).
 
@@ -590,7 +594,11 @@ def plan_compaction(
         "tasks_before": [replace(t) for t in context.tasks],
         "tasks_after": tasks_after,
         "tasks_pruned": tasks_pruned,
-        "tokens_before": request_tokens(previous, table.everything()),
+        "tokens_before": (
+            request_tokens(previous, table.everything())
+            if _tokens_before is None
+            else _tokens_before  # counted by the plan this one refines
+        ),
         "active_before": n,
         "auto": auto,
     }
@@ -725,7 +733,7 @@ def plan_compaction(
         again = plan_compaction(
             table, context, policy=policy, summarizer=summarizer,
             request_tokens=request_tokens, now=now, keep=smaller, session_id=session_id,
-            auto=auto, _depth=_depth + 1,
+            auto=auto, _depth=_depth + 1, _tokens_before=plan.tokens_before,
         )
         if again.folded_ids:
             again.trigger = trigger
