@@ -23,6 +23,7 @@ What the desktop composer (and any other front end) needs around
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -265,11 +266,40 @@ def left_out_previews(
 ) -> dict[int, tuple[str, str]]:
     """``{position: (role, first words)}`` of the first ``limit`` left-out messages.
 
-    Budget cuts leave out a run of consecutive messages, so this reads a few pages.
+    Budget cuts leave out a run of consecutive messages, so this reads a few pages, and
+    only those it did not read for the session's last call while the database has not
+    changed since (the Request panel asks again at every refresh while a prompt is typed).
     """
     wanted = sorted({int(item.position) for item in left_out[:limit]
                      if item.position is not None})
-    found: dict[int, tuple[str, str]] = {}
+    db = ws.repo.db
+    version = db.data_version()  # before reading: a commit meanwhile moves it
+    by_session = _PREVIEWS.get(db)
+    if by_session is None:
+        by_session = {}
+        _PREVIEWS[db] = by_session
+    kept = by_session.get(session_id)
+    if kept is not None and kept[0] == version and kept[1] == width:
+        found = kept[2]
+    else:
+        found = {}
+        by_session[session_id] = (version, width, found)
+    missing = [p for p in wanted if p not in found]
+    if missing:
+        _read_previews(ws, session_id, missing, width, found)
+    return {p: found[p] for p in wanted if p in found}
+
+
+# The previews read last for each session per open database: (data_version then, width,
+# {position: preview}).
+_Previews = dict[int, tuple[int, int, dict[int, tuple[str, str]]]]
+_PREVIEWS: weakref.WeakKeyDictionary[Any, _Previews] = weakref.WeakKeyDictionary()
+
+
+def _read_previews(ws: Workspace, session_id: int, wanted: list[int], width: int,
+                   found: dict[int, tuple[str, str]]) -> None:
+    """Read the previews of the messages at positions ``wanted`` (ascending) into
+    ``found``."""
     index = 0
     while index < len(wanted):
         start = wanted[index]
@@ -288,4 +318,3 @@ def left_out_previews(
         last = int(page[-1].position or 0)
         while index < len(wanted) and wanted[index] <= last:
             index += 1
-    return {p: found[p] for p in wanted if p in found}

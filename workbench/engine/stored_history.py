@@ -9,10 +9,16 @@ request leaves out (``shapes``) are read without their text. A session of 100,00
 messages thus costs what the request keeps, not what the session holds.
 
 The sequence is a snapshot of one moment: build a new one after the session changes.
+:meth:`StoredHistory.latest` does: it starts from what the last history of the session
+read when the database has not changed since (SQLite's ``data_version``, which moves
+with every commit of any connection), so the Request panel's refreshes while a prompt
+is typed read the session's pages once, not at every key.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
@@ -45,6 +51,35 @@ class StoredHistory(Sequence[Message]):
         self._loaded: dict[int, Message] = {}
         self._low = self._len  # indices >= _low are loaded (the newest messages)
         self._page = FIRST_PAGE
+        # Held while pages are added, so that latest() may copy them from another thread.
+        self._lock = threading.Lock()
+
+    @classmethod
+    def latest(cls, repo: Repository, session_id: int) -> StoredHistory:
+        """The session's history now, starting from the messages the previous history of
+        the session read when the database has not changed since (none otherwise).
+
+        The messages are shared with that history: treat them as read-only, as
+        request assembly does.
+        """
+        db = repo.db
+        version = db.data_version()  # before anything is read: a later commit moves it
+        kept_by_session = _KEPT.get(db)
+        if kept_by_session is None:
+            kept_by_session = {}
+            _KEPT[db] = kept_by_session
+        kept = kept_by_session.get(session_id)
+        if kept is not None and kept[0] == version:
+            earlier = kept[1]
+            history = cls(repo, session_id, length=earlier._len)
+            with earlier._lock:
+                history._loaded = dict(earlier._loaded)
+                history._low = earlier._low
+                history._page = earlier._page
+        else:
+            history = cls(repo, session_id)
+        kept_by_session[session_id] = (version, history)
+        return history
 
     def __len__(self) -> int:
         return self._len
@@ -68,7 +103,8 @@ class StoredHistory(Sequence[Message]):
         if index == 0 and self._low > 1:
             first = self.repo.first_in_state(self.session_id, ACTIVE)
             if first is not None:
-                self._loaded[0] = first
+                with self._lock:
+                    self._loaded[0] = first
                 return first
         while self._low > index:
             self._read_older()
@@ -82,11 +118,12 @@ class StoredHistory(Sequence[Message]):
         self._page = min(self._page * 2, MAX_PAGE)
         if not page:  # the session shrank under us: what is missing reads as absent
             raise IndexError(self._low - 1)
-        for msg in page:
-            self._low -= 1
-            self._loaded.setdefault(self._low, msg)
-            if self._low == 0:
-                break
+        with self._lock:
+            for msg in page:
+                self._low -= 1
+                self._loaded.setdefault(self._low, msg)
+                if self._low == 0:
+                    break
 
     def expect_room(self, room: int) -> None:
         """Told by request assembly before its walk: about ``room`` tokens of the newest
@@ -184,6 +221,13 @@ class StoredHistory(Sequence[Message]):
 
     def __repr__(self) -> str:
         return f"<StoredHistory session {self.session_id}: {self._len} messages>"
+
+
+# The newest history of each session per open database (a database that is closed and
+# dropped takes its entries with it): (data_version when it was made, the history).
+_KEPT: weakref.WeakKeyDictionary[Any, dict[int, tuple[int, StoredHistory]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _shape(msg: Message) -> Shape:
