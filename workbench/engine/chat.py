@@ -39,6 +39,7 @@ from workbench.engine.turn import preflight_session, prepare_turn
 from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError
 from workbench.providers.base import HttpProvider
+from workbench.store.history_pages import preview_rows
 
 __all__ = [
     "GAUGE_PREFLIGHT_LIMIT",
@@ -303,18 +304,16 @@ def _read_previews(ws: Workspace, session_id: int, wanted: list[int], width: int
     index = 0
     while index < len(wanted):
         start = wanted[index]
-        page = ws.repo.page_messages(session_id, after_position=start - 1,
-                                     limit=min(200, len(wanted) - index))
+        page = preview_rows(ws.repo.db, session_id, after_position=start - 1,
+                            limit=min(200, len(wanted) - index))
         if not page:
             break
-        for message in page:
-            position = int(message.position or 0)
-            text = " ".join((message.content or "").split())
-            if not text and message.tool_calls:
-                names = [str((c.get("function") or {}).get("name") or "?")
-                         for c in message.tool_calls]
+        for position, role, content, calls in page:
+            text = " ".join(content.split())
+            if not text and calls:
+                names = [str((c.get("function") or {}).get("name") or "?") for c in calls]
                 text = "calls " + ", ".join(names)
-            found[position] = (message.role, text[:width])
-        last = int(page[-1].position or 0)
+            found[int(position or 0)] = (role, text[:width])
+        last = int(page[-1][0] or 0)
         while index < len(wanted) and wanted[index] <= last:
             index += 1

@@ -25,6 +25,7 @@ from typing import Any, overload
 
 from workbench.core.assembly import Shape, call_ids, prefix_reasons
 from workbench.core.conversation import Message, MessageState
+from workbench.store.history_pages import count_fitting, page_before
 from workbench.store.repository import Repository
 
 __all__ = ["StoredHistory"]
@@ -112,8 +113,8 @@ class StoredHistory(Sequence[Message]):
 
     def _read_older(self) -> None:
         before = self._loaded[self._low].position if self._low < self._len else self._before
-        page = self.repo.page_state_before(
-            self.session_id, state=ACTIVE, before_position=before, limit=self._page
+        page = page_before(
+            self.repo.db, self.session_id, state=ACTIVE, before_position=before, limit=self._page
         )
         self._page = min(self._page * 2, MAX_PAGE)
         if not page:  # the session shrank under us: what is missing reads as absent
@@ -132,7 +133,7 @@ class StoredHistory(Sequence[Message]):
         instead of pages doubling past them."""
         if self._low < self._len:
             return
-        fitting = self.repo.count_fitting(self.session_id, state=ACTIVE, room=room)
+        fitting = count_fitting(self.repo.db, self.session_id, state=ACTIVE, room=room)
         wanted = self._len if fitting is None else fitting + fitting // 20 + 16
         self._page = min(max(wanted, 16), MAX_PAGE)
 
