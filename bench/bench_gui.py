@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from workbench.engine.workspace import Workspace
-    from workbench.gui.app import prefer_responsiveness
+    from workbench.gui.app import prefer_responsiveness, settle_after_start
     from workbench.gui.main_window import MainWindow
     from workbench.gui.models.timeline import MessageRole
 
@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow(workspace)
     window.resize(1280, 800)
     window.show()
+    settle_after_start()  # as run_gui does once the window is up
     pump(app, 0.3)
     window.ctx.workers.wait_idle(30)
     timeline = window.timeline
