@@ -542,6 +542,20 @@ def _halve_while_over(
     return keep_n
 
 
+def _tool_groups(whole: dict[int, Message]) -> list[tuple[list[int], bool]]:
+    """The whole rows' tool-call groups and protected messages, as row indices, each with
+    whether a member is protected: the units of planning that may keep rows back (a
+    message of its own that is not protected folds like any other)."""
+    rows = list(whole)
+    groups = []
+    for unit in tool_units(list(whole.values())):
+        members = [rows[k] for k in unit]
+        protected = any(is_protected(whole[i]) for i in members)
+        if len(members) > 1 or protected:
+            groups.append((members, protected))
+    return groups
+
+
 def plan_compaction(
     messages: Sequence[Message] | MessageTable,
     context: SessionContext,
@@ -556,6 +570,7 @@ def plan_compaction(
     auto: bool = False,
     _depth: int = 0,
     _tokens_before: int | None = None,
+    _groups: list[tuple[list[int], bool]] | None = None,
 ) -> CompactionPlan:
     """Plan a compaction of a session (see the module documentation).
 
@@ -670,13 +685,12 @@ def plan_compaction(
 
     # -- groups and protected messages (whole rows; no system row is a candidate) -----------
     reasons: dict[int, str] = {}
-    rows = list(whole)
-    for unit in tool_units(list(whole.values())):
-        members = [rows[k] for k in unit]
+    groups = _groups if _groups is not None else _tool_groups(whole)
+    for members, protected in groups:
         inside = [i for i in members if flags[i]]
         if not inside:
             continue
-        if len(inside) == len(members) > 1 and not any(is_protected(whole[i]) for i in members):
+        if len(inside) == len(members) > 1 and not protected:
             continue  # the whole group folds
         for i in inside:
             if is_protected(whole[i]):
@@ -734,6 +748,7 @@ def plan_compaction(
             table, context, policy=policy, summarizer=summarizer,
             request_tokens=request_tokens, now=now, keep=smaller, session_id=session_id,
             auto=auto, _depth=_depth + 1, _tokens_before=plan.tokens_before,
+            _groups=groups,
         )
         if again.folded_ids:
             again.trigger = trigger

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from operator import add
-from typing import Protocol
+from typing import Any, Protocol
 
 from workbench.core.conversation import ROLES, Message
 from workbench.core.handoff import quick_handoff
@@ -421,6 +421,12 @@ class ExtractiveSummarizer:
             roles: Sequence[str] = folded.column(folded.table.roles)
             texts: Sequence[str] = ()
             wholes: Sequence[Message | None] = ()
+        elif kept_bodies is not None and isinstance(folded, MessageSelection):
+            # Some lines are kept: only the others' texts are looked at, where they are.
+            table = folded.table
+            roles = folded.column(table.roles)
+            texts = _Picked(table.texts, folded.indices)
+            wholes = _Picked(_WholeRows(table.whole), folded.indices)
         else:
             roles, texts, wholes = _line_columns(folded)
         counter = self.counter
@@ -516,6 +522,33 @@ class ExtractiveSummarizer:
             last = bodies[-1]
             tokens += counter.count_text(f" {last}") - counter.count_text(_unit(last))
         return "\n".join(pieces), tokens, bodies
+
+
+class _WholeRows:
+    """A table's whole messages by row, ``None`` for a plain row."""
+
+    def __init__(self, whole: dict[int, Message]):
+        self._get = whole.get
+
+    def __getitem__(self, row: int) -> Message | None:
+        return self._get(row)
+
+
+class _Picked(Sequence[Any]):
+    """``[values[i] for i in indices]``, each entry read when asked for."""
+
+    def __init__(self, values: Any, indices: Sequence[int]):
+        self._values = values
+        self._indices = indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __getitem__(self, index: Any) -> Any:
+        values = self._values
+        if isinstance(index, slice):
+            return [values[i] for i in self._indices[index]]
+        return values[self._indices[index]]
 
 
 def _fill(
