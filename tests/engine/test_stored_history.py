@@ -270,3 +270,16 @@ def test_a_history_starts_from_the_pages_the_last_one_read_until_the_database_ch
     assert _shape(after) == _shape(assemble(
         RequestParts(history=whole, turn=[Message(role="user", content="Hi")]),
         counter=counter, budget=budget))
+
+
+def test_only_the_last_sessions_histories_are_kept(workspace: Workspace) -> None:
+    from workbench.engine.stored_history import KEPT_SESSIONS
+
+    steps = [("user", 4, ACTIVE, True, False), ("assistant", 4, ACTIVE, True, False)] * 20
+    sessions = [_store(workspace, steps) for _ in range(KEPT_SESSIONS + 1)]
+    for sid in sessions:
+        history = StoredHistory.latest(workspace.repo, sid)
+        assert history[len(history) - 1].content  # the newest page is read
+    # The first one was dropped for the later ones; the last ones are still kept.
+    assert StoredHistory.latest(workspace.repo, sessions[0]).loaded() == 0
+    assert StoredHistory.latest(workspace.repo, sessions[-1]).loaded() > 0

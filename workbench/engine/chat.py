@@ -24,6 +24,7 @@ What the desktop composer (and any other front end) needs around
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -277,14 +278,16 @@ def left_out_previews(
     version = db.data_version()  # before reading: a commit meanwhile moves it
     by_session = _PREVIEWS.get(db)
     if by_session is None:
-        by_session = {}
+        by_session = OrderedDict()
         _PREVIEWS[db] = by_session
-    kept = by_session.get(session_id)
+    kept = by_session.pop(session_id, None)
     if kept is not None and kept[0] == version and kept[1] == width:
         found = kept[2]
     else:
         found = {}
-        by_session[session_id] = (version, width, found)
+    by_session[session_id] = (version, width, found)
+    while len(by_session) > 2:  # the last sessions only: memory stays flat
+        by_session.popitem(last=False)
     missing = [p for p in wanted if p not in found]
     if missing:
         _read_previews(ws, session_id, missing, width, found)
@@ -293,7 +296,7 @@ def left_out_previews(
 
 # The previews read last for each session per open database: (data_version then, width,
 # {position: preview}).
-_Previews = dict[int, tuple[int, int, dict[int, tuple[str, str]]]]
+_Previews = OrderedDict[int, tuple[int, int, dict[int, tuple[str, str]]]]
 _PREVIEWS: weakref.WeakKeyDictionary[Any, _Previews] = weakref.WeakKeyDictionary()
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 import weakref
 from bisect import bisect_right
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
@@ -34,6 +35,8 @@ ACTIVE = MessageState.ACTIVE.value
 #: Messages read per page; grows while a walk goes on, so long walks take few queries.
 FIRST_PAGE = 256
 MAX_PAGE = 8192
+#: Sessions whose last history is kept for the next one (see StoredHistory.latest).
+KEPT_SESSIONS = 2
 
 
 class StoredHistory(Sequence[Message]):
@@ -67,9 +70,9 @@ class StoredHistory(Sequence[Message]):
         version = db.data_version()  # before anything is read: a later commit moves it
         kept_by_session = _KEPT.get(db)
         if kept_by_session is None:
-            kept_by_session = {}
+            kept_by_session = OrderedDict()
             _KEPT[db] = kept_by_session
-        kept = kept_by_session.get(session_id)
+        kept = kept_by_session.pop(session_id, None)
         if kept is not None and kept[0] == version:
             earlier = kept[1]
             history = cls(repo, session_id, length=earlier._len)
@@ -80,6 +83,8 @@ class StoredHistory(Sequence[Message]):
         else:
             history = cls(repo, session_id)
         kept_by_session[session_id] = (version, history)
+        while len(kept_by_session) > KEPT_SESSIONS:
+            kept_by_session.popitem(last=False)
         return history
 
     def __len__(self) -> int:
@@ -224,9 +229,10 @@ class StoredHistory(Sequence[Message]):
         return f"<StoredHistory session {self.session_id}: {self._len} messages>"
 
 
-# The newest history of each session per open database (a database that is closed and
-# dropped takes its entries with it): (data_version when it was made, the history).
-_KEPT: weakref.WeakKeyDictionary[Any, dict[int, tuple[int, StoredHistory]]] = (
+# The newest history of the last KEPT_SESSIONS sessions used, per open database (a
+# database that is closed and dropped takes its entries with it): (data_version when it
+# was made, the history). Only the last few: memory stays flat as sessions are opened.
+_KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[int, tuple[int, StoredHistory]]] = (
     weakref.WeakKeyDictionary()
 )
 
