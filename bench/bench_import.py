@@ -39,7 +39,6 @@ import make_corpus
 
 from workbench.core.conversation import Conversation, SessionContext
 from workbench.store import Database, Repository
-from workbench.store.migrations import MESSAGES_FTS_INSERT_TRIGGER
 from workbench.store.rows import MESSAGE_INSERT, MESSAGE_SELECT, message_from_row
 from workbench.store.types import json_value, text_to_time
 
@@ -149,6 +148,10 @@ class RawImporter:
     def __init__(self, path: Path, *, keep_trigger: bool):
         self.conn = _common.raw_connect(path)
         self.keep_trigger = keep_trigger
+        # The index trigger as the schema has it, put back after the rebuild.
+        self.trigger_sql = self.conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_fts_insert'"
+        ).fetchone()[0]
         if not keep_trigger:
             self.conn.execute("DROP TRIGGER messages_fts_insert")
         self.seconds = 0.0
@@ -181,7 +184,7 @@ class RawImporter:
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         conn.execute("INSERT INTO messages_fts(messages_fts) VALUES('rebuild')")
-        conn.execute(MESSAGES_FTS_INSERT_TRIGGER)
+        conn.execute(self.trigger_sql)
         conn.execute("COMMIT")
         self.rebuild_seconds = time.perf_counter() - started
         self.cpu += time.thread_time() - cpu_started

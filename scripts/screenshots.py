@@ -278,6 +278,7 @@ def panels_and_dialogs(window: object, ws: object, ids: dict[str, int], shot: ob
     from workbench.core.provider import ProviderConfig
     from workbench.engine.providers import ProviderSettings
     from workbench.gui.dialogs.message_editor import MessageEditorDialog
+    from workbench.gui.dialogs.team_database import TeamDatabaseDialog
 
     w: Any = window
     prefix = f"{size[0]}x{size[1]}-" + ("dark-" if theme == "dark" else "")
@@ -350,6 +351,11 @@ def panels_and_dialogs(window: object, ws: object, ids: dict[str, int], shot: ob
     dialog.show()
     shot(prefix + "message-editor", dialog)
     dialog.reject()
+    team = TeamDatabaseDialog(w, address="postgresql://alice@db.example.org:5432/team")
+    team.password_edit.setText("not-a-real-password")
+    team.show()
+    shot(prefix + "team-database", team)
+    team.reject()
 
     bogus, mixed = _import_files(home / "to-import")
     for name, path, fmt in (("import-failed", bogus, None),

@@ -88,6 +88,75 @@ def pg_url(pg_server: PostgresServer) -> Iterator[str]:
         admin.dispose()
 
 
+@pytest.fixture(scope="session")
+def pg_template(pg_server: PostgresServer) -> str:
+    """A database migrated to the current schema once per run; each test's team-store
+    database is a copy of it (``CREATE DATABASE ... TEMPLATE``, a few milliseconds)."""
+    import sqlalchemy as sa
+
+    from workbench.store.db_postgresql import PostgresDatabase
+
+    name = f"template_{os.getpid()}"
+    admin = sa.create_engine(pg_server.url(), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    PostgresDatabase.open_url(pg_server.url(name)).close()
+    return name
+
+
+@pytest.fixture
+def pg_db_url(pg_server: PostgresServer, pg_template: str) -> Iterator[str]:
+    """The URL of a fresh, migrated team-store database of the test's own."""
+    import sqlalchemy as sa
+
+    name = f"test_{os.getpid()}_{next(_PG_DATABASES)}"
+    admin = sa.create_engine(pg_server.url(), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"'))
+        yield pg_server.url(name)
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+# While the store is being ported to SQLAlchemy Core, the team-store runs are asked for:
+# WORKBENCH_TEST_BACKENDS=sqlite,postgresql.
+BACKENDS = tuple(
+    b.strip() for b in os.environ.get("WORKBENCH_TEST_BACKENDS", "sqlite").split(",") if b.strip()
+)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests on the store (the ``backend`` fixture, through ``db``, ``repo``,
+    ``workspace`` or ``cli``) run on both backends: a SQLite file and the team store on
+    the run's PostgreSQL server. ``@pytest.mark.sqlite_only("why")`` keeps a test that is
+    about the file itself (backups, pragmas, raw sqlite3) on SQLite."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    only = metafunc.definition.get_closest_marker("sqlite_only")
+    chosen = [b for b in BACKENDS if b == "sqlite" or not only] or ["sqlite"]
+    metafunc.parametrize("backend", chosen, indirect=True)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend the test's database is on: ``sqlite`` or ``postgresql``."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def db_target(backend: str, request: pytest.FixtureRequest) -> Path | str:
+    """What the test opens: the ``db_path`` file, or a fresh team-store database URL."""
+    if backend == "postgresql":
+        return str(request.getfixturevalue("pg_db_url"))
+    return Path(request.getfixturevalue("db_path"))
+
+
 @pytest.fixture
 def server() -> Iterator[ProtocolServer]:
     """A started protocol server on 127.0.0.1 (tests/providers/protocol_server.py);

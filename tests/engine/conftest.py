@@ -77,9 +77,10 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def workspace(db_path: Path) -> Iterator[Workspace]:
-    """An open workspace over :func:`db_path`, closed after the test."""
-    ws = Workspace.open(db_path)
+def workspace(db_target: Path | str) -> Iterator[Workspace]:
+    """An open workspace over the test's database (the :func:`db_path` file or a
+    team-store database, see ``backend``), closed after the test."""
+    ws = Workspace.open(db_target)
     try:
         yield ws
     finally:
@@ -87,14 +88,15 @@ def workspace(db_path: Path) -> Iterator[Workspace]:
 
 
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], db_path: Path) -> CliRunner:
-    """Run ``workbench ARGS`` in-process; ``--db db_path`` is added unless ``db`` says
-    otherwise (a path, or ``None`` for no ``--db`` at all)."""
+def cli(capsys: pytest.CaptureFixture[str], db_target: Path | str) -> CliRunner:
+    """Run ``workbench ARGS`` in-process; ``--db`` naming the test's database (see
+    ``backend``) is added unless ``db`` says otherwise (a path, or ``None`` for no
+    ``--db`` at all)."""
 
     def run(*args: Any, db: Any = _DEFAULT_DB) -> CliResult:
         argv = [str(a) for a in args]
         if db is _DEFAULT_DB:
-            db = db_path
+            db = db_target
         if db is not None:
             argv += ["--db", str(db)]
         capsys.readouterr()
@@ -109,12 +111,14 @@ def cli(capsys: pytest.CaptureFixture[str], db_path: Path) -> CliRunner:
 
 
 @pytest.fixture
-def run_workbench(db_path: Path) -> Callable[..., CliResult]:
-    """Run ``python -m workbench ARGS`` as a child process with ``WORKBENCH_DB`` set."""
+def run_workbench(db_target: Path | str) -> Callable[..., CliResult]:
+    """Run ``python -m workbench ARGS`` as a child process with ``WORKBENCH_DB`` naming
+    the test's database (see ``backend``) unless ``db`` names another."""
 
-    def run(*args: Any, db: Path | None = None, program: Sequence[str] | None = None) -> CliResult:
+    def run(*args: Any, db: Path | str | None = None,
+            program: Sequence[str] | None = None) -> CliResult:
         env = dict(os.environ)
-        env["WORKBENCH_DB"] = str(db or db_path)
+        env["WORKBENCH_DB"] = str(db or db_target)
         command = list(program or [sys.executable, "-m", "workbench"]) + [str(a) for a in args]
         done = subprocess.run(
             command,

@@ -279,6 +279,22 @@ def test_stats_json_counts(cli: Callable[..., Any], loaded: dict[str, int]) -> N
     assert human.code == 0 and "10" in human.out
 
 
+def test_stats_names_the_database_without_a_password(
+    cli: Callable[..., Any], loaded: dict[str, int], db_target: Path | str, backend: str
+) -> None:
+    """The file's path, or the server's URL as people write it with its password masked
+    (the test server trusts local connections: a password in the URL changes nothing)."""
+    target, shown = str(db_target), str(db_target)
+    if backend == "postgresql":
+        target = target.replace("workbench@", "workbench:s3cret@", 1)
+        shown = shown.replace("postgresql+psycopg://workbench@", "postgresql://workbench:***@")
+    stats = cli("stats", "--json", db=target)
+    assert stats.code == 0, stats.err
+    assert stats.json()["database"] == shown
+    human = cli("stats", db=target)
+    assert f"Database: {shown}" in human.out and "s3cret" not in human.out
+
+
 @pytest.mark.parametrize(
     ("fmt", "suffix"), [("context-json", ".json"), ("openai-jsonl", ".jsonl"), ("markdown", ".md")]
 )
@@ -317,10 +333,11 @@ def test_export_several_sessions_to_openai_jsonl(
 
 
 def test_db_option_and_environment_pick_the_database(
-    cli: Callable[..., Any], tmp_path: Path, trip_file: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Callable[..., Any], tmp_path: Path, trip_file: Path, monkeypatch: pytest.MonkeyPatch,
+    db_target: Path | str,
 ) -> None:
     env_db = tmp_path / "env.db"
-    flag_db = tmp_path / "flag.db"
+    flag_db = db_target  # the test's database: a file or a team-store URL
     monkeypatch.setenv("WORKBENCH_DB", str(env_db))
 
     assert cli("import", trip_file, db=flag_db).code == 0  # --db wins over WORKBENCH_DB
@@ -333,6 +350,7 @@ def test_db_option_and_environment_pick_the_database(
     assert len(cli("sessions", "--json", db=flag_db).json()) == 1
 
 
+@pytest.mark.sqlite_only("the default database is the file in WORKBENCH_HOME")
 def test_default_database_lives_in_workbench_home(
     cli: Callable[..., Any], isolated_home: Path, trip_file: Path
 ) -> None:
@@ -342,11 +360,12 @@ def test_default_database_lives_in_workbench_home(
 
 
 def test_global_db_option_before_subcommand_is_used(
-    cli: Callable[..., Any], tmp_path: Path, trip_file: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Callable[..., Any], tmp_path: Path, trip_file: Path, monkeypatch: pytest.MonkeyPatch,
+    db_target: Path | str,
 ) -> None:
     # ``workbench --db B sessions`` must not silently fall back to WORKBENCH_DB.
     env_db = tmp_path / "env.db"
-    flag_db = tmp_path / "flag.db"
+    flag_db = db_target
     monkeypatch.setenv("WORKBENCH_DB", str(env_db))
     assert cli("import", trip_file, db=flag_db).code == 0
     result = cli("--db", flag_db, "sessions", "--json", db=None)
@@ -527,6 +546,7 @@ def test_export_into_missing_folder_fails_cleanly(
     assert not target.exists()
 
 
+@pytest.mark.sqlite_only("a file that is not a database")
 def test_corrupt_database_file_is_refused_and_untouched(
     cli: Callable[..., Any], tmp_path: Path
 ) -> None:
@@ -540,6 +560,7 @@ def test_corrupt_database_file_is_refused_and_untouched(
         assert db.read_bytes() == junk
 
 
+@pytest.mark.sqlite_only("a file with SQLite's header and garbage")
 def test_database_with_sqlite_header_but_garbage_is_refused(
     cli: Callable[..., Any], tmp_path: Path
 ) -> None:
@@ -581,6 +602,7 @@ def _damaged_copy_of_full_database(path: Path) -> bytes:
     return bytes(data)
 
 
+@pytest.mark.sqlite_only("a SQLite file damaged inside")
 def test_database_damaged_inside_gives_one_line(cli: Callable[..., Any], tmp_path: Path) -> None:
     db = tmp_path / "damaged.db"
     data = _damaged_copy_of_full_database(db)
@@ -596,6 +618,7 @@ def test_database_damaged_inside_gives_one_line(cli: Callable[..., Any], tmp_pat
     assert failures, "the damage was not noticed by any command"
 
 
+@pytest.mark.sqlite_only("a file path that is a folder")
 def test_database_path_that_is_a_folder(cli: Callable[..., Any], tmp_path: Path) -> None:
     folder = tmp_path / "a_folder"
     folder.mkdir()
@@ -603,6 +626,7 @@ def test_database_path_that_is_a_folder(cli: Callable[..., Any], tmp_path: Path)
     assert list(folder.iterdir()) == []
 
 
+@pytest.mark.sqlite_only("a file's bytes stay as they were")
 def test_database_from_a_newer_version_is_refused(
     cli: Callable[..., Any], tmp_path: Path, trip_file: Path
 ) -> None:
@@ -632,12 +656,13 @@ def test_database_from_a_newer_version_is_refused(
 
 
 def test_subprocess_import_then_list_with_workbench_db(
-    run_workbench: Callable[..., Any], db_path: Path, chats_file: Path
+    run_workbench: Callable[..., Any], db_target: Path | str, chats_file: Path
 ) -> None:
     imported = run_workbench("import", chats_file, "--json")
     assert imported.code == 0, imported.err
     assert [s["title"] for s in imported.json()["sessions"]] == ["Soup", "Bread"]
-    assert db_path.is_file()
+    with Workspace.open(db_target) as ws:
+        assert ws.count_sessions() == 2
     hits = run_workbench("search", "yeast", "--json")
     assert hits.code == 0, hits.err
     assert [h["role"] for h in hits.json()] == ["assistant"]
@@ -650,10 +675,10 @@ def test_subprocess_error_is_one_line_and_nonzero(run_workbench: Callable[..., A
 
 
 def test_subprocess_db_option_overrides_environment(
-    run_workbench: Callable[..., Any], tmp_path: Path, trip_file: Path
+    run_workbench: Callable[..., Any], tmp_path: Path, trip_file: Path, db_target: Path | str
 ) -> None:
     env_db = tmp_path / "env.db"
-    flag_db = tmp_path / "flag.db"
+    flag_db = db_target
     assert run_workbench("import", trip_file, "--db", flag_db, db=env_db).code == 0
     assert not env_db.exists()
     with Workspace.open(flag_db) as ws:
@@ -661,7 +686,7 @@ def test_subprocess_db_option_overrides_environment(
 
 
 def test_console_script_runs(
-    run_workbench: Callable[..., Any], db_path: Path, trip_file: Path
+    run_workbench: Callable[..., Any], db_target: Path | str, trip_file: Path
 ) -> None:
     script = Path(sys.executable).with_name("workbench")
     if not script.is_file():
@@ -669,15 +694,20 @@ def test_console_script_runs(
     result = run_workbench("import", trip_file, "--json", program=[str(script)])
     assert result.code == 0, result.err
     assert [s["title"] for s in result.json()["sessions"]] == ["Trip to Porto"]
-    with Workspace.open(db_path) as ws:
+    with Workspace.open(db_target) as ws:
         assert ws.count_sessions() == 1
 
 
+@pytest.mark.sqlite_only("a URL that is not a file, whatever the test's own backend")
 @pytest.mark.parametrize("how", ["--db", "WORKBENCH_DB"])
-def test_a_database_url_is_refused_and_never_becomes_a_file(
-    cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+@pytest.mark.parametrize("url", ["postgresql://wb:s3cret@db.invalid/team",
+                                 "mysql://wb:s3cret@db.invalid/team"])
+def test_a_database_url_never_becomes_a_file(
+    cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str,
+    url: str,
 ) -> None:
-    url = "postgresql://wb@db.example.org/team"
+    """A server that cannot be reached (or a database the workbench does not know) is
+    one sentence naming the URL without its password, and no file appears."""
     monkeypatch.chdir(tmp_path)
     if how == "--db":
         result = cli("sessions", db=url)
@@ -685,6 +715,9 @@ def test_a_database_url_is_refused_and_never_becomes_a_file(
         monkeypatch.setenv("WORKBENCH_DB", url)
         result = cli("sessions", db=None)
     line = result.assert_one_line_error()
-    assert "database URL" in line and "postgresql://" in line
-    assert "wb@db.example.org" not in line  # the URL's user and host are not echoed
-    assert not any(p.name.startswith("postgresql") for p in tmp_path.rglob("*"))
+    assert "s3cret" not in line
+    if url.startswith("mysql"):
+        assert "database URL" in line and "PostgreSQL" in line
+    else:
+        assert "postgresql://wb:***@db.invalid/team" in line and "db.invalid" in line
+    assert not any(p.name.startswith(("postgresql", "mysql")) for p in tmp_path.rglob("*"))

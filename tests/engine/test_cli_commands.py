@@ -5,6 +5,7 @@ range, help on every option, search hits naming the session)."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 from typing import Any
@@ -168,11 +169,12 @@ def test_search_hits_name_the_session_title(cli: CliRunner, workspace: Workspace
     assert cli("search", "Pendular", "--json").json()[0]["session_title"] == "Trip"
 
 
-def test_a_closed_pipe_is_silent(workspace: Workspace, db_path: Any) -> None:
+def test_a_closed_pipe_is_silent(workspace: Workspace, db_target: Any) -> None:
     for i in range(300):
         workspace.repo.create_session(f"Session number {i}")
     workspace.close()
-    command = (f"{sys.executable} -m workbench sessions --db {db_path} | head -n 1")
+    command = (f"{shlex.quote(sys.executable)} -m workbench sessions"
+               f" --db {shlex.quote(str(db_target))} | head -n 1")
     done = subprocess.run(["bash", "-c", "set -o pipefail; " + command], capture_output=True,
                           text=True, timeout=120, check=False)
     assert done.stdout.startswith("    ID")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import select, update
 
 from workbench.core.compaction import (
     SUMMARY_HEADING,
@@ -22,6 +23,8 @@ from workbench.engine.memory import Memory
 from workbench.engine.workspace import Workspace
 from workbench.errors import CompactionError, ServerError, UnreachableError
 from workbench.store.compactions import load_active
+from workbench.store.schema import MESSAGES as M
+from workbench.store.schema import SESSION_CONTEXT as SC
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scripted_provider import Reply, ScriptedProvider  # noqa: E402
@@ -70,10 +73,9 @@ def snapshot(ws: Workspace, session_id: int) -> dict[str, Any]:
     """Everything compaction may touch, as stored (times of change excluded)."""
     info = ws.repo.get_session(session_id)
     with ws.db.read() as conn:
-        raw = conn.exec_driver_sql(
-            "SELECT facts, summary, tasks, tool_stats, token_usage, system_state, environment"
-            " FROM session_context WHERE session_id = ?",
-            (session_id,),
+        raw = conn.execute(
+            select(SC.c.facts, SC.c.summary, SC.c.tasks, SC.c.tool_stats, SC.c.token_usage,
+                   SC.c.system_state, SC.c.environment).where(SC.c.session_id == session_id)
         ).first()
     return {
         "messages": ws.repo.list_messages(session_id),
@@ -616,11 +618,9 @@ def _plain_and_whole_session(workspace: Workspace) -> int:
     ids = [m.id for m in workspace.repo.list_messages(sid)]
     workspace.repo.set_token_counts([(ids[9], 5, "cl100k_base")])
     with workspace.db.write() as conn:
-        conn.exec_driver_sql(
-            "UPDATE messages SET token_count = NULL, token_encoding = NULL WHERE id = ?",
-            (ids[10],),
-        )
-        conn.exec_driver_sql("UPDATE messages SET compaction_id = 99 WHERE id = ?", (ids[1],))
+        conn.execute(update(M).where(M.c.id == ids[10]).values(token_count=None,
+                                                               token_encoding=None))
+        conn.execute(update(M).where(M.c.id == ids[1]).values(compaction_id=99))
     return sid
 
 
@@ -693,12 +693,12 @@ def test_a_preview_from_kept_summary_lines_equals_one_from_the_texts(
     with workspace.db.write() as conn:
         for i in no_line:
             if i < len(ids):
-                conn.exec_driver_sql("UPDATE messages SET summary_line = NULL,"
-                                     " summary_line_tokens = NULL WHERE id = ?", (ids[i],))
+                conn.execute(update(M).where(M.c.id == ids[i]).values(
+                    summary_line=None, summary_line_tokens=None))
         for i in no_count:
             if i < len(ids):
-                conn.exec_driver_sql("UPDATE messages SET summary_line_tokens = NULL"
-                                     " WHERE id = ?", (ids[i],))
+                conn.execute(update(M).where(M.c.id == ids[i]).values(
+                    summary_line_tokens=None))
     # Every line of a fold of 25 messages or more is at most 40 characters: kept lines.
     policy = CompactionPolicy(summary_chars=1000)
     info = workspace.repo.get_session(sid)

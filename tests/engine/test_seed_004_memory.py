@@ -24,13 +24,13 @@ def _system_text(payload: dict) -> str:
     return "\n".join(m["content"] or "" for m in payload["messages"] if m["role"] == "system")
 
 
-def test_the_seeds_own_example_write_then_preflight_hello(tmp_path: Path) -> None:
+def test_the_seeds_own_example_write_then_preflight_hello(db_target: Path | str) -> None:
     """Seed 004: ``memory scope: :session, capture: :conversation, max_entries: 5``;
     ``write(spec, "User prefers the name Alex.", session_id: "conv-1")``; then
     ``preflight(agent, "hello", session_id: "conv-1")``: "The recall happened before
     the prompt was assembled. The entry was injected into the agent's instructions
     section (the default for inject: :instructions)"."""
-    with Workspace.open(tmp_path / "seed.db") as ws:
+    with Workspace.open(db_target) as ws:
         info = ws.repo.create_session("conv-1")
         ws.repo.update_agent(info.agent_id, instructions=(
             "Greet the user and use any remembered facts."), memory_policy={
@@ -49,10 +49,10 @@ def test_the_seeds_own_example_write_then_preflight_hello(tmp_path: Path) -> Non
 
 
 def test_the_default_agent_has_session_memory_injected_into_instructions(
-    tmp_path: Path,
+    db_target: Path | str,
 ) -> None:
     """Issue 15.8: the default agent recalls the session's entries, 5 at most."""
-    with Workspace.open(tmp_path / "default.db") as ws:
+    with Workspace.open(db_target) as ws:
         info = ws.repo.create_session("Chat")
         policy = Memory.open(ws, info.id).policy()
         assert (policy.scope, policy.inject, policy.max_entries) == (

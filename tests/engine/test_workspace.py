@@ -38,11 +38,11 @@ def test_open_without_a_path_follows_the_environment(
         assert ws.db_path == other
 
 
-def test_data_survives_reopening(db_path: Path, sample_session_file: Path) -> None:
-    with Workspace.open(db_path) as ws:
+def test_data_survives_reopening(db_target: Path | str, sample_session_file: Path) -> None:
+    with Workspace.open(db_target) as ws:
         [(info, created)] = ws.import_path(sample_session_file).sessions
         assert created
-    with Workspace.open(db_path) as ws:
+    with Workspace.open(db_target) as ws:
         again, messages, _ = ws.session_view(info.id)
         assert again.title == info.title
         assert len(messages) == info.message_count
@@ -52,10 +52,10 @@ def test_data_survives_reopening(db_path: Path, sample_session_file: Path) -> No
 
 
 def test_sample_session_is_added_once_to_an_empty_database(
-    db_path: Path, sample_session_file: Path
+    db_target: Path | str, sample_session_file: Path
 ) -> None:
     raw = json.loads(sample_session_file.read_text("utf-8"))
-    with Workspace.open(db_path) as ws:
+    with Workspace.open(db_target) as ws:
         added = ws.ensure_sample_session()
         assert added is not None
         assert added.title == raw["title"]
@@ -64,25 +64,25 @@ def test_sample_session_is_added_once_to_an_empty_database(
         assert context.facts == raw["facts"]
         assert ws.ensure_sample_session() is None
         assert ws.count_sessions(include_archived=True) == 1
-    with Workspace.open(db_path) as ws:
+    with Workspace.open(db_target) as ws:
         assert ws.ensure_sample_session() is None
         assert ws.count_sessions(include_archived=True) == 1
 
 
-def test_sample_session_is_not_added_again_after_the_user_deletes_it(db_path: Path) -> None:
-    with Workspace.open(db_path) as ws:
+def test_sample_session_is_not_added_again_after_the_user_deletes_it(db_target: Path | str) -> None:
+    with Workspace.open(db_target) as ws:
         added = ws.ensure_sample_session()
         assert added is not None
         ws.repo.delete_session(added.id)
         assert ws.ensure_sample_session() is None
         assert ws.count_sessions(include_archived=True) == 0
-    with Workspace.open(db_path) as ws:
+    with Workspace.open(db_target) as ws:
         assert ws.ensure_sample_session() is None
         assert ws.count_sessions(include_archived=True) == 0
 
 
-def test_sample_session_is_not_added_to_a_database_with_sessions(db_path: Path) -> None:
-    with Workspace.open(db_path) as ws:
+def test_sample_session_is_not_added_to_a_database_with_sessions(db_target: Path | str) -> None:
+    with Workspace.open(db_target) as ws:
         mine = ws.repo.create_session("My own work")
         assert ws.ensure_sample_session() is None
         assert [s.title for s in ws.list_sessions(include_archived=True)] == ["My own work"]
@@ -92,8 +92,8 @@ def test_sample_session_is_not_added_to_a_database_with_sessions(db_path: Path) 
         assert ws.count_sessions(include_archived=True) == 0
 
 
-def test_an_archived_session_counts_as_not_empty(db_path: Path) -> None:
-    with Workspace.open(db_path) as ws:
+def test_an_archived_session_counts_as_not_empty(db_target: Path | str) -> None:
+    with Workspace.open(db_target) as ws:
         hidden = ws.repo.create_session("Hidden")
         ws.repo.set_archived(hidden.id, True)
         assert ws.ensure_sample_session() is None

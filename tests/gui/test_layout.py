@@ -53,6 +53,7 @@ from workbench.engine.providers import ProviderSettings
 from workbench.engine.session_context import add_memory_entry
 from workbench.engine.workspace import Workspace
 from workbench.gui.dialogs.message_editor import MessageEditorDialog
+from workbench.gui.dialogs.team_database import TeamDatabaseDialog
 from workbench.gui.main_window import MainWindow
 
 SIZES = [(1024, 700), (1280, 800), (1920, 1080)]
@@ -410,6 +411,15 @@ def test_every_dialog_lays_out_whole(
     look(window.show_shortcuts(), "Shortcuts")
     look(MessageEditorDialog(window, role="user", text="A new message\n" * 3,
                              title="Insert message"), "Message editor")
+    team = TeamDatabaseDialog(window, address="postgresql://alice@db.example.org:5432/team")
+    team.password_edit.setText("secret")
+    team.show()
+    look(team, "Open Team Database")
+    team = TeamDatabaseDialog(window, address="db.example.org/team")
+    team.show()
+    team.accept()  # not a URL: the sentence under the field must fit too
+    assert team.problem_label.isVisible()
+    look(team, "Open Team Database (address refused)")
 
     bogus = tmp_path / "notes.txt"
     bogus.write_text("just some notes", encoding="utf-8")

@@ -34,8 +34,10 @@ def config(server: ProtocolServer, name: str = "local", kind: str = "openai",
 
 
 @pytest.fixture
-def settings(db_path: Path) -> Any:
-    ws = Workspace.open(db_path)
+def settings(db_target: Path | str) -> Any:
+    """The provider settings of the test's database (a SQLite file or a team-store
+    database, see ``backend``)."""
+    ws = Workspace.open(db_target)
     try:
         yield ProviderSettings(ws.db)
     finally:
@@ -87,14 +89,15 @@ def test_store_refuses_duplicates_unknown_kinds_and_missing_names(
     ],
 )
 def test_a_key_typed_into_a_config_is_refused_and_not_echoed(
-    settings: ProviderSettings, server: ProtocolServer, db_path: Path,
+    settings: ProviderSettings, server: ProtocolServer, db_target: Path | str,
     sentinel_key: str, fields: dict[str, Any],
 ) -> None:
     with pytest.raises(StorageError) as caught:
         settings.add(config(server, **fields))
     assert sentinel_key not in str(caught.value)
     assert settings.list() == []
-    assert sentinel_key.encode() not in db_path.read_bytes()
+    if isinstance(db_target, Path):  # the file's bytes (a server keeps no file here)
+        assert sentinel_key.encode() not in db_target.read_bytes()
 
 
 # -- building and testing -----------------------------------------------------------------------

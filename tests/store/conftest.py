@@ -72,9 +72,10 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def db(db_path: Path) -> Iterator[Database]:
-    """A freshly created and migrated database, closed after the test."""
-    database = Database.open(db_path)
+def db(db_target: Path | str) -> Iterator[Database]:
+    """A freshly created and migrated database (a SQLite file or a team-store database,
+    see ``backend``), closed after the test."""
+    database = Database.open(db_target)
     yield database
     database.close()
 
@@ -104,9 +105,23 @@ def digest() -> Callable[[Path], str]:
 
 
 @pytest.fixture
-def count_rows(db_path: Path) -> Callable[[str], int]:
-    """Count rows of a table of the test database from outside the store."""
-    return lambda table: raw_count(db_path, table)
+def count_rows(db_path: Path, db: Database) -> Callable[[str], int]:
+    """Count rows of a table of the test database from outside the store (a plain
+    sqlite3 connection to the file; a connection of its own to the server)."""
+    if db.is_file:
+        return lambda table: raw_count(db_path, table)
+
+    def count(table: str) -> int:
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(db.engine.url)
+        try:
+            with engine.connect() as conn:
+                return int(conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one())
+        finally:
+            engine.dispose()
+
+    return count
 
 
 @pytest.fixture

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from workbench.core.assembly import REASON_EXCLUDED_SYSTEM, REASON_ORPHAN_RESULT, call_ids
 from workbench.core.conversation import Conversation, Message
@@ -70,11 +72,11 @@ def _listed(db: Database) -> list[tuple[Any, ...]]:
         )
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Any:
-    database = Database.open(tmp_path / "calls.db")
-    yield database
-    database.close()
+def _set_calls(db: Database, where: str, calls: str, **params: Any) -> None:
+    """Write a message's tool calls as raw text (behind the store's back)."""
+    with db.write() as conn:
+        conn.execute(sa.text(f"UPDATE messages SET tool_calls = :calls WHERE {where}"),
+                     {"calls": calls, **params})
 
 
 def test_calls_are_listed_by_every_way_messages_are_written_and_changed(db: Database) -> None:
@@ -95,9 +97,8 @@ def test_calls_are_listed_by_every_way_messages_are_written_and_changed(db: Data
                                                 tool_calls=[_call("mid")]))
     repo.delete_message(stored[7].id)
     assert _listed(db) == _expected(db)
-    with db.write() as conn:  # raw SQL too: a call list that is not JSON, then fixed
-        conn.exec_driver_sql("UPDATE messages SET tool_calls = 'not json' WHERE id = ?",
-                             (first_call.id,))
+    # Raw SQL too: a call list that is not JSON.
+    _set_calls(db, "id = :mid", "not json", mid=first_call.id)
     assert (first_call.id, appended.id, 2, "folded", None) in _listed(db)
     assert _listed(db) == _expected(db)
     repo.delete_session(imported.session.id)
@@ -105,6 +106,7 @@ def test_calls_are_listed_by_every_way_messages_are_written_and_changed(db: Data
     assert {r[1] for r in _listed(db)} == {appended.id}
 
 
+@pytest.mark.sqlite_only("an older SQLite file, looked into with sqlite3")
 def test_the_migration_lists_the_calls_of_messages_written_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,6 +142,51 @@ def test_the_migration_lists_the_calls_of_messages_written_before(
         db.close()
 
 
+def test_the_postgresql_migration_lists_the_calls_of_messages_written_before(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0008_message_calls_postgresql: the triggers, and the calls of the messages a team
+    store held before (0007 made the table there without filling it)."""
+    from workbench.store import migrate_postgresql as migrate_module
+    from workbench.store.rows import MESSAGE_INSERT_ROWS, message_values
+    from workbench.store.schema import AGENTS, SESSIONS
+
+    names = [m.name for m in MIGRATIONS]
+    at = names.index("0008_message_calls_postgresql")
+    engine = sa.create_engine(pg_url)
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(migrate_module, "MIGRATIONS", MIGRATIONS[:at])
+            migrate_module.migrate_postgresql(engine)
+        now = datetime(2025, 1, 1, tzinfo=UTC)
+        text = "2025-01-01T00:00:00.000000+00:00"
+        with engine.begin() as conn:
+            agent = conn.execute(sa.insert(AGENTS).values(
+                name="A", instructions="", created_at=text, updated_at=text,
+            ).returning(AGENTS.c.id)).scalar_one()
+            for title in ("one", "two"):
+                session = conn.execute(sa.insert(SESSIONS).values(
+                    agent_id=agent, title=title, created_at=text, updated_at=text,
+                ).returning(SESSIONS.c.id)).scalar_one()
+                conn.execute(MESSAGE_INSERT_ROWS, [
+                    message_values(m, session, i, now) for i, m in enumerate(_messages())
+                ])
+            conn.execute(sa.text(
+                "UPDATE messages SET tool_calls = '[{' WHERE content = 'odd calls'"))
+            assert conn.execute(sa.text("SELECT count(*) FROM message_calls")).scalar() == 0
+    finally:
+        engine.dispose()
+
+    db = Database.open(pg_url)
+    try:
+        listed = _listed(db)
+        assert listed == _expected(db)
+        assert sum(1 for r in listed if r[4] is None) == 2  # the calls that are not JSON
+        assert len(listed) == 2 * (1 + 2 + 1 + 1)  # a1; b1, b2; not JSON; the object
+    finally:
+        db.close()
+
+
 def test_orphans_are_told_from_the_listed_calls_and_unreadable_calls_say_so(
     db: Database,
 ) -> None:
@@ -157,9 +204,7 @@ def test_orphans_are_told_from_the_listed_calls_and_unreadable_calls_say_so(
     rows, _ = repo.prefix_exceptions(sid, state="active", after_position=1, last_position=8,
                                      exclude_system=False) or ([], set())
     assert [position for _, position, _ in rows] == [2, 5]
-    with db.write() as conn:
-        conn.exec_driver_sql("UPDATE messages SET tool_calls = 'not json'"
-                             " WHERE session_id = ? AND position = 6", (sid,))
+    _set_calls(db, "session_id = :sid AND position = 6", "not json", sid=sid)
     assert repo.prefix_exceptions(sid, state="active", after_position=-1, last_position=8,
                                   exclude_system=True) is None
     assert repo.prefix_exceptions(sid, state="active", after_position=-1, last_position=5,

@@ -140,6 +140,40 @@ def test_a_hash_filter_matches_the_start_of_a_tag_only(repo: Repository) -> None
     assert repo.list_sessions(filter_text="#budget") == []
 
 
+def test_tag_filters_read_each_tag_whatever_its_characters(repo: Repository) -> None:
+    quoted = repo.create_session("One", tags=['say "hi"', "back\\slash", "tab\there"])
+    accented = repo.create_session("Two", tags=["café", "Ünïcode"])
+    plain = repo.create_session("Three", tags=["alpha", "beta"])
+    assert {s.id for s in repo.list_sessions(filter_text='"hi"')} == {quoted.id}
+    assert {s.id for s in repo.list_sessions(filter_text='#say "h')} == {quoted.id}
+    assert {s.id for s in repo.list_sessions(filter_text="k\\sl")} == {quoted.id}
+    assert {s.id for s in repo.list_sessions(filter_text="#tab\t")} == {quoted.id}
+    assert {s.id for s in repo.list_sessions(filter_text="afé")} == {accented.id}
+    assert {s.id for s in repo.list_sessions(filter_text="#Ünï")} == {accented.id}
+    # Within one tag only: not across the JSON between two tags.
+    assert repo.list_sessions(filter_text='alpha","beta') == []
+    assert repo.list_sessions(filter_text="ha,b") == []
+    assert repo.list_sessions(filter_text="#lpha") == []
+    assert {s.id for s in repo.list_sessions(filter_text="#")} == {quoted.id, accented.id,
+                                                                   plain.id}
+    repo.create_session("Untagged")
+    assert repo.count_sessions(filter_text="#") == 3
+
+
+def test_find_session_ties_go_to_the_highest_id(repo: Repository) -> None:
+    when = datetime(2024, 5, 1, tzinfo=UTC)
+    first = repo.create_session("Twin", created_at=when, source_id="same")
+    second = repo.create_session("Twin", created_at=when, source_id="same")
+    assert first.updated_at == second.updated_at
+    assert repo.find_session("Twin").id == second.id
+    assert repo.find_session("same").id == second.id
+    assert repo.find_session(str(first.id)).id == first.id
+    with pytest.raises(NotFoundError):
+        repo.find_session("9" * 40)
+    with pytest.raises(NotFoundError):
+        repo.find_session("²")
+
+
 def test_filter_text_with_like_wildcards_is_literal(repo: Repository) -> None:
     repo.create_session("100% done")
     repo.create_session("1000 done")
@@ -887,7 +921,7 @@ def test_stats_count_the_whole_database(repo: Repository) -> None:
     assert stats["uncounted_messages"] == 1
     assert stats["memory_entries"] == 1
     assert stats["agents"] == 1
-    assert stats["database"] == str(repo.db.path)
+    assert stats["database"] == repo.db.location
 
 
 # == errors ===================================================================================

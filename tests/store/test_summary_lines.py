@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from workbench.core.conversation import Conversation, Message
 from workbench.core.summarizers import line_cache
@@ -42,10 +43,10 @@ def _kept(db: Database, session_id: int) -> list[tuple[Any, ...]]:
     with db.read() as conn:
         return [
             tuple(r)
-            for r in conn.exec_driver_sql(
-                "SELECT id, summary_line, summary_line_tokens, token_encoding FROM messages"
-                " WHERE session_id = ? ORDER BY position",
-                (session_id,),
+            for r in conn.execute(
+                sa.text("SELECT id, summary_line, summary_line_tokens, token_encoding"
+                        " FROM messages WHERE session_id = :sid ORDER BY position"),
+                {"sid": session_id},
             )
         ]
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from workbench.cli import (
     agents,
@@ -49,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Conversation Workbench: browse, edit, compact and continue LLM "
         "conversations. With no command, opens the desktop window.",
     )
-    parser.add_argument("--db", metavar="PATH", help="database file for the GUI")
+    parser.add_argument("--db", metavar="PATH", help="database file for the GUI, or a team "
+                        "store's postgresql://user@host:port/database URL")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--selftest", action="store_true",
                         help="check this installation offscreen on a temporary database, "
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         from workbench.gui.app import run_gui
 
-        return run_gui(Path(args.db) if args.db else None)
+        return run_gui(args.db or None)
     try:
         return int(args.func(args))
     except BrokenPipeError:

@@ -8,6 +8,12 @@ interval in which this process wrote nothing: one seen while this process wrote 
 may have been only its own, and is reported one interval later rather than lost, so a
 caller compares what it shows with the database (:func:`session_mark`) before it reads
 anything again.
+
+On the team store (PostgreSQL) the count is the listener's: it hears only other
+processes' commits (each names its sessions, :attr:`ChangeWatch.change` hands them
+over), so this process's own writes never hold a report back, and nothing asked here
+waits on the network. Changes committed while the listener was first connecting are
+caught up as "everything changed" once it listens.
 """
 
 from __future__ import annotations
@@ -17,8 +23,22 @@ from datetime import datetime
 
 from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError
+from workbench.store.db_postgresql import PostgresDatabase
 
-__all__ = ["ChangeWatch", "SessionMark", "session_mark"]
+__all__ = ["ChangeWatch", "OutsideChange", "SessionMark", "session_mark"]
+
+
+@dataclass(frozen=True)
+class OutsideChange:
+    """What another writer changed: the sessions it named (the team store says), or
+    ``everything`` when that is not known (a SQLite file, a reconnect, a long list)."""
+
+    sessions: frozenset[int] = frozenset()
+    everything: bool = True
+
+    def touches(self, session_id: int) -> bool:
+        """Whether the change may concern ``session_id``."""
+        return self.everything or session_id in self.sessions
 
 
 @dataclass(frozen=True)
@@ -45,10 +65,22 @@ class ChangeWatch:
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
-        self._version = ws.db.data_version()
-        self._writes = ws.db.local_writes
+        db = ws.db
+        self._team = db if isinstance(db, PostgresDatabase) else None
+        self._version = db.data_version()
+        self._writes = db.local_writes
         self._dirty = False
+        self._listening = False  # the team store's listener has connected once
+        self._catch_up = False  # its first connection: report everything once
         self.wrote = False  # whether this process committed in the last interval
+        #: What the last report of :meth:`poll` was about.
+        self.change = OutsideChange()
+
+    @property
+    def others_only(self) -> bool:
+        """Whether the database counts only other processes' changes (the team store's
+        listener), so this process's writes need not hold a report back."""
+        return self._team is not None
 
     def poll(self, *, quiet: bool = True) -> bool:
         """True when another writer changed the database since the last report.
@@ -63,9 +95,21 @@ class ChangeWatch:
         if version != self._version:
             self._version = version
             self._dirty = True
+        if self._team is not None and not self._listening \
+                and self._team.listener().connections:
+            self._listening = True
+            self._catch_up = self._dirty = True  # what came before it listened
         self.wrote = writes != self._writes
         self._writes = writes
-        if self._dirty and quiet and not self.wrote:
+        if self._dirty and quiet and (self.others_only or not self.wrote):
             self._dirty = False
+            self.change = self._take()
             return True
         return False
+
+    def _take(self) -> OutsideChange:
+        if self._team is None:
+            return OutsideChange()
+        heard = self._team.listener().take()
+        everything, self._catch_up = heard.everything or self._catch_up, False
+        return OutsideChange(heard.sessions, everything)

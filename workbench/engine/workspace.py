@@ -79,7 +79,19 @@ class Workspace:
 
     @property
     def db_path(self) -> Path:
+        """The database file (only meaningful when :attr:`is_file`)."""
         return self.db.path
+
+    @property
+    def location(self) -> str:
+        """What the window and sentences call the database: the file's path, or the
+        team store's URL without its password."""
+        return self.db.location
+
+    @property
+    def is_file(self) -> bool:
+        """Whether the database is a SQLite file (not a team store on a server)."""
+        return self.db.is_file
 
     def close(self) -> None:
         self.db.close()
@@ -140,8 +152,10 @@ class Workspace:
         return self.repo.get_context(session_id)
 
     def stats(self) -> dict[str, Any]:
-        """Counts over the whole database: sessions, messages by role and state, tokens."""
-        return self.repo.stats()
+        """Counts over the whole database: sessions, messages by role and state, tokens;
+        ``database`` is where it is (:attr:`location`: a file's path, or a server's URL
+        without its password)."""
+        return {**self.repo.stats(), "database": self.location}
 
     def editing(self) -> Editing:
         """The message and session edits (with token recounts and short ids) over this

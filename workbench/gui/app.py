@@ -84,8 +84,9 @@ def settle_after_start() -> None:
     gc.freeze()
 
 
-def run_gui(db_path: Path | None = None) -> int:
-    """Open the workspace at ``db_path`` (None: the default location) in the main window.
+def run_gui(db_path: Path | str | None = None) -> int:
+    """Open the workspace at ``db_path`` (a file, a team store's ``postgresql://`` URL,
+    or None: the default location, ``WORKBENCH_DB`` included) in the main window.
 
     Returns the process exit status: the event loop's, 1 when the workspace cannot be
     opened, 2 when there is no display to show a window on.

@@ -1,10 +1,14 @@
 """Following changes other processes make to the open database (SPEC §9: every view
-follows the database, also after a change made by the CLI or another window).
+follows the database, also after a change made by the CLI or another window; SPEC §10:
+on the team store, another desktop's change shows within a second).
 
 A timer asks the engine's :class:`~workbench.engine.watch.ChangeWatch` about once a
-second; the question is one ``PRAGMA`` on a kept connection, cheap enough for the UI
-thread. When another writer changed the database, the session list is read again, and
-the open session (timeline, context, compaction history) when its mark changed.
+second on a SQLite file (the question is one ``PRAGMA`` on a kept connection, cheap
+enough for the UI thread) and every ``TEAM_POLL_MS`` on the team store, where it reads
+a counter the listener thread keeps: nothing on the UI thread waits on the network for
+it. When another writer changed the database, the session list is read again, and the
+open session (timeline, context, compaction history) when the change concerns it: on
+a file when its mark changed, on the team store when the other desktop named it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
 
 POLL_MS = 1000
+TEAM_POLL_MS = 250  # the team store: a change shows in the other windows within 1 s
 
 
 class DatabaseWatcher(QObject):
@@ -26,14 +31,14 @@ class DatabaseWatcher(QObject):
     outside_change_seen = Signal(bool)  # True when the open session was read again
 
     def __init__(self, ctx: AppContext, busy: Callable[[], bool],
-                 parent: QObject | None = None, interval_ms: int = POLL_MS) -> None:
+                 parent: QObject | None = None, interval_ms: int | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
         self._busy = busy  # the window's own work that a reload would disturb
+        self._interval_ms = interval_ms  # None: chosen by the kind of database
         self._watch: ChangeWatch | None = None
         self._mark: tuple[int, SessionMark | None] | None = None
         self.timer = QTimer(self)
-        self.timer.setInterval(interval_ms)
         self.timer.timeout.connect(self.poll)
         ctx.workspace_replaced.connect(self._restart)
         self._restart()
@@ -45,6 +50,8 @@ class DatabaseWatcher(QObject):
         except WorkbenchError:
             self._watch = None
         self._mark = None
+        default = POLL_MS if self.ctx.workspace.is_file else TEAM_POLL_MS
+        self.timer.setInterval(self._interval_ms or default)
 
     def _open_mark(self) -> tuple[int, SessionMark | None]:
         session_id = self.ctx.current_session_id
@@ -59,6 +66,12 @@ class DatabaseWatcher(QObject):
         quiet = self.ctx.workers.idle and not self._busy()
         try:
             changed = watch.poll(quiet=quiet)
+            if watch.others_only:
+                # The team store names what others changed: no mark to read (a query
+                # on the UI thread) to tell it from this window's own writes.
+                if changed:
+                    self._report(watch.change.touches(self.ctx.current_session_id))
+                return
             if not changed:
                 if watch.wrote or self._mark is None or \
                         self._mark[0] != self.ctx.current_session_id:
@@ -72,8 +85,13 @@ class DatabaseWatcher(QObject):
         # Read the open session again unless it is known to be as the window shows it.
         reread = bool(mark[0]) and mark != self._mark
         self._mark = mark
+        self._report(reread)
+
+    def _report(self, reread: bool) -> None:
+        session_id = self.ctx.current_session_id
+        reread = reread and bool(session_id)
         self.ctx.sessions_changed.emit()
         if reread:
-            self.ctx.session_reloaded.emit(mark[0])
-            self.ctx.context_changed.emit(mark[0])
+            self.ctx.session_reloaded.emit(session_id)
+            self.ctx.context_changed.emit(session_id)
         self.outside_change_seen.emit(reread)

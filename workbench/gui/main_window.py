@@ -13,6 +13,7 @@ undone); closing the window removes them for good.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,9 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.conversation import SessionInfo
+from workbench.engine.team import team_address
 from workbench.engine.workspace import Workspace, export_format_names
-from workbench.errors import NotFoundError
+from workbench.errors import NotFoundError, WorkbenchError
 from workbench.gui.context import AppContext
 from workbench.gui.context_menu_key import open_context_menu
 from workbench.gui.controls import single_shot
@@ -44,6 +46,7 @@ from workbench.gui.delegates.markdown import visible_text
 from workbench.gui.dialogs.import_progress import ImportProgressDialog
 from workbench.gui.dialogs.open_database import OpenDatabaseDialog
 from workbench.gui.dialogs.shortcuts import ShortcutsDialog
+from workbench.gui.dialogs.team_database import TeamDatabaseDialog
 from workbench.gui.dock_sizing import DockSharesSizer, format_shares, parse_shares
 from workbench.gui.panels.search import SearchPanel
 from workbench.gui.panels.session_browser import SessionBrowserPanel
@@ -60,6 +63,10 @@ _EXPORT_FILTERS = {
 _SETTINGS_VERSION = 1
 
 
+# The last team store opened (its URL without any password), offered next time.
+TEAM_ADDRESS_KEY = "team/last_address"
+
+DATABASE_LABEL_PX = 320  # the widest a team store's URL is shown in the status bar
 TITLE_CHARS = 120  # the longest session title the window title takes whole
 
 
@@ -109,6 +116,9 @@ class MainWindow(QMainWindow):
         self.first_run_bar: Any = None
         self._refresh_status_timer = single_shot(self, 80, self._refresh_session_status)
         self.db_watcher = DatabaseWatcher(self.ctx, self._busy_with_own_work, self)
+        # Another window or desktop may have renamed the open session.
+        self.db_watcher.outside_change_seen.connect(
+            lambda _reread: self._refresh_status_timer.start())
         # What a person types first goes to the prompt (or, without a composer, to the
         # timeline), not to the first role chip, which Space would switch off.
         start = self.composer.prompt if self.composer is not None else self.timeline.view
@@ -306,12 +316,16 @@ class MainWindow(QMainWindow):
                                                  self._open_database_interactively,
                                                  QKeySequence.StandardKey.Open,
                                                  "Open or create another workbench database")
+        self.open_team_database_action = self._action(
+            "Open &Team Database…", self._open_team_database_interactively, "Ctrl+Shift+O",
+            "Open a workbench database on a PostgreSQL server, shared with others")
         self.quit_action = self._action("&Quit", self.close, "Ctrl+Q")
         self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
         for action in (self.import_action, self.import_folder_action, self.export_action):
             file_menu.addAction(action)
         file_menu.addSeparator()
         file_menu.addAction(self.open_database_action)
+        file_menu.addAction(self.open_team_database_action)
         file_menu.addSeparator()
         file_menu.addAction(self.quit_action)
 
@@ -408,7 +422,8 @@ class MainWindow(QMainWindow):
         self.context_menu_action = self._action("Context &Menu", lambda: open_context_menu(),
                                                 "Shift+F10")
         for action in (self.import_action, self.import_folder_action, self.export_action,
-                       self.open_database_action, self.quit_action, self.undo_action,
+                       self.open_database_action, self.open_team_database_action,
+                       self.quit_action, self.undo_action,
                        self.redo_action, self.find_action, self.find_all_action,
                        self.providers_action, self.agents_action, self.shortcuts_action,
                        self.context_menu_action):
@@ -501,6 +516,8 @@ class MainWindow(QMainWindow):
             self.setWindowTitle(APP_TITLE)
             self.tokens_label.setText("")
             return
+        if self.timeline.title_label.full_text() != info.title:
+            self.timeline.set_title(info.title)  # renamed elsewhere
         # Capped: a 5,000-character title is no window title (the timeline shows it).
         title = visible_text(info.title)  # a bidi control would reorder the title bar
         if len(title) > TITLE_CHARS:
@@ -610,12 +627,16 @@ class MainWindow(QMainWindow):
             path += suffix
         self.export_sessions(ids, format, path)
 
-    def open_database(self, path: Path | str) -> OpenDatabaseDialog | None:
+    def open_database(self, path: Path | str, *, password: str | None = None,
+                      remember: bool = False) -> OpenDatabaseDialog | None:
         """Switch the window to another database (created when missing, migrated when
-        older). It is opened on a worker with a progress dialog (returned, running): the
-        window switches when it is open; a failure is said in the dialog. A message
-        being edited in place is saved first, into the database it belongs to. A reply
-        still arriving is stopped first, after asking (None when the person cancels)."""
+        older): a file, or a team store's ``postgresql://`` URL (``password``, when
+        given, is used for this open only; ``remember`` hands it to the system keyring
+        once the store opened). It is opened on a worker with a progress dialog
+        (returned, running): the window switches when it is open; a failure is said in
+        the dialog. A message being edited in place is saved first, into the database
+        it belongs to. A reply still arriving is stopped first, after asking (None when
+        the person cancels)."""
         stopped = self._stop_streaming_for("Stop and Open")
         if stopped is None:
             return None
@@ -626,7 +647,8 @@ class MainWindow(QMainWindow):
                 self._opening.raise_()
                 return self._opening
             self._opening.deleteLater()  # the last one's report was read or closed
-        dialog = OpenDatabaseDialog(self.ctx.workers, path, parent=self)
+        dialog = OpenDatabaseDialog(self.ctx.workers, path, password=password,
+                                    remember=remember, parent=self)
         dialog.setWindowModality(Qt.WindowModality.WindowModal)
         dialog.opened.connect(self._database_opened)
         dialog.open_failed.connect(
@@ -643,8 +665,10 @@ class MainWindow(QMainWindow):
         old.close()
         self.open_session(0)
         note, self._stopped_note = self._stopped_note, ""
-        self.statusBar().showMessage(" ".join(x for x in (f"Opened {workspace.db_path}.", note)
-                                              if x), 15000 if note else 8000)
+        keyring_note = self._opening.keyring_note if self._opening is not None else ""
+        self.statusBar().showMessage(
+            " ".join(x for x in (f"Opened {workspace.location}.", keyring_note, note) if x),
+            15000 if note or keyring_note else 8000)
 
     def _open_database_interactively(self) -> None:
         path, _filter = QFileDialog.getSaveFileName(
@@ -655,10 +679,39 @@ class MainWindow(QMainWindow):
             self._remember_folder(path)
             self.open_database(path)
 
+    def _open_team_database_interactively(self) -> None:
+        """File → Open Team Database: ask for the server's URL (and a password), then
+        open it as Open Database does. The address is remembered for next time, without
+        any password."""
+        dialog = TeamDatabaseDialog(self, address=str(self.settings.value(
+            TEAM_ADDRESS_KEY, "") or ""))
+        try:
+            if not dialog.exec():
+                return
+            url, password, remember = dialog.url(), dialog.password(), dialog.remember()
+        finally:
+            dialog.deleteLater()
+        self.settings.setValue(TEAM_ADDRESS_KEY, team_address(url))
+        self.open_database(url, password=password, remember=remember)
+
     def _show_database(self) -> None:
-        path = self.ctx.workspace.db_path
-        self.database_label.setText(f"Database: {path.name}")
-        self.database_label.setToolTip(str(path))
+        ws = self.ctx.workspace
+        if ws.is_file:
+            self.database_label.setText(f"Database: {ws.db_path.name}")
+            self.database_label.setAccessibleName("Database file")
+        else:
+            # user@host:port/database (no scheme, no password), cut short in the middle
+            # when long: the status bar must not make the window wider. The tooltip
+            # has the whole URL.
+            try:
+                address = team_address(ws.location).split("://", 1)[-1]
+            except WorkbenchError:
+                address = ws.location
+            shown = self.database_label.fontMetrics().elidedText(
+                address, Qt.TextElideMode.ElideMiddle, DATABASE_LABEL_PX)
+            self.database_label.setText(f"Team database: {shown}")
+            self.database_label.setAccessibleName("Team database")
+        self.database_label.setToolTip(ws.location)
 
     # -- messages to people ----------------------------------------------------------------
 
@@ -741,7 +794,7 @@ class MainWindow(QMainWindow):
             self, f"About {APP_TITLE}",
             f"<h3>{APP_TITLE} {__version__}</h3>"
             "<p>Browse, edit, compact and continue LLM conversations.</p>"
-            f"<p>Database: {self.ctx.workspace.db_path}</p>")
+            f"<p>Database: {html.escape(self.ctx.workspace.location)}</p>")
 
     # -- theme and layout ----------------------------------------------------------------
 

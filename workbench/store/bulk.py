@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 import json.encoder
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import chain
 from typing import Any
 
+from sqlalchemy import Integer, bindparam, delete, func, select
 from sqlalchemy.engine import Connection
 
 from workbench.core.conversation import ROLES, STATES, Conversation, utcnow
@@ -35,6 +36,7 @@ from workbench.core.identity import fingerprint_messages
 from workbench.errors import StorageError
 from workbench.store.migrations import FTS_PAUSE_SETTING, MESSAGE_CALLS_FILL
 from workbench.store.rows import MESSAGE_COLUMNS, TIME_MISSING, context_params
+from workbench.store.schema import SETTINGS
 from workbench.store.types import time_to_text
 
 # Each insert is (statement head, one row's VALUES tuple, bound values per row). Rows go
@@ -256,6 +258,17 @@ def insert_batch(
         return []
     now = utcnow()
     batch = [c if isinstance(c, PreparedConversation) else prepare(c, now) for c in conversations]
+    if conn.dialect.name == "postgresql":
+        return _insert_batch_postgresql(conn, batch, agent_id)
+    return _insert_batch_sqlite(conn, batch, agent_id)
+
+
+def _insert_batch_sqlite(
+    conn: Connection, batch: Sequence[PreparedConversation], agent_id: int
+) -> list[int]:
+    """The SQLite fast path (SQLite's own SQL through the driver, by design): ids handed
+    out after the largest, rows inserted many to a statement with the index triggers
+    paused, then the new rows indexed and their tool calls listed in one statement each."""
     base = int(conn.exec_driver_sql("SELECT ifnull(max(id), 0) FROM sessions").scalar_one())
     first_message = int(
         conn.exec_driver_sql("SELECT ifnull(max(id), 0) FROM messages").scalar_one()
@@ -344,3 +357,68 @@ def _insert_rows(
         else:
             conn.exec_driver_sql(sql, params)
         start += count * size
+
+
+# == PostgreSQL ==========================================================================
+#
+# The team store has no triggers to pause: its full-text columns are generated from the
+# row itself, and the rows of ``message_calls`` are kept by the messages' triggers,
+# which COPY fires as an INSERT does. Session ids are drawn from the sessions' own
+# sequence (so that the messages can name theirs), and the rows of the batch are sent with
+# COPY through the write transaction's own driver connection: one round trip per table
+# instead of one per row or per statement, and the ids of the messages come from their
+# identity column.
+
+_PG_SESSION_COLUMNS = (
+    "id", "agent_id", "title", "created_at", "updated_at", "tags", "source", "source_id",
+    "message_count", "token_count", "source_file", "fingerprint", "fingerprint_count",
+    "metadata", "pinned", "archived", "overrides",
+)
+_PG_CONTEXT_COLUMNS = (
+    "session_id", "facts", "summary", "tasks", "tool_stats", "token_usage", "system_state",
+    "environment", "updated_at",
+)
+_NEXT_SESSION_IDS = select(
+    func.nextval(func.pg_get_serial_sequence("sessions", "id"))
+).select_from(func.generate_series(1, bindparam("count", type_=Integer)))
+_LIFT_PAUSE = delete(SETTINGS).where(SETTINGS.c.key == FTS_PAUSE_SETTING)
+
+
+def _copy_statement(table: str, columns: Sequence[str]) -> str:
+    return f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+
+
+def _copy_rows(conn: Connection, statement: str, rows: Iterable[Sequence[Any]]) -> None:
+    """Send ``rows`` with ``statement`` (a ``COPY ... FROM STDIN``) inside the caller's
+    transaction, through its driver connection."""
+    driver: Any = conn.connection.dbapi_connection
+    with driver.cursor() as cursor, cursor.copy(statement) as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+def _insert_batch_postgresql(
+    conn: Connection, batch: Sequence[PreparedConversation], agent_id: int
+) -> list[int]:
+    # A pause left behind by an older workbench would keep the call rows from being made.
+    conn.execute(_LIFT_PAUSE)
+    ids = sorted(int(r[0]) for r in conn.execute(_NEXT_SESSION_IDS, {"count": len(batch)}))
+    _copy_rows(
+        conn,
+        _copy_statement("sessions", _PG_SESSION_COLUMNS),
+        ((session_id, agent_id, *prepared.session, False, False, "{}")
+         for session_id, prepared in zip(ids, batch, strict=True)),
+    )
+    _copy_rows(
+        conn,
+        _copy_statement("messages", _ROW_COLUMNS),
+        (row + (session_id,)
+         for session_id, prepared in zip(ids, batch, strict=True)
+         for row in prepared.messages),
+    )
+    _copy_rows(
+        conn,
+        _copy_statement("session_context", _PG_CONTEXT_COLUMNS),
+        ((session_id, *prepared.context) for session_id, prepared in zip(ids, batch, strict=True)),
+    )
+    return ids

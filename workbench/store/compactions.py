@@ -13,8 +13,14 @@ their exact stored text. Only the newest compaction of a session that is not und
 be undone (a later one was planned on top of it); repeated undos walk back through
 them, and undoing one that is already undone is refused.
 
-Message ids travel to SQLite as one JSON array read with ``json_each``, so folding ten
+Message ids travel to the database as one JSON array spread into rows by the dialect
+(``json_each`` on SQLite, ``json_array_elements_text`` on PostgreSQL), so folding ten
 thousand messages is one statement rather than hundreds of ``IN (...)`` chunks.
+
+The statements are SQLAlchemy Core on the storage tables (:mod:`workbench.store.schema`),
+built once per dialect. The two reads of thousands of rows (:func:`load_table`,
+:func:`load_active`) run their compiled statements on the driver's own cursor, which
+hands back plain tuples: the cheapest rows either driver makes.
 
 :func:`load_table` reads a session's active messages for planning as a
 :class:`~workbench.core.message_table.MessageTable`: columns for every message, with the
@@ -26,16 +32,38 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    case,
+    cast,
+    delete,
+    insert,
+    literal,
+    literal_column,
+    not_,
+    null,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from workbench.core.compaction import CompactionPlan, CompactionRecord
 from workbench.core.conversation import Message, Task, utcnow
 from workbench.core.message_table import MessageTable
 from workbench.errors import CompactionError, NotFoundError
+from workbench.store.base import StoreBase
 from workbench.store.db import Database
-from workbench.store.repository import Repository
+from workbench.store.dialect import Dialect, unindexed
+from workbench.store.schema import COMPACTIONS, MESSAGES, SESSION_CONTEXT, SESSIONS
 from workbench.store.types import json_text, json_value, text_to_time, time_to_text
 
 __all__ = [
@@ -47,6 +75,10 @@ __all__ = [
     "undo_compaction",
 ]
 
+M = MESSAGES
+C = COMPACTIONS
+SC = SESSION_CONTEXT
+
 _CONTEXT_COLUMNS = (
     "facts",
     "summary",
@@ -57,11 +89,153 @@ _CONTEXT_COLUMNS = (
     "environment",
     "updated_at",
 )
-_RECORD_SELECT = (
-    "SELECT id, session_id, created_at, policy, summarizer, tokens_before, tokens_after,"
-    " folded_count, summary, undone_at, details FROM compactions"
+_SESSION_EXISTS = select(literal(1)).where(SESSIONS.c.id == bindparam("id"))
+_RECORD = select(
+    C.c.id, C.c.session_id, C.c.created_at, C.c.policy, C.c.summarizer, C.c.tokens_before,
+    C.c.tokens_after, C.c.folded_count, C.c.summary, C.c.undone_at, C.c.details,
 )
-_IDS = "(SELECT value FROM json_each(?))"
+_RECORD_BY_ID = _RECORD.where(C.c.id == bindparam("id"))
+_RECORD_IN_SESSION = _RECORD.where(C.c.id == bindparam("id"), C.c.session_id == bindparam("sid"))
+_RECORDS_OF_SESSION = _RECORD.where(C.c.session_id == bindparam("sid")).order_by(C.c.id)
+_LAST_RECORD = _RECORD.where(C.c.session_id == bindparam("sid")).order_by(C.c.id.desc()).limit(1)
+_LATEST_ACTIVE = (
+    _RECORD.where(C.c.session_id == bindparam("sid"), C.c.undone_at.is_(None))
+    .order_by(C.c.id.desc())
+    .limit(1)
+)
+_BEFORE_CONTEXT = select(C.c.before_context).where(C.c.id == bindparam("id"))
+_INSERT_COMPACTION = insert(C).returning(C.c.id)
+_MARK_UNDONE = update(C).where(C.c.id == bindparam("cid")).values(undone_at=bindparam("now"))
+_CONTEXT_ROW = select(*(SC.c[name] for name in _CONTEXT_COLUMNS)).where(
+    SC.c.session_id == bindparam("sid")
+)
+_CONTEXT_OTHERS = select(SC.c.tool_stats, SC.c.token_usage, SC.c.system_state,
+                         SC.c.environment).where(SC.c.session_id == bindparam("sid"))
+_DELETE_CONTEXT = delete(SC).where(SC.c.session_id == bindparam("sid"))
+_UNFOLD = (
+    update(M)
+    .where(M.c.session_id == bindparam("sid"), M.c.compaction_id == bindparam("cid"),
+           M.c.state == "folded")
+    .values(state="active", compaction_id=None)
+)
+_RESTORE_PRIOR = (
+    update(M)
+    .where(M.c.id == bindparam("mid"), M.c.session_id == bindparam("sid"),
+           M.c.state == "active", M.c.compaction_id.is_(None))
+    .values(compaction_id=bindparam("prior"))
+)
+
+# What load_active reads of each message: everything planning needs, not parts nor times.
+_LEAN = (
+    M.c.id, M.c.position, M.c.role, M.c.content, M.c.name, M.c.tool_calls,
+    M.c.tool_call_id, M.c.token_count, M.c.token_encoding, M.c.important, M.c.metadata,
+    M.c.compaction_id,
+)
+_ACTIVE_IN_ORDER = (M.c.session_id == bindparam("sid"), M.c.state == "active")
+_LEAN_SELECT = select(*_LEAN).where(*_ACTIVE_IN_ORDER).order_by(M.c.position)
+# Written into the statement (a list parameter would be expanded at each execution).
+_PLAIN_ROLES: tuple[ColumnElement[str], ...] = (
+    literal_column("'user'"), literal_column("'assistant'"),
+)
+# What marks a whole row in load_table's kind column (a plain row's details are JSON
+# text, never empty).
+_WHOLE = ""
+
+
+@dataclass(frozen=True)
+class _Statements:
+    """The statements whose text depends on the dialect."""
+
+    prior: Select[Any]
+    fold: Any
+    write_context: Any
+    table: Select[Any]
+    whole_rest: Select[Any]
+
+
+@cache
+def _statements(dialect: Dialect) -> _Statements:
+    items = dialect.json_array_items(bindparam("ids"))
+    ids = select(cast(items.c.value, Integer)).scalar_subquery()
+    upsert = dialect.insert(SC)
+    write_context = upsert.on_conflict_do_update(
+        index_elements=[SC.c.session_id],
+        set_={name: upsert.excluded[name] for name in ("facts", "summary", "tasks",
+                                                        "updated_at")},
+    )
+    encoded = M.c.token_encoding == bindparam("encoding")
+    # Per row: the columns of a MessageTable (the kept summary line, and its count when
+    # it is in the wanted encoding, last), then what kind of row it is: _WHOLE for a
+    # whole row (read again in full), NULL for a plain row with nothing else, or the
+    # plain row's details as JSON text (see workbench.core.message_table).
+    kind = case(
+        (
+            and_(M.c.tool_calls.is_(None), M.c.metadata.is_(None), M.c.name.is_(None),
+                 M.c.tool_call_id.is_(None), M.c.compaction_id.is_(None),
+                 not_(M.c.important), M.c.role.in_(_PLAIN_ROLES)),
+            null(),
+        ),
+        (
+            or_(M.c.role.not_in(_PLAIN_ROLES), M.c.tool_calls.is_not(None), M.c.important,
+                M.c.metadata.contains('"important"'), M.c.metadata.contains('"pinned"')),
+            literal_column(f"'{_WHOLE}'"),
+        ),
+        else_=dialect.json_array(M.c.name, M.c.tool_call_id, M.c.metadata, M.c.compaction_id),
+    )
+    table = (
+        select(
+            M.c.id, M.c.position, M.c.role, M.c.content, case((encoded, M.c.token_count)),
+            M.c.summary_line, case((encoded, M.c.summary_line_tokens)), kind,
+        )
+        .where(*_ACTIVE_IN_ORDER)
+        .order_by(M.c.position)
+    )
+    return _Statements(
+        prior=select(M.c.id, M.c.compaction_id).where(M.c.id.in_(ids),
+                                                      M.c.compaction_id.is_not(None)),
+        # By the ids: on SQLite, +session_id and +state keep the planner off the
+        # (session, state) index the statement changes.
+        fold=(
+            update(M)
+            .where(M.c.id.in_(ids), unindexed(M.c.session_id) == bindparam("sid"),
+                   unindexed(M.c.state) == "active")
+            .values(state="folded", compaction_id=bindparam("cid"))
+        ),
+        write_context=write_context,
+        table=table,
+        # The rest of the whole rows: _LEAN but the columns load_table already read.
+        whole_rest=select(
+            M.c.id, M.c.name, M.c.tool_calls, M.c.tool_call_id, M.c.token_count,
+            M.c.token_encoding, M.c.important, M.c.metadata, M.c.compaction_id,
+        ).where(M.c.id.in_(ids)),
+    )
+
+
+# The compiled text of the statements run on the driver's cursor, per statement and
+# dialect: (text, parameter names in order for a positional driver, fixed values).
+_DRIVER_SQL: dict[tuple[int, str], tuple[str, tuple[str, ...] | None, dict[str, Any]]] = {}
+
+
+def _driver_rows(conn: Connection, statement: Select[Any], params: dict[str, Any]) -> list[Any]:
+    """The rows of ``statement`` as the driver's own tuples: for the reads of thousands
+    of rows, where building SQLAlchemy rows would cost more than the query."""
+    dialect = conn.dialect
+    key = (id(statement), dialect.name)
+    found = _DRIVER_SQL.get(key)
+    if found is None:
+        compiled = statement.compile(dialect=dialect)
+        order = tuple(compiled.positiontup or ()) if compiled.positional else None
+        found = _DRIVER_SQL[key] = (compiled.string, order, dict(compiled.params))
+    sql, order, fixed = found
+    values = {**fixed, **params}
+    args: Any = tuple(values[name] for name in order) if order is not None else values
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(sql, args)
+        rows: list[Any] = cursor.fetchall()
+        return rows
+    finally:
+        cursor.close()
 
 
 def _record(row: Any) -> CompactionRecord:
@@ -81,14 +255,8 @@ def _record(row: Any) -> CompactionRecord:
 
 
 def _require_session(conn: Connection, session_id: int) -> None:
-    if conn.exec_driver_sql("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).first() is None:
+    if conn.execute(_SESSION_EXISTS, {"id": session_id}).first() is None:
         raise NotFoundError(f"There is no session with id {session_id}.")
-
-
-_LEAN_COLUMNS = (
-    "id, position, role, content, name, tool_calls, tool_call_id,"
-    " token_count, token_encoding, important, metadata, compaction_id"
-)
 
 
 def _lean_messages(rows: list[Any], session_id: int) -> list[Message]:
@@ -115,36 +283,8 @@ def load_active(db: Database, session_id: int) -> list[Message]:
     """
     with db.read() as conn:
         _require_session(conn, session_id)
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        try:
-            rows = cursor.execute(
-                f"SELECT {_LEAN_COLUMNS} FROM messages"
-                " WHERE session_id = ? AND state = 'active' ORDER BY position",
-                (session_id,),
-            ).fetchall()
-        finally:
-            cursor.close()
+        rows = _driver_rows(conn, _LEAN_SELECT, {"sid": session_id})
     return _lean_messages(rows, session_id)
-
-
-# Per row: the columns of a MessageTable (the kept summary line, and its count when it is
-# in the wanted encoding, last), then what kind of row it is: 1 for a whole row (read
-# again in full), NULL for a plain row with nothing else, or the plain row's details as
-# JSON text (see workbench.core.message_table).
-_TABLE_SELECT = """
-SELECT id, position, role, content,
-       CASE WHEN token_encoding = ?2 THEN token_count END,
-       summary_line,
-       CASE WHEN token_encoding = ?2 THEN summary_line_tokens END,
-       CASE
-         WHEN coalesce(tool_calls, metadata, name, tool_call_id, compaction_id) IS NULL
-              AND important = 0 AND role IN ('user', 'assistant') THEN NULL
-         WHEN role NOT IN ('user', 'assistant') OR tool_calls IS NOT NULL OR important <> 0
-              OR instr(metadata, '"important"') OR instr(metadata, '"pinned"') THEN 1
-         ELSE json_array(name, tool_call_id, metadata, compaction_id)
-       END
-FROM messages WHERE session_id = ?1 AND state = 'active' ORDER BY position
-"""
 
 
 def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTable:
@@ -157,27 +297,20 @@ def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTa
     carries each message's kept summary line, and its token count where that is in
     ``encoding``.
     """
+    statements = _statements(db.dialect)
     with db.read() as conn:
         _require_session(conn, session_id)
-        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        try:
-            rows = cursor.execute(_TABLE_SELECT, (session_id, encoding)).fetchall()
-            columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) or [()] * 8
-            ids, positions, roles, texts, costs, lines, line_costs, kinds = columns
-            marked = [i for i, kind in enumerate(kinds) if kind is not None]
-            wanted = [i for i in marked if kinds[i] == 1]
-            # The rest of the whole rows: _LEAN_COLUMNS but those already read.
-            rest = (
-                cursor.execute(
-                    "SELECT id, name, tool_calls, tool_call_id, token_count, token_encoding,"
-                    f" important, metadata, compaction_id FROM messages WHERE id IN {_IDS}",
-                    (json.dumps([ids[i] for i in wanted]),),
-                ).fetchall()
-                if wanted
-                else []
-            )
-        finally:
-            cursor.close()
+        rows = _driver_rows(conn, statements.table, {"sid": session_id, "encoding": encoding})
+        columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) or [()] * 8
+        ids, positions, roles, texts, costs, lines, line_costs, kinds = columns
+        marked = [i for i, kind in enumerate(kinds) if kind is not None]
+        wanted = [i for i in marked if kinds[i] == _WHOLE]
+        rest = (
+            _driver_rows(conn, statements.whole_rest,
+                         {"ids": json.dumps([ids[i] for i in wanted])})
+            if wanted
+            else []
+        )
     by_id = {r[0]: r[1:] for r in rest}
     lean_rows = [(ids[i], positions[i], roles[i], texts[i], *by_id[ids[i]]) for i in wanted]
     whole = dict(zip(wanted, _lean_messages(lean_rows, session_id), strict=True))
@@ -189,7 +322,7 @@ def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTa
         costs=costs,
         encoding=encoding,
         whole=whole,
-        details={i: kinds[i] for i in marked if kinds[i] != 1},
+        details={i: kinds[i] for i in marked if kinds[i] != _WHOLE},
         session_id=session_id,
         lines=lines,
         line_costs=line_costs,
@@ -197,14 +330,7 @@ def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTa
 
 
 def _context_row(conn: Connection, session_id: int) -> dict[str, Any] | None:
-    row = (
-        conn.exec_driver_sql(
-            f"SELECT {', '.join(_CONTEXT_COLUMNS)} FROM session_context WHERE session_id = ?",
-            (session_id,),
-        )
-        .mappings()
-        .first()
-    )
+    row = conn.execute(_CONTEXT_ROW, {"sid": session_id}).mappings().first()
     return dict(row) if row is not None else None
 
 
@@ -241,6 +367,7 @@ def apply_plan(db: Database, plan: CompactionPlan, *, tokens_after: int | None =
         raise CompactionError("The plan is not for a stored session.")
     if not plan.changed:
         raise CompactionError(plan.reason or "Nothing to compact.")
+    statements = _statements(db.dialect)
     session_id = plan.session_id
     ids_json = json.dumps(plan.folded_ids)
     now = time_to_text(utcnow())
@@ -248,40 +375,29 @@ def apply_plan(db: Database, plan: CompactionPlan, *, tokens_after: int | None =
         _require_session(conn, session_id)
         before = _context_row(conn, session_id)
         _check_unchanged(plan, before)
-        prior = {
-            str(r[0]): r[1]
-            for r in conn.exec_driver_sql(
-                f"SELECT id, compaction_id FROM messages WHERE id IN {_IDS}"
-                " AND compaction_id IS NOT NULL",
-                (ids_json,),
-            )
-        }
+        prior = {str(r[0]): r[1] for r in conn.execute(statements.prior, {"ids": ids_json})}
         details = plan.details()
         if prior:
             details["prior_compaction_ids"] = prior
-        cur = conn.exec_driver_sql(
-            "INSERT INTO compactions (session_id, created_at, policy, summarizer, tokens_before,"
-            " tokens_after, folded_count, summary, before_context, details)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                session_id,
-                time_to_text(plan.created_at),
-                plan.policy,
-                plan.summarizer,
-                plan.tokens_before,
-                plan.tokens_after if tokens_after is None else tokens_after,
-                plan.folded_count,
-                plan.summary,
-                json_text({"exists": before is not None, "row": before}),
-                json_text(details),
-            ),
+        compaction_id = int(
+            conn.execute(
+                _INSERT_COMPACTION,
+                {
+                    "session_id": session_id,
+                    "created_at": time_to_text(plan.created_at),
+                    "policy": plan.policy,
+                    "summarizer": plan.summarizer,
+                    "tokens_before": plan.tokens_before,
+                    "tokens_after": plan.tokens_after if tokens_after is None else tokens_after,
+                    "folded_count": plan.folded_count,
+                    "summary": plan.summary,
+                    "before_context": json_text({"exists": before is not None, "row": before}),
+                    "details": json_text(details),
+                },
+            ).scalar_one()
         )
-        compaction_id = int(cur.lastrowid)
-        folded = conn.exec_driver_sql(
-            # By rowid: the (session, state) index would be searched while it is changed.
-            "UPDATE messages SET state = 'folded', compaction_id = ?"
-            f" WHERE id IN {_IDS} AND +session_id = ? AND +state = 'active'",
-            (compaction_id, ids_json, session_id),
+        folded = conn.execute(
+            statements.fold, {"cid": compaction_id, "ids": ids_json, "sid": session_id}
         ).rowcount
         if folded != plan.folded_count:
             # Rolled back by the transaction: a message was deleted, moved or already
@@ -291,26 +407,19 @@ def apply_plan(db: Database, plan: CompactionPlan, *, tokens_after: int | None =
                 " of the messages to fold are no longer active in it); nothing was "
                 "compacted. Preview again."
             )
-        _write_context(conn, session_id, json_text(list(plan.facts_after)), plan.new_summary,
-                       json_text(_tasks_json(plan.tasks_after)), now)
-        Repository._refresh_counts(conn, session_id)
+        _write_context(conn, statements, session_id, json_text(list(plan.facts_after)),
+                       plan.new_summary, json_text(_tasks_json(plan.tasks_after)), now)
+        StoreBase(db)._refresh_counts(conn, session_id)
     return compaction_id
 
 
 def _only_compaction_wrote(conn: Connection, session_id: int) -> bool:
-    row = conn.exec_driver_sql(
-        "SELECT tool_stats, token_usage, system_state, environment FROM session_context"
-        " WHERE session_id = ?",
-        (session_id,),
-    ).first()
+    row = conn.execute(_CONTEXT_OTHERS, {"sid": session_id}).first()
     return row is not None and all(value is None for value in row)
 
 
 def _latest_active(conn: Connection, session_id: int) -> Any:
-    return conn.exec_driver_sql(
-        _RECORD_SELECT + " WHERE session_id = ? AND undone_at IS NULL ORDER BY id DESC LIMIT 1",
-        (session_id,),
-    ).first()
+    return conn.execute(_LATEST_ACTIVE, {"sid": session_id}).first()
 
 
 def undo_compaction(
@@ -323,16 +432,14 @@ def undo_compaction(
     when the session has none left to undo, when the one named is already undone, or
     when a newer compaction is still applied on top of it.
     """
+    statements = _statements(db.dialect)
     now = utcnow()
     with db.write() as conn:
         _require_session(conn, session_id)
         if compaction_id is None:
             row = _latest_active(conn, session_id)
             if row is None:
-                last = conn.exec_driver_sql(
-                    _RECORD_SELECT + " WHERE session_id = ? ORDER BY id DESC LIMIT 1",
-                    (session_id,),
-                ).first()
+                last = conn.execute(_LAST_RECORD, {"sid": session_id}).first()
                 if last is None:
                     raise CompactionError(f"Session {session_id} has no compaction to undo.")
                 done = _record(last)
@@ -341,9 +448,7 @@ def undo_compaction(
                     f"{done.id}, at {time_to_text(done.undone_at)}); nothing changed."  # type: ignore[arg-type]
                 )
         else:
-            row = conn.exec_driver_sql(
-                _RECORD_SELECT + " WHERE id = ? AND session_id = ?", (compaction_id, session_id)
-            ).first()
+            row = conn.execute(_RECORD_IN_SESSION, {"id": compaction_id, "sid": session_id}).first()
             if row is None:
                 raise CompactionError(
                     f"Session {session_id} has no compaction with id {compaction_id}."
@@ -361,36 +466,25 @@ def undo_compaction(
                 f"{latest[0]} is applied; undo that one first. Nothing changed."
             )
         snapshot = json_value(
-            conn.exec_driver_sql(
-                "SELECT before_context FROM compactions WHERE id = ?", (record.id,)
-            ).scalar_one()
+            conn.execute(_BEFORE_CONTEXT, {"id": record.id}).scalar_one()
         ) or {}
-        conn.exec_driver_sql(
-            "UPDATE messages SET state = 'active', compaction_id = NULL"
-            " WHERE session_id = ? AND compaction_id = ? AND state = 'folded'",
-            (session_id, record.id),
-        )
+        conn.execute(_UNFOLD, {"sid": session_id, "cid": record.id})
         prior = record.details.get("prior_compaction_ids") or {}
         if prior:
-            conn.exec_driver_sql(
-                "UPDATE messages SET compaction_id = ? WHERE id = ? AND session_id = ?"
-                " AND state = 'active' AND compaction_id IS NULL",
-                [(cid, int(mid), session_id) for mid, cid in prior.items()],
+            conn.execute(
+                _RESTORE_PRIOR,
+                [{"prior": cid, "mid": int(mid), "sid": session_id} for mid, cid in prior.items()],
             )
         before = snapshot.get("row") if snapshot.get("exists") else None
         if before is None and _only_compaction_wrote(conn, session_id):
             # The compaction created the row; nothing else has written to it since.
-            conn.exec_driver_sql(
-                "DELETE FROM session_context WHERE session_id = ?", (session_id,)
-            )
+            conn.execute(_DELETE_CONTEXT, {"sid": session_id})
         else:
-            _write_context(conn, session_id, before["facts"] if before else None,
+            _write_context(conn, statements, session_id, before["facts"] if before else None,
                            (before["summary"] if before else "") or "",
                            before["tasks"] if before else None, time_to_text(now))
-        conn.exec_driver_sql(
-            "UPDATE compactions SET undone_at = ? WHERE id = ?", (time_to_text(now), record.id)
-        )
-        Repository._refresh_counts(conn, session_id)
+        conn.execute(_MARK_UNDONE, {"cid": record.id, "now": time_to_text(now)})
+        StoreBase(db)._refresh_counts(conn, session_id)
     record.undone_at = now
     return record
 
@@ -398,7 +492,7 @@ def undo_compaction(
 def get_compaction(db: Database, compaction_id: int) -> CompactionRecord:
     """One compaction record, or :class:`NotFoundError`."""
     with db.query() as conn:
-        row = conn.exec_driver_sql(_RECORD_SELECT + " WHERE id = ?", (compaction_id,)).first()
+        row = conn.execute(_RECORD_BY_ID, {"id": compaction_id}).first()
     if row is None:
         raise NotFoundError(f"There is no compaction with id {compaction_id}.")
     return _record(row)
@@ -407,19 +501,15 @@ def get_compaction(db: Database, compaction_id: int) -> CompactionRecord:
 def list_compactions(db: Database, session_id: int) -> list[CompactionRecord]:
     """Every compaction of a session, oldest first, undone ones included."""
     with db.query() as conn:
-        rows = conn.exec_driver_sql(
-            _RECORD_SELECT + " WHERE session_id = ? ORDER BY id", (session_id,)
-        ).all()
+        rows = conn.execute(_RECORDS_OF_SESSION, {"sid": session_id}).all()
     return [_record(r) for r in rows]
 
 
-def _write_context(conn: Any, session_id: int, facts: str | None, summary: str,
-                   tasks: str | None, updated_at: str) -> None:
+def _write_context(conn: Connection, statements: _Statements, session_id: int,
+                   facts: str | None, summary: str, tasks: str | None, updated_at: str) -> None:
     """Store the session's facts, summary and tasks (JSON text), adding its row if needed."""
-    conn.exec_driver_sql(
-        "INSERT INTO session_context (session_id, facts, summary, tasks, updated_at)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET"
-        " facts = excluded.facts, summary = excluded.summary, tasks = excluded.tasks,"
-        " updated_at = excluded.updated_at",
-        (session_id, facts, summary, tasks, updated_at),
+    conn.execute(
+        statements.write_context,
+        {"session_id": session_id, "facts": facts, "summary": summary, "tasks": tasks,
+         "updated_at": updated_at},
     )

@@ -12,7 +12,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +25,7 @@ from sqlalchemy.pool import QueuePool
 
 from workbench.core.conversation import utcnow
 from workbench.errors import StorageError
+from workbench.store.dialect import SQLITE_DIALECT, Dialect
 from workbench.store.migrations import MIGRATIONS, Migration, refuse_newer
 from workbench.store.types import time_to_text
 
@@ -64,21 +65,30 @@ that opens it)."""
 
 
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+POSTGRESQL_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
+
+
+def is_database_url(where: str | Path | None) -> bool:
+    """Whether ``where`` is a URL (``scheme://...``) rather than a file path."""
+    return where is not None and bool(_URL_SCHEME.match(str(where)))
 
 
 def refuse_url(where: str | Path) -> None:
-    """A database URL (``postgresql://...``) is never taken for a file path.
+    """A database URL is never taken for a file path, and only PostgreSQL's is known.
 
     ``Path`` would fold ``postgresql://wb@host/db`` into ``postgresql:/wb@host/db`` and
-    SQLite would create that file in the current folder; this version stores in a SQLite
-    file only, so a URL is refused with a sentence instead.
+    SQLite would create that file in the current folder; a URL of another database
+    (``mysql://...``) is refused with a sentence instead.
     """
     text = str(where)
     if _URL_SCHEME.match(text):
         scheme = text.split("://", 1)[0]
+        if scheme.lower() in POSTGRESQL_SCHEMES:
+            return
         raise StorageError(
-            f"'{scheme}://…' is a database URL, not a file: this version of the workbench "
-            "keeps its sessions in a SQLite file; give the path of that file instead."
+            f"'{scheme}://…' is a database URL the workbench does not know: it keeps its "
+            "sessions in a SQLite file (give its path) or on a PostgreSQL server (give a "
+            "postgresql://user@host/database URL)."
         )
 
 
@@ -89,8 +99,7 @@ def default_db_path() -> Path:
     platform's user data folder (``~/.local/share/conversation-workbench`` on Linux).
     """
     explicit = os.environ.get("WORKBENCH_DB")
-    if explicit:
-        refuse_url(explicit)
+    if explicit and not is_database_url(explicit):
         return Path(explicit).expanduser()
     home = os.environ.get("WORKBENCH_HOME")
     if home:
@@ -98,6 +107,16 @@ def default_db_path() -> Path:
     from platformdirs import user_data_dir
 
     return Path(user_data_dir(APP_NAME, appauthor=False)) / DB_FILENAME
+
+
+def default_location() -> Path | str:
+    """The database to open when none is named: ``WORKBENCH_DB`` when it is a
+    ``postgresql://`` URL, else the file of :func:`default_db_path`."""
+    explicit = os.environ.get("WORKBENCH_DB")
+    if explicit and is_database_url(explicit):
+        refuse_url(explicit)
+        return explicit
+    return default_db_path()
 
 
 def _check_file(path: Path) -> bool:
@@ -134,7 +153,15 @@ def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
 
 
 class Database:
-    """One SQLite file, migrated to the current schema and ready for the repository."""
+    """One SQLite file, migrated to the current schema and ready for the repository.
+
+    :meth:`open` given a ``postgresql://`` URL returns the team store's
+    :class:`~workbench.store.db_postgresql.PostgresDatabase` instead, with the same
+    transactions (:meth:`write`, :meth:`read`, :meth:`query`) and change counter
+    (:meth:`data_version`).
+    """
+
+    dialect: Dialect = SQLITE_DIALECT
 
     def __init__(self, path: Path, engine: Engine):
         self.path = path
@@ -156,9 +183,13 @@ class Database:
         Before an existing file is migrated, a backup copy is written beside it;
         ``progress`` hears of the backup and of each schema change.
         """
-        if path is not None:
-            refuse_url(path)
-        path = Path(path).expanduser() if path is not None else default_db_path()
+        target = path if path is not None else default_location()
+        if is_database_url(target):
+            refuse_url(target)
+            from workbench.store.db_postgresql import PostgresDatabase
+
+            return PostgresDatabase.open_url(str(target), migrate=migrate, progress=progress)
+        path = Path(target).expanduser()
         existed = _check_file(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -179,6 +210,22 @@ class Database:
             engine.dispose()
             raise
         return db
+
+    @property
+    def location(self) -> str:
+        """What sentences and titles call this database: the file's path (a server's
+        URL, without its password, for the team store)."""
+        return str(self.path)
+
+    @property
+    def is_file(self) -> bool:
+        """Whether this is a database file (backups, file dialogs) rather than a server."""
+        return True
+
+    def changed(self, conn: Connection, session_ids: Iterable[int]) -> None:
+        """Tell the write transaction of ``conn`` which sessions it changes, for other
+        desktops to refresh (the team store sends them when it commits; a SQLite file
+        needs no word: other processes see ``data_version`` move)."""
 
     def _prepare(self, existed: bool, migrate: bool, progress: OpenProgress | None) -> None:
         try:

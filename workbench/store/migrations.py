@@ -587,6 +587,110 @@ _PG_SEARCH = [
 PG_SEARCH_COLUMNS = {"messages": "search", "sessions": "search", "memory_entries": "search"}
 
 
+# message_calls on PostgreSQL (0007 created the table there without anything filling it):
+# plpgsql triggers doing what 0007's SQLite triggers do, with the same rows. One function
+# lists a message's calls: none for the falsy texts, one row with a NULL call id for text
+# that is not JSON (told by the cast failing, in a block that writes nothing, so no
+# subtransaction id is spent), one per element of an array (the element's text "id", else
+# ''), one '' per member of an object, one '' for any other value. Nothing pauses them:
+# a bulk import on PostgreSQL has its calls listed as it inserts.
+_PG_MESSAGE_CALLS_TRIGGERS = [
+    """
+    CREATE FUNCTION workbench_list_message_calls(
+        mid bigint, sid integer, pos integer, st text, calls text
+    ) RETURNS void LANGUAGE plpgsql AS $fn$
+    DECLARE
+        doc json;
+    BEGIN
+        IF calls IS NULL OR calls IN ('""', '0', 'false', '0.0') THEN
+            RETURN;
+        END IF;
+        BEGIN
+            doc := calls::json;
+        EXCEPTION WHEN invalid_text_representation THEN
+            INSERT INTO message_calls (message_id, session_id, position, state, call_id)
+            VALUES (mid, sid, pos, st, NULL);
+            RETURN;
+        END;
+        IF json_typeof(doc) = 'array' THEN
+            INSERT INTO message_calls (message_id, session_id, position, state, call_id)
+            SELECT mid, sid, pos, st,
+                CASE WHEN json_typeof(e) = 'object' AND json_typeof(e -> 'id') = 'string'
+                     THEN e ->> 'id' ELSE '' END
+            FROM json_array_elements(doc) AS e;
+        ELSIF json_typeof(doc) = 'object' THEN
+            INSERT INTO message_calls (message_id, session_id, position, state, call_id)
+            SELECT mid, sid, pos, st, '' FROM json_object_keys(doc);
+        ELSE
+            INSERT INTO message_calls (message_id, session_id, position, state, call_id)
+            VALUES (mid, sid, pos, st, '');
+        END IF;
+    END
+    $fn$
+    """,
+    """
+    CREATE FUNCTION workbench_message_calls_insert() RETURNS trigger
+    LANGUAGE plpgsql AS $fn$
+    BEGIN
+        PERFORM workbench_list_message_calls(new.id, new.session_id, new.position,
+                                             new.state, new.tool_calls);
+        RETURN NULL;
+    END
+    $fn$
+    """,
+    """
+    CREATE FUNCTION workbench_message_calls_change() RETURNS trigger
+    LANGUAGE plpgsql AS $fn$
+    BEGIN
+        DELETE FROM message_calls WHERE message_id = old.id;
+        IF new.role = 'assistant' AND new.tool_calls IS NOT NULL THEN
+            PERFORM workbench_list_message_calls(new.id, new.session_id, new.position,
+                                                 new.state, new.tool_calls);
+        END IF;
+        RETURN NULL;
+    END
+    $fn$
+    """,
+    """
+    CREATE FUNCTION workbench_message_calls_place() RETURNS trigger
+    LANGUAGE plpgsql AS $fn$
+    BEGIN
+        UPDATE message_calls SET session_id = new.session_id, position = new.position,
+            state = new.state
+        WHERE message_id = new.id;
+        RETURN NULL;
+    END
+    $fn$
+    """,
+    """
+    CREATE TRIGGER message_calls_insert AFTER INSERT ON messages FOR EACH ROW
+    WHEN (new.role = 'assistant' AND new.tool_calls IS NOT NULL)
+    EXECUTE FUNCTION workbench_message_calls_insert()
+    """,
+    """
+    CREATE TRIGGER message_calls_change AFTER UPDATE OF role, tool_calls ON messages
+    FOR EACH ROW
+    WHEN (new.role IS DISTINCT FROM old.role OR new.tool_calls IS DISTINCT FROM old.tool_calls)
+    EXECUTE FUNCTION workbench_message_calls_change()
+    """,
+    """
+    CREATE TRIGGER message_calls_place AFTER UPDATE OF session_id, position, state ON messages
+    FOR EACH ROW
+    WHEN (new.role = 'assistant' AND new.tool_calls IS NOT NULL
+          AND (new.session_id IS DISTINCT FROM old.session_id
+               OR new.position IS DISTINCT FROM old.position
+               OR new.state IS DISTINCT FROM old.state))
+    EXECUTE FUNCTION workbench_message_calls_place()
+    """,
+    # The calls of the messages written before.
+    "DELETE FROM message_calls",
+    """
+    SELECT workbench_list_message_calls(id, session_id, position, state, tool_calls)
+    FROM messages WHERE role = 'assistant' AND tool_calls IS NOT NULL
+    """,
+]
+
+
 @dataclass(frozen=True)
 class Migration:
     """A named, ordered schema change: its statements on SQLite and on PostgreSQL."""
@@ -610,6 +714,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     # On PostgreSQL the table and indexes exist for the same schema; the repository
     # reads them on SQLite only (its orphan query is SQLite's JSON functions).
     Migration("0007_message_calls", tuple(_MESSAGE_CALLS), tuple(_PG_MESSAGE_CALLS)),
+    Migration("0008_message_calls_postgresql", (), tuple(_PG_MESSAGE_CALLS_TRIGGERS)),
 )
 
 

@@ -12,11 +12,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import bindparam, delete, insert, literal, select, update
+
 from workbench.core.conversation import utcnow
 from workbench.core.provider import PROVIDER_KINDS, ProviderConfig
 from workbench.errors import NotFoundError, StorageError
 from workbench.store.db import Database
 from workbench.store.rows import json_object, record_from_row
+from workbench.store.schema import PROVIDER_CONFIGS
 from workbench.store.types import json_text, time_to_text
 
 _COLUMNS: tuple[str, ...] = (
@@ -32,7 +35,14 @@ _COLUMNS: tuple[str, ...] = (
     "timeouts",
     "extra_headers",
 )
-_SELECT = "SELECT id, " + ", ".join(_COLUMNS) + " FROM provider_configs"
+_T = PROVIDER_CONFIGS
+_SELECT = select(_T.c.id, *(_T.c[name] for name in _COLUMNS))
+_ALL = _SELECT.order_by(_T.c.name)
+_BY_NAME = _SELECT.where(_T.c.name == bindparam("name"))
+_NAME_TAKEN = select(literal(1)).select_from(_T).where(_T.c.name == bindparam("name"))
+_INSERT = insert(_T)
+_UPDATE = update(_T).where(_T.c.id == bindparam("row_id"))
+_DELETE = delete(_T).where(_T.c.name == bindparam("name"))
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SECRET_HEADER = re.compile(r"authorization|api[-_]?key|token|secret|cookie|password", re.I)
 _KEY_LIKE = re.compile(r"(^|[^A-Za-z])(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
@@ -89,20 +99,23 @@ def check_config(config: ProviderConfig) -> None:
             raise StorageError(f"The {label} of provider {config.name!r} must be positive.")
 
 
-def _params(config: ProviderConfig) -> tuple[Any, ...]:
-    return (
-        config.name.strip(),
-        config.kind,
-        config.base_url.strip(),
-        config.model,
-        config.api_key_env or None,
-        config.api_key_keyring or None,
-        config.context_window,
-        config.max_output_tokens,
-        config.temperature,
-        json_text(dict(config.timeouts)) if config.timeouts else None,
-        json_text(dict(config.extra_headers)) if config.extra_headers else None,
-    )
+def _params(config: ProviderConfig) -> dict[str, Any]:
+    """The stored values of ``config``, by column (:data:`_COLUMNS`)."""
+    return {
+        "name": config.name.strip(),
+        "kind": config.kind,
+        "base_url": config.base_url.strip(),
+        "model": config.model,
+        "api_key_env": config.api_key_env or None,
+        "api_key_keyring": config.api_key_keyring or None,
+        "context_window": config.context_window,
+        "max_output_tokens": config.max_output_tokens,
+        "temperature": config.temperature,
+        "timeouts": json_text(dict(config.timeouts)) if config.timeouts else None,
+        "extra_headers": (
+            json_text(dict(config.extra_headers)) if config.extra_headers else None
+        ),
+    }
 
 
 def _from_row(row: Sequence[Any]) -> ProviderConfig:
@@ -119,13 +132,13 @@ class ProviderConfigs:
     def all(self) -> list[ProviderConfig]:
         """Every config, by name."""
         with self.db.read() as conn:
-            rows = conn.exec_driver_sql(_SELECT + " ORDER BY name").all()
+            rows = conn.execute(_ALL).all()
         return [_from_row(r) for r in rows]
 
     def get(self, name: str) -> ProviderConfig:
         """The config called ``name``, or :class:`NotFoundError`."""
         with self.db.read() as conn:
-            row = conn.exec_driver_sql(_SELECT + " WHERE name = ?", (name,)).first()
+            row = conn.execute(_BY_NAME, {"name": name}).first()
         if row is None:
             raise NotFoundError(f"There is no provider named {name!r}.")
         return _from_row(row)
@@ -135,16 +148,10 @@ class ProviderConfigs:
         check_config(config)
         now = time_to_text(utcnow())
         with self.db.write() as conn:
-            taken = conn.exec_driver_sql(
-                "SELECT 1 FROM provider_configs WHERE name = ?", (config.name.strip(),)
-            ).first()
+            taken = conn.execute(_NAME_TAKEN, {"name": config.name.strip()}).first()
             if taken:
                 raise StorageError(f"A provider named {config.name.strip()!r} already exists.")
-            conn.exec_driver_sql(
-                f"INSERT INTO provider_configs ({', '.join(_COLUMNS)}, created_at, updated_at) "
-                f"VALUES ({', '.join('?' for _ in _COLUMNS)}, ?, ?)",
-                (*_params(config), now, now),
-            )
+            conn.execute(_INSERT, {**_params(config), "created_at": now, "updated_at": now})
         return self.get(config.name.strip())
 
     def update(self, name: str, /, **fields: Any) -> ProviderConfig:
@@ -159,24 +166,17 @@ class ProviderConfigs:
         check_config(changed)
         with self.db.write() as conn:
             if changed.name.strip() != name:
-                taken = conn.exec_driver_sql(
-                    "SELECT 1 FROM provider_configs WHERE name = ?", (changed.name.strip(),)
-                ).first()
+                taken = conn.execute(_NAME_TAKEN, {"name": changed.name.strip()}).first()
                 if taken:
                     raise StorageError(
                         f"A provider named {changed.name.strip()!r} already exists."
                     )
-            conn.exec_driver_sql(
-                "UPDATE provider_configs SET "
-                + ", ".join(f"{c} = ?" for c in _COLUMNS)
-                + ", updated_at = ? WHERE id = ?",
-                (*_params(changed), time_to_text(utcnow()), current.id),
-            )
+            conn.execute(_UPDATE, {**_params(changed), "updated_at": time_to_text(utcnow()),
+                                   "row_id": current.id})
         return self.get(changed.name.strip())
 
     def remove(self, name: str) -> None:
         """Delete the config called ``name``; a missing one raises :class:`NotFoundError`."""
         with self.db.write() as conn:
-            cur = conn.exec_driver_sql("DELETE FROM provider_configs WHERE name = ?", (name,))
-            if not cur.rowcount:
+            if not conn.execute(_DELETE, {"name": name}).rowcount:
                 raise NotFoundError(f"There is no provider named {name!r}.")

@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from sqlalchemy import ColumnElement, Integer, insert, type_coerce
+
 from workbench.core.conversation import (
     Agent,
     MemoryEntry,
@@ -16,11 +18,12 @@ from workbench.core.conversation import (
     TokenUsage,
     ToolStats,
 )
+from workbench.store.schema import AGENTS, MEMORY_ENTRIES, MESSAGES, SESSIONS
 from workbench.store.types import json_text, json_value, text_to_time, time_to_text
 
 T = TypeVar("T")
 
-# Column order used by every raw message insert (bulk import, append, fork).
+# Column order used by every message insert (bulk import, append, fork).
 MESSAGE_COLUMNS: tuple[str, ...] = (
     "session_id",
     "position",
@@ -38,6 +41,8 @@ MESSAGE_COLUMNS: tuple[str, ...] = (
     "metadata",
     "compaction_id",
 )
+# The text forms serve raw ``sqlite3`` connections (benchmarks, tests of the file); the
+# store's own statements use the Core forms below.
 MESSAGE_SELECT = "id, " + ", ".join(MESSAGE_COLUMNS)
 MESSAGE_INSERT = (
     f"INSERT INTO messages ({', '.join(MESSAGE_COLUMNS)}) "
@@ -50,6 +55,17 @@ MESSAGE_INSERT_WITH_LINES = (
     f"INSERT INTO messages ({', '.join(MESSAGE_COLUMNS + SUMMARY_LINE_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in MESSAGE_COLUMNS + SUMMARY_LINE_COLUMNS)})"
 )
+# The columns :func:`message_from_row` reads, in its order (``select(*MESSAGE_FIELDS)``).
+# ``important`` comes back as stored (an integer on SQLite, a boolean on PostgreSQL):
+# message_from_row makes it a bool, and SQLAlchemy's Boolean hook per row would cost a
+# page of messages a tenth of its time.
+MESSAGE_FIELDS: tuple[ColumnElement[Any], ...] = (
+    MESSAGES.c.id,
+    *(type_coerce(MESSAGES.c[name], Integer).label(name) if name == "important"
+      else MESSAGES.c[name] for name in MESSAGE_COLUMNS),
+)
+# One insert of message rows given as :func:`message_values` dicts (many at once).
+MESSAGE_INSERT_ROWS = insert(MESSAGES)
 
 SESSION_SELECT = (
     "s.id, s.title, s.agent_id, s.created_at, s.updated_at, s.tags, s.pinned, s.archived, "
@@ -57,6 +73,16 @@ SESSION_SELECT = (
     "s.message_count, s.token_count, a.name"
 )
 SESSION_FROM = "sessions AS s JOIN agents AS a ON a.id = s.agent_id"
+# The same in Core: the columns :func:`session_from_row` reads, in order, and the join
+# they are selected from (``select(*SESSION_ROW).select_from(SESSION_JOIN)``).
+SESSION_ROW = (
+    *(SESSIONS.c[name] for name in (
+        "id", "title", "agent_id", "created_at", "updated_at", "tags", "pinned", "archived",
+        "forked_from_session_id", "forked_from_message_id", "overrides", "source",
+        "source_id", "message_count", "token_count")),
+    AGENTS.c.name,
+)
+SESSION_JOIN = SESSIONS.join(AGENTS, AGENTS.c.id == SESSIONS.c.agent_id)
 
 
 TIME_MISSING = "time_missing"
@@ -69,7 +95,7 @@ def message_params(
     msg: Message, session_id: int, position: int, now: datetime, *,
     keep_missing_time: bool = False,
 ) -> tuple[Any, ...]:
-    """The values of one message in :data:`MESSAGE_COLUMNS` order, ready for SQLite.
+    """The values of one message in :data:`MESSAGE_COLUMNS` order, as stored.
 
     A message without a time gets ``now``; with ``keep_missing_time`` (imports) it is
     also marked :data:`TIME_MISSING`, so that it reads back without one.
@@ -91,10 +117,23 @@ def message_params(
         msg.token_count,
         msg.token_encoding if msg.token_count is not None else None,
         msg.state,
-        1 if important else 0,
+        important,
         json_text(meta) if meta else None,
         msg.compaction_id,
     )
+
+
+def message_values(
+    msg: Message, session_id: int, position: int, now: datetime, *,
+    keep_missing_time: bool = False, line: str | None = None, line_tokens: int | None = None,
+) -> dict[str, Any]:
+    """:func:`message_params` by column name, with the message's summary line and its
+    token count: one row of :data:`MESSAGE_INSERT_ROWS`."""
+    values = dict(zip(MESSAGE_COLUMNS, message_params(
+        msg, session_id, position, now, keep_missing_time=keep_missing_time), strict=True))
+    values["summary_line"] = line
+    values["summary_line_tokens"] = line_tokens
+    return values
 
 
 def message_from_row(row: Any) -> Message:
@@ -126,7 +165,7 @@ def message_from_row(row: Any) -> Message:
 
 
 def session_from_row(row: Any) -> SessionInfo:
-    """A :class:`SessionInfo` from a row selected with :data:`SESSION_SELECT`."""
+    """A :class:`SessionInfo` from a row selected with :data:`SESSION_ROW`."""
     return SessionInfo(
         id=row[0],
         title=row[1],
@@ -213,10 +252,12 @@ def record_from_row(
 
 
 AGENT_COLUMNS = ("id", "name", "instructions", "provider", "model", "memory_policy", "tools")
-AGENT_SELECT = ", ".join(AGENT_COLUMNS)
+# The columns :func:`agent_from_row` reads, in order (``select(*AGENT_ROW)``).
+AGENT_ROW = tuple(AGENTS.c[name] for name in AGENT_COLUMNS)
 MEMORY_COLUMNS = ("id", "agent_id", "session_id", "scope", "namespace", "content", "metadata",
                   "created_at")
-MEMORY_SELECT = ", ".join(MEMORY_COLUMNS)
+# The columns :func:`memory_from_row` reads, in order (``select(*MEMORY_ROW)``).
+MEMORY_ROW = tuple(MEMORY_ENTRIES.c[name] for name in MEMORY_COLUMNS)
 
 
 def json_object(value: Any) -> Any:
@@ -225,12 +266,12 @@ def json_object(value: Any) -> Any:
 
 
 def agent_from_row(row: Any) -> Agent:
-    """An :class:`Agent` from a row selected with :data:`AGENT_SELECT`."""
+    """An :class:`Agent` from a row selected with :data:`AGENT_ROW`."""
     return record_from_row(Agent, AGENT_COLUMNS, row, memory_policy=json_object,
                            tools=lambda value: list(json_value(value) or []))
 
 
 def memory_from_row(row: Any) -> MemoryEntry:
-    """A :class:`MemoryEntry` from a row selected with :data:`MEMORY_SELECT`."""
+    """A :class:`MemoryEntry` from a row selected with :data:`MEMORY_ROW`."""
     return record_from_row(MemoryEntry, MEMORY_COLUMNS, row, metadata=json_object,
                            created_at=text_to_time)

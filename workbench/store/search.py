@@ -179,6 +179,12 @@ _TOO_COMPLEX = re.compile(
     r"variables|pattern too complex|string or blob too big|too many arguments",
     re.IGNORECASE,
 )
+# What PostgreSQL says when a query nests too deep or binds too many values.
+_TOO_COMPLEX_PG = re.compile(
+    r"stack depth limit exceeded|too many|exceeds the maximum|is too big|too long|"
+    r"extended protocol limited",
+    re.IGNORECASE,
+)
 
 
 def _validate(query: SearchQuery) -> None:
@@ -196,8 +202,28 @@ def _validate(query: SearchQuery) -> None:
 
 
 def search(db: Database, query: SearchQuery) -> list[SearchHit]:
-    """Run a search; hits of every requested kind, best first (higher score = better)."""
+    """Run a search; hits of every requested kind, best first (higher score = better).
+
+    On SQLite the FTS5 tables answer; on PostgreSQL (the team store) the ``search``
+    tsvector columns, through :func:`workbench.store.search_postgresql.search_postgresql`
+    (the same query language and the same hits).
+    """
+    if db.dialect.is_postgresql:
+        return _search_on_postgresql(db, query)
     return best_hits(query, lambda terms: _hits(db, query, terms))
+
+
+def _search_on_postgresql(db: Database, query: SearchQuery) -> list[SearchHit]:
+    # Imported here: search_postgresql builds on this module's parser.
+    from workbench.store.search_postgresql import search_postgresql
+
+    try:
+        with db.read() as conn:
+            return search_postgresql(conn, query)
+    except StorageError as exc:
+        if _TOO_COMPLEX_PG.search(str(exc)):
+            raise _too_long(query, parse_query(query.text)) from exc
+        raise
 
 
 def best_hits(
@@ -228,12 +254,16 @@ def _hits(db: Database, query: SearchQuery, terms: Sequence[_Term]) -> list[Sear
     except StorageError as exc:
         if _TOO_COMPLEX.search(str(exc)):
             # SQLite's own words ("fts5: parser stack overflow") say nothing to a user.
-            raise StorageError(
-                f"The search query is too long ({len(terms):,} terms, "
-                f"{len(query.text):,} characters); search for fewer words."
-            ) from exc
+            raise _too_long(query, terms) from exc
         raise
     return hits
+
+
+def _too_long(query: SearchQuery, terms: Sequence[_Term]) -> StorageError:
+    return StorageError(
+        f"The search query is too long ({len(terms):,} terms, "
+        f"{len(query.text):,} characters); search for fewer words."
+    )
 
 
 # -- messages -----------------------------------------------------------------------------

@@ -225,7 +225,7 @@ class ComposerPanel(QWidget):
     # -- drafts --------------------------------------------------------------------------
 
     def _database(self) -> str:
-        return str(self.ctx.workspace.db_path)
+        return self.ctx.workspace.location
 
     def save_draft(self) -> None:
         """Keep what the prompt box holds as the draft of its session."""

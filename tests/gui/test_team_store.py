@@ -1,0 +1,420 @@
+"""The team store in the window (SPEC §10), driven as a person drives it.
+
+* File → Open Team Database (Ctrl+Shift+O) asks for a ``postgresql://`` URL and an
+  optional password; the password is used for the open, kept in the system keyring only
+  when asked, and never written to the settings, the status bar or an error.
+* Two desktops on one database (two workspaces, two windows): what one does (a message,
+  a rename, an import) the other shows once its watch fires, and both editing at once
+  lose nothing.
+
+They run on the test session's PostgreSQL server (tests/pg_server.py; skipped, with the
+reason, where PostgreSQL is not installed and ``CI`` is not set); the first two-desktop
+journey runs on a shared SQLite file as well.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import keyring
+import pytest
+from keyring.backend import KeyringBackend
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtWidgets import QApplication, QFileDialog, QLineEdit, QWidget
+from pytestqt.qtbot import QtBot
+
+from tests.gui.conftest import settle
+from tests.gui.journey import focus, named, press, type_text, with_modal_dialog
+from workbench.core.conversation import SessionInfo
+from workbench.engine.workspace import Workspace
+from workbench.gui.dialogs.open_database import OpenDatabaseDialog, open_at_start
+from workbench.gui.main_window import MainWindow
+from workbench.gui.models.sessions import SessionRole
+
+CTRL = Qt.KeyboardModifier.ControlModifier
+SHIFT = Qt.KeyboardModifier.ShiftModifier
+CHAT = [
+    ("user", "Where should we stay in Lisbon?"),
+    ("assistant", "Alfama is close to everything."),
+    ("user", "Book two nights."),
+]
+SECRET = "s3cret-Team-pw"
+SERVICE = "conversation-workbench-postgresql"
+# Another desktop's change shows once its watch fires: well within this on a test box.
+SEEN_MS = 10_000
+
+
+class MemoryKeyring(KeyringBackend):
+    """A keyring held in a dict (installed through keyring's public set_keyring)."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passwords: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.passwords.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.passwords[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.passwords.pop((service, username), None)
+
+
+@pytest.fixture
+def memory_keyring() -> Iterator[MemoryKeyring]:
+    previous = keyring.get_keyring()
+    backend = MemoryKeyring()
+    keyring.set_keyring(backend)
+    try:
+        yield backend
+    finally:
+        keyring.set_keyring(previous)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def shared_database(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """One database two desktops share: a file, or a fresh team store on the test
+    server."""
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("pg_db_url"))
+    return tmp_path / "shared" / "workbench.db"
+
+
+def _shut(window: MainWindow) -> None:
+    """Close the window and the database it shows now, and delete it at once: a timer
+    it started must not read a database the test is about to drop."""
+    shown = window.ctx.workspace
+    window.close()
+    window.deleteLater()
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    shown.close()
+
+
+@pytest.fixture
+def show_window(qtbot: QtBot) -> Iterator[Callable[..., MainWindow]]:
+    """``show_window(ws, x=0)``: a shown main window, shut (with whatever database it
+    switched to) after the test, before the databases' own fixtures end."""
+    windows: list[MainWindow] = []
+
+    def make(ws: Workspace, x: int = 0) -> MainWindow:
+        window = MainWindow(ws)
+        windows.append(window)
+        window.resize(1200, 800)
+        window.move(x, 0)
+        window.show()
+        qtbot.waitExposed(window)
+        settle(window)
+        return window
+
+    yield make
+    for window in windows:
+        _shut(window)
+
+
+@contextmanager
+def _two_desktops(target: Path | str, make_session: Callable[..., SessionInfo],
+                  show_window: Callable[..., MainWindow],
+                  ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
+    first, second = Workspace.open(target), Workspace.open(target)
+    try:
+        info = make_session(first, "Shared plan", CHAT)
+        windows = [show_window(first), show_window(second, 1220)]
+        for window in windows:
+            window.open_session(info.id)
+            settle(window)
+            assert window.timeline.model.rowCount() == len(CHAT)
+        yield windows[0], windows[1], info
+    finally:
+        first.close()
+        second.close()
+
+
+@pytest.fixture
+def desktops(shared_database: Path | str, make_session: Callable[..., SessionInfo],
+             show_window: Callable[..., MainWindow],
+             ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
+    """Two windows, each on a workspace of its own over the same database (as two
+    desktops are), both showing the shared session: on a file and on the team store."""
+    with _two_desktops(shared_database, make_session, show_window) as both:
+        yield both
+
+
+@pytest.fixture
+def team_desktops(pg_db_url: str, make_session: Callable[..., SessionInfo],
+                  show_window: Callable[..., MainWindow],
+                  ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
+    """Two desktops on the team store."""
+    with _two_desktops(pg_db_url, make_session, show_window) as both:
+        yield both
+
+
+def _activate(qtbot: QtBot, window: MainWindow) -> None:
+    """Bring ``window`` to the front: shortcuts reach only the active window."""
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+
+
+def _listed(window: MainWindow) -> list[tuple[str, int]]:
+    model = window.browser.model
+    infos = [model.index(row, 0).data(SessionRole) for row in range(model.rowCount())]
+    return [(info.title, info.message_count) for info in infos]
+
+
+def _shown(window: MainWindow) -> list[str]:
+    model = window.timeline.model
+    return [model.message_at(row).content for row in range(model.rowCount())]
+
+
+def _insert_below(qtbot: QtBot, window: MainWindow, row: int, text: str) -> None:
+    """Ctrl+0 to the timeline, down to ``row``, Ins, type ``text``, Ctrl+Enter."""
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_0, CTRL)
+    assert focus() is window.timeline.view
+    press(qtbot, Qt.Key.Key_Home, CTRL)
+    for _ in range(row):
+        press(qtbot, Qt.Key.Key_Down)
+
+    def write(_dialog: QWidget) -> None:
+        assert focus().accessibleName() == "Message text"
+        type_text(qtbot, text)
+        press(qtbot, Qt.Key.Key_Return, CTRL)
+
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Insert), write)
+
+
+def _rename_open_session(qtbot: QtBot, window: MainWindow, title: str) -> None:
+    """Ctrl+L, Down into the list, F2, Ctrl+A, type ``title``, Enter."""
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    qtbot.waitUntil(lambda: focus() is window.browser.view)
+    press(qtbot, Qt.Key.Key_F2)
+    assert focus().accessibleName() == "Session title"
+    press(qtbot, Qt.Key.Key_A, CTRL)
+    type_text(qtbot, title)
+    press(qtbot, Qt.Key.Key_Return)
+
+
+def _import_file(qtbot: QtBot, window: MainWindow, path: Path) -> None:
+    """Ctrl+I, type the file's path into the file dialog, Enter; wait for the report."""
+    _activate(qtbot, window)
+
+    def choose(dialog: QWidget) -> None:
+        assert isinstance(dialog, QFileDialog)
+        type_text(qtbot, str(path))
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_I, CTRL), choose)
+    qtbot.waitUntil(lambda: window.ctx.workers.idle, timeout=20_000)
+
+
+# -- two desktops ---------------------------------------------------------------------------
+
+
+def test_another_desktop_shows_a_message_a_rename_and_an_import(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo], tmp_path: Path,
+) -> None:
+    mine, theirs, info = desktops
+
+    _insert_below(qtbot, mine, 2, "Written on the first desktop")
+    qtbot.waitUntil(lambda: _shown(theirs)[-1:] == ["Written on the first desktop"],
+                    timeout=SEEN_MS)
+    qtbot.waitUntil(lambda: _listed(theirs) == [("Shared plan", 4)], timeout=SEEN_MS)
+
+    _rename_open_session(qtbot, mine, "Lisbon weekend")
+    qtbot.waitUntil(lambda: _listed(theirs) == [("Lisbon weekend", 4)], timeout=SEEN_MS)
+    # The open session's title follows too: above the timeline and in the title bar.
+    qtbot.waitUntil(lambda: theirs.timeline.title_label.full_text() == "Lisbon weekend",
+                    timeout=SEEN_MS)
+    assert theirs.windowTitle().startswith("Lisbon weekend")
+
+    export = tmp_path / "porto.json"
+    export.write_text(json.dumps({"title": "Porto day trip", "messages": [
+        {"role": "user", "content": "Is Porto worth a day trip?"},
+        {"role": "assistant", "content": "Yes: the Ribeira and a port cellar."}]}),
+        encoding="utf-8")
+    _import_file(qtbot, mine, export)
+    qtbot.waitUntil(lambda: ("Porto day trip", 2) in _listed(theirs), timeout=SEEN_MS)
+    # What the other desktop showed all along stays open there.
+    assert theirs.ctx.current_session_id == info.id
+    assert _shown(theirs)[-1] == "Written on the first desktop"
+
+
+def test_two_desktops_editing_at_once_lose_nothing(
+    qtbot: QtBot, team_desktops: tuple[MainWindow, MainWindow, SessionInfo],
+) -> None:
+    mine, theirs, info = team_desktops
+    # Each writes before it has seen the other's change: both are kept, in one order
+    # that both windows show.
+    mine.db_watcher.timer.stop()
+    theirs.db_watcher.timer.stop()
+    _insert_below(qtbot, mine, 2, "Mine, below the last")
+    _insert_below(qtbot, theirs, 2, "Theirs, below the last")
+    _insert_below(qtbot, mine, 0, "Mine, below the first")
+    _rename_open_session(qtbot, theirs, "Renamed on the second desktop")
+    mine.db_watcher.timer.start()
+    theirs.db_watcher.timer.start()
+    settle(mine)
+    settle(theirs)
+
+    stored = [m.content for m in mine.ctx.workspace.page_messages(info.id, limit=50)]
+    assert sorted(stored) == sorted([text for _role, text in CHAT] + [
+        "Mine, below the last", "Theirs, below the last", "Mine, below the first"])
+    positions = [m.position for m in mine.ctx.workspace.page_messages(info.id, limit=50)]
+    assert positions == list(range(len(stored)))
+    for window in (mine, theirs):
+        qtbot.waitUntil(lambda window=window: _shown(window) == stored, timeout=SEEN_MS)
+        qtbot.waitUntil(lambda window=window: _listed(window) == [
+            ("Renamed on the second desktop", 6)], timeout=SEEN_MS)
+    assert theirs.ctx.workspace.get_session(info.id).message_count == 6
+
+
+# -- File → Open Team Database ----------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _fill_team_dialog(qtbot: QtBot, url: str, password: str, *,
+                      remember: bool) -> Callable[[QWidget], None]:
+    """Type the URL (the field has the keyboard), Tab, the password, tick Remember
+    with Space when asked, Enter."""
+
+    def act(dialog: QWidget) -> None:
+        assert dialog.accessibleName() == "Open Team Database"
+        assert focus().accessibleName() == "Team database URL"
+        press(qtbot, Qt.Key.Key_A, CTRL)
+        type_text(qtbot, "db.example.org/team")  # not a URL: said under the field
+        press(qtbot, Qt.Key.Key_Return)
+        assert dialog.isVisible()
+        problem = named(dialog, "Address problem")
+        assert "postgresql://user@host:5432/database" in problem.text()
+        assert focus().accessibleName() == "Team database URL"
+        press(qtbot, Qt.Key.Key_A, CTRL)
+        type_text(qtbot, url)
+        press(qtbot, Qt.Key.Key_Tab)
+        assert focus().accessibleName() == "Password"
+        box = named(dialog, "Remember in the system keyring")
+        assert not box.isEnabled()  # nothing to remember yet
+        type_text(qtbot, password)
+        assert box.isEnabled()
+        if remember:
+            press(qtbot, Qt.Key.Key_Tab)
+            assert focus() is box
+            press(qtbot, Qt.Key.Key_Space)
+            assert box.isChecked()
+        press(qtbot, Qt.Key.Key_Return)
+
+    return act
+
+
+def _opening(window: MainWindow) -> OpenDatabaseDialog:
+    dialogs = [d for d in window.findChildren(OpenDatabaseDialog)]
+    assert len(dialogs) == 1
+    return dialogs[0]
+
+
+def _settings_text(window: MainWindow) -> str:
+    window.settings.sync()
+    return Path(window.settings.fileName()).read_text(encoding="utf-8", errors="replace")
+
+
+def test_a_team_database_that_cannot_be_reached_is_said_without_the_password(
+    qtbot: QtBot, workspace: Workspace, show_window: Callable[..., MainWindow],
+    memory_keyring: MemoryKeyring,
+) -> None:
+    window = show_window(workspace)
+    _activate(qtbot, window)
+    url = f"postgresql://alice@127.0.0.1:{_closed_port()}/team"
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_O, CTRL | SHIFT),
+                      _fill_team_dialog(qtbot, url, SECRET, remember=True))
+    dialog = _opening(window)
+    qtbot.waitUntil(lambda: dialog.error is not None, timeout=20_000)
+    said = dialog.label.text()
+    assert "127.0.0.1" in said and SECRET not in said
+    assert SECRET not in window.statusBar().currentMessage()
+    # The window stays on its database; a password the server never took is not kept.
+    assert window.ctx.workspace is workspace
+    assert "workbench.db" in window.database_label.text()
+    assert memory_keyring.passwords == {}
+    # The address is offered next time, without any password.
+    settings = _settings_text(window)
+    assert SECRET not in settings and "alice@127.0.0.1" in settings
+    dialog.reject()
+
+    offered: list[tuple[str, str]] = []
+
+    def look(team: QWidget) -> None:
+        offered.append((named(team, "Team database URL", QLineEdit).text(),
+                        named(team, "Password", QLineEdit).text()))
+
+    _activate(qtbot, window)
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_O, CTRL | SHIFT), look)
+    assert offered == [(url, "")]
+
+
+def test_open_team_database_switches_the_window_and_remembers_the_password_when_asked(
+    qtbot: QtBot, pg_db_url: str, workspace: Workspace,
+    show_window: Callable[..., MainWindow], memory_keyring: MemoryKeyring,
+) -> None:
+    window = show_window(workspace)
+    _activate(qtbot, window)
+    address = pg_db_url.replace("postgresql+psycopg://", "postgresql://")
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_O, CTRL | SHIFT),
+                      _fill_team_dialog(qtbot, address, SECRET, remember=True))
+    opening = _opening(window)
+    qtbot.waitUntil(lambda: not window.ctx.workspace.is_file or opening.error is not None,
+                    timeout=20_000)
+    assert opening.error is None, opening.label.text()
+    settle(window)
+    database = address.rsplit("/", 1)[1]
+    shown = window.database_label.text()
+    assert shown.startswith("Team database: workbench@") and database in \
+        window.database_label.toolTip()
+    assert window.database_label.accessibleName() == "Team database"
+    for text in (shown, window.database_label.toolTip(), window.windowTitle(),
+                 window.statusBar().currentMessage(), _settings_text(window)):
+        assert SECRET not in text
+    assert "remembered in the system keyring" in window.statusBar().currentMessage()
+    host_port = address.split("@", 1)[1].rsplit("/", 1)[0]
+    assert memory_keyring.passwords == {
+        (SERVICE, f"workbench@{host_port}/{database}"): SECRET}
+
+
+# -- the start-up (make run with WORKBENCH_DB, workbench --db URL) -----------------------------
+
+
+def test_the_start_up_on_an_unreachable_team_store_names_it_without_the_password(
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    port = _closed_port()
+    monkeypatch.setenv("WORKBENCH_DB", f"postgresql://alice:{SECRET}@127.0.0.1:{port}/team")
+    workspace, dialog = open_at_start(None)
+    assert workspace is None
+    said = dialog.label.text()
+    assert f"127.0.0.1:{port}/team" in said and SECRET not in said
+    assert dialog.isVisible()
+    dialog.cancel()
+
+
+def test_the_start_up_opens_the_team_store_named_by_workbench_db(
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch, pg_db_url: str,
+) -> None:
+    monkeypatch.setenv("WORKBENCH_DB", pg_db_url)
+    workspace, dialog = open_at_start(None, prepare=Workspace.ensure_sample_session)
+    assert workspace is not None, dialog.label.text()
+    try:
+        assert not workspace.is_file and pg_db_url.rsplit("/", 1)[1] in workspace.location
+        assert workspace.count_sessions() == 1  # the sample, as on a first file
+    finally:
+        workspace.close()
