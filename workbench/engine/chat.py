@@ -33,6 +33,7 @@ from workbench.core.assembly import LeftOut, LeftOutRange
 from workbench.core.conversation import Message
 from workbench.core.provider import CancelToken, Provider
 from workbench.core.tokens import get_counter
+from workbench.engine import stored_history
 from workbench.engine.model import Response, RunEvent
 from workbench.engine.preflight import Preflight
 from workbench.engine.providers import ProviderSettings, build_provider
@@ -275,7 +276,12 @@ def left_out_previews(
     wanted = sorted({int(item.position) for item in left_out[:limit]
                      if item.position is not None})
     db = ws.repo.db
-    version = db.data_version()  # before reading: a commit meanwhile moves it
+    found: dict[int, tuple[str, str]] = {}
+    # Before reading: a commit meanwhile moves it (a team store's is not kept, see there).
+    version = stored_history.database_version(db)
+    if version is None:
+        _read_previews(ws, session_id, wanted, width, found)
+        return {p: found[p] for p in wanted if p in found}
     by_session = _PREVIEWS.get(db)
     if by_session is None:
         by_session = OrderedDict()
@@ -283,8 +289,6 @@ def left_out_previews(
     kept = by_session.pop(session_id, None)
     if kept is not None and kept[0] == version and kept[1] == width:
         found = kept[2]
-    else:
-        found = {}
     by_session[session_id] = (version, width, found)
     while len(by_session) > 2:  # the last sessions only: memory stays flat
         by_session.popitem(last=False)
@@ -294,9 +298,9 @@ def left_out_previews(
     return {p: found[p] for p in wanted if p in found}
 
 
-# The previews read last for each session per open database: (data_version then, width,
+# The previews read last for each session per open database: (its version then, width,
 # {position: preview}).
-_Previews = OrderedDict[int, tuple[int, int, dict[int, tuple[str, str]]]]
+_Previews = OrderedDict[int, tuple[Any, int, dict[int, tuple[str, str]]]]
 _PREVIEWS: weakref.WeakKeyDictionary[Any, _Previews] = weakref.WeakKeyDictionary()
 
 

@@ -10,9 +10,9 @@ messages thus costs what the request keeps, not what the session holds.
 
 The sequence is a snapshot of one moment: build a new one after the session changes.
 :meth:`StoredHistory.latest` does: it starts from what the last history of the session
-read when the database has not changed since (SQLite's ``data_version``, which moves
-with every commit of any connection), so the Request panel's refreshes while a prompt
-is typed read the session's pages once, not at every key.
+read when the database file has not changed since (SQLite's ``data_version`` and this
+process's own commits), so the Request panel's refreshes while a prompt is typed read
+the session's pages once, not at every key. A team store's histories are read anew.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from workbench.core.conversation import Message, MessageState
 from workbench.store.history_pages import count_fitting, page_before
 from workbench.store.repository import Repository
 
-__all__ = ["StoredHistory"]
+__all__ = ["StoredHistory", "database_version"]
 
 ACTIVE = MessageState.ACTIVE.value
 #: Messages read per page; grows while a walk goes on, so long walks take few queries.
@@ -67,7 +67,9 @@ class StoredHistory(Sequence[Message]):
         request assembly does.
         """
         db = repo.db
-        version = db.data_version()  # before anything is read: a later commit moves it
+        version = database_version(db)
+        if version is None:
+            return cls(repo, session_id)
         kept_by_session = _KEPT.get(db)
         if kept_by_session is None:
             kept_by_session = OrderedDict()
@@ -230,11 +232,22 @@ class StoredHistory(Sequence[Message]):
 
 
 # The newest history of the last KEPT_SESSIONS sessions used, per open database (a
-# database that is closed and dropped takes its entries with it): (data_version when it
-# was made, the history). Only the last few: memory stays flat as sessions are opened.
-_KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[int, tuple[int, StoredHistory]]] = (
+# database that is closed and dropped takes its entries with it): (the database's version
+# when it was made, the history). Only the last few: memory stays flat as sessions are
+# opened.
+_KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[int, tuple[Any, StoredHistory]]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def database_version(db: Any) -> tuple[int, int] | None:
+    """What changes with every commit to ``db``, read before anything else is (a commit
+    after it moves it): SQLite's ``data_version`` (any other connection's commit) with
+    this process's own commits. ``None`` on a team store, whose count of other desktops'
+    changes arrives after them: nothing read earlier is reused there."""
+    if db.dialect.is_postgresql:
+        return None
+    return db.data_version(), db.local_writes
 
 
 def _shape(msg: Message) -> Shape:

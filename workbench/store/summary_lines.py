@@ -14,16 +14,27 @@ as the counting pass does: no edit can slip between reading a text and storing i
 
 from __future__ import annotations
 
+from sqlalchemy import bindparam, select, update
+
 from workbench.core.conversation import Message
 from workbench.core.summarizers import line_cache
 from workbench.store.db import Database
+from workbench.store.schema import MESSAGES
 from workbench.store.types import json_value
 
 __all__ = ["keep_summary_lines"]
 
+_M = MESSAGES.c
 _MISSING = (
-    "SELECT id, role, content, name, tool_calls, token_count, token_encoding FROM messages"
-    " WHERE session_id = ? AND summary_line IS NULL AND id > ? ORDER BY id LIMIT ?"
+    select(_M.id, _M.role, _M.content, _M.name, _M.tool_calls, _M.token_count,
+           _M.token_encoding)
+    .where(_M.session_id == bindparam("sid"), _M.summary_line.is_(None),
+           _M.id > bindparam("after"))
+    .order_by(_M.id).limit(bindparam("limit"))
+)
+_KEEP = (
+    update(MESSAGES).where(_M.id == bindparam("mid"))
+    .values(summary_line=bindparam("line"), summary_line_tokens=bindparam("tokens"))
 )
 
 
@@ -39,7 +50,9 @@ def keep_summary_lines(db: Database, session_id: int, *, batch: int = 10_000) ->
     after = 0
     while True:
         with db.write() as conn:
-            rows = conn.exec_driver_sql(_MISSING, (session_id, after, batch)).all()
+            rows = conn.execute(
+                _MISSING, {"sid": session_id, "after": after, "limit": batch}
+            ).all()
             if not rows:
                 return written
             messages = [
@@ -54,10 +67,10 @@ def keep_summary_lines(db: Database, session_id: int, *, batch: int = 10_000) ->
                 for r in rows
             ]
             lines, tokens = line_cache(messages)
-            conn.exec_driver_sql(
-                "UPDATE messages SET summary_line = ?, summary_line_tokens = ? WHERE id = ?",
-                [(line, count, r[0]) for r, line, count in zip(rows, lines, tokens, strict=True)],
-            )
+            conn.execute(_KEEP, [
+                {"mid": r[0], "line": line, "tokens": count}
+                for r, line, count in zip(rows, lines, tokens, strict=True)
+            ])
         written += len(rows)
         after = rows[-1][0]
         if len(rows) < batch:
