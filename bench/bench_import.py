@@ -21,6 +21,10 @@ rows go into three fresh databases of the workbench's schema:
   indexing row by row.
 
 It prints rows per second of each and the ratio of times ours / raw (goal: at most 2.0).
+
+With ``--postgresql URL`` (an empty database on a PostgreSQL server, the team store) the
+same ``import_many`` calls are also timed there, for reference: rows go in with COPY and
+the server computes each message's search column and its two GIN indexes.
 """
 
 from __future__ import annotations
@@ -223,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-messages", type=int, default=50_000)
     parser.add_argument("--trigger", action="store_true",
                         help="also time plain inserts with the row-by-row index trigger")
+    parser.add_argument("--postgresql", metavar="URL", default=None,
+                        help="also import into this empty PostgreSQL database")
     parser.add_argument("--keep", action="store_true",
                         help="keep the imported databases in bench/.data/import")
     args = parser.parse_args(argv)
@@ -241,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     agent_id = repo.default_agent().id
     raw = RawImporter(raw_path, keep_trigger=False)
     trig = RawImporter(trig_path, keep_trigger=True) if args.trigger else None
+    team = Database.open(args.postgresql) if args.postgresql else None
+    team_repo = Repository(team) if team is not None else None
+    team_agent = team_repo.default_agent().id if team_repo is not None else 0
+    team_s = 0.0
     ours_s = ours_cpu = 0.0
     read_s = 0.0
     messages = sessions = 0
@@ -258,11 +268,16 @@ def main(argv: list[str] | None = None) -> int:
             raw.add(batch)
             if trig is not None:
                 trig.add(batch)
+            if team_repo is not None:
+                t0 = time.perf_counter()
+                team_repo.import_many(batch.conversations, agent_id=team_agent)
+                team_s += time.perf_counter() - t0
             messages += batch.messages
             sessions += len(batch.session_rows)
             print(
                 f"  {messages:>9,} messages: ours {ours_s:6.1f} s, raw {raw.seconds:6.1f} s"
-                + (f", trigger {trig.seconds:6.1f} s" if trig else ""),
+                + (f", trigger {trig.seconds:6.1f} s" if trig else "")
+                + (f", postgresql {team_s:6.1f} s" if team else ""),
                 flush=True,
             )
             started = time.perf_counter()
@@ -271,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         raw.close()
         if trig is not None:
             trig.close()
+        if team is not None:
+            team.close()
         db.close()
 
     raw_total = raw.seconds + raw.rebuild_seconds
@@ -294,6 +311,11 @@ def main(argv: list[str] | None = None) -> int:
             f"  reference, executemany with the FTS trigger: {trig.seconds:6.1f} s = "
             f"{messages / trig.seconds:>9,.0f} rows/s; trigger / raw = "
             f"{trig.seconds / raw_total:.2f}"
+        )
+    if team is not None:
+        print(
+            f"  team store, Repository.import_many on PostgreSQL: {team_s:6.1f} s = "
+            f"{messages / team_s:>9,.0f} rows/s"
         )
     ratio = ours_s / raw_total
     print(

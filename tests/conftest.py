@@ -124,10 +124,11 @@ def pg_db_url(pg_server: PostgresServer, pg_template: str) -> Iterator[str]:
         admin.dispose()
 
 
-# While the store is being ported to SQLAlchemy Core, the team-store runs are asked for:
-# WORKBENCH_TEST_BACKENDS=sqlite,postgresql.
+# Both by default; WORKBENCH_TEST_BACKENDS=sqlite narrows a developer's run to the file.
 BACKENDS = tuple(
-    b.strip() for b in os.environ.get("WORKBENCH_TEST_BACKENDS", "sqlite").split(",") if b.strip()
+    b.strip()
+    for b in os.environ.get("WORKBENCH_TEST_BACKENDS", "sqlite,postgresql").split(",")
+    if b.strip()
 )
 
 

@@ -1,6 +1,9 @@
 """Fixtures for the engine and command-line tests.
 
-Every test gets its own database file under ``tmp_path``. The command line runs either
+Every test gets its own database: a file under ``tmp_path``, or on the team-store run
+(``WORKBENCH_TEST_BACKENDS``) a fresh database on the test PostgreSQL server, which
+``workspace``, ``cli`` (``--db``) and ``run_workbench`` (``WORKBENCH_DB``) all open
+(``db_target``). The command line runs either
 in-process (``cli``: :func:`workbench.cli.main` with captured output) or as a real child
 process (``run_workbench``: ``python -m workbench``), so that the console entry is proven
 too. Helpers that several test files need are handed out as fixtures because the suite

@@ -95,7 +95,7 @@ def test_a_source_that_grew_appends_the_new_turns(cli: CliRunner, tmp_path: Path
 
 
 def test_replace_on_a_compacted_session_removes_its_compactions(
-    cli: CliRunner, tmp_path: Path, db_path: Path
+    cli: CliRunner, tmp_path: Path, db_target: Path | str
 ) -> None:
     turns = [f"turn {i} " + "words " * 20 for i in range(24)]
     path = write_context_file(tmp_path / "s.json", turns)
@@ -110,7 +110,7 @@ def test_replace_on_a_compacted_session_removes_its_compactions(
     assert cli("compactions", first["id"], "--json").json() == []
     undo = cli("undo-compaction", first["id"])
     assert undo.code != 0 and "no compaction to undo" in undo.err
-    with Workspace.open(db_path) as ws:
+    with Workspace.open(db_target) as ws:
         _, messages, _ = ws.session_view(first["id"])
     assert [m.state for m in messages] == ["active"] * 24
     assert messages[0].content == "turn 0, edited"

@@ -287,11 +287,11 @@ def test_an_error_while_counting_stops_reading_and_keeps_what_was_stored(
 
 def test_cli_import_counts_while_importing_and_counts_what_an_older_version_left(
     cli: Callable[..., Any], tmp_path: Path, write_jsonl: Callable[[Path, Any], Path],
-    db_path: Path, monkeypatch: pytest.MonkeyPatch,
+    db_target: Path | str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     older = write_jsonl(tmp_path / "old.jsonl", [{"messages": [
         {"role": "user", "content": "stored by an older version"}]}])
-    with Workspace.open(db_path) as ws:
+    with Workspace.open(db_target) as ws:
         ws.import_path(older, count_tokens=False)
         assert ws.repo.stats()["uncounted_messages"] == 1
     path = write_jsonl(

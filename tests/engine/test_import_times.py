@@ -27,11 +27,11 @@ def _import(ws: Workspace, path: Path) -> list[int]:
 
 
 def test_a_source_without_times_leaves_them_missing(tmp_path: Path, cli: CliRunner,
-                                                     db_path: Path) -> None:
+                                                     db_target: Path | str) -> None:
     path = tmp_path / "sharegpt.json"
     path.write_text(json.dumps([{"conversations": [
         {"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}]), "utf-8")
-    with Workspace.open(db_path) as ws:
+    with Workspace.open(db_target) as ws:
         [sid] = _import(ws, path)
         _, messages, _ = ws.session_view(sid)
         metadata = ws.session_metadata(sid)
@@ -61,10 +61,12 @@ def chatgpt_epoch_zero() -> list[dict[str, Any]]:
              "id": "c-0", "mapping": {n["id"]: n for n in nodes}}]
 
 
-def test_an_epoch_zero_conversation_is_not_dated_1970(tmp_path: Path, db_path: Path) -> None:
+def test_an_epoch_zero_conversation_is_not_dated_1970(
+    tmp_path: Path, db_target: Path | str
+) -> None:
     path = tmp_path / "conversations.json"
     path.write_text(json.dumps(chatgpt_epoch_zero()), "utf-8")
-    with Workspace.open(db_path) as ws:
+    with Workspace.open(db_target) as ws:
         [sid] = _import(ws, path)
         info, messages, _ = ws.session_view(sid)
         metadata = ws.session_metadata(sid)
@@ -142,10 +144,12 @@ def continued_llm_log(path: Path) -> None:
     conn.close()
 
 
-def test_a_continued_llm_conversation_keeps_its_old_times(tmp_path: Path, db_path: Path) -> None:
+def test_a_continued_llm_conversation_keeps_its_old_times(
+    tmp_path: Path, db_target: Path | str
+) -> None:
     path = tmp_path / "logs.db"
     continued_llm_log(path)
-    with Workspace.open(db_path) as ws:
+    with Workspace.open(db_target) as ws:
         [sid] = _import(ws, path)
         info, messages, _ = ws.session_view(sid)
 

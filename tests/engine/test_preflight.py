@@ -104,8 +104,10 @@ def _session(workspace: Workspace, agent_id: int | None = None) -> int:
     return info.id
 
 
-def test_cli_prints_the_payload_tokens_and_left_out(cli: CliRunner, db_path: Path) -> None:
-    with Workspace.open(db_path) as ws:
+def test_cli_prints_the_payload_tokens_and_left_out(
+    cli: CliRunner, db_target: Path | str
+) -> None:
+    with Workspace.open(db_target) as ws:
         agent = ws.repo.create_agent("helper", instructions="Answer briefly.", model="gpt-4.1")
         session = _session(ws, agent.id)
         ids = [m.id for m in ws.repo.list_messages(session)]
@@ -137,10 +139,10 @@ def test_cli_prints_the_payload_tokens_and_left_out(cli: CliRunner, db_path: Pat
 
 
 def test_cli_uses_the_agents_configured_provider_without_its_key(
-    cli: CliRunner, db_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: CliRunner, db_target: Path | str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PREFLIGHT_TEST_KEY", "sk-very-secret-value")
-    with Workspace.open(db_path) as ws:
+    with Workspace.open(db_target) as ws:
         ProviderSettings(ws.db).add(
             ProviderConfig(
                 name="local",

@@ -65,6 +65,16 @@ def test_equally_relevant_entries_come_newest_first(entries: EntryStore) -> None
     assert recall(entries, "colour", limit=2) == ["colour red noted", "colour green noted"]
 
 
+def test_rare_words_count_more_than_common_ones(entries: EntryStore) -> None:
+    for n in ("one", "two", "three", "four"):
+        add(entries, f"common word {n}")
+    add(entries, "rare word five")
+    found = recall(entries, "common rare")
+    assert found[0] == "rare word five"
+    assert sorted(found[1:]) == sorted(f"common word {n}" for n in ("one", "two", "three",
+                                                                     "four"))
+
+
 def test_identical_entries_are_stored_once(entries: EntryStore) -> None:
     entries.add("Ana likes trains.", scope="agent", namespace="default", session_id=None)
     entry, created = entries.add(

@@ -142,3 +142,29 @@ def test_on_the_team_store_own_writes_never_hold_back_theirs(pg_db_url: str) -> 
     finally:
         theirs.close()
         mine.close()
+
+
+def test_on_the_team_store_a_lost_listener_catches_up_with_everything(pg_db_url: str) -> None:
+    import sqlalchemy as sa
+
+    mine, theirs = Workspace.open(pg_db_url), Workspace.open(pg_db_url)
+    admin = sa.create_engine(pg_db_url, isolation_level="AUTOCOMMIT")
+    try:
+        info = theirs.repo.create_session("Shared")
+        watch = ChangeWatch(mine)
+        listener = _team_listener(mine)
+        watch.poll()  # the catch-up report
+        assert watch.poll() is False
+        # The listener's connection drops (a server restart, a network cut): what is
+        # committed meanwhile is not heard, so the next report says "everything".
+        with admin.connect() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                 "WHERE application_name = :name"),
+                         {"name": listener.application_name})
+        assert listener.wait_for(lambda li: li.connections >= 2, BOUND), listener.last_error
+        assert watch.poll() is True and watch.change.everything
+        assert watch.change.touches(info.id)
+    finally:
+        admin.dispose()
+        theirs.close()
+        mine.close()

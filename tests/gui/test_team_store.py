@@ -19,6 +19,7 @@ import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import keyring
 import pytest
@@ -418,3 +419,35 @@ def test_the_start_up_opens_the_team_store_named_by_workbench_db(
         assert workspace.count_sessions() == 1  # the sample, as on a first file
     finally:
         workspace.close()
+
+
+def test_a_window_says_when_it_stops_hearing_other_desktops_then_catches_up(
+    qtbot: QtBot, team_desktops: tuple[MainWindow, MainWindow, SessionInfo], pg_db_url: str,
+    pg_server: Any,
+) -> None:
+    import sqlalchemy as sa
+
+    mine, theirs, info = team_desktops
+    name = pg_db_url.rsplit("/", 1)[1]
+    listener = theirs.ctx.workspace.db.listener()  # type: ignore[attr-defined]
+    admin = sa.create_engine(pg_server.url(), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            # The listener's connection is cut and no new one is let in for a while.
+            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
+            conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                 "WHERE application_name = :name"),
+                         {"name": listener.application_name})
+            qtbot.waitUntil(lambda: "not heard right now" in
+                            theirs.statusBar().currentMessage(), timeout=SEEN_MS)
+            _insert_below(qtbot, mine, 2, "Written while the other was deaf")
+            settle(mine)
+            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+        qtbot.waitUntil(lambda: "heard again" in theirs.statusBar().currentMessage(),
+                        timeout=SEEN_MS)
+        # What was written meanwhile was never announced to it: it reads everything again.
+        qtbot.waitUntil(lambda: _shown(theirs)[-1:] == ["Written while the other was deaf"],
+                        timeout=SEEN_MS)
+        qtbot.waitUntil(lambda: _listed(theirs) == [("Shared plan", 4)], timeout=SEEN_MS)
+    finally:
+        admin.dispose()

@@ -593,3 +593,20 @@ def test_prepared_rows_are_the_rows_message_params_gives(
 @given(value=_times)
 def test_prepared_times_are_the_stored_text(value: datetime) -> None:
     assert bulk_module._time_text(value) == time_to_text(value)
+
+
+def test_a_batch_the_database_refuses_is_a_storage_error_and_leaves_nothing(
+    repo: Repository, conv: ConvFactory, count_rows: Callable[[str], int]
+) -> None:
+    # PostgreSQL's text cannot hold NUL (SQLite's can): its refusal of the COPY reads as
+    # any other refusal does, and the batch is undone.
+    before = _snapshot(count_rows)
+    batch = [conv("nul", [("user", "before\x00after")], source_id="nul")]
+    try:
+        (outcome,) = repo.import_many(batch)
+    except StorageError as exc:
+        assert repo.db.dialect.is_postgresql
+        assert "refused" in str(exc)
+        assert _snapshot(count_rows) == before
+    else:
+        assert repo.list_messages(outcome.session.id)[0].content == "before\x00after"

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from workbench.core.conversation import Message
 from workbench.errors import DatabaseVersionError, StorageError
@@ -62,6 +63,7 @@ def test_new_file_is_created_with_its_folder(db_path: Path) -> None:
         database.close()
 
 
+@pytest.mark.sqlite_only("pragmas of the SQLite file")
 def test_new_file_uses_wal_foreign_keys_and_busy_timeout(db: Database) -> None:
     with db.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
@@ -91,6 +93,7 @@ def test_every_migration_is_recorded(db: Database) -> None:
     assert all(when.tzinfo is not None for _, when in applied)
 
 
+@pytest.mark.sqlite_only("backup copies beside the SQLite file")
 def test_new_file_gets_no_backup(db: Database) -> None:
     assert _sibling_files(db.path) == set()
 
@@ -336,35 +339,48 @@ def test_write_that_raises_rolls_back_every_row(db: Database) -> None:
         pass
 
     with pytest.raises(Boom), db.write() as conn:
-        conn.exec_driver_sql(
+        conn.execute(sa.text(
             "INSERT INTO agents (name, created_at, updated_at) VALUES ('a', 't', 't')"
+        ))
+        agent_id = conn.execute(sa.text("SELECT id FROM agents")).scalar()
+        conn.execute(
+            sa.text("INSERT INTO sessions (agent_id, title, created_at, updated_at)"
+                    " VALUES (:agent, 's', 't', 't')"),
+            {"agent": agent_id},
         )
-        agent_id = conn.exec_driver_sql("SELECT id FROM agents").scalar()
-        conn.exec_driver_sql(
-            "INSERT INTO sessions (agent_id, title, created_at, updated_at)"
-            " VALUES (?, 's', 't', 't')",
-            (agent_id,),
-        )
-        conn.exec_driver_sql("INSERT INTO settings (key, value) VALUES ('k', '1')")
+        conn.execute(sa.text("INSERT INTO settings (key, value) VALUES ('k', '1')"))
         raise Boom()
+    tables = ["agents", "sessions", "settings"] + (["sessions_fts"] if db.is_file else [])
     with db.read() as conn:
-        for table in ("agents", "sessions", "settings", "sessions_fts"):
-            assert conn.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar() == 0
+        for table in tables:
+            assert conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar() == 0
     # The database is still usable after the rollback.
     with db.write() as conn:
-        conn.exec_driver_sql("INSERT INTO settings (key, value) VALUES ('k', '2')")
+        conn.execute(sa.text("INSERT INTO settings (key, value) VALUES ('k', '2')"))
     with db.read() as conn:
-        assert conn.exec_driver_sql("SELECT value FROM settings").scalar() == "2"
+        assert conn.execute(sa.text("SELECT value FROM settings")).scalar() == "2"
 
 
-def test_write_that_succeeds_is_visible_to_another_connection(db: Database) -> None:
+def test_write_that_succeeds_is_visible_to_another_connection(
+    db: Database, db_target: Path | str
+) -> None:
     with db.write() as conn:
-        conn.exec_driver_sql("INSERT INTO settings (key, value) VALUES ('seen', '1')")
-    other = sqlite3.connect(str(db.path))
+        conn.execute(sa.text("INSERT INTO settings (key, value) VALUES ('seen', '1')"))
+    if db.is_file:
+        other = sqlite3.connect(str(db.path))
+        try:
+            assert other.execute("SELECT value FROM settings WHERE key='seen'").fetchone() == ("1",)
+        finally:
+            other.close()
+        return
+    engine = sa.create_engine(db.engine.url)  # a connection of its own, not the store's
     try:
-        assert other.execute("SELECT value FROM settings WHERE key='seen'").fetchone() == ("1",)
+        with engine.connect() as conn:
+            assert conn.execute(
+                sa.text("SELECT value FROM settings WHERE key = 'seen'")
+            ).scalar() == "1"
     finally:
-        other.close()
+        engine.dispose()
 
 
 def _append_from_threads(repos: list[Repository], session_id: int, per_thread: int) -> None:
@@ -397,11 +413,13 @@ def test_two_threads_sharing_a_database_both_write(
     check_counts(session.id)
 
 
-def test_two_connections_to_one_file_both_write(
-    db_path: Path, repo: Repository, check_counts: Callable[[int], None]
+def test_two_connections_to_one_database_both_write(
+    db_target: Path | str, repo: Repository, check_counts: Callable[[int], None]
 ) -> None:
+    """Two databases opened on one file (or one team-store database, as two desktops)
+    append at once: every message is kept once, positions and counts stay whole."""
     session = repo.create_session("two writers")
-    second_db = Database.open(db_path)
+    second_db = Database.open(db_target)
     try:
         _append_from_threads([repo, Repository(second_db)], session.id, 40)
     finally:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import insert
 
 from workbench.core.conversation import (
     ROLES,
@@ -21,6 +22,7 @@ from workbench.core.conversation import (
 )
 from workbench.errors import NotFoundError, StorageError, WorkbenchError
 from workbench.store import Repository
+from workbench.store.schema import COMPACTIONS
 
 MISSING = 987_654
 
@@ -241,11 +243,9 @@ def test_delete_session_removes_everything_that_belongs_to_it(
     repo.add_memory_entry(agent.id, "other note", scope="session", session_id=other.id)
     repo.add_memory_entry(agent.id, "agent note")
     with repo.db.write() as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO compactions (session_id, created_at, policy, summarizer)"
-            " VALUES (?, '2024-01-01T00:00:00.000000Z', 'manual', 'test')",
-            (doomed.id,),
-        )
+        conn.execute(insert(COMPACTIONS).values(
+            session_id=doomed.id, created_at="2024-01-01T00:00:00.000000Z", policy="manual",
+            summarizer="test"))
 
     repo.delete_session(doomed.id)
 

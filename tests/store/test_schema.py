@@ -13,6 +13,10 @@ from sqlmodel import SQLModel
 import workbench.store.tables  # noqa: F401 - registers the tables on SQLModel.metadata
 from workbench.store import Database
 
+# The SQLite file's schema against the models; the team store's is compared with this
+# one column by column in test_schema_postgres.py.
+pytestmark = pytest.mark.sqlite_only("the SQLite file's own schema (sqlite_master, FTS5, triggers)")
+
 MODEL_TABLES: dict[str, Table] = dict(SQLModel.metadata.tables)
 
 # SQLite type affinity of a column type name (https://sqlite.org/datatype3.html rules).

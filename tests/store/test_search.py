@@ -400,6 +400,8 @@ def test_edits_and_deletes_keep_the_index_in_step(repo: Repository, session: int
     repo.delete_session(session)
     assert _find(repo.db, "falcon") == []
     assert _find(repo.db, "buzzard") == []
+    if repo.db.dialect.is_postgresql:
+        return  # its search columns are generated from the row: nothing can drift
     with repo.db.write() as conn:
         conn.exec_driver_sql(
             "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"

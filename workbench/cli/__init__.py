@@ -39,8 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: a --db given before the subcommand must not be reset by this default.
     common.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS,
-                        help="database file (default: WORKBENCH_DB, else "
-                        "WORKBENCH_HOME/workbench.db, else the user data folder)")
+                        help="database file or team store postgresql://user@host/database "
+                        "(default: WORKBENCH_DB, else WORKBENCH_HOME/workbench.db, else the "
+                        "user data folder)")
     common.add_argument("--json", action="store_true", help="print JSON")
 
     parser = argparse.ArgumentParser(

@@ -82,6 +82,17 @@ class ChangeWatch:
         listener), so this process's writes need not hold a report back."""
         return self._team is not None
 
+    @property
+    def listen_problem(self) -> str | None:
+        """Why the team store's listener cannot hear other desktops right now (it keeps
+        trying, and catches up once it hears again); None when it hears, or on a file."""
+        if self._team is None:
+            return None
+        error = self._team.listener().last_error
+        if not error:
+            return None
+        return (error.strip().splitlines() or [error])[0].rstrip(".")
+
     def poll(self, *, quiet: bool = True) -> bool:
         """True when another writer changed the database since the last report.
 

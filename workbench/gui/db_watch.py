@@ -38,6 +38,7 @@ class DatabaseWatcher(QObject):
         self._interval_ms = interval_ms  # None: chosen by the kind of database
         self._watch: ChangeWatch | None = None
         self._mark: tuple[int, SessionMark | None] | None = None
+        self._problem: str | None = None  # the listener's last trouble, said once
         self.timer = QTimer(self)
         self.timer.timeout.connect(self.poll)
         ctx.workspace_replaced.connect(self._restart)
@@ -50,6 +51,7 @@ class DatabaseWatcher(QObject):
         except WorkbenchError:
             self._watch = None
         self._mark = None
+        self._problem = None
         default = POLL_MS if self.ctx.workspace.is_file else TEAM_POLL_MS
         self.timer.setInterval(self._interval_ms or default)
 
@@ -67,6 +69,7 @@ class DatabaseWatcher(QObject):
         try:
             changed = watch.poll(quiet=quiet)
             if watch.others_only:
+                self._say_problem(watch.listen_problem)
                 # The team store names what others changed: no mark to read (a query
                 # on the UI thread) to tell it from this window's own writes.
                 if changed:
@@ -86,6 +89,19 @@ class DatabaseWatcher(QObject):
         reread = bool(mark[0]) and mark != self._mark
         self._mark = mark
         self._report(reread)
+
+    def _say_problem(self, problem: str | None) -> None:
+        """Tell once when other desktops' changes stop being heard, and when they are
+        heard again."""
+        if problem == self._problem:
+            return
+        if problem:
+            self.ctx.status_reported.emit(
+                f"Changes from other desktops are not heard right now ({problem}); "
+                "the workbench keeps trying and catches up once it hears them again.")
+        elif self._problem:
+            self.ctx.status_reported.emit("Changes from other desktops are heard again.")
+        self._problem = problem
 
     def _report(self, reread: bool) -> None:
         session_id = self.ctx.current_session_id

@@ -30,6 +30,7 @@ from typing import Any
 
 from sqlalchemy import Integer, bindparam, delete, func, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 from workbench.core.conversation import ROLES, STATES, Conversation, utcnow
 from workbench.core.identity import fingerprint_messages
@@ -392,15 +393,21 @@ def _copy_rows(conn: Connection, statement: str, rows: Iterable[Sequence[Any]]) 
     """Send ``rows`` with ``statement`` (a ``COPY ... FROM STDIN``) inside the caller's
     transaction, through its driver connection."""
     driver: Any = conn.connection.dbapi_connection
-    with driver.cursor() as cursor, cursor.copy(statement) as copy:
-        for row in rows:
-            copy.write_row(row)
+    errors = conn.dialect.loaded_dbapi.Error
+    try:
+        with driver.cursor() as cursor, cursor.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)
+    except errors as exc:
+        # Raised as SQLAlchemy raises what the driver refuses, so the database's
+        # transaction wraps it in the same StorageError as any other refusal.
+        raise DBAPIError.instance(statement, None, exc, errors) from exc
 
 
 def _insert_batch_postgresql(
     conn: Connection, batch: Sequence[PreparedConversation], agent_id: int
 ) -> list[int]:
-    # A pause left behind by an older workbench would keep the call rows from being made.
+    # Nothing pauses here; a pause row left behind is lifted as the SQLite path lifts it.
     conn.execute(_LIFT_PAUSE)
     ids = sorted(int(r[0]) for r in conn.execute(_NEXT_SESSION_IDS, {"count": len(batch)}))
     _copy_rows(

@@ -211,8 +211,9 @@ def _statements(dialect: Dialect) -> _Statements:
     )
 
 
-# The compiled text of the statements run on the driver's cursor, per statement and
-# dialect: (text, parameter names in order for a positional driver, fixed values).
+# The compiled text of the statements run on the driver's cursor, per statement (each
+# lives as long as the module: a constant, or built once per dialect) and dialect:
+# (text, parameter names in order for a positional driver, fixed values).
 _DRIVER_SQL: dict[tuple[int, str], tuple[str, tuple[str, ...] | None, dict[str, Any]]] = {}
 
 

@@ -41,6 +41,8 @@ def _carries_context(context: SessionContext) -> bool:
 
 @cache
 def _upsert_context(dialect: Dialect) -> Any:
+    """``INSERT ... ON CONFLICT (session_id) DO UPDATE`` of a whole context (built once
+    per backend)."""
     insert = dialect.insert(SESSION_CONTEXT)
     return insert.on_conflict_do_update(
         index_elements=[SESSION_CONTEXT.c.session_id],
@@ -97,15 +99,8 @@ class ContextStore(SessionStore):
         return row is None or tuple(row) != incoming
 
     def _write_context(self, conn: Connection, session_id: int, context: SessionContext) -> None:
-        conn.execute(self._upsert_context, {
+        conn.execute(_upsert_context(self.dialect), {
             "session_id": session_id, **context_params(context),
             "updated_at": time_to_text(utcnow()),
         })
         self.db.changed(conn, (session_id,))
-
-    @property
-    def _upsert_context(self) -> Any:
-        """``INSERT ... ON CONFLICT (session_id) DO UPDATE`` of a whole context (one
-        statement per backend, built once)."""
-        return _upsert_context(self.dialect)
-

@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     BindParameter,
     ColumnElement,
     Select,
@@ -283,7 +284,8 @@ class MessageStore(ContextStore):
         Pass the last position of one page as ``after_position`` for the next; the cost
         of a page does not depend on where in the session it is.
         """
-        params: dict[str, Any] = {"sid": session_id, "after": after_position, "limit": limit}
+        params: dict[str, Any] = {"sid": session_id, "after": _bound(after_position),
+                                  "limit": limit}
         if states:
             params["states"] = list(states)
         if roles:
@@ -298,7 +300,7 @@ class MessageStore(ContextStore):
         """Up to ``limit`` messages just before ``before_position``, in order."""
         with self.db.read() as conn:
             rows = conn.execute(
-                _PAGE_BEFORE, {"sid": session_id, "before": before_position, "limit": limit}
+                _PAGE_BEFORE, {"sid": session_id, "before": _bound(before_position), "limit": limit}
             ).all()
         return [message_from_row(r) for r in reversed(rows)]
 
@@ -316,7 +318,7 @@ class MessageStore(ContextStore):
         statement = _STATE_NEWEST
         if before_position is not None:
             statement = _STATE_BEFORE
-            params["before"] = before_position
+            params["before"] = _bound(before_position)
         with self.db.read() as conn:
             rows = conn.execute(statement, params).all()
         return [message_from_row(r) for r in rows]
@@ -348,7 +350,7 @@ class MessageStore(ContextStore):
         out: list[tuple[int, int, str, str | None, list[str]]] = []
         with self.db.read() as conn:
             rows = conn.execute(_SHAPES, {"sid": session_id, "state": state,
-                                          "last": last_position, "limit": count}).all()
+                                          "last": _bound(last_position), "limit": count}).all()
         for mid, pos, role, call_id, calls in rows:
             ids: list[str] = []
             if calls is not None:
@@ -380,8 +382,8 @@ class MessageStore(ContextStore):
         exceptions reach Python. ``None`` when a message's calls there are not JSON (or
         the database cannot run the query): the caller then reads the messages instead.
         """
-        span = {"sid": session_id, "state": state, "after": after_position,
-                "last": last_position}
+        span = {"sid": session_id, "state": state, "after": _bound(after_position),
+                "last": _bound(last_position)}
         # The calls are listed one per row in message_calls (0007_message_calls, kept by
         # triggers on both backends), so each tool result of the stretch costs one lookup
         # in an index, and no JSON is read.
@@ -416,7 +418,8 @@ class MessageStore(ContextStore):
         """Positions after ``after_position`` up to ``last_position`` whose message is
         not in ``state``, in order (none is the common case, told by one count);
         ``None`` when the positions there are not dense."""
-        span = {"sid": session_id, "after": after_position, "last": last_position}
+        span = {"sid": session_id, "after": _bound(after_position),
+                "last": _bound(last_position)}
         with self.db.read() as conn:
             total = conn.execute(_COUNT_IN_SPAN, span).scalar_one()
             if total != last_position - after_position:
@@ -438,8 +441,8 @@ class MessageStore(ContextStore):
             return [
                 (int(r[0]), int(r[1]))
                 for r in conn.execute(_PLACES, {"sid": session_id, "state": state,
-                                                "first": first_position,
-                                                "last": last_position, "limit": limit})
+                                                "first": _bound(first_position),
+                                                "last": _bound(last_position), "limit": limit})
             ]
 
     def active_at(
@@ -451,11 +454,13 @@ class MessageStore(ContextStore):
         with self.db.read() as conn:
             if not gaps:
                 row = conn.execute(
-                    _PLACE_AT, {"sid": session_id, "at": last_position - back}
+                    _PLACE_AT, {"sid": session_id, "at": _bound(last_position - back)}
                 ).first()
             else:
-                row = conn.execute(_PLACE_BACK, {"sid": session_id, "state": state,
-                                                 "last": last_position, "back": back}).first()
+                row = conn.execute(_PLACE_BACK, {
+                    "sid": session_id, "state": state, "last": _bound(last_position),
+                    "back": back,
+                }).first()
         return (None, None) if row is None else (int(row[0]), int(row[1]))
 
     def call_ids_made(self, session_id: int, state: str) -> set[str]:
@@ -659,6 +664,15 @@ class MessageStore(ContextStore):
 
 # == statements ========================================================================
 
+# Positions are INTEGER columns; a caller's open bound (``2**62`` for "the end") is
+# brought into their range, which PostgreSQL's typed parameters require.
+_FIRST_POSITION, _LAST_POSITION = -(2**31), 2**31 - 1
+
+
+def _bound(position: int) -> int:
+    return min(max(int(position), _FIRST_POSITION), _LAST_POSITION)
+
+
 _M = MESSAGES.c
 _SID = _M.session_id == bindparam("sid")
 _STATE = _M.state == bindparam("state")
@@ -733,7 +747,9 @@ _RUNNING = (
 # The first message, newest first, past which the running total exceeds the room.
 # SQLite walks the window in order and stops at the first row out (the subquery's order
 # is kept); PostgreSQL is told the order, which it keeps from the window's sort.
-_FITTING = select(_RUNNING.c.n).where(_RUNNING.c.used > bindparam("room")).limit(1)
+_FITTING = (
+    select(_RUNNING.c.n).where(_RUNNING.c.used > bindparam("room", type_=BigInteger)).limit(1)
+)
 _FITTING_ORDERED = _FITTING.order_by(_RUNNING.c.n)
 _FIRST_IN_STATE = _SELECT.where(_SID, _STATE).order_by(_M.position).limit(1)
 _SHAPES = (

@@ -691,6 +691,41 @@ _PG_MESSAGE_CALLS_TRIGGERS = [
 ]
 
 
+# The kept summary lines on PostgreSQL: 0003's SQLite triggers as one BEFORE UPDATE
+# trigger that clears them in the row being written. A change of what a line is made of
+# (role, content, name, tool calls) forgets the line and its count, unless the same write
+# sets a new line; a count in another encoding forgets the line's count only.
+_PG_SUMMARY_LINES = [
+    """
+    CREATE FUNCTION workbench_summary_line_stale() RETURNS trigger
+    LANGUAGE plpgsql AS $fn$
+    BEGIN
+        IF old.summary_line IS NOT NULL
+            AND new.summary_line IS NOT DISTINCT FROM old.summary_line
+            AND (new.role IS DISTINCT FROM old.role
+                 OR new.content IS DISTINCT FROM old.content
+                 OR new.name IS DISTINCT FROM old.name
+                 OR new.tool_calls IS DISTINCT FROM old.tool_calls) THEN
+            new.summary_line := NULL;
+            new.summary_line_tokens := NULL;
+        END IF;
+        IF old.summary_line_tokens IS NOT NULL
+            AND new.summary_line_tokens IS NOT DISTINCT FROM old.summary_line_tokens
+            AND new.token_encoding IS DISTINCT FROM old.token_encoding THEN
+            new.summary_line_tokens := NULL;
+        END IF;
+        RETURN new;
+    END
+    $fn$
+    """,
+    """
+    CREATE TRIGGER messages_summary_line_stale
+    BEFORE UPDATE OF role, content, name, tool_calls, token_encoding ON messages
+    FOR EACH ROW EXECUTE FUNCTION workbench_summary_line_stale()
+    """,
+]
+
+
 @dataclass(frozen=True)
 class Migration:
     """A named, ordered schema change: its statements on SQLite and on PostgreSQL."""
@@ -715,6 +750,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     # reads them on SQLite only (its orphan query is SQLite's JSON functions).
     Migration("0007_message_calls", tuple(_MESSAGE_CALLS), tuple(_PG_MESSAGE_CALLS)),
     Migration("0008_message_calls_postgresql", (), tuple(_PG_MESSAGE_CALLS_TRIGGERS)),
+    Migration("0009_summary_lines_postgresql", (), tuple(_PG_SUMMARY_LINES)),
 )
 
 

@@ -12,6 +12,8 @@ SQLite ranks with FTS5's own ``bm25()`` over ``memory_fts``. PostgreSQL has no B
 finds the entries with the stored ``search`` tsvector (GIN index) and reads the figures
 BM25 needs from it (how many entries, their average length, in how many entries each
 word occurs, how often in each found one); :func:`bm25` scores them with FTS5's formula.
+There an entry's length is its number of distinct words (what a tsvector holds at hand);
+FTS5 counts every occurrence.
 """
 
 from __future__ import annotations
@@ -141,15 +143,20 @@ _PG_LEXEMES = select(func.tsvector_to_array(func.to_tsvector(
     literal_column("'simple'::regconfig"), func.workbench_words(bindparam("text")))))
 # The tsvector column of migration 0006_search_postgresql (not in the SQLModel tables).
 _SEARCH: ColumnElement[str] = literal_column("memory_entries.search")
-# A tsvector's words with their positions, one row each (how often each word occurs).
-_WORDS = func.unnest(_SEARCH).table_valued("lexeme", "positions").render_derived()
-_OCCURRENCES = func.coalesce(func.array_length(_WORDS.c.positions, 1), 0)
-# The length of an entry: every occurrence of every word.
-_LENGTH = select(func.coalesce(func.sum(_OCCURRENCES), 0)).scalar_subquery()
+# The entry's tsvector cut down to the query's words (marked with weight A, then kept:
+# much cheaper than spreading every word of every entry).
+_QUERY_WORDS = func.ts_filter(
+    func.setweight(_SEARCH, literal_column("'A'"), bindparam("lexemes")), literal_column("'{a}'")
+)
+_WORDS = func.unnest(_QUERY_WORDS).table_valued("lexeme", "positions").render_derived()
+# The length of an entry in words: its distinct words, which the tsvector knows without
+# being spread out (FTS5 counts every occurrence; the ratio to the average is what BM25
+# reads, and it moves alike).
+_LENGTH = func.length(_SEARCH)
 # How often each word of the query occurs in an entry, as JSON {word: count}.
-_FREQUENCIES = select(func.json_object_agg(_WORDS.c.lexeme, _OCCURRENCES)).where(
-    _WORDS.c.lexeme == func.any(bindparam("lexemes"))
-).scalar_subquery()
+_FREQUENCIES = select(func.json_object_agg(
+    _WORDS.c.lexeme, func.coalesce(func.array_length(_WORDS.c.positions, 1), 0)
+)).scalar_subquery()
 _MATCHES = _SEARCH.op("@@")(func.to_tsquery(literal_column("'simple'::regconfig"),
                                             bindparam("tsquery")))
 _PG_TOTALS = select(func.count(), func.coalesce(func.sum(_LENGTH), 0).cast(Float)).select_from(
@@ -158,7 +165,7 @@ _PG_DOCUMENT_FREQUENCIES = (
     select(_WORDS.c.lexeme, func.count())
     .select_from(MEMORY_ENTRIES)
     .join(_WORDS, literal_column("true"))
-    .where(_MATCHES, _WORDS.c.lexeme == func.any(bindparam("lexemes")))
+    .where(_MATCHES)
     .group_by(_WORDS.c.lexeme)
 )
 

@@ -179,12 +179,16 @@ _TOO_COMPLEX = re.compile(
     r"variables|pattern too complex|string or blob too big|too many arguments",
     re.IGNORECASE,
 )
-# What PostgreSQL says when a query nests too deep or binds too many values.
+# What PostgreSQL or its driver says when a query nests too deep or binds too many values.
 _TOO_COMPLEX_PG = re.compile(
-    r"stack depth limit exceeded|too many|exceeds the maximum|is too big|too long|"
-    r"extended protocol limited",
+    r"stack depth limit exceeded|memory exhausted|number of parameters must be|too many|"
+    r"exceeds the maximum|is too big|too long",
     re.IGNORECASE,
 )
+# The most terms a search on PostgreSQL takes: it plans thousands (where SQLite's FTS5
+# refuses an OR chain past about a hundred) but spends seconds per thousand on each kind
+# of hit, holding a connection of the team store meanwhile.
+MAX_TERMS_POSTGRESQL = 256
 
 
 def _validate(query: SearchQuery) -> None:
@@ -217,12 +221,15 @@ def _search_on_postgresql(db: Database, query: SearchQuery) -> list[SearchHit]:
     # Imported here: search_postgresql builds on this module's parser.
     from workbench.store.search_postgresql import search_postgresql
 
+    terms = parse_query(query.text)
+    if len(terms) > MAX_TERMS_POSTGRESQL:
+        raise _too_long(query, terms)
     try:
         with db.read() as conn:
             return search_postgresql(conn, query)
     except StorageError as exc:
         if _TOO_COMPLEX_PG.search(str(exc)):
-            raise _too_long(query, parse_query(query.text)) from exc
+            raise _too_long(query, terms) from exc
         raise
 
 
