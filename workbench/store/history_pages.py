@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, select
+from sqlalchemy import BigInteger, Select, bindparam, func, select
 from sqlalchemy.engine import Connection
 
 from workbench.core.conversation import Message
@@ -54,7 +54,7 @@ _RUNNING = (
     .subquery("running")
 )
 _FITTING = (
-    select(_RUNNING.c.n).where(_RUNNING.c.used > bindparam("room"))
+    select(_RUNNING.c.n).where(_RUNNING.c.used > bindparam("room", type_=BigInteger))
     .order_by(_RUNNING.c.n).limit(1)
 )
 
