@@ -43,6 +43,7 @@ import make_corpus
 
 from workbench.core.conversation import Conversation, SessionContext
 from workbench.store import Database, Repository
+from workbench.store.opening import open_database
 from workbench.store.rows import MESSAGE_INSERT, MESSAGE_SELECT, message_from_row
 from workbench.store.types import json_value, text_to_time
 
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     agent_id = repo.default_agent().id
     raw = RawImporter(raw_path, keep_trigger=False)
     trig = RawImporter(trig_path, keep_trigger=True) if args.trigger else None
-    team = Database.open(args.postgresql) if args.postgresql else None
+    team = open_database(args.postgresql) if args.postgresql else None
     team_repo = Repository(team) if team is not None else None
     team_agent = team_repo.default_agent().id if team_repo is not None else 0
     team_s = 0.0

@@ -30,7 +30,7 @@ import _common
 import make_corpus
 
 from workbench.store import Database
-from workbench.store.search import SearchQuery, search
+from workbench.store.searching import SearchQuery, search
 
 GOAL_MS = 50.0
 LIMIT = 50

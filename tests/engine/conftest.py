@@ -122,6 +122,11 @@ def run_workbench(db_target: Path | str) -> Callable[..., CliResult]:
             program: Sequence[str] | None = None) -> CliResult:
         env = dict(os.environ)
         env["WORKBENCH_DB"] = str(db or db_target)
+        # The checkout under test, also for the console script (which would otherwise
+        # import the package where it was installed from).
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
+        )
         command = list(program or [sys.executable, "-m", "workbench"]) + [str(a) for a in args]
         done = subprocess.run(
             command,

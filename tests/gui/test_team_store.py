@@ -8,8 +8,8 @@
   lose nothing.
 
 They run on the test session's PostgreSQL server (tests/pg_server.py; skipped, with the
-reason, where PostgreSQL is not installed and ``CI`` is not set); the first two-desktop
-journey runs on a shared SQLite file as well.
+reason, where PostgreSQL is not installed and ``CI`` is not set). Two windows on one
+SQLite file are the journey of tests/gui/test_journeys.py (a second process writing).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -79,15 +78,6 @@ def memory_keyring() -> Iterator[MemoryKeyring]:
         keyring.set_keyring(previous)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def shared_database(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
-    """One database two desktops share: a file, or a fresh team store on the test
-    server."""
-    if request.param == "postgresql":
-        return str(request.getfixturevalue("pg_db_url"))
-    return tmp_path / "shared" / "workbench.db"
-
-
 def _shut(window: MainWindow) -> None:
     """Close the window and the database it shows now, and delete it at once: a timer
     it started must not read a database the test is about to drop."""
@@ -119,11 +109,13 @@ def show_window(qtbot: QtBot) -> Iterator[Callable[..., MainWindow]]:
         _shut(window)
 
 
-@contextmanager
-def _two_desktops(target: Path | str, make_session: Callable[..., SessionInfo],
-                  show_window: Callable[..., MainWindow],
-                  ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
-    first, second = Workspace.open(target), Workspace.open(target)
+@pytest.fixture
+def desktops(pg_db_url: str, make_session: Callable[..., SessionInfo],
+             show_window: Callable[..., MainWindow],
+             ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
+    """Two windows, each on a workspace of its own over the same team store (as two
+    desktops are), both showing the shared session."""
+    first, second = Workspace.open(pg_db_url), Workspace.open(pg_db_url)
     try:
         info = make_session(first, "Shared plan", CHAT)
         windows = [show_window(first), show_window(second, 1220)]
@@ -135,25 +127,6 @@ def _two_desktops(target: Path | str, make_session: Callable[..., SessionInfo],
     finally:
         first.close()
         second.close()
-
-
-@pytest.fixture
-def desktops(shared_database: Path | str, make_session: Callable[..., SessionInfo],
-             show_window: Callable[..., MainWindow],
-             ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
-    """Two windows, each on a workspace of its own over the same database (as two
-    desktops are), both showing the shared session: on a file and on the team store."""
-    with _two_desktops(shared_database, make_session, show_window) as both:
-        yield both
-
-
-@pytest.fixture
-def team_desktops(pg_db_url: str, make_session: Callable[..., SessionInfo],
-                  show_window: Callable[..., MainWindow],
-                  ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
-    """Two desktops on the team store."""
-    with _two_desktops(pg_db_url, make_session, show_window) as both:
-        yield both
 
 
 def _activate(qtbot: QtBot, window: MainWindow) -> None:
@@ -249,9 +222,9 @@ def test_another_desktop_shows_a_message_a_rename_and_an_import(
 
 
 def test_two_desktops_editing_at_once_lose_nothing(
-    qtbot: QtBot, team_desktops: tuple[MainWindow, MainWindow, SessionInfo],
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
 ) -> None:
-    mine, theirs, info = team_desktops
+    mine, theirs, info = desktops
     # Each writes before it has seen the other's change: both are kept, in one order
     # that both windows show.
     mine.db_watcher.timer.stop()
@@ -422,12 +395,12 @@ def test_the_start_up_opens_the_team_store_named_by_workbench_db(
 
 
 def test_a_window_says_when_it_stops_hearing_other_desktops_then_catches_up(
-    qtbot: QtBot, team_desktops: tuple[MainWindow, MainWindow, SessionInfo], pg_db_url: str,
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo], pg_db_url: str,
     pg_server: Any,
 ) -> None:
     import sqlalchemy as sa
 
-    mine, theirs, info = team_desktops
+    mine, theirs, info = desktops
     name = pg_db_url.rsplit("/", 1)[1]
     listener = theirs.ctx.workspace.db.listener()  # type: ignore[attr-defined]
     admin = sa.create_engine(pg_server.url(), isolation_level="AUTOCOMMIT")
@@ -451,3 +424,27 @@ def test_a_window_says_when_it_stops_hearing_other_desktops_then_catches_up(
         qtbot.waitUntil(lambda: _listed(theirs) == [("Shared plan", 4)], timeout=SEEN_MS)
     finally:
         admin.dispose()
+
+
+def test_a_write_that_leaves_the_open_session_as_shown_does_not_reread_it(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
+) -> None:
+    """Token counts kept by another desktop (it measured the request in another
+    encoding) leave the session's mark as it was: the other window does not read the
+    session again (nor measure and write in turn, which would set the two going)."""
+    mine, theirs, info = desktops
+    rereads: list[bool] = []
+    theirs.db_watcher.outside_change_seen.connect(rereads.append)
+    _insert_below(qtbot, mine, 2, "A real change")
+    qtbot.waitUntil(lambda: True in rereads, timeout=SEEN_MS)
+    qtbot.waitUntil(lambda: _shown(theirs)[-1:] == ["A real change"], timeout=SEEN_MS)
+    settle(mine)
+    settle(theirs)
+
+    rereads.clear()
+    ids = [m.id for m in mine.ctx.workspace.page_messages(info.id, limit=10)]
+    mine.ctx.workspace.repo.set_token_counts(
+        [(mid, 7, "another-encoding") for mid in ids if mid is not None])
+    qtbot.waitUntil(lambda: bool(rereads), timeout=SEEN_MS)
+    settle(theirs)
+    assert True not in rereads

@@ -17,6 +17,7 @@ import pytest
 
 from workbench.core.conversation import Conversation, Message, SessionContext
 from workbench.store import Database, Repository
+from workbench.store.opening import open_database
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -75,7 +76,7 @@ def db_path(tmp_path: Path) -> Path:
 def db(db_target: Path | str) -> Iterator[Database]:
     """A freshly created and migrated database (a SQLite file or a team-store database,
     see ``backend``), closed after the test."""
-    database = Database.open(db_target)
+    database = open_database(db_target)
     yield database
     database.close()
 

@@ -23,7 +23,7 @@ from workbench.store import Database, Repository
 from workbench.store import bulk as bulk_module
 from workbench.store.migrations import FTS_PAUSE_SETTING
 from workbench.store.rows import message_params
-from workbench.store.search import SearchQuery, search
+from workbench.store.searching import SearchQuery, search
 from workbench.store.types import time_to_text
 
 ConvFactory = Callable[..., Conversation]

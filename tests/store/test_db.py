@@ -16,6 +16,7 @@ from workbench.errors import DatabaseVersionError, StorageError
 from workbench.store import Database, Repository, default_db_path
 from workbench.store import db as db_module
 from workbench.store.migrations import MIGRATIONS, Migration
+from workbench.store.opening import open_database
 
 
 def _sibling_files(path: Path) -> set[str]:
@@ -419,7 +420,7 @@ def test_two_connections_to_one_database_both_write(
     """Two databases opened on one file (or one team-store database, as two desktops)
     append at once: every message is kept once, positions and counts stay whole."""
     session = repo.create_session("two writers")
-    second_db = Database.open(db_target)
+    second_db = open_database(db_target)
     try:
         _append_from_threads([repo, Repository(second_db)], session.id, 40)
     finally:

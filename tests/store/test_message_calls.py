@@ -18,6 +18,7 @@ from workbench.core.conversation import Conversation, Message
 from workbench.store import Database, Repository
 from workbench.store import db as db_module
 from workbench.store.migrations import MIGRATIONS
+from workbench.store.opening import open_database
 
 
 def _call(cid: Any) -> dict[str, Any]:
@@ -177,7 +178,7 @@ def test_the_postgresql_migration_lists_the_calls_of_messages_written_before(
     finally:
         engine.dispose()
 
-    db = Database.open(pg_url)
+    db = open_database(pg_url)
     try:
         listed = _listed(db)
         assert listed == _expected(db)

@@ -12,7 +12,7 @@ from workbench.store import Database, Repository
 from workbench.store import db as db_module
 from workbench.store.migrations import FTS_PAUSE_SETTING, MIGRATIONS
 from workbench.store.rows import MESSAGE_INSERT, message_params
-from workbench.store.search import SearchQuery, search
+from workbench.store.searching import SearchQuery, search
 
 
 def _hits(db: Database, text: str, kind: str = "message") -> list[int]:

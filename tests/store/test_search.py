@@ -12,7 +12,8 @@ from workbench.core.conversation import Message, SearchHit
 from workbench.errors import StorageError
 from workbench.store import Database, Repository
 from workbench.store import search as search_module
-from workbench.store.search import HIGHLIGHT, SearchQuery, search
+from workbench.store.search import HIGHLIGHT
+from workbench.store.searching import SearchQuery, search
 
 T0 = datetime(2024, 4, 1, 8, 0, tzinfo=UTC)
 

@@ -26,8 +26,8 @@ from workbench.core.conversation import Message
 from workbench.store import Database
 from workbench.store.migrate_postgresql import migrate_postgresql
 from workbench.store.repository import Repository
-from workbench.store.search import SearchQuery, search
 from workbench.store.search_postgresql import search_postgresql
+from workbench.store.searching import SearchQuery, search
 
 T0 = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 

@@ -33,7 +33,7 @@ from workbench.core.tools import Tool, tool
 from workbench.engine.recall import LongTermMemory, StoreEntries
 from workbench.errors import NotFoundError, RequestError
 from workbench.store.repository import Repository
-from workbench.store.search import SearchQuery, search
+from workbench.store.searching import SearchQuery, search
 
 __all__ = [
     "BUILTIN_TOOLS",

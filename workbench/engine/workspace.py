@@ -27,9 +27,10 @@ from workbench.engine.importing import count_missing_tokens, import_conversation
 from workbench.engine.resources import sample_session_path
 from workbench.errors import WorkbenchError
 from workbench.store.db import Database, OpenProgress
+from workbench.store.opening import open_database
 from workbench.store.repository import Repository
-from workbench.store.search import KINDS as SEARCH_KINDS
-from workbench.store.search import SearchQuery, search
+from workbench.store.searching import KINDS as SEARCH_KINDS
+from workbench.store.searching import SearchQuery, search
 
 if TYPE_CHECKING:
     from workbench.engine.providers import ProviderSettings
@@ -75,7 +76,7 @@ class Workspace:
         """Open the database at ``db_path`` (default: ``WORKBENCH_DB``, ``WORKBENCH_HOME``
         or the platform's user data folder), creating and migrating it as needed;
         ``progress`` hears of a backup and of each schema change (see ``OpenProgress``)."""
-        return cls(Database.open(db_path, progress=progress))
+        return cls(open_database(db_path, progress=progress))
 
     @property
     def db_path(self) -> Path:

@@ -7,8 +7,9 @@ second on a SQLite file (the question is one ``PRAGMA`` on a kept connection, ch
 enough for the UI thread) and every ``TEAM_POLL_MS`` on the team store, where it reads
 a counter the listener thread keeps: nothing on the UI thread waits on the network for
 it. When another writer changed the database, the session list is read again, and the
-open session (timeline, context, compaction history) when the change concerns it: on
-a file when its mark changed, on the team store when the other desktop named it.
+open session (timeline, context, compaction history) when its mark (message count, last
+change) moved; on the team store only when the other desktop named it, the mark then
+read on a worker.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from workbench.engine.watch import ChangeWatch, SessionMark, session_mark
+from workbench.engine.watch import ChangeWatch, OutsideChange, SessionMark, session_mark
 from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
 
@@ -70,10 +71,8 @@ class DatabaseWatcher(QObject):
             changed = watch.poll(quiet=quiet)
             if watch.others_only:
                 self._say_problem(watch.listen_problem)
-                # The team store names what others changed: no mark to read (a query
-                # on the UI thread) to tell it from this window's own writes.
                 if changed:
-                    self._report(watch.change.touches(self.ctx.current_session_id))
+                    self._heard(watch.change)
                 return
             if not changed:
                 if watch.wrote or self._mark is None or \
@@ -89,6 +88,30 @@ class DatabaseWatcher(QObject):
         reread = bool(mark[0]) and mark != self._mark
         self._mark = mark
         self._report(reread)
+
+    def _heard(self, change: OutsideChange) -> None:
+        """Another desktop changed the team store (it never reports this window's own
+        writes): the list is read again, and the open session when the change named it
+        and its mark moved. The mark is read on a worker, not on the UI thread. A write
+        that leaves the mark as it was (token counts kept by a window that measured
+        the request in another encoding) does not reread the session: the windows
+        would otherwise set each other measuring and writing in turn."""
+        session_id = self.ctx.current_session_id
+        if not session_id or not change.touches(session_id):
+            self._report(False)
+            return
+
+        def compared(mark: SessionMark | None) -> None:
+            if self.ctx.current_session_id != session_id:
+                self._report(False)  # another session is open now: it was read whole
+                return
+            seen = (session_id, mark)
+            reread, self._mark = seen != self._mark, seen
+            self._report(reread)
+
+        self.ctx.workers.read(session_mark, self.ctx.workspace, session_id,
+                              name="compare the open session", key=(self, "mark"),
+                              on_done=compared, on_error=lambda _error: self._report(False))
 
     def _say_problem(self, problem: str | None) -> None:
         """Tell once when other desktops' changes stop being heard, and when they are

@@ -155,8 +155,8 @@ def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
 class Database:
     """One SQLite file, migrated to the current schema and ready for the repository.
 
-    :meth:`open` given a ``postgresql://`` URL returns the team store's
-    :class:`~workbench.store.db_postgresql.PostgresDatabase` instead, with the same
+    :func:`workbench.store.opening.open_database` given a ``postgresql://`` URL returns
+    the team store's :class:`~workbench.store.db_postgresql.PostgresDatabase` instead, with the same
     transactions (:meth:`write`, :meth:`read`, :meth:`query`) and change counter
     (:meth:`data_version`).
     """
@@ -183,12 +183,13 @@ class Database:
         Before an existing file is migrated, a backup copy is written beside it;
         ``progress`` hears of the backup and of each schema change.
         """
-        target = path if path is not None else default_location()
+        target = path if path is not None else default_db_path()
         if is_database_url(target):
-            refuse_url(target)
-            from workbench.store.db_postgresql import PostgresDatabase
-
-            return PostgresDatabase.open_url(str(target), migrate=migrate, progress=progress)
+            refuse_url(target)  # another database's URL: its own sentence
+            raise StorageError(
+                f"{target!r} is a team store's address, not a file: it is opened with "
+                "workbench.store.opening.open_database."
+            )
         path = Path(target).expanduser()
         existed = _check_file(path)
         try:

@@ -205,32 +205,11 @@ def _validate(query: SearchQuery) -> None:
         raise StorageError("The search limit must be at least 1.")
 
 
-def search(db: Database, query: SearchQuery) -> list[SearchHit]:
-    """Run a search; hits of every requested kind, best first (higher score = better).
-
-    On SQLite the FTS5 tables answer; on PostgreSQL (the team store) the ``search``
-    tsvector columns, through :func:`workbench.store.search_postgresql.search_postgresql`
-    (the same query language and the same hits).
-    """
-    if db.dialect.is_postgresql:
-        return _search_on_postgresql(db, query)
+def search_sqlite(db: Database, query: SearchQuery) -> list[SearchHit]:
+    """Run a search on a SQLite file: the FTS5 tables answer; hits of every requested
+    kind, best first (higher score = better). :func:`workbench.store.searching.search`
+    chooses this or the team store's search."""
     return best_hits(query, lambda terms: _hits(db, query, terms))
-
-
-def _search_on_postgresql(db: Database, query: SearchQuery) -> list[SearchHit]:
-    # Imported here: search_postgresql builds on this module's parser.
-    from workbench.store.search_postgresql import search_postgresql
-
-    terms = parse_query(query.text)
-    if len(terms) > MAX_TERMS_POSTGRESQL:
-        raise _too_long(query, terms)
-    try:
-        with db.read() as conn:
-            return search_postgresql(conn, query)
-    except StorageError as exc:
-        if _TOO_COMPLEX_PG.search(str(exc)):
-            raise _too_long(query, terms) from exc
-        raise
 
 
 def best_hits(

@@ -24,18 +24,24 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from workbench.core.conversation import SearchHit
+from workbench.errors import StorageError
+from workbench.store.db import Database
 from workbench.store.migrations import PG_SEARCH_CHARS
 from workbench.store.search import (
+    _TOO_COMPLEX_PG,
     ELLIPSIS,
+    MAX_TERMS_POSTGRESQL,
     RANK_WINDOW,
     SNIPPET_TOKENS,
     SearchQuery,
     _groups,
     _like_pattern,
     _Term,
+    _too_long,
     _words,
     best_hits,
     combine_terms,
+    parse_query,
     substring_hits,
     title_or_memory_hit,
 )
@@ -245,3 +251,19 @@ def _search_memory(
                                ("e.session_id", query.session_id)], whole=False)
     return [title_or_memory_hit("memory", r[1], r[2], float(r[3]), memory_id=r[0])
             for r in rows]
+
+
+def search_team_store(db: Database, query: SearchQuery) -> list[SearchHit]:
+    """Run a search on a team-store database (its ``search`` tsvector columns): the same
+    query language and hits as SQLite's; a query with more terms than the server plans
+    is refused with the sentence SQLite's FTS5 gives."""
+    terms = parse_query(query.text)
+    if len(terms) > MAX_TERMS_POSTGRESQL:
+        raise _too_long(query, terms)
+    try:
+        with db.read() as conn:
+            return search_postgresql(conn, query)
+    except StorageError as exc:
+        if _TOO_COMPLEX_PG.search(str(exc)):
+            raise _too_long(query, terms) from exc
+        raise
