@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     make_corpus.add_corpus_arguments(parser)
     parser.add_argument("--runs", type=int, default=9, help="jumps and toggles to time")
+    parser.add_argument("--panel-closed", action="store_true",
+                        help="scroll with the Request panel closed (for comparison)")
     args = parser.parse_args(argv)
     _common.prepare_environment()
     info = make_corpus.corpus_from_args(args)
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from workbench.engine.workspace import Workspace
-    from workbench.gui.app import prefer_responsiveness
+    from workbench.gui.app import prefer_responsiveness, settle_after_start
     from workbench.gui.main_window import MainWindow
     from workbench.gui.models.timeline import MessageRole
 
@@ -138,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow(workspace)
     window.resize(1280, 800)
     window.show()
+    settle_after_start()  # as run_gui does once the window is up
     pump(app, 0.3)
     window.ctx.workers.wait_idle(30)
     timeline = window.timeline
@@ -216,8 +219,11 @@ def main(argv: list[str] | None = None) -> int:
 
     # Scrolling with the Request panel open (its preview of the session's next request
     # runs in the background too) while the shape is read in the background.
-    window.request_dock.show()
-    window.request_dock.raise_()
+    if args.panel_closed:
+        window.request_dock.hide()
+    else:
+        window.request_dock.show()
+        window.request_dock.raise_()
     window.open_session(big[2])
     bar = view.verticalScrollBar()
     steps: list[Callable[[], None]] = []
@@ -239,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         pump(app, 0.016)
     scroll_stall = probe.stop()
     print(f"  {len(steps)} scroll steps (wheel, thumb drags, pages) with the Request panel "
-          f"open while the session's shape loads: longest stall {scroll_stall:.1f} ms, "
+          f"{'closed' if args.panel_closed else 'open'} while the session's shape loads: "
+          f"longest stall {scroll_stall:.1f} ms, "
           f"goal ≤ {GOALS['stall']:.0f} ms: "
           f"{_common.verdict(scroll_stall, GOALS['stall'], at_most=True)}")
     print(f"  UI-thread CPU per step with its paint: median {statistics.median(cpu_steps):.1f} ms,"

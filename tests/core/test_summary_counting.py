@@ -188,3 +188,28 @@ def test_quick_handoff_shortens_the_switch_interval_and_gives_it_back() -> None:
     leave.set()
     thread.join(5)
     assert sys.getswitchinterval() == pytest.approx(before)
+
+
+@pytest.mark.parametrize("counted", [True, False])
+def test_a_summarizer_asked_again_for_more_rows_of_a_table_writes_the_same_summary(
+    counted: bool,
+) -> None:
+    from workbench.core.message_table import MessageTable
+
+    counter = get_counter() if counted else None
+    messages = _messages(2 * ExtractiveSummarizer.COUNT_BLOCK_LINES + 40, seed=11)
+    table = MessageTable.from_messages(messages, encoding="o200k_base", lean=True)
+    twice = ExtractiveSummarizer(160, 60_000, counter=counter)
+    first = twice.summarize(table.select(range(len(table) - 30)), "")
+    # As planning does when the summary still leaves the request over the trigger: the
+    # same table again, a few more rows folded (the first ones' lines are not rewritten).
+    more = table.select([i for i in range(len(table) - 12) if i != 5])
+    clear_count_cache()
+    again = twice.summarize(more, "")
+    clear_count_cache()
+    fresh = ExtractiveSummarizer(160, 60_000, counter=counter).summarize(more, "")
+    assert again == fresh
+    assert first.text.splitlines()[1:6] == again.text.splitlines()[1:6]
+    if counted:
+        assert again.counted_tail is not None
+        assert again.counted_tail.tokens == counter.count_text(again.counted_tail.text)

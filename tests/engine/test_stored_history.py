@@ -228,3 +228,58 @@ def test_memory_opens_without_loading_and_still_reads_and_writes(
     assert loads == []
     assert [m.role for m in memory.messages()] == ["user", "assistant", "tool"]
     assert loads  # what needs every message still gets them all
+
+
+def test_a_history_starts_from_the_pages_the_last_one_read_until_the_database_changes(
+    workspace: Workspace,
+) -> None:
+    steps = [("user" if i % 2 == 0 else "assistant", 8, ACTIVE, True, False)
+             for i in range(600)]
+    sid = _store(workspace, steps)
+    other = _store(workspace, steps[:10])
+    counter = get_counter()
+    budget = Budget(context_window=1500, reserved_output=100)
+
+    def request(prompt: str) -> tuple[StoredHistory, Any]:
+        memory = Memory.open(workspace, sid)
+        history = memory.history()
+        assert isinstance(history, StoredHistory)
+        result = assemble(RequestParts(history=history,
+                                       turn=[Message(role="user", content=prompt)]),
+                          counter=counter, budget=budget)
+        return history, result
+
+    first, before = request("Hi")
+    read = first.loaded()
+    assert 0 < read < 600
+    # Another prompt, nothing written: the next history holds those pages already.
+    again = Memory.open(workspace, sid).history()
+    assert isinstance(again, StoredHistory) and again.loaded() == read
+    second, same = request("Hi")
+    assert _shape(same) == _shape(before)
+    assert Memory.open(workspace, other).history().loaded() == 0  # its own session only
+
+    # A change to the database (here an edit of the newest message) is read anew.
+    newest = workspace.repo.list_messages(sid)[-1]
+    workspace.repo.update_message(newest.id, content="Edited at the end.")
+    fresh = Memory.open(workspace, sid).history()
+    assert isinstance(fresh, StoredHistory) and fresh.loaded() == 0
+    third, after = request("Hi")
+    assert [m.content for m in after.history][-1] == "Edited at the end."
+    whole = workspace.repo.list_messages(sid, states=(ACTIVE,))
+    assert _shape(after) == _shape(assemble(
+        RequestParts(history=whole, turn=[Message(role="user", content="Hi")]),
+        counter=counter, budget=budget))
+
+
+def test_only_the_last_sessions_histories_are_kept(workspace: Workspace) -> None:
+    from workbench.engine.stored_history import KEPT_SESSIONS
+
+    steps = [("user", 4, ACTIVE, True, False), ("assistant", 4, ACTIVE, True, False)] * 20
+    sessions = [_store(workspace, steps) for _ in range(KEPT_SESSIONS + 1)]
+    for sid in sessions:
+        history = StoredHistory.latest(workspace.repo, sid)
+        assert history[len(history) - 1].content  # the newest page is read
+    # The first one was dropped for the later ones; the last ones are still kept.
+    assert StoredHistory.latest(workspace.repo, sessions[0]).loaded() == 0
+    assert StoredHistory.latest(workspace.repo, sessions[-1]).loaded() > 0

@@ -474,3 +474,27 @@ def test_what_a_left_session_was_reading_never_lands(
     # Only the second session's policy and (empty) history arrived.
     assert sorted(heard) == ["history 0", f"policy {second.id}"]
     assert panel.session_id == second.id and panel.plan is None and not panel.busy
+
+
+def test_a_preview_has_the_summary_lines_the_session_lacks_kept_for_the_next(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # An imported session, as a database written before summary lines were kept has it.
+    info = _long_session(workspace, make_session)
+    first = compaction.preview(workspace, info.id, keep=20)
+    assert first.unkept_lines == 60
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+
+    _preview(qtbot, panel, keep=20)
+    assert panel.plan is not None and panel.plan.unkept_lines == 60
+    assert window.ctx.workers.wait_idle()
+    # Kept by the writer thread after the preview: the next one reads them, alike.
+    again = compaction.preview(workspace, info.id, keep=20)
+    assert again.unkept_lines == 0
+    assert again.summary == first.summary and again.tokens_after == first.tokens_after
+    _preview(qtbot, panel, keep=20)
+    assert panel.plan is not None and panel.plan.unkept_lines == 0
+    assert panel.summary_edit.toPlainText() == first.summary
+    assert compaction.history(workspace, info.id) == []  # nothing else was written

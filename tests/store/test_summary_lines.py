@@ -197,3 +197,47 @@ def _now() -> Any:
     from workbench.core.conversation import utcnow
 
     return utcnow()
+
+
+def test_the_lines_a_session_lacks_are_kept_once_and_preview_alike(repo: Repository) -> None:
+    from workbench.engine import compaction
+    from workbench.engine.workspace import Workspace
+
+    messages = _messages() * 12
+    fill_counts(messages, COUNTER)
+    info = repo.create_session("written before lines were kept")
+    stored = repo.append_messages(info.id, [m.copy() for m in messages])
+    other = repo.create_session("another session").id
+    repo.append_messages(other, [m.copy() for m in messages[:3]])
+    with repo.db.write() as conn:  # as a database written before 0003 holds them
+        conn.exec_driver_sql("UPDATE messages SET summary_line = NULL,"
+                             " summary_line_tokens = NULL")
+    ws = Workspace(repo.db)
+    policy = compaction.CompactionPolicy(summary_chars=1000)
+    without = compaction.preview(ws, info.id, policy=policy)
+    assert without.changed and without.unkept_lines == len(stored)
+
+    assert compaction.keep_summary_lines(ws, info.id) == len(stored)
+    assert [(r[1], r[2]) for r in _kept(repo.db, info.id)] == _expected(stored, COUNTER)
+    # Only that session's, and only once.
+    assert {(r[1], r[2]) for r in _kept(repo.db, other)} == {(None, None)}
+    assert compaction.keep_summary_lines(ws, info.id) == 0
+
+    with_lines = compaction.preview(ws, info.id, policy=policy)
+    assert with_lines.unkept_lines == 0
+    assert with_lines.to_json() | {"created_at": None} == without.to_json() | {
+        "created_at": None}
+
+
+def test_kept_lines_come_in_batches_and_wait_for_a_count(repo: Repository) -> None:
+    from workbench.store.summary_lines import keep_summary_lines
+
+    info = repo.create_session("uncounted, many")
+    stored = repo.append_messages(info.id, _messages() * 3)
+    with repo.db.write() as conn:
+        conn.exec_driver_sql("UPDATE messages SET summary_line = NULL")
+    assert keep_summary_lines(repo.db, info.id, batch=4) == len(stored)
+    kept = _kept(repo.db, info.id)
+    assert [r[1] for r in kept] == [body for body, _ in _expected(stored, COUNTER)]
+    assert {r[2] for r in kept} == {None}  # no count of their own yet: counted later
+    assert keep_summary_lines(repo.db, 10_000) == 0  # no such session: nothing

@@ -391,6 +391,9 @@ class CompactionPlan:
     active_before: int = 0
     reason: str = ""
     auto: bool = False
+    #: Active messages that had no kept summary line when the plan was made (a database
+    #: written before lines were kept): the store can keep them for the next previews.
+    unkept_lines: int = 0
 
     @property
     def changed(self) -> bool:
@@ -539,6 +542,20 @@ def _halve_while_over(
     return keep_n
 
 
+def _tool_groups(whole: dict[int, Message]) -> list[tuple[list[int], bool]]:
+    """The whole rows' tool-call groups and protected messages, as row indices, each with
+    whether a member is protected: the units of planning that may keep rows back (a
+    message of its own that is not protected folds like any other)."""
+    rows = list(whole)
+    groups = []
+    for unit in tool_units(list(whole.values())):
+        members = [rows[k] for k in unit]
+        protected = any(is_protected(whole[i]) for i in members)
+        if len(members) > 1 or protected:
+            groups.append((members, protected))
+    return groups
+
+
 def plan_compaction(
     messages: Sequence[Message] | MessageTable,
     context: SessionContext,
@@ -552,6 +569,8 @@ def plan_compaction(
     session_id: int | None = None,
     auto: bool = False,
     _depth: int = 0,
+    _tokens_before: int | None = None,
+    _groups: list[tuple[list[int], bool]] | None = None,
 ) -> CompactionPlan:
     """Plan a compaction of a session (see the module documentation).
 
@@ -590,7 +609,11 @@ def plan_compaction(
         "tasks_before": [replace(t) for t in context.tasks],
         "tasks_after": tasks_after,
         "tasks_pruned": tasks_pruned,
-        "tokens_before": request_tokens(previous, table.everything()),
+        "tokens_before": (
+            request_tokens(previous, table.everything())
+            if _tokens_before is None
+            else _tokens_before  # counted by the plan this one refines
+        ),
         "active_before": n,
         "auto": auto,
     }
@@ -662,13 +685,12 @@ def plan_compaction(
 
     # -- groups and protected messages (whole rows; no system row is a candidate) -----------
     reasons: dict[int, str] = {}
-    rows = list(whole)
-    for unit in tool_units(list(whole.values())):
-        members = [rows[k] for k in unit]
+    groups = _groups if _groups is not None else _tool_groups(whole)
+    for members, protected in groups:
         inside = [i for i in members if flags[i]]
         if not inside:
             continue
-        if len(inside) == len(members) > 1 and not any(is_protected(whole[i]) for i in members):
+        if len(inside) == len(members) > 1 and not protected:
             continue  # the whole group folds
         for i in inside:
             if is_protected(whole[i]):
@@ -725,7 +747,8 @@ def plan_compaction(
         again = plan_compaction(
             table, context, policy=policy, summarizer=summarizer,
             request_tokens=request_tokens, now=now, keep=smaller, session_id=session_id,
-            auto=auto, _depth=_depth + 1,
+            auto=auto, _depth=_depth + 1, _tokens_before=plan.tokens_before,
+            _groups=groups,
         )
         if again.folded_ids:
             again.trigger = trigger

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import json.encoder
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["indented"]
+__all__ = ["indented", "indented_excerpt"]
 
 _encode_text = json.encoder.encode_basestring  # the C version when the module has it
 _INFINITY = float("inf")
@@ -94,3 +95,76 @@ def indented(value: Any, indent: int = 2) -> str:
 
     emit(value, 0)
     return "".join(out)
+
+
+_HOLE = "\x00workbench: the entries left out go here\x00"
+
+
+def indented_excerpt(
+    value: Any,
+    head_chars: int,
+    tail_chars: int,
+    note: Callable[[int, int, str], str],
+    indent: int = 2,
+) -> str | None:
+    """The beginning and the end of ``indented(value, indent)`` around one line saying
+    what is left out, written without writing the middle; ``None`` when ``value`` is not
+    an object with a list in it (then write it whole and cut it).
+
+    The longest list among the object's values (a request's messages) loses whole
+    entries from its middle: entries are written from its start until ``head_chars``
+    characters of text are written, and from its end until ``tail_chars`` are, so what
+    is shown is exactly the text :func:`indented` writes there. The line in between is
+    ``note(entries left out, entries in the list, its key)``, on a line of its own
+    between blank lines. When every entry is written the text is :func:`indented`'s
+    whole.
+    """
+    if not isinstance(value, dict):
+        return None
+    lists = [(len(v), i, k) for i, (k, v) in enumerate(value.items())
+             if isinstance(v, list) and v]
+    if not lists:
+        return None
+    _size, _order, key = max(lists)
+    entries: list[Any] = value[key]
+    frame = indented({**value, key: _HOLE}, indent)
+    hole = _encode_text(_HOLE)
+    if frame.count(hole) != 1:
+        return None
+    before, after = frame.split(hole)
+    # The list is a value of the top object (level 1): its entries are at level 2.
+    pad = "\n" + " " * (2 * indent)
+    close = "\n" + " " * indent + "]"
+
+    def entry(item: Any) -> str:
+        # No JSON text holds a raw line break: indenting each line indents the entry.
+        return indented(item, indent).replace("\n", pad)
+
+    count = len(entries)
+    head: list[str] = []
+    written = len(before)
+    start = 0
+    while start < count and written < head_chars:
+        text = entry(entries[start])
+        head.append(text)
+        written += len(text) + len(pad) + 1
+        start += 1
+    tail: list[str] = []
+    written = len(after) + len(close)
+    end = count
+    while end > start and written < tail_chars:
+        end -= 1
+        text = entry(entries[end])
+        tail.append(text)
+        written += len(text) + len(pad) + 1
+    tail.reverse()
+    if end == start:
+        return before + "[" + pad + ("," + pad).join(head + tail) + close + after
+    line = note(end - start, count, str(key))
+    pieces = [before, "["]
+    if head:
+        pieces += [pad, ("," + pad).join(head), ","]
+    pieces += ["\n\n", " " * (2 * indent), line, "\n"]
+    if tail:
+        pieces += [pad, ("," + pad).join(tail)]
+    return "".join([*pieces, close, after])

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from operator import add
-from typing import Protocol
+from typing import Any, Protocol
 
 from workbench.core.conversation import ROLES, Message
 from workbench.core.handoff import quick_handoff
@@ -356,6 +356,10 @@ class ExtractiveSummarizer:
         self.line_chars = line_chars
         self.summary_chars = summary_chars
         self.counter = counter
+        # The bodies this summarizer wrote for the rows of one table at one line length:
+        # planning may summarize the same table again with a few more rows folded (still
+        # over the token trigger), and those lines need not be written twice.
+        self._written: tuple[object, int, list[str | None]] | None = None
 
     def line_limit(self, count: int) -> int:
         """The characters each of ``count`` lines may keep."""
@@ -367,12 +371,62 @@ class ExtractiveSummarizer:
     def summarize(self, folded: Sequence[Message], previous: str) -> SummaryDraft:
         limit = self.line_limit(len(folded))
         kept_bodies, kept_costs = self._kept(folded, limit)
+        written = self._remembered(folded, limit)
+        if written is not None:
+            # Rows without a kept line whose body this summarizer already wrote.
+            column = folded.column(written)  # type: ignore[attr-defined]  # a selection
+            if kept_bodies is None:
+                kept_bodies = column
+            else:
+                kept_bodies = [k if k is not None else w
+                               for k, w in zip(kept_bodies, column, strict=True)]
+        wrote = kept_bodies is None or None in kept_bodies
+        draft, bodies = self._summarize(folded, previous, limit, kept_bodies, kept_costs)
+        if wrote and bodies is not None and isinstance(folded, MessageSelection):
+            self._remember(folded, limit, bodies)
+        return draft
+
+    def _remembered(self, folded: Sequence[Message], limit: int) -> list[str | None] | None:
+        """The bodies written for ``folded``'s table at ``limit`` before, by row."""
+        memo = self._written
+        if memo is None or not isinstance(folded, MessageSelection):
+            return None
+        table, at, bodies = memo
+        return bodies if table is folded.table and at == limit else None
+
+    def _remember(self, folded: MessageSelection, limit: int, bodies: list[str]) -> None:
+        """Keep ``bodies`` (one per row of ``folded``) by row of its table."""
+        table = folded.table
+        memo = self._written
+        if memo is not None and memo[0] is table and memo[1] == limit:
+            by_row = memo[2]
+        else:
+            by_row = [None] * len(table)
+            self._written = (table, limit, by_row)
+        for i, body in zip(folded.indices, bodies, strict=True):
+            by_row[i] = body
+
+    def _summarize(
+        self,
+        folded: Sequence[Message],
+        previous: str,
+        limit: int,
+        kept_bodies: list[str | None] | None,
+        kept_costs: list[int | None] | None,
+    ) -> tuple[SummaryDraft, list[str] | None]:
+        """The draft, and the bodies of its lines in order when it has one a row."""
         if kept_bodies is not None and None not in kept_bodies:
             # Every line is kept: the texts are not looked at.
             assert isinstance(folded, MessageSelection)
             roles: Sequence[str] = folded.column(folded.table.roles)
             texts: Sequence[str] = ()
             wholes: Sequence[Message | None] = ()
+        elif kept_bodies is not None and isinstance(folded, MessageSelection):
+            # Some lines are kept: only the others' texts are looked at, where they are.
+            table = folded.table
+            roles = folded.column(table.roles)
+            texts = _Picked(table.texts, folded.indices)
+            wholes = _Picked(_WholeRows(table.whole), folded.indices)
         else:
             roles, texts, wholes = _line_columns(folded)
         counter = self.counter
@@ -382,12 +436,13 @@ class ExtractiveSummarizer:
             # request counting counts the summary whole.
             bodies = _fill(kept_bodies, texts, wholes, limit, 0, len(roles))
             lines = map(add, map(_prefix, roles), bodies)
-            return SummaryDraft("\n".join([SUMMARY_HEADING, *lines]))
+            return SummaryDraft("\n".join([SUMMARY_HEADING, *lines])), bodies
         assert counter is not None
-        tail, tokens = self._written_and_counted(
+        tail, tokens, bodies = self._written_and_counted(
             roles, texts, wholes, limit, kept_bodies, kept_costs, counter
         )
-        return SummaryDraft(SUMMARY_HEADING + "\n" + tail, APPEND, CountedText(tail, tokens))
+        draft = SummaryDraft(SUMMARY_HEADING + "\n" + tail, APPEND, CountedText(tail, tokens))
+        return draft, bodies
 
     def _kept(
         self, folded: Sequence[Message], limit: int
@@ -419,7 +474,7 @@ class ExtractiveSummarizer:
         kept_bodies: list[str | None] | None,
         kept_costs: list[int | None] | None,
         counter: TokenCounter,
-    ) -> tuple[str, int]:
+    ) -> tuple[str, int, list[str]]:
         """The lines, block by block, and their tokens: each line's ``- role:`` plus each
         body behind a space and before a line break (see the comment above
         :func:`_start_tokens`), less the last line's break. Kept counts are added; the
@@ -428,6 +483,7 @@ class ExtractiveSummarizer:
         is written is counted here meanwhile."""
         starts = _start_tokens(counter)
         tokens = sum(map(starts.__getitem__, roles))
+        prefix = {role: _prefix(role) for role in starts}.__getitem__  # chat roles only
         size = len(roles)
         block = self.COUNT_BLOCK_LINES
         pieces: list[str] = []
@@ -438,7 +494,7 @@ class ExtractiveSummarizer:
                 stop = min(start + block, size)
                 chunk = _fill(kept_bodies, texts, wholes, limit, start, stop)
                 bodies.extend(chunk)
-                pieces.append("\n".join(map(add, map(_prefix, roles[start:stop]), chunk)))
+                pieces.append("\n".join(map(add, map(prefix, roles[start:stop]), chunk)))
                 costs = kept_costs[start:stop] if kept_costs is not None else None
                 if costs is None or costs.count(None) == len(costs):
                     uncounted = chunk
@@ -450,7 +506,7 @@ class ExtractiveSummarizer:
                     tokens += sum(cost for cost in costs if cost is not None)
                 if not uncounted:
                     continue
-                units = "".join(map(_unit, uncounted))
+                units = " " + "\n ".join(uncounted) + "\n"  # each _unit, one after another
                 known = _block_counts.get(units)
                 if known is not None:
                     tokens += known
@@ -465,7 +521,34 @@ class ExtractiveSummarizer:
         if bodies:
             last = bodies[-1]
             tokens += counter.count_text(f" {last}") - counter.count_text(_unit(last))
-        return "\n".join(pieces), tokens
+        return "\n".join(pieces), tokens, bodies
+
+
+class _WholeRows:
+    """A table's whole messages by row, ``None`` for a plain row."""
+
+    def __init__(self, whole: dict[int, Message]):
+        self._get = whole.get
+
+    def __getitem__(self, row: int) -> Message | None:
+        return self._get(row)
+
+
+class _Picked(Sequence[Any]):
+    """``[values[i] for i in indices]``, each entry read when asked for."""
+
+    def __init__(self, values: Any, indices: Sequence[int]):
+        self._values = values
+        self._indices = indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __getitem__(self, index: Any) -> Any:
+        values = self._values
+        if isinstance(index, slice):
+            return [values[i] for i in self._indices[index]]
+        return values[self._indices[index]]
 
 
 def _fill(

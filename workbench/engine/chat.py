@@ -23,6 +23,8 @@ What the desktop composer (and any other front end) needs around
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,6 +33,7 @@ from workbench.core.assembly import LeftOut, LeftOutRange
 from workbench.core.conversation import Message
 from workbench.core.provider import CancelToken, Provider
 from workbench.core.tokens import get_counter
+from workbench.engine import stored_history
 from workbench.engine.model import Response, RunEvent
 from workbench.engine.preflight import Preflight
 from workbench.engine.providers import ProviderSettings, build_provider
@@ -38,6 +41,7 @@ from workbench.engine.turn import preflight_session, prepare_turn
 from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError
 from workbench.providers.base import HttpProvider
+from workbench.store.history_pages import preview_rows
 
 __all__ = [
     "GAUGE_PREFLIGHT_LIMIT",
@@ -265,27 +269,58 @@ def left_out_previews(
 ) -> dict[int, tuple[str, str]]:
     """``{position: (role, first words)}`` of the first ``limit`` left-out messages.
 
-    Budget cuts leave out a run of consecutive messages, so this reads a few pages.
+    Budget cuts leave out a run of consecutive messages, so this reads a few pages, and
+    only those it did not read for the session's last call while the database has not
+    changed since (the Request panel asks again at every refresh while a prompt is typed).
     """
     wanted = sorted({int(item.position) for item in left_out[:limit]
                      if item.position is not None})
+    db = ws.repo.db
     found: dict[int, tuple[str, str]] = {}
+    # Before reading: a commit meanwhile moves it (a team store's is not kept, see there).
+    version = stored_history.database_version(db)
+    if version is None:
+        _read_previews(ws, session_id, wanted, width, found)
+        return {p: found[p] for p in wanted if p in found}
+    by_session = _PREVIEWS.get(db)
+    if by_session is None:
+        by_session = OrderedDict()
+        _PREVIEWS[db] = by_session
+    kept = by_session.pop(session_id, None)
+    if kept is not None and kept[0] == version and kept[1] == width:
+        found = kept[2]
+    by_session[session_id] = (version, width, found)
+    while len(by_session) > 2:  # the last sessions only: memory stays flat
+        by_session.popitem(last=False)
+    missing = [p for p in wanted if p not in found]
+    if missing:
+        _read_previews(ws, session_id, missing, width, found)
+    return {p: found[p] for p in wanted if p in found}
+
+
+# The previews read last for each session per open database: (its version then, width,
+# {position: preview}).
+_Previews = OrderedDict[int, tuple[Any, int, dict[int, tuple[str, str]]]]
+_PREVIEWS: weakref.WeakKeyDictionary[Any, _Previews] = weakref.WeakKeyDictionary()
+
+
+def _read_previews(ws: Workspace, session_id: int, wanted: list[int], width: int,
+                   found: dict[int, tuple[str, str]]) -> None:
+    """Read the previews of the messages at positions ``wanted`` (ascending) into
+    ``found``."""
     index = 0
     while index < len(wanted):
         start = wanted[index]
-        page = ws.repo.page_messages(session_id, after_position=start - 1,
-                                     limit=min(200, len(wanted) - index))
+        page = preview_rows(ws.repo.db, session_id, after_position=start - 1,
+                            limit=min(200, len(wanted) - index))
         if not page:
             break
-        for message in page:
-            position = int(message.position or 0)
-            text = " ".join((message.content or "").split())
-            if not text and message.tool_calls:
-                names = [str((c.get("function") or {}).get("name") or "?")
-                         for c in message.tool_calls]
+        for position, role, content, calls in page:
+            text = " ".join(content.split())
+            if not text and calls:
+                names = [str((c.get("function") or {}).get("name") or "?") for c in calls]
                 text = "calls " + ", ".join(names)
-            found[position] = (message.role, text[:width])
-        last = int(page[-1].position or 0)
+            found[int(position or 0)] = (role, text[:width])
+        last = int(page[-1][0] or 0)
         while index < len(wanted) and wanted[index] <= last:
             index += 1
-    return {p: found[p] for p in wanted if p in found}

@@ -71,6 +71,7 @@ from workbench.errors import (
 from workbench.store.compactions import apply_plan, list_compactions, load_table
 from workbench.store.compactions import undo_compaction as _undo_in_store
 from workbench.store.repository import Repository
+from workbench.store.summary_lines import keep_summary_lines as store_summary_lines
 
 __all__ = [
     "DEFAULT_PROMPT",
@@ -81,6 +82,7 @@ __all__ = [
     "apply",
     "compact",
     "history",
+    "keep_summary_lines",
     "maybe_compact_before_send",
     "policy_for",
     "preview",
@@ -531,7 +533,7 @@ def _preview(
         )
         recorder = _TailRecorder(chosen)
         try:
-            return plan_compaction(
+            plan = plan_compaction(
                 messages,
                 context,
                 policy=policy,
@@ -550,6 +552,19 @@ def _preview(
             closer = getattr(chosen, "close", None)
             if callable(closer):
                 closer()
+    lines = messages.lines
+    plan.unkept_lines = lines.count(None) if lines is not None else len(messages)
+    return plan
+
+
+def keep_summary_lines(ws: Workspace, session: int | str) -> int:
+    """Write the summary lines a session's messages lack (a database written before lines
+    were kept, see :mod:`workbench.store.summary_lines`), so that its next previews read
+    them instead of writing and counting every line. Returns how many were written; a
+    preview's :attr:`CompactionPlan.unkept_lines` says whether it is worth calling.
+    """
+    repo = ws.repo
+    return store_summary_lines(repo.db, _session(repo, session).id)
 
 
 def apply(

@@ -204,8 +204,9 @@ class StoreBacking:
         return self.repo.list_messages(self._id, states=(ACTIVE,))
 
     def history(self) -> StoredHistory:
-        """The active messages read in pages, newest first, without loading them."""
-        return StoredHistory(self.repo, self._id)
+        """The active messages read in pages, newest first, without loading them (those
+        an earlier history read, while the database did not change, are not read again)."""
+        return StoredHistory.latest(self.repo, self._id)
 
     def count(self) -> int:
         """How many active messages the session holds."""

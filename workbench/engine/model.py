@@ -684,12 +684,15 @@ class Model:
         user = self._user(prompt)
         assembled = self._assemble(plan, [user] if with_prompt else [])
         request = self._request(plan, assembled, response_schema)
-        payload = self.provider.build_payload(request)
         try:
             described = self.provider.describe_request(request)
-            http = {k: v for k, v in described.items() if k != "json"}
         except Exception:  # noqa: BLE001 - the payload is what matters; the rest is a courtesy
-            http = {}
+            described = {}
+        http = {k: v for k, v in described.items() if k != "json"}
+        # The description carries the exact body: a long request is not built twice.
+        payload = described.get("json")
+        if not isinstance(payload, dict):
+            payload = self.provider.build_payload(request)
         return Preflight(
             request=request,
             assembled=assembled,

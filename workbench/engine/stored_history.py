@@ -9,24 +9,34 @@ request leaves out (``shapes``) are read without their text. A session of 100,00
 messages thus costs what the request keeps, not what the session holds.
 
 The sequence is a snapshot of one moment: build a new one after the session changes.
+:meth:`StoredHistory.latest` does: it starts from what the last history of the session
+read when the database file has not changed since (SQLite's ``data_version`` and this
+process's own commits), so the Request panel's refreshes while a prompt is typed read
+the session's pages once, not at every key. A team store's histories are read anew.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from bisect import bisect_right
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
 from workbench.core.assembly import Shape, call_ids, prefix_reasons
 from workbench.core.conversation import Message, MessageState
+from workbench.store.history_pages import count_fitting, page_before
 from workbench.store.repository import Repository
 
-__all__ = ["StoredHistory"]
+__all__ = ["StoredHistory", "database_version"]
 
 ACTIVE = MessageState.ACTIVE.value
 #: Messages read per page; grows while a walk goes on, so long walks take few queries.
 FIRST_PAGE = 256
 MAX_PAGE = 8192
+#: Sessions whose last history is kept for the next one (see StoredHistory.latest).
+KEPT_SESSIONS = 2
 
 
 class StoredHistory(Sequence[Message]):
@@ -45,6 +55,39 @@ class StoredHistory(Sequence[Message]):
         self._loaded: dict[int, Message] = {}
         self._low = self._len  # indices >= _low are loaded (the newest messages)
         self._page = FIRST_PAGE
+        # Held while pages are added, so that latest() may copy them from another thread.
+        self._lock = threading.Lock()
+
+    @classmethod
+    def latest(cls, repo: Repository, session_id: int) -> StoredHistory:
+        """The session's history now, starting from the messages the previous history of
+        the session read when the database has not changed since (none otherwise).
+
+        The messages are shared with that history: treat them as read-only, as
+        request assembly does.
+        """
+        db = repo.db
+        version = database_version(db)
+        if version is None:
+            return cls(repo, session_id)
+        kept_by_session = _KEPT.get(db)
+        if kept_by_session is None:
+            kept_by_session = OrderedDict()
+            _KEPT[db] = kept_by_session
+        kept = kept_by_session.pop(session_id, None)
+        if kept is not None and kept[0] == version:
+            earlier = kept[1]
+            history = cls(repo, session_id, length=earlier._len)
+            with earlier._lock:
+                history._loaded = dict(earlier._loaded)
+                history._low = earlier._low
+                history._page = earlier._page
+        else:
+            history = cls(repo, session_id)
+        kept_by_session[session_id] = (version, history)
+        while len(kept_by_session) > KEPT_SESSIONS:
+            kept_by_session.popitem(last=False)
+        return history
 
     def __len__(self) -> int:
         return self._len
@@ -68,7 +111,8 @@ class StoredHistory(Sequence[Message]):
         if index == 0 and self._low > 1:
             first = self.repo.first_in_state(self.session_id, ACTIVE)
             if first is not None:
-                self._loaded[0] = first
+                with self._lock:
+                    self._loaded[0] = first
                 return first
         while self._low > index:
             self._read_older()
@@ -76,17 +120,18 @@ class StoredHistory(Sequence[Message]):
 
     def _read_older(self) -> None:
         before = self._loaded[self._low].position if self._low < self._len else self._before
-        page = self.repo.page_state_before(
-            self.session_id, state=ACTIVE, before_position=before, limit=self._page
+        page = page_before(
+            self.repo.db, self.session_id, state=ACTIVE, before_position=before, limit=self._page
         )
         self._page = min(self._page * 2, MAX_PAGE)
         if not page:  # the session shrank under us: what is missing reads as absent
             raise IndexError(self._low - 1)
-        for msg in page:
-            self._low -= 1
-            self._loaded.setdefault(self._low, msg)
-            if self._low == 0:
-                break
+        with self._lock:
+            for msg in page:
+                self._low -= 1
+                self._loaded.setdefault(self._low, msg)
+                if self._low == 0:
+                    break
 
     def expect_room(self, room: int) -> None:
         """Told by request assembly before its walk: about ``room`` tokens of the newest
@@ -95,7 +140,7 @@ class StoredHistory(Sequence[Message]):
         instead of pages doubling past them."""
         if self._low < self._len:
             return
-        fitting = self.repo.count_fitting(self.session_id, state=ACTIVE, room=room)
+        fitting = count_fitting(self.repo.db, self.session_id, state=ACTIVE, room=room)
         wanted = self._len if fitting is None else fitting + fitting // 20 + 16
         self._page = min(max(wanted, 16), MAX_PAGE)
 
@@ -184,6 +229,25 @@ class StoredHistory(Sequence[Message]):
 
     def __repr__(self) -> str:
         return f"<StoredHistory session {self.session_id}: {self._len} messages>"
+
+
+# The newest history of the last KEPT_SESSIONS sessions used, per open database (a
+# database that is closed and dropped takes its entries with it): (the database's version
+# when it was made, the history). Only the last few: memory stays flat as sessions are
+# opened.
+_KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[int, tuple[Any, StoredHistory]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def database_version(db: Any) -> tuple[int, int] | None:
+    """What changes with every commit to ``db``, read before anything else is (a commit
+    after it moves it): SQLite's ``data_version`` (any other connection's commit) with
+    this process's own commits. ``None`` on a team store, whose count of other desktops'
+    changes arrives after them: nothing read earlier is reused there."""
+    if db.dialect.is_postgresql:
+        return None
+    return db.data_version(), db.local_writes
 
 
 def _shape(msg: Message) -> Shape:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,7 @@ from workbench.gui.controls import single_shot
 from workbench.gui.delegates.markdown import (
     CodeBlock,
     SafeDocument,
+    code_colours,
     highlight_code,
     link_targets,
     mark_invisible,
@@ -385,6 +387,17 @@ class _Geometry:
     more: QRect | None
 
 
+# One thread lexes code blocks for every timeline, in the order rows were rendered.
+_LEXING = ThreadPoolExecutor(1, thread_name_prefix="code-colours")
+
+
+def _lex(blocks: tuple[CodeBlock, ...], dark: bool) -> None:
+    """Lex ``blocks`` into :func:`code_colours`' cache, for highlight_code to find."""
+    for block in blocks:
+        if block.language:
+            code_colours(block.language, block.shown or block.text, dark)
+
+
 class MessageDelegate(QStyledItemDelegate):
     """Paints timeline rows and edits messages in place (see the module docstring)."""
 
@@ -393,6 +406,8 @@ class MessageDelegate(QStyledItemDelegate):
     expansion_changed = Signal(object)  # the model index whose "show all" was clicked
     copied = Signal(str)  # text a copy button put on the clipboard
     link_activated = Signal(str)  # the target of a link that was clicked in a message
+    # The key of a rendered document whose code was lexed on the lexing thread.
+    _code_lexed = Signal(object)
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
@@ -400,6 +415,7 @@ class MessageDelegate(QStyledItemDelegate):
         self._expanded: set[int] = set()
         self._to_colour: OrderedDict[tuple[Any, ...], None] = OrderedDict()
         self._colour_timer = single_shot(self, 0, self._colour_pending)
+        self._code_lexed.connect(self._colour_later)
         # The button last used to copy: (row key, "message" or a code block's first block).
         self._copied: tuple[Any, Any] | None = None
         self._copied_timer = single_shot(self, COPIED_MS, lambda: self._show_copied(None))
@@ -493,13 +509,26 @@ class MessageDelegate(QStyledItemDelegate):
         to_colour = any(b.language for b in blocks)
         entry = _Rendered(doc, truncated, tuple(blocks), dark, coloured=not to_colour)
         if to_colour:
-            self._to_colour[key] = None
-            if not self._colour_timer.isActive():
-                self._colour_timer.start()
+            # Lexed on a thread of its own (Pygments is pure Python: one block may take
+            # 10 ms), then coloured here from the colours it left in code_colours' cache.
+            lexed = _LEXING.submit(_lex, entry.code_blocks, dark)
+            lexed.add_done_callback(lambda _done, key=key: self._announce_lexed(key))
         self._docs[key] = entry
         while len(self._docs) > DOC_CACHE:
             self._docs.popitem(last=False)
         return entry
+
+    def _announce_lexed(self, key: tuple[Any, ...]) -> None:
+        """On the lexing thread: the colours of ``key``'s code are ready."""
+        try:
+            self._code_lexed.emit(key)
+        except RuntimeError:  # the delegate is gone (its view closed): nothing to colour
+            pass
+
+    def _colour_later(self, key: tuple[Any, ...]) -> None:
+        self._to_colour[key] = None
+        if not self._colour_timer.isActive():
+            self._colour_timer.start()
 
     def _colour_pending(self) -> None:
         """Highlight the code of rendered rows, a few milliseconds' worth per turn."""

@@ -19,6 +19,7 @@ preview's answer be ignored; the timeline's tint is cleared whenever the preview
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -84,6 +85,8 @@ from workbench.gui.panels.compaction_commands import (
 )
 from workbench.gui.panels.savings_bar import SavingsBarWidget
 from workbench.gui.workers import Job
+
+log = logging.getLogger(__name__)
 
 MODE_KEEP = "keep"
 MODE_POLICY = "policy"
@@ -658,6 +661,8 @@ class CompactionPanel(QWidget):
             self._job = None
             self._hide_busy()
             self.show_plan(plan)
+            if plan.unkept_lines:
+                self._keep_summary_lines(session_id)
 
         def failed(error: BaseException) -> None:
             self._job = None
@@ -674,6 +679,19 @@ class CompactionPanel(QWidget):
                            on_stop=cancel.cancel, on_done=done, on_error=failed)
         self._update_buttons()
         return self._job
+
+    def _keep_summary_lines(self, session_id: int) -> None:
+        """Have the store keep the summary lines the session's messages lack (a database
+        written before they were kept), once, on the writer thread: the next previews
+        read them instead of writing and counting every line. Nothing is shown; a
+        failure only means the next preview writes the lines again."""
+
+        def failed(error: BaseException) -> None:
+            log.info("The summary lines of session %s were not kept: %s", session_id, error)
+
+        self.ctx.workers.write(compaction.keep_summary_lines, self.ctx.workspace, session_id,
+                               name="keep the summary lines", key=(self, "summary lines"),
+                               on_error=failed)
 
     def cancel(self) -> None:
         """Stop a running preview (a model's call is hung up on); nothing was changed."""

@@ -22,6 +22,7 @@ import re
 import threading
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from PySide6.QtCore import (
@@ -62,7 +63,7 @@ from PySide6.QtWidgets import (
 
 from workbench.core.assembly import Budget, LeftOut, TokenBreakdown
 from workbench.core.gcpause import collector_paused
-from workbench.core.jsontext import indented
+from workbench.core.jsontext import indented, indented_excerpt
 from workbench.engine.chat import (
     GAUGE_PREFLIGHT_LIMIT,
     left_out_previews,
@@ -375,11 +376,15 @@ class InspectedRequest:
     endpoint: dict[str, Any]  # the preflight's provider note and HTTP description
     history_count: int  # history messages, carried or left out
     left_out_count: int
-    payload_text: str  # all of it
     shown_text: str  # what the panel shows (see PAYLOAD_HEAD_CHARS)
     listed: list[LeftOut]  # the left-out messages listed (the last LEFT_OUT_ROWS)
     previews: dict[int, tuple[str, str]]
     reasons: list[tuple[str, int]]  # why messages were left out, most frequent first
+
+    @cached_property
+    def payload_text(self) -> str:
+        """All of the payload's text (written when first asked for: Copy Payload)."""
+        return indented(self.payload)  # json.dumps(indent=2)'s text, without its slow path
 
 
 class Superseded(OperationCancelledError):
@@ -414,15 +419,27 @@ def inspect_request(ws: Workspace, session_id: int, prompt: str, *, provider: st
         reasons = counts.most_common()
         history_count = len(result.assembled.history) + sum(counts.values())
     check()
-    text = indented(result.payload)  # json.dumps(indent=2)'s text, without its slow path
+    shown = shown_payload_of(result.payload)
     check()
     previews = left_out_previews(ws, session_id, listed, limit=LEFT_OUT_ROWS)
     return InspectedRequest(
         session_id, prompt, provider, model, payload=result.payload, tokens=result.tokens,
         budget=result.budget, endpoint={"provider": result.provider, "http": result.http},
         history_count=history_count, left_out_count=sum(count for _r, count in reasons),
-        payload_text=text, shown_text=shown_payload(text), listed=listed,
-        previews=previews, reasons=reasons)
+        shown_text=shown, listed=listed, previews=previews, reasons=reasons)
+
+
+def _left_out_note(hidden: int, count: int, key: str) -> str:
+    return (f"… {hidden:,} of the {count:,} {key} are not shown here "
+            "(Copy Payload copies all of it) …")
+
+
+def shown_payload_of(payload: Any) -> str:
+    """What the panel shows of ``payload``: its text, or when that is long, its beginning
+    and end (whole entries of its messages) around a line saying how many are left out,
+    written without writing the rest."""
+    shown = indented_excerpt(payload, PAYLOAD_HEAD_CHARS, PAYLOAD_TAIL_CHARS, _left_out_note)
+    return shown if shown is not None else shown_payload(indented(payload))
 
 
 def shown_payload(text: str) -> str:
