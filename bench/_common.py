@@ -199,3 +199,45 @@ def remove_database(path: Path) -> None:
         candidate = Path(str(path) + suffix)
         if candidate.exists():
             candidate.unlink()
+
+
+# -- a throwaway PostgreSQL server ---------------------------------------------------------
+
+# The server settings of the benchmarks: durable like a team server (fsync and full-page
+# writes on), commits acknowledged before they reach the disk (``synchronous_commit=off``,
+# as SQLite's ``synchronous=NORMAL`` in WAL mode does between checkpoints), memory for a
+# machine that also runs the desktop, and checkpoints spaced for bulk loads.
+BENCH_PG_SETTINGS: dict[str, str] = {
+    "synchronous_commit": "off",
+    "shared_buffers": "512MB",
+    "effective_cache_size": "4GB",
+    "maintenance_work_mem": "512MB",
+    "work_mem": "16MB",
+    "max_wal_size": "4GB",
+    "max_connections": "100",
+}
+
+
+def pg_server_module() -> Any:
+    """``tests/pg_server.py`` (standard library only), imported by its path so that the
+    benchmarks need neither pytest nor the tests folder as a package."""
+    import importlib.util
+
+    name = "workbench_bench_pg_server"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO_DIR / "tests" / "pg_server.py")
+    if spec is None or spec.loader is None:
+        raise RuntimeError("tests/pg_server.py is missing")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def start_postgres(settings: dict[str, str] | None = None) -> Any:
+    """A started throwaway PostgreSQL cluster (``tests/pg_server.PostgresServer``) with
+    :data:`BENCH_PG_SETTINGS`; call its ``stop()`` to remove it. Raises the module's
+    ``ServerUnavailable`` when PostgreSQL is not installed or does not start."""
+    module = pg_server_module()
+    return module.PostgresServer(dict(BENCH_PG_SETTINGS if settings is None else settings)).start()

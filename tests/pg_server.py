@@ -5,7 +5,10 @@ root through ``scripts/ensure-system-libs.sh test``). ``initdb`` refuses to run 
 as root the cluster is created and run as ``nobody`` (``setpriv``); otherwise as the user
 running the tests. The cluster lives in a temporary folder, listens on a free port of
 127.0.0.1 and on a socket in that folder, trusts local connections (it only exists for the
-run) and is tuned for tests (no fsync). :meth:`PostgresServer.stop` removes everything.
+run) and is tuned for tests (no fsync: :data:`TEST_SETTINGS`; the benchmarks pass settings
+of their own). :meth:`PostgresServer.stop` removes everything.
+
+It needs nothing but the standard library, so ``bench/`` imports it by path too.
 """
 
 from __future__ import annotations
@@ -16,9 +19,17 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 USER = "workbench"
+# Server settings of the test run: nothing is kept after it, so nothing is flushed to disk.
+TEST_SETTINGS: Mapping[str, str] = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "200",
+}
 
 
 class ServerUnavailable(RuntimeError):
@@ -49,9 +60,11 @@ def _free_port() -> int:
 
 
 class PostgresServer:
-    """One PostgreSQL cluster of the test run."""
+    """One PostgreSQL cluster of the test run (``settings``: the server's settings,
+    :data:`TEST_SETTINGS` by default)."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Mapping[str, str] | None = None) -> None:
+        self.settings = dict(TEST_SETTINGS if settings is None else settings)
         self.root = Path(tempfile.mkdtemp(prefix="workbench-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
@@ -81,10 +94,9 @@ class PostgresServer:
         try:
             self._run("initdb", "-D", str(self.data), "-U", USER, "-A", "trust",
                       "-E", "UTF8", "--locale=C", "--no-sync")
-            options = (
-                f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                "-c max_connections=200"
+            options = " ".join(
+                [f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1"]
+                + [f"-c {name}={value}" for name, value in self.settings.items()]
             )
             self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options,
                       "-w", "-t", "60", "start")
