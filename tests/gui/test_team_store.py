@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +30,29 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QLineEdit, QWidget
 from pytestqt.qtbot import QtBot
 
 from tests.gui.conftest import settle
-from tests.gui.journey import focus, named, press, type_text, with_modal_dialog
+from tests.gui.journey import (
+    click,
+    click_into,
+    focus,
+    named,
+    press,
+    replace_text,
+    type_text,
+    with_modal_dialog,
+)
 from workbench.core.conversation import SessionInfo
+from workbench.core.provider import ProviderConfig
+from workbench.engine import compaction
+from workbench.engine.providers import ProviderSettings
 from workbench.engine.workspace import Workspace
 from workbench.gui.dialogs.open_database import OpenDatabaseDialog, open_at_start
 from workbench.gui.main_window import MainWindow
 from workbench.gui.models.sessions import SessionRole
+from workbench.gui.models.timeline import KindRole, StateRole
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
+
+from protocol_server import ProtocolServer  # noqa: E402
 
 CTRL = Qt.KeyboardModifier.ControlModifier
 SHIFT = Qt.KeyboardModifier.ShiftModifier
@@ -109,24 +128,38 @@ def show_window(qtbot: QtBot) -> Iterator[Callable[..., MainWindow]]:
         _shut(window)
 
 
-@pytest.fixture
-def desktops(pg_db_url: str, make_session: Callable[..., SessionInfo],
-             show_window: Callable[..., MainWindow],
-             ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
+@contextmanager
+def _two_desktops(url: str, make_session: Callable[..., SessionInfo],
+                  show_window: Callable[..., MainWindow], title: str,
+                  messages: list[tuple[str, str]],
+                  prepare: Callable[[Workspace], object] | None = None,
+                  ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
     """Two windows, each on a workspace of its own over the same team store (as two
-    desktops are), both showing the shared session."""
-    first, second = Workspace.open(pg_db_url), Workspace.open(pg_db_url)
+    desktops are), both showing a shared session of ``messages``; ``prepare`` sets the
+    store up before the windows open."""
+    first, second = Workspace.open(url), Workspace.open(url)
     try:
-        info = make_session(first, "Shared plan", CHAT)
+        if prepare is not None:
+            prepare(first)
+        info = make_session(first, title, messages)
         windows = [show_window(first), show_window(second, 1220)]
         for window in windows:
             window.open_session(info.id)
             settle(window)
-            assert window.timeline.model.rowCount() == len(CHAT)
+            assert window.timeline.model.rowCount() == len(messages)
         yield windows[0], windows[1], info
     finally:
         first.close()
         second.close()
+
+
+@pytest.fixture
+def desktops(pg_db_url: str, make_session: Callable[..., SessionInfo],
+             show_window: Callable[..., MainWindow],
+             ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
+    """Two desktops on one team store, both showing the shared plan (``CHAT``)."""
+    with _two_desktops(pg_db_url, make_session, show_window, "Shared plan", CHAT) as shown:
+        yield shown
 
 
 def _activate(qtbot: QtBot, window: MainWindow) -> None:
@@ -248,6 +281,112 @@ def test_two_desktops_editing_at_once_lose_nothing(
         qtbot.waitUntil(lambda window=window: _listed(window) == [
             ("Renamed on the second desktop", 6)], timeout=SEEN_MS)
     assert theirs.ctx.workspace.get_session(info.id).message_count == 6
+
+
+def _folded_states(window: MainWindow) -> list[str]:
+    model = window.timeline.model
+    return [model.index(row, 0).data(StateRole) for row in range(model.rowCount())]
+
+
+def test_a_compaction_and_its_undo_on_one_desktop_show_on_the_other(
+    qtbot: QtBot, pg_db_url: str, make_session: Callable[..., SessionInfo],
+    show_window: Callable[..., MainWindow],
+) -> None:
+    long = [(("user", "assistant")[i % 2],
+             f"Message {i}: " + "notes on the cabinets, the worktop and the hob " * 6)
+            for i in range(40)]
+    with _two_desktops(pg_db_url, make_session, show_window, "Kitchen", long) as (
+            mine, theirs, info):
+        # Ctrl+3 to the Compaction panel, keep the newest 10, Preview, Apply.
+        panel = mine.compaction_panel
+        _activate(qtbot, mine)
+        press(qtbot, Qt.Key.Key_3, CTRL)
+        qtbot.waitUntil(lambda: panel.session_id == info.id and mine.ctx.workers.idle,
+                        timeout=SEEN_MS)
+        replace_text(qtbot, mine, "Newest messages to keep", "10")
+        with qtbot.waitSignal(panel.preview_shown, timeout=SEEN_MS) as shown:
+            click(qtbot, mine, "Preview the compaction")
+        folded = list(shown.args[0].folded_ids)
+        assert len(folded) == 30
+        with qtbot.waitSignal(panel.history_loaded, timeout=SEEN_MS):
+            click(qtbot, mine, "Apply the compaction")
+
+        # The other desktop shows one marker for the 30 folded messages, then the 10
+        # kept, and the marker carries the summary the first desktop stored.
+        model = theirs.timeline.model
+        qtbot.waitUntil(lambda: model.rowCount() == 11, timeout=SEEN_MS)
+        assert model.index(0, 0).data(KindRole) == "marker"
+        assert "30 messages folded into the summary" in model.index(0, 0).data(
+            Qt.ItemDataRole.DisplayRole)
+        ws = theirs.ctx.workspace
+        records = compaction.history(ws, info.id)
+        assert [(r.folded_ids, r.undone) for r in records] == [(folded, False)]
+        summary = ws.repo.get_context(info.id).summary
+        assert summary == records[0].summary and "Message 0" in summary
+        tip = model.index(0, 0).data(Qt.ItemDataRole.ToolTipRole)
+        assert f"Compaction #{records[0].id} " in tip
+        assert summary.splitlines()[1][:40] in tip  # its summary's first line, cut
+        states = {m.id: m.state for m in ws.repo.list_messages(info.id)}
+        assert [mid for mid, state in states.items() if state != "active"] == folded
+        assert [m.content for m in (model.message_at(model.position_at(row))
+                                    for row in range(1, 11))] == [t for _r, t in long[30:]]
+
+        # Ctrl+0 to the first desktop's timeline, Ctrl+Z: the other shows all 40 again.
+        _activate(qtbot, mine)
+        qtbot.keyClick(mine, Qt.Key.Key_0, CTRL)
+        assert focus() is mine.timeline.view
+        press(qtbot, Qt.Key.Key_Z, CTRL)
+        qtbot.waitUntil(lambda: model.rowCount() == 40, timeout=SEEN_MS)
+        qtbot.waitUntil(lambda: _folded_states(theirs) == ["active"] * 40, timeout=SEEN_MS)
+        assert _shown(theirs) == [text for _role, text in long]
+        assert all(m.state == "active" for m in ws.repo.list_messages(info.id))
+        assert [r.undone for r in compaction.history(ws, info.id)] == [True]
+        assert ws.repo.get_context(info.id).summary == ""
+
+
+def test_a_chat_on_one_desktop_shows_on_the_other_while_that_one_writes_too(
+    qtbot: QtBot, pg_db_url: str, make_session: Callable[..., SessionInfo],
+    show_window: Callable[..., MainWindow], server: ProtocolServer,
+) -> None:
+    def provider(ws: Workspace) -> None:
+        ProviderSettings(ws.db).add(ProviderConfig(
+            name="local", kind="openai", base_url=server.url, model=server.model))
+
+    reply = "".join(server.reply_words)
+    prompt = "Which tram goes up to the castle?"
+    with _two_desktops(pg_db_url, make_session, show_window, "Shared plan", CHAT,
+                       prepare=provider) as (mine, theirs, info):
+        # Neither hears the other until both are done: each writes over what it showed.
+        mine.db_watcher.timer.stop()
+        theirs.db_watcher.timer.stop()
+        _activate(qtbot, mine)
+        assert named(mine, "Provider").currentText() == "local"
+        click_into(qtbot, named(mine, "Prompt"))
+        type_text(qtbot, prompt)
+        finished: list[object] = []
+        mine.composer.turn_finished.connect(finished.append)
+        press(qtbot, Qt.Key.Key_Return, CTRL)
+        # While the reply streams in, the second desktop adds a message and renames.
+        _insert_below(qtbot, theirs, 2, "Added on the second desktop")
+        _rename_open_session(qtbot, theirs, "Lisbon, final")
+        qtbot.waitUntil(lambda: bool(finished), timeout=SEEN_MS)
+        qtbot.waitUntil(lambda: _shown(mine)[-2:] == [prompt, reply], timeout=SEEN_MS)
+        mine.db_watcher.timer.start()
+        theirs.db_watcher.timer.start()
+        settle(mine)
+        settle(theirs)
+
+        stored = [m.content for m in mine.ctx.workspace.page_messages(info.id, limit=50)]
+        assert sorted(stored) == sorted([text for _role, text in CHAT] + [
+            "Added on the second desktop", prompt, reply])
+        assert stored.index(prompt) + 1 == stored.index(reply)
+        for window in (mine, theirs):
+            qtbot.waitUntil(lambda window=window: _shown(window) == stored,
+                            timeout=SEEN_MS)
+            qtbot.waitUntil(lambda window=window: _listed(window) == [
+                ("Lisbon, final", 6)], timeout=SEEN_MS)
+        assert mine.timeline.title_label.full_text() == "Lisbon, final"
+        assert len(server.chat_requests()) == 1
 
 
 # -- File → Open Team Database ----------------------------------------------------------------

@@ -795,6 +795,11 @@ class TimelineModel(QAbstractListModel):
             return
         if self._pending:
             self.set_pending(None)
+        if mine[0].position is not None and mine[0].position != self._count:
+            # Another desktop wrote to the session since this window read it: the turn
+            # follows messages not shown here, so the session is read again.
+            self.reload()
+            return
         if self._index is None:
             first = len(self._rows.rows)
             self.beginInsertRows(QModelIndex(), first, first + len(mine) - 1)
