@@ -795,9 +795,11 @@ class TimelineModel(QAbstractListModel):
             return
         if self._pending:
             self.set_pending(None)
-        if mine[0].position is not None and mine[0].position != self._count:
-            # Another desktop wrote to the session since this window read it: the turn
-            # follows messages not shown here, so the session is read again.
+        places = [m.position for m in mine]
+        if None not in places and places != list(range(self._count, self._count + len(mine))):
+            # Another desktop wrote to the session since this window read it (before the
+            # turn, or between its prompt and its reply): the turn is not simply after
+            # the messages shown here, so the session is read again.
             self.reload()
             return
         if self._index is None:
