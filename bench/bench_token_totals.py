@@ -21,7 +21,6 @@ import _common
 import make_corpus
 
 from workbench.store import Database, Repository
-from workbench.store.rows import SESSION_FROM, SESSION_SELECT
 
 GOAL_RATE = 1_000_000
 
@@ -33,8 +32,12 @@ _GROUPED = (
     "SELECT session_id, sum(token_count) FROM messages WHERE state = 'active'"
     " GROUP BY session_id"
 )
+# The peer: the session list as plain sqlite3 reads it (the columns session_from_row takes).
 _LIST = (
-    f"SELECT {SESSION_SELECT} FROM {SESSION_FROM} WHERE s.archived = 0"
+    "SELECT s.id, s.title, s.agent_id, s.created_at, s.updated_at, s.tags, s.pinned,"
+    " s.archived, s.forked_from_session_id, s.forked_from_message_id, s.overrides, s.source,"
+    " s.source_id, s.message_count, s.token_count, a.name"
+    " FROM sessions AS s JOIN agents AS a ON a.id = s.agent_id WHERE s.archived = 0"
     " ORDER BY s.pinned DESC, s.updated_at DESC, s.id DESC LIMIT ? OFFSET ?"
 )
 

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "providers"))
 
 from protocol_server import ProtocolServer  # noqa: E402
 
+from tests.memory_keyring import MemoryKeyring  # noqa: E402
 from tests.pg_server import PostgresServer, ServerUnavailable  # noqa: E402
 
 # Before anything imports Qt: tests draw on the offscreen platform unless told otherwise.
@@ -156,6 +157,34 @@ def db_target(backend: str, request: pytest.FixtureRequest) -> Path | str:
     if backend == "postgresql":
         return str(request.getfixturevalue("pg_db_url"))
     return Path(request.getfixturevalue("db_path"))
+
+
+@pytest.fixture
+def memory_keyring() -> Iterator[MemoryKeyring]:
+    """A keyring in a dict, installed for the test (the previous one put back after)."""
+    import keyring
+
+    previous = keyring.get_keyring()
+    backend = MemoryKeyring()
+    keyring.set_keyring(backend)
+    try:
+        yield backend
+    finally:
+        keyring.set_keyring(previous)
+
+
+@pytest.fixture
+def no_keyring() -> Iterator[None]:
+    """No usable keyring (keyring's own failing backend), as on a machine without one."""
+    import keyring
+    from keyring.backends import fail
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    try:
+        yield
+    finally:
+        keyring.set_keyring(previous)
 
 
 @pytest.fixture

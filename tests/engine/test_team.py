@@ -6,13 +6,10 @@ and no failure sentence repeats it."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 
-import keyring
 import pytest
-from keyring.backend import KeyringBackend
-from keyring.backends import fail
 
+from tests.memory_keyring import MemoryKeyring
 from workbench.engine.team import (
     is_team_url,
     open_team_store,
@@ -23,46 +20,6 @@ from workbench.errors import StorageError, WorkbenchError
 
 SECRET = "pa:ss@w/rd-7781"
 SERVICE = "conversation-workbench-postgresql"
-
-
-class MemoryKeyring(KeyringBackend):
-    """A keyring held in a dict, installed through keyring's public set_keyring."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.passwords: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.passwords.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.passwords[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        self.passwords.pop((service, username), None)
-
-
-@pytest.fixture
-def memory_keyring() -> Iterator[MemoryKeyring]:
-    previous = keyring.get_keyring()
-    backend = MemoryKeyring()
-    keyring.set_keyring(backend)
-    try:
-        yield backend
-    finally:
-        keyring.set_keyring(previous)
-
-
-@pytest.fixture
-def no_keyring() -> Iterator[None]:
-    previous = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())
-    try:
-        yield
-    finally:
-        keyring.set_keyring(previous)
 
 
 def _closed_port() -> int:

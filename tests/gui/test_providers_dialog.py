@@ -5,13 +5,11 @@ remove it."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import keyring
 import pytest
 from keyring.backend import KeyringBackend
-from keyring.backends import fail
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractButton,
@@ -26,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
+from tests.memory_keyring import MemoryKeyring
 from workbench.core.provider import ProviderConfig
 from workbench.engine.providers import ProviderSettings
 from workbench.engine.workspace import Workspace
@@ -39,45 +38,6 @@ from protocol_server import ProtocolServer, free_port  # noqa: E402
 from tests.gui.journey import click, named, replace_text  # noqa: E402
 
 SECRET = "sk-test-GUI-SENTINEL-93c1f0aa55e2"
-
-
-class MemoryKeyring(KeyringBackend):
-    """A real keyring backend keeping passwords in a dict (no OS service needed)."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.passwords: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.passwords.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.passwords[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        self.passwords.pop((service, username), None)
-
-
-def _use_keyring(backend: KeyringBackend) -> Iterator[KeyringBackend]:
-    previous = keyring.get_keyring()
-    keyring.set_keyring(backend)
-    try:
-        yield backend
-    finally:
-        keyring.set_keyring(previous)
-
-
-@pytest.fixture
-def memory_keyring() -> Iterator[MemoryKeyring]:
-    yield from _use_keyring(MemoryKeyring())  # type: ignore[misc]
-
-
-@pytest.fixture
-def no_keyring() -> Iterator[KeyringBackend]:
-    yield from _use_keyring(fail.Keyring())
-
 
 
 def _open(window: MainWindow, qtbot: QtBot) -> ProvidersDialog:

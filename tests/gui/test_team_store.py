@@ -22,9 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import keyring
 import pytest
-from keyring.backend import KeyringBackend
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QApplication, QFileDialog, QLineEdit, QWidget
 from pytestqt.qtbot import QtBot
@@ -40,6 +38,7 @@ from tests.gui.journey import (
     type_text,
     with_modal_dialog,
 )
+from tests.memory_keyring import MemoryKeyring
 from workbench.core.conversation import SessionInfo
 from workbench.core.provider import ProviderConfig
 from workbench.engine import compaction
@@ -65,36 +64,6 @@ SECRET = "s3cret-Team-pw"
 SERVICE = "conversation-workbench-postgresql"
 # Another desktop's change shows once its watch fires: well within this on a test box.
 SEEN_MS = 10_000
-
-
-class MemoryKeyring(KeyringBackend):
-    """A keyring held in a dict (installed through keyring's public set_keyring)."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.passwords: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.passwords.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.passwords[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        self.passwords.pop((service, username), None)
-
-
-@pytest.fixture
-def memory_keyring() -> Iterator[MemoryKeyring]:
-    previous = keyring.get_keyring()
-    backend = MemoryKeyring()
-    keyring.set_keyring(backend)
-    try:
-        yield backend
-    finally:
-        keyring.set_keyring(previous)
 
 
 def _shut(window: MainWindow) -> None:

@@ -3,13 +3,9 @@ server replies."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import keyring
 import pytest
-from keyring.backend import KeyringBackend
-from keyring.backends import fail
 
+from tests.memory_keyring import MemoryKeyring
 from workbench.providers.context import (
     choose_context_window,
     context_window_from_models,
@@ -23,46 +19,6 @@ from workbench.providers.keys import (
     split_entry,
     store_in_keyring,
 )
-
-
-class MemoryKeyring(KeyringBackend):
-    """A real keyring backend that keeps passwords in a dict (no OS service needed)."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.passwords: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.passwords.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.passwords[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        self.passwords.pop((service, username), None)
-
-
-@pytest.fixture
-def memory_keyring() -> Iterator[MemoryKeyring]:
-    previous = keyring.get_keyring()
-    backend = MemoryKeyring()
-    keyring.set_keyring(backend)
-    try:
-        yield backend
-    finally:
-        keyring.set_keyring(previous)
-
-
-@pytest.fixture
-def no_keyring() -> Iterator[None]:
-    previous = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())
-    try:
-        yield
-    finally:
-        keyring.set_keyring(previous)
 
 
 def test_key_from_the_named_environment_variable(sentinel_key: str) -> None:

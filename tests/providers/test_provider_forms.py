@@ -3,15 +3,12 @@ the OS keyring (never the database) and detecting a config's context window."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import keyring
 import pytest
-from keyring.backend import KeyringBackend
-from keyring.backends import fail
 from protocol_server import ProtocolServer, free_port
 
+from tests.memory_keyring import MemoryKeyring
 from workbench.core.provider import ProviderConfig
 from workbench.engine.providers import (
     ProviderSettings,
@@ -22,46 +19,6 @@ from workbench.engine.providers import (
 from workbench.engine.workspace import Workspace
 from workbench.errors import StorageError, WorkbenchError
 from workbench.providers.keys import KEYRING_SERVICE
-
-
-class MemoryKeyring(KeyringBackend):
-    """A real keyring backend that keeps passwords in a dict (no OS service needed)."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.passwords: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.passwords.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.passwords[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        self.passwords.pop((service, username), None)
-
-
-@pytest.fixture
-def memory_keyring() -> Iterator[MemoryKeyring]:
-    previous = keyring.get_keyring()
-    backend = MemoryKeyring()
-    keyring.set_keyring(backend)
-    try:
-        yield backend
-    finally:
-        keyring.set_keyring(previous)
-
-
-@pytest.fixture
-def no_keyring() -> Iterator[None]:
-    previous = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())
-    try:
-        yield
-    finally:
-        keyring.set_keyring(previous)
 
 
 def test_a_typed_key_goes_into_the_keyring_and_never_into_the_database(

@@ -47,15 +47,6 @@ def _chunks(ids: Sequence[int], size: int = 500) -> Iterator[Sequence[int]]:
         yield ids[start : start + size]
 
 
-def _first_column(conn: Connection, sql: str, params: Sequence[Any]) -> set[Any]:
-    """The values of the first column of the rows ``sql`` selects."""
-    return {row[0] for row in conn.exec_driver_sql(sql, tuple(params))}
-
-
-def _in_clause(values: Sequence[Any]) -> str:
-    return "(" + ", ".join("?" for _ in values) + ")"
-
-
 class StoreBase:
     """The database the topic stores work on, and what they share."""
 
@@ -63,20 +54,18 @@ class StoreBase:
         self.db = db
         self.dialect = db.dialect
 
-    def _read_one(self, sql: str | Executable, row_id: int, missing: str) -> Any:
-        """The row ``sql`` selects for ``row_id`` (its one parameter, ``:id`` in a Core
-        statement); :class:`NotFoundError` saying ``missing`` when there is none."""
-        row = self._first(sql, (row_id,) if isinstance(sql, str) else {"id": row_id})
+    def _read_one(self, statement: Executable, row_id: int, missing: str) -> Any:
+        """The row ``statement`` selects for ``row_id`` (its parameter ``:id``);
+        :class:`NotFoundError` saying ``missing`` when there is none."""
+        row = self._first(statement, {"id": row_id})
         if row is None:
             raise NotFoundError(missing)
         return row
 
-    def _first(self, sql: str | Executable, params: tuple[Any, ...] | dict[str, Any]) -> Any:
-        """The first row ``sql`` selects with ``params`` (None when there is none)."""
+    def _first(self, statement: Executable, params: dict[str, Any]) -> Any:
+        """The first row ``statement`` selects with ``params`` (None when there is none)."""
         with self.db.read() as conn:
-            if isinstance(sql, str):
-                return conn.exec_driver_sql(sql, tuple(params)).first()
-            return conn.execute(sql, dict(params)).first()
+            return conn.execute(statement, params).first()
 
     # == internals =====================================================================
 

@@ -119,7 +119,7 @@ class PreparedConversation:
 def session_row(
     session_id: int, agent_id: int, agent_name: str, prepared: PreparedConversation
 ) -> tuple[Any, ...]:
-    """The row ``rows.SESSION_SELECT`` reads for a session :func:`insert_batch` wrote."""
+    """The row ``rows.SESSION_ROW`` reads for a session :func:`insert_batch` wrote."""
     title, created, updated, tags, source, source_id, messages, tokens = prepared.session[:8]
     return (
         session_id, title, agent_id, created, updated, tags, 0, 0, None, None, "{}",

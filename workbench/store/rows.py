@@ -67,14 +67,8 @@ MESSAGE_FIELDS: tuple[ColumnElement[Any], ...] = (
 # One insert of message rows given as :func:`message_values` dicts (many at once).
 MESSAGE_INSERT_ROWS = insert(MESSAGES)
 
-SESSION_SELECT = (
-    "s.id, s.title, s.agent_id, s.created_at, s.updated_at, s.tags, s.pinned, s.archived, "
-    "s.forked_from_session_id, s.forked_from_message_id, s.overrides, s.source, s.source_id, "
-    "s.message_count, s.token_count, a.name"
-)
-SESSION_FROM = "sessions AS s JOIN agents AS a ON a.id = s.agent_id"
-# The same in Core: the columns :func:`session_from_row` reads, in order, and the join
-# they are selected from (``select(*SESSION_ROW).select_from(SESSION_JOIN)``).
+# The columns :func:`session_from_row` reads, in order, and the join they are selected
+# from (``select(*SESSION_ROW).select_from(SESSION_JOIN)``).
 SESSION_ROW = (
     *(SESSIONS.c[name] for name in (
         "id", "title", "agent_id", "created_at", "updated_at", "tags", "pinned", "archived",
