@@ -43,6 +43,7 @@ from workbench.core.conversation import SessionInfo
 from workbench.core.provider import ProviderConfig
 from workbench.engine import compaction
 from workbench.engine.providers import ProviderSettings
+from workbench.engine.watch import session_mark
 from workbench.engine.workspace import Workspace
 from workbench.gui.dialogs.open_database import OpenDatabaseDialog, open_at_start
 from workbench.gui.main_window import MainWindow
@@ -98,7 +99,7 @@ def show_window(qtbot: QtBot) -> Iterator[Callable[..., MainWindow]]:
 
 
 @contextmanager
-def _two_desktops(url: str, make_session: Callable[..., SessionInfo],
+def _two_desktops(qtbot: QtBot, url: str, make_session: Callable[..., SessionInfo],
                   show_window: Callable[..., MainWindow], title: str,
                   messages: list[tuple[str, str]],
                   prepare: Callable[[Workspace], object] | None = None,
@@ -116,6 +117,10 @@ def _two_desktops(url: str, make_session: Callable[..., SessionInfo],
             window.open_session(info.id)
             settle(window)
             assert window.timeline.model.rowCount() == len(messages)
+        for window in windows:
+            # Its listener is up and what it heard on connecting is read: a test's own
+            # changes are then all that either window reports.
+            _wait_caught_up(qtbot, window, info.id)
         yield windows[0], windows[1], info
     finally:
         first.close()
@@ -123,12 +128,21 @@ def _two_desktops(url: str, make_session: Callable[..., SessionInfo],
 
 
 @pytest.fixture
-def desktops(pg_db_url: str, make_session: Callable[..., SessionInfo],
+def desktops(qtbot: QtBot, pg_db_url: str, make_session: Callable[..., SessionInfo],
              show_window: Callable[..., MainWindow],
              ) -> Iterator[tuple[MainWindow, MainWindow, SessionInfo]]:
     """Two desktops on one team store, both showing the shared plan (``CHAT``)."""
-    with _two_desktops(pg_db_url, make_session, show_window, "Shared plan", CHAT) as shown:
+    with _two_desktops(qtbot, pg_db_url, make_session, show_window, "Shared plan", CHAT) as shown:
         yield shown
+
+
+def _wait_caught_up(qtbot: QtBot, window: MainWindow, session_id: int) -> None:
+    """Wait until ``window`` has compared the open session with what the store holds
+    now (its watch read the session's current mark), then let that report land."""
+    ws = window.ctx.workspace
+    qtbot.waitUntil(lambda: window.db_watcher.seen_mark
+                    == (session_id, session_mark(ws, session_id)), timeout=SEEN_MS)
+    settle(window)
 
 
 def _activate(qtbot: QtBot, window: MainWindow) -> None:
@@ -264,7 +278,7 @@ def test_a_compaction_and_its_undo_on_one_desktop_show_on_the_other(
     long = [(("user", "assistant")[i % 2],
              f"Message {i}: " + "notes on the cabinets, the worktop and the hob " * 6)
             for i in range(40)]
-    with _two_desktops(pg_db_url, make_session, show_window, "Kitchen", long) as (
+    with _two_desktops(qtbot, pg_db_url, make_session, show_window, "Kitchen", long) as (
             mine, theirs, info):
         # Ctrl+3 to the Compaction panel, keep the newest 10, Preview, Apply.
         panel = mine.compaction_panel
@@ -323,7 +337,7 @@ def test_a_chat_on_one_desktop_shows_on_the_other_while_that_one_writes_too(
 
     reply = "".join(server.reply_words)
     prompt = "Which tram goes up to the castle?"
-    with _two_desktops(pg_db_url, make_session, show_window, "Shared plan", CHAT,
+    with _two_desktops(qtbot, pg_db_url, make_session, show_window, "Shared plan", CHAT,
                        prepare=provider) as (mine, theirs, info):
         # Neither hears the other until both are done: each writes over what it showed.
         mine.db_watcher.timer.stop()
@@ -550,7 +564,7 @@ def test_a_write_that_leaves_the_open_session_as_shown_does_not_reread_it(
     qtbot.waitUntil(lambda: True in rereads, timeout=SEEN_MS)
     qtbot.waitUntil(lambda: _shown(theirs)[-1:] == ["A real change"], timeout=SEEN_MS)
     settle(mine)
-    settle(theirs)
+    _wait_caught_up(qtbot, theirs, info.id)
 
     rereads.clear()
     ids = [m.id for m in mine.ctx.workspace.page_messages(info.id, limit=10)]

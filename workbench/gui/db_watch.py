@@ -56,6 +56,12 @@ class DatabaseWatcher(QObject):
         default = POLL_MS if self.ctx.workspace.is_file else TEAM_POLL_MS
         self.timer.setInterval(self._interval_ms or default)
 
+    @property
+    def seen_mark(self) -> tuple[int, SessionMark | None] | None:
+        """The open session and its mark as this window last read them (None before the
+        first look): what an outside change is compared with."""
+        return self._mark
+
     def _open_mark(self) -> tuple[int, SessionMark | None]:
         session_id = self.ctx.current_session_id
         return session_id, (session_mark(self.ctx.workspace, session_id) if session_id
