@@ -411,6 +411,10 @@ def copy_corpus(corpus: Path, url: str) -> tuple[dict[str, int], dict[str, float
                 copy = sql.SQL("COPY {} ({}) FROM STDIN").format(
                     sql.Identifier(table), sql.SQL(", ").join(sql.Identifier(c) for c in columns))
                 n = 0
+                if table == "message_calls":
+                    # The messages' insert trigger listed their calls already (with ids
+                    # of its own); the corpus's rows replace them.
+                    pg.execute("TRUNCATE message_calls")
                 with pg.transaction(), pg.cursor() as cur, cur.copy(copy) as out:
                     for row in src.execute(select):
                         out.write_row(row)

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import json.encoder
+import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,7 +37,7 @@ from sqlalchemy.exc import DBAPIError
 from workbench.core.conversation import ROLES, STATES, Conversation, utcnow
 from workbench.core.identity import fingerprint_messages
 from workbench.errors import StorageError
-from workbench.store.migrations import FTS_PAUSE_SETTING, MESSAGE_CALLS_FILL
+from workbench.store.migrations import FTS_PAUSE_SETTING, MESSAGE_CALLS_FILL, PG_SEARCH_CHARS
 from workbench.store.rows import MESSAGE_COLUMNS, TIME_MISSING, context_params
 from workbench.store.schema import SETTINGS
 from workbench.store.types import time_to_text
@@ -61,6 +63,7 @@ _CONTEXT_INSERT = (
 # session id (known only inside the transaction) by appending it.
 assert MESSAGE_COLUMNS[0] == "session_id"
 _ROW_COLUMNS = (*MESSAGE_COLUMNS[1:], "session_id")
+_CONTENT = _ROW_COLUMNS.index("content")
 _MESSAGE_INSERT = (
     f"INSERT INTO messages ({', '.join(_ROW_COLUMNS)}) VALUES ",
     f"({', '.join('?' for _ in _ROW_COLUMNS)})",
@@ -362,13 +365,51 @@ def _insert_rows(
 
 # == PostgreSQL ==========================================================================
 #
-# The team store has no triggers to pause: its full-text columns are generated from the
-# row itself, and the rows of ``message_calls`` are kept by the messages' triggers,
-# which COPY fires as an INSERT does. Session ids are drawn from the sessions' own
-# sequence (so that the messages can name theirs), and the rows of the batch are sent with
-# COPY through the write transaction's own driver connection: one round trip per table
-# instead of one per row or per statement, and the ids of the messages come from their
-# identity column.
+# The team store has no triggers to pause: the rows of ``message_calls`` are kept by the
+# messages' triggers, which COPY fires as an INSERT does, and a message's search column
+# is filled by its insert trigger when the row comes without one (migration
+# 0010_search_upkeep_postgresql). Session ids are drawn from the sessions' own sequence
+# (so that the messages can name theirs), and the rows of the batch are sent with COPY
+# through the write transaction's own driver connection: one round trip per table instead
+# of one per row or per statement, and the ids of the messages come from their identity
+# column. Each message row carries its search value when :func:`search_vector` can make
+# it exactly as the server would: splitting text with a regular expression was the
+# largest part of the server's work, and it runs here while the server stores the rows
+# before.
+
+# What the server's workbench_search_vector does to text of ASCII characters only: the
+# first PG_SEARCH_CHARS characters, split on every character that is not a letter or a
+# digit (there is nothing to strip of accents), lower-cased; each word with its position.
+# The server's parser then reads digits, "e" and digits at the start of a word as a
+# number in scientific notation and the letters after it as the next word ("1e9x" is
+# "1e9" and "x").
+# to_tsvector skips a word of MAX_WORD_BYTES bytes or more (without counting it), keeps
+# at most MAX_WORD_POSITIONS positions of a word and counts positions up to
+# MAX_POSITION; the tsvector input keeps one more position of a word, so text where a
+# word repeats more often, and longer text than the positions made here, is left to
+# the server.
+_ASCII_WORD = re.compile(r"[0-9]+e[0-9]+(?=[a-z])|[a-z0-9]+")
+MAX_WORD_BYTES = 2047
+MAX_WORD_POSITIONS = 255
+_POSITIONS = tuple(f":{i}" for i in range(1, 4097))
+
+
+def search_vector(content: str) -> str | None:
+    """The text of the tsvector the server's ``workbench_search_vector(content)`` makes,
+    or None when only the server can make it exactly (text with a character that is not
+    ASCII, a word repeated more than :data:`MAX_WORD_POSITIONS` times, a word too long
+    to index, more words than positions made here)."""
+    text = content[:PG_SEARCH_CHARS] if len(content) > PG_SEARCH_CHARS else content
+    if not text.isascii():
+        return None
+    words = _ASCII_WORD.findall(text.lower())
+    if len(words) > MAX_WORD_POSITIONS and (
+        len(words) > len(_POSITIONS) or max(Counter(words).values()) > MAX_WORD_POSITIONS
+    ):
+        return None
+    if len(text) >= MAX_WORD_BYTES and max(map(len, words), default=0) >= MAX_WORD_BYTES:
+        return None
+    return " ".join(map(str.__add__, words, _POSITIONS))
 
 _PG_SESSION_COLUMNS = (
     "id", "agent_id", "title", "created_at", "updated_at", "tags", "source", "source_id",
@@ -418,8 +459,8 @@ def _insert_batch_postgresql(
     )
     _copy_rows(
         conn,
-        _copy_statement("messages", _ROW_COLUMNS),
-        (row + (session_id,)
+        _copy_statement("messages", (*_ROW_COLUMNS, "search")),
+        (row + (session_id, search_vector(row[_CONTENT]))
          for session_id, prepared in zip(ids, batch, strict=True)
          for row in prepared.messages),
     )

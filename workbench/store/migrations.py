@@ -532,6 +532,8 @@ _PG_BASELINE = [
 # the server has. Each searchable text keeps its words in a stored tsvector column with a
 # GIN index (over its first 250,000 characters: a tsvector holds at most 1 MB), and a
 # trigram index serves the substring search of text no word covers (``->``, ``__init__``).
+# (0010_search_upkeep_postgresql keeps the messages' column by triggers instead, and
+# drops the trigram index.)
 _PG_WORDS_FUNCTION = r"""
 DO $do$
 DECLARE
@@ -726,6 +728,53 @@ _PG_SUMMARY_LINES = [
 ]
 
 
+# What a message's search column holds on PostgreSQL: its words (see _PG_WORDS_FUNCTION)
+# with their positions, from the first PG_SEARCH_CHARS characters.
+_PG_SEARCH_VECTOR_FUNCTION = f"""
+CREATE FUNCTION workbench_search_vector(t text) RETURNS tsvector
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $body$
+    SELECT to_tsvector('simple'::regconfig, workbench_words(left(t, {PG_SEARCH_CHARS})))
+$body$
+"""
+
+# The messages' search column kept by triggers instead of generated (0006): a generated
+# column is computed again on EVERY update of the row, so folding ten thousand messages
+# (a change of state) split and indexed ten thousand texts that had not changed. Now an
+# insert that gives no search value gets it from the content, and an update computes it
+# again only when the content changed. A bulk import (workbench.store.bulk) sends the
+# values with the rows where it can make exactly what workbench_search_vector makes, so
+# the server splits only the other texts.
+# The trigram index of the content goes: no statement of the search uses it to its
+# advantage (its substring patterns of symbols hold no trigram, and the words of the
+# others are found through the search column), and keeping it cost twice as much as the
+# rest of an import (a trigram entry for every three characters of text).
+_PG_SEARCH_UPKEEP = [
+    "DROP INDEX ix_messages_content_trgm",
+    _PG_SEARCH_VECTOR_FUNCTION,
+    "ALTER TABLE messages ALTER COLUMN search DROP EXPRESSION",
+    """
+    CREATE FUNCTION workbench_message_search() RETURNS trigger
+    LANGUAGE plpgsql AS $fn$
+    BEGIN
+        new.search := workbench_search_vector(new.content);
+        RETURN new;
+    END
+    $fn$
+    """,
+    """
+    CREATE TRIGGER messages_search_insert BEFORE INSERT ON messages
+    FOR EACH ROW WHEN (new.search IS NULL)
+    EXECUTE FUNCTION workbench_message_search()
+    """,
+    """
+    CREATE TRIGGER messages_search_update BEFORE UPDATE OF content ON messages
+    FOR EACH ROW WHEN (new.content IS DISTINCT FROM old.content)
+    EXECUTE FUNCTION workbench_message_search()
+    """,
+]
+
+
 @dataclass(frozen=True)
 class Migration:
     """A named, ordered schema change: its statements on SQLite and on PostgreSQL."""
@@ -751,6 +800,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0007_message_calls", tuple(_MESSAGE_CALLS), tuple(_PG_MESSAGE_CALLS)),
     Migration("0008_message_calls_postgresql", (), tuple(_PG_MESSAGE_CALLS_TRIGGERS)),
     Migration("0009_summary_lines_postgresql", (), tuple(_PG_SUMMARY_LINES)),
+    Migration("0010_search_upkeep_postgresql", (), tuple(_PG_SEARCH_UPKEEP)),
 )
 
 

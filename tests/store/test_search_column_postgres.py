@@ -1,0 +1,230 @@
+"""The messages' search column on PostgreSQL, kept by triggers (0010_search_upkeep_postgresql).
+
+A message inserted without a search value gets the server's ``workbench_search_vector`` of
+its content; a change of the content computes it again; a change of anything else (a fold,
+a move) leaves it as it is. A bulk import sends the values of texts it can split exactly
+as the server does (:func:`workbench.store.bulk.search_vector`) and leaves the others to
+the server: either way every row holds what the server would compute.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import text
+
+import workbench.store.migrate_postgresql as migrate_module
+from workbench.core.conversation import Conversation, Message, SessionContext
+from workbench.store import Repository
+from workbench.store.bulk import MAX_WORD_BYTES, MAX_WORD_POSITIONS, search_vector
+from workbench.store.db import Database
+from workbench.store.migrate_postgresql import migrate_postgresql
+from workbench.store.migrations import MIGRATIONS, PG_SEARCH_CHARS
+from workbench.store.opening import open_database
+from workbench.store.searching import SearchQuery, search
+
+
+@pytest.fixture
+def pg_db(pg_db_url: str) -> Iterator[Database]:
+    db = open_database(pg_db_url)
+    yield db
+    db.close()
+
+
+def _server_vector(db: Database, content: str) -> str:
+    with db.query() as conn:
+        return str(conn.execute(text("SELECT workbench_search_vector(:t)::text"),
+                                {"t": content}).scalar_one())
+
+
+def _same_as_server(db: Database, made: str, content: str) -> bool:
+    with db.query() as conn:
+        return bool(conn.execute(
+            text("SELECT CAST(:made AS tsvector) = workbench_search_vector(:t)"
+                 " AND CAST(:made AS tsvector)::text = workbench_search_vector(:t)::text"),
+            {"made": made, "t": content}).scalar_one())
+
+
+def _drifted(db: Database) -> int:
+    """Messages whose search column is not what the server makes of their content."""
+    with db.query() as conn:
+        return int(conn.execute(text(
+            "SELECT count(*) FROM messages"
+            " WHERE search IS DISTINCT FROM workbench_search_vector(content)")).scalar_one())
+
+
+# Texts the import splits itself (each must give the server's vector) ...
+MADE_HERE = [
+    "",
+    "   ",
+    "Hello, World!",
+    "felelis.py raised an error in line 12",
+    "def __init__(self): the constructor",
+    "mapping a -> b and c -> d",
+    "MiXeD CaSe 123abc 1e5 0x1F 3.14 v1.2.3 foo-bar foo_bar -7 +8",
+    "see https://example.org/docs/path?x=1&y=2#frag or mail me@example.org",
+    "<b>bold</b> &amp; an entity, <a href='x'>link</a>",
+    "tab\there, new\nline, cr\r, bell\x07, delete\x7f, escape\x1b[0m",
+    "quote's \"double\" back\\slash: colon:1 star* bang! pipe|amp&",
+    "x" * (MAX_WORD_BYTES - 1) + " short",
+    "the " * MAX_WORD_POSITIONS + "end",
+    " ".join(f"w{i % 300}" for i in range(4000)),  # many words, none too often
+    "ab" * 30 + " " + "cd" * 40,
+    "numbers: 1e9x 12e34abc 1e9e9 x1e9x 1ex 1e 0e0a 1E9X 7e7",
+]
+# ... and texts left to the server.
+LEFT_TO_SERVER = [
+    "A café crème and a naïve approach to Straße names",
+    "Привет мир",
+    "plain words then one ünïcode",
+    "x" * MAX_WORD_BYTES + " short",
+    "x" * (MAX_WORD_BYTES + 1) + " short",
+    "the " * (MAX_WORD_POSITIONS + 1),
+    " ".join(f"w{i}" for i in range(5000)),  # more words than positions made here
+    "a " * 20_000,  # past the last position a tsvector counts
+]
+
+
+def _fuzz(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits + string.punctuation + " \t\n\r\x01\x7f"
+    words = ["alpha", "Beta", "x", "42", "3.5", "a-b", "c_d", "e.f", "http://g.h/i",
+             "j@k.lm", "<tag>", "&amp;", "1e9", "v2.0.1", "--", "'", '"', "\\"]
+    texts = []
+    for _ in range(count):
+        parts = []
+        for _ in range(rng.randint(0, 60)):
+            if rng.random() < 0.5:
+                parts.append(rng.choice(words))
+            else:
+                parts.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))))
+        texts.append(rng.choice([" ", "", "-", "."]).join(parts))
+    return texts
+
+
+def test_the_import_splits_text_exactly_as_the_server(pg_db: Database) -> None:
+    for content in MADE_HERE + _fuzz(300, seed=17):
+        made = search_vector(content)
+        assert made is not None, content[:80]
+        assert _same_as_server(pg_db, made, content), content[:80]
+    for content in LEFT_TO_SERVER:
+        assert search_vector(content) is None, content[:80]
+
+
+def test_only_the_first_characters_count(pg_db: Database) -> None:
+    # Words of 61 characters: the cut at PG_SEARCH_CHARS falls inside one.
+    content = " ".join(f"{i:04d}" + "q" * 57 for i in range(PG_SEARCH_CHARS // 62 + 20))
+    assert len(content) > PG_SEARCH_CHARS
+    made = search_vector(content)
+    assert made is not None
+    assert _same_as_server(pg_db, made, content)
+
+
+def _conversation(title: str, contents: list[str]) -> Conversation:
+    return Conversation(
+        title=title,
+        messages=[Message(role=("user", "assistant")[i % 2], content=c)
+                  for i, c in enumerate(contents)],
+        context=SessionContext(),
+        source="test",
+        source_id=title,
+    )
+
+
+def test_every_imported_message_holds_the_servers_vector(pg_db: Database) -> None:
+    repo = Repository(pg_db)
+    texts = MADE_HERE + LEFT_TO_SERVER + _fuzz(100, seed=3)
+    repo.import_many([_conversation("a", texts[:20]), _conversation("b", texts[20:])])
+    with pg_db.query() as conn:
+        assert conn.execute(text("SELECT count(*) FROM messages")).scalar_one() == len(texts)
+    assert _drifted(pg_db) == 0
+    hits = search(pg_db, SearchQuery("crème", kinds=("message",)))  # computed by the server
+    assert len(hits) == 1
+    hits = search(pg_db, SearchQuery("felelis", kinds=("message",)))  # sent by the import
+    assert len(hits) == 1
+
+
+def _marked(db: Database, message_id: int) -> bool:
+    with db.query() as conn:
+        return bool(conn.execute(
+            text("SELECT search = 'marker'::tsvector FROM messages WHERE id = :id"),
+            {"id": message_id}).scalar_one())
+
+
+def test_a_new_content_refreshes_the_search_column_and_other_changes_leave_it(
+    pg_db: Database,
+) -> None:
+    repo = Repository(pg_db)
+    session = repo.create_session("birds").id
+    first, second = repo.append_messages(
+        session, [Message("user", "an old kestrel"), Message("assistant", "a wren sings")]
+    )
+    assert first.id is not None and second.id is not None
+    assert _drifted(pg_db) == 0  # inserted one by one: computed by the trigger
+    with pg_db.write() as conn:
+        # A value no content gives: only a recomputation would replace it.
+        conn.execute(text("UPDATE messages SET search = 'marker' WHERE session_id = :s"),
+                     {"s": session})
+    repo.set_state([first.id, second.id], "folded")
+    repo.set_important(second.id, True)
+    assert _marked(pg_db, first.id) and _marked(pg_db, second.id)
+    repo.update_message(first.id, content="a new falcon")
+    assert not _marked(pg_db, first.id) and _marked(pg_db, second.id)
+    with pg_db.query() as conn:
+        vector = conn.execute(text("SELECT search::text FROM messages WHERE id = :id"),
+                              {"id": first.id}).scalar_one()
+    assert vector == _server_vector(pg_db, "a new falcon")
+    assert [h.message_id for h in search(pg_db, SearchQuery("falcon"))] == [first.id]
+    assert search(pg_db, SearchQuery("kestrel")) == []
+    repo.set_state([first.id], "active")
+    assert [h.message_id for h in search(pg_db, SearchQuery("falcon", states=["active"]))] == [
+        first.id]
+
+
+def test_the_same_content_written_again_is_not_split_again(pg_db: Database) -> None:
+    repo = Repository(pg_db)
+    session = repo.create_session("s").id
+    (message,) = repo.append_messages(session, [Message("user", "same words")])
+    assert message.id is not None
+    with pg_db.write() as conn:
+        conn.execute(text("UPDATE messages SET search = 'marker' WHERE id = :id"),
+                     {"id": message.id})
+    repo.update_message(message.id, content="same words")
+    assert _marked(pg_db, message.id)
+
+
+def test_a_migrated_database_keeps_its_search_values(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = sa.create_engine(pg_url)
+    monkeypatch.setattr(migrate_module, "MIGRATIONS",
+                        tuple(m for m in MIGRATIONS if m.name < "0010"))
+    migrate_postgresql(engine)
+    monkeypatch.setattr(migrate_module, "MIGRATIONS", MIGRATIONS)
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO agents (name, created_at, updated_at) VALUES ('a', 't', 't')"))
+        conn.execute(text(
+            "INSERT INTO sessions (agent_id, title, created_at, updated_at)"
+            " SELECT id, 's', 't', 't' FROM agents"))
+        conn.execute(text(
+            "INSERT INTO messages (session_id, position, role, content, created_at)"
+            " SELECT id, 0, 'user', 'a felelis.py café', 't' FROM sessions"))
+    assert "0010_search_upkeep_postgresql" in migrate_postgresql(engine)
+    with engine.connect() as conn:
+        row: Any = conn.execute(text(
+            "SELECT search::text, search = workbench_search_vector(content),"
+            " (SELECT is_generated FROM information_schema.columns"
+            "  WHERE table_name = 'messages' AND column_name = 'search')"
+            " FROM messages")).one()
+        trigram = conn.execute(text(
+            "SELECT to_regclass('ix_messages_content_trgm')")).scalar_one()
+    engine.dispose()
+    assert row[0] == "'a':1 'cafe':4 'felelis':2 'py':3"
+    assert row[1] is True and row[2] == "NEVER"
+    assert trigram is None
