@@ -34,7 +34,12 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from workbench.errors import StorageError
 from workbench.store.db import POOL_OVERFLOW, POOL_SIZE, Database, OpenProgress
-from workbench.store.dialect import POSTGRESQL_DIALECT, Dialect
+from workbench.store.dialect import (
+    ICU_ROOT,
+    POSTGRESQL_DIALECT,
+    POSTGRESQL_ICU_DIALECT,
+    Dialect,
+)
 from workbench.store.migrate_postgresql import migrate_postgresql
 from workbench.store.migrations import MIGRATIONS
 from workbench.store.notify_postgresql import ChangeListener, new_origin, notify
@@ -134,8 +139,14 @@ class PostgresDatabase(Database):
                     "SELECT count(*) FROM information_schema.tables "
                     "WHERE table_schema = current_schema()"
                 )).scalar_one()
+                has_icu = conn.execute(
+                    text("SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = :name)"),
+                    {"name": ICU_ROOT},
+                ).scalar_one()
         except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
             raise StorageError(f"Cannot open the database {where}: {_reason(exc)}.") from exc
+        if has_icu:
+            self.dialect = POSTGRESQL_ICU_DIALECT
         if tables and not has_ledger:
             raise StorageError(
                 f"{where} has tables but is not a Conversation Workbench database; "
