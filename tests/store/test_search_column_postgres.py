@@ -20,6 +20,7 @@ from sqlalchemy import text
 
 import workbench.store.migrate_postgresql as migrate_module
 from workbench.core.conversation import Conversation, Message, SessionContext
+from workbench.errors import StorageError
 from workbench.store import Repository
 from workbench.store.bulk import MAX_WORD_BYTES, MAX_WORD_POSITIONS, search_vector
 from workbench.store.db import Database
@@ -228,3 +229,84 @@ def test_a_migrated_database_keeps_its_search_values(
     assert row[0] == "'a':1 'cafe':4 'felelis':2 'py':3"
     assert row[1] is True and row[2] == "NEVER"
     assert trigram is None
+
+
+# -- the import's words merged into the index after its commit ----------------------------
+
+
+def _pending_pages(db: Database) -> int:
+    """Merges what is left pending now; how many pages that was."""
+    with db.query() as conn:
+        return int(conn.execute(text(
+            "SELECT gin_clean_pending_list('ix_messages_search'::regclass)")).scalar_one())
+
+
+def _words_batch(prefix: str, count: int) -> list[Conversation]:
+    return [_conversation(f"{prefix}{i}", [f"tern {prefix} number {i} {j}" for j in range(20)])
+            for i in range(count)]
+
+
+def test_an_import_leaves_its_words_pending_and_they_are_merged_after_the_commit(
+    pg_db: Database,
+) -> None:
+    repo = Repository(pg_db)
+    merger = pg_db._merger  # type: ignore[attr-defined]
+    repo.import_many(_words_batch("a", 30))
+    found = {h.message_id for h in search(pg_db, SearchQuery("tern", limit=1000))}
+    assert len(found) == 600  # found whether still pending or merged already
+    assert merger.wait_idle(60)
+    assert merger.merges >= 1 and merger.last_error is None
+    assert _pending_pages(pg_db) == 0  # nothing was left to merge
+    assert {h.message_id for h in search(pg_db, SearchQuery("tern", limit=1000))} == found
+    assert _drifted(pg_db) == 0
+
+
+def test_a_write_that_is_not_an_import_merges_nothing_after_it(pg_db: Database) -> None:
+    repo = Repository(pg_db)
+    session = repo.create_session("s").id
+    repo.append_messages(session, [Message("user", "one tern")])
+    assert pg_db._merger.merges == 0  # type: ignore[attr-defined]
+
+
+def test_an_import_that_fails_asks_for_no_merge(pg_db: Database) -> None:
+    repo = Repository(pg_db)
+    bad = _conversation("bad", ["fine", "a NUL \x00 the server refuses"])
+    with pytest.raises(StorageError):  # refused inside the transaction, after the others
+        repo.import_many([*_words_batch("b", 3), bad])
+    merger = pg_db._merger  # type: ignore[attr-defined]
+    assert merger.wait_idle(60) and merger.merges == 0
+    repo.create_session("after")  # the same pooled connection: no merge asked either
+    assert merger.wait_idle(60) and merger.merges == 0
+
+
+def test_a_user_who_does_not_own_the_index_imports_merging_as_it_goes(
+    pg_db_url: str, pg_server: Any
+) -> None:
+    owner = sa.create_engine(pg_db_url)
+    with owner.begin() as conn:
+        conn.execute(text("DROP ROLE IF EXISTS importer_without_index"))
+        conn.execute(text("CREATE ROLE importer_without_index LOGIN"))
+        conn.execute(text("GRANT ALL ON ALL TABLES IN SCHEMA public TO importer_without_index"))
+        conn.execute(text(
+            "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO importer_without_index"))
+    url = sa.engine.make_url(pg_db_url).set(username="importer_without_index")
+    db = open_database(url.render_as_string(hide_password=False))
+    try:
+        Repository(db).import_many(_words_batch("c", 5), agent_id=_agent(owner))
+        merger = db._merger  # type: ignore[attr-defined]
+        assert merger.wait_idle(60) and merger.merges == 0
+        assert len(search(db, SearchQuery("tern", limit=1000))) == 100
+    finally:
+        db.close()
+        with owner.begin() as conn:
+            conn.execute(text("REASSIGN OWNED BY importer_without_index TO CURRENT_USER"))
+            conn.execute(text("DROP OWNED BY importer_without_index"))
+            conn.execute(text("DROP ROLE importer_without_index"))
+        owner.dispose()
+
+
+def _agent(engine: Any) -> int:
+    with engine.begin() as conn:
+        return int(conn.execute(text(
+            "INSERT INTO agents (name, created_at, updated_at) VALUES ('imports', 't', 't')"
+            " RETURNING id")).scalar_one())

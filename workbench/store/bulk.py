@@ -30,13 +30,14 @@ from datetime import UTC, datetime
 from itertools import chain
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, delete, func, select
+from sqlalchemy import Integer, bindparam, delete, func, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from workbench.core.conversation import ROLES, STATES, Conversation, utcnow
 from workbench.core.identity import fingerprint_messages
 from workbench.errors import StorageError
+from workbench.store.db_postgresql import MERGE_SEARCH_INDEX, SEARCH_INDEX
 from workbench.store.migrations import FTS_PAUSE_SETTING, MESSAGE_CALLS_FILL, PG_SEARCH_CHARS
 from workbench.store.rows import MESSAGE_COLUMNS, TIME_MISSING, context_params
 from workbench.store.schema import SETTINGS
@@ -445,11 +446,27 @@ def _copy_rows(conn: Connection, statement: str, rows: Iterable[Sequence[Any]]) 
         raise DBAPIError.instance(statement, None, exc, errors) from exc
 
 
+# The pending list of the search index an import may fill before it merges the list
+# itself: the words of a batch of the engine's importer (50,000 messages of chat,
+# about 40 MB) stay pending and are merged after the commit, on the database's merger
+# thread (workbench.store.db_postgresql.SearchIndexMerger); a larger batch merges the
+# list itself on the way, so a search never reads through more than this of it. Only
+# the owner of the index may merge it by hand; other users' imports merge as they go.
+PENDING_WORDS_LIMIT = "64MB"
+_DEFER_MERGE = text(
+    "SELECT set_config('gin_pending_list_limit', :limit, true) FROM pg_class"
+    " WHERE oid = to_regclass(:index) AND pg_has_role(relowner, 'USAGE')"
+)
+
+
 def _insert_batch_postgresql(
     conn: Connection, batch: Sequence[PreparedConversation], agent_id: int
 ) -> list[int]:
     # Nothing pauses here; a pause row left behind is lifted as the SQLite path lifts it.
     conn.execute(_LIFT_PAUSE)
+    if conn.execute(_DEFER_MERGE, {"limit": PENDING_WORDS_LIMIT,
+                                   "index": SEARCH_INDEX}).first() is not None:
+        conn.info[MERGE_SEARCH_INDEX] = True
     ids = sorted(int(r[0]) for r in conn.execute(_NEXT_SESSION_IDS, {"count": len(batch)}))
     _copy_rows(
         conn,

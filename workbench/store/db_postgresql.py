@@ -13,6 +13,9 @@ offers the transactions of :class:`~workbench.store.db.Database`:
 - :meth:`read` is one ``REPEATABLE READ`` snapshot; :meth:`query` a single statement.
 - :meth:`data_version` counts the changes other desktops made, heard by a
   :class:`~workbench.store.notify_postgresql.ChangeListener` on a thread of its own.
+- After a bulk import commits, the words it added to the messages' search index are
+  merged into the index on a thread of its own (:class:`SearchIndexMerger`), while the
+  importer goes on with its next batch.
 
 The password never comes from the workbench's settings: the URL may carry one (it is
 kept in memory only and never shown), else the OS keyring entry
@@ -50,6 +53,10 @@ KEYRING_SERVICE = "conversation-workbench-postgresql"
 # ends (any constant, the same in every version: the ASCII of "cwbwrite").
 WRITE_LOCK = 0x637762777269
 _CHANGED = "workbench_changed_sessions"
+# Set in a write transaction's connection info by the bulk import when the words of its
+# rows went to the search index's pending list, to be merged after the commit.
+MERGE_SEARCH_INDEX = "workbench_merge_search_index"
+SEARCH_INDEX = "ix_messages_search"
 CONNECT_TIMEOUT_S = 10
 # A pooled connection idle this long is asked whether it still works before it is used
 # (the server may have restarted, or a firewall dropped it); a busier one is not: the
@@ -128,6 +135,7 @@ class PostgresDatabase(Database):
         self.origin = new_origin()
         self._listener: ChangeListener | None = None
         self._listener_lock = threading.Lock()
+        self._merger = SearchIndexMerger(engine)
 
     @classmethod
     def open_url(cls, url: str, *, migrate: bool = True,
@@ -221,11 +229,15 @@ class PostgresDatabase(Database):
                 notify(conn, self.origin, changed)
             except BaseException:
                 conn.info.pop(_CHANGED, None)
+                conn.info.pop(MERGE_SEARCH_INDEX, None)
                 conn.rollback()
                 raise
             conn.info.pop(_CHANGED, None)
+            merge = conn.info.pop(MERGE_SEARCH_INDEX, False)
             conn.commit()
             self._writes += 1
+        if merge:
+            self._merger.request()
 
     def changed(self, conn: Connection, session_ids: Iterable[int]) -> None:
         changed = conn.info.get(_CHANGED)
@@ -287,7 +299,87 @@ class PostgresDatabase(Database):
             if self._listener is not None:
                 self._listener.stop()
                 self._listener = None
+        self._merger.stop()
         super().close()
+
+
+class SearchIndexMerger:
+    """Merges the pending words of the messages' search index into the index, on a
+    thread of its own, after a bulk import committed (see :mod:`workbench.store.bulk`).
+
+    A GIN index first appends the words of new rows to a pending list, and whoever
+    inserts when the list is over ``gin_pending_list_limit`` merges it into the index:
+    for an import, more than half its time. An import raises the limit for its own
+    transaction, so its rows only append, and asks this merger to run
+    ``gin_clean_pending_list`` once it committed: the merge, which would have taken the
+    same time inside the import, overlaps the next batch. Searches find the pending
+    words too (a little slower, for the second or two until they are merged).
+    Requests made while a merge runs are served by one more merge.
+    """
+
+    def __init__(self, engine: Engine):
+        self._engine = engine
+        self._wake = threading.Condition()
+        self._due = False
+        self._busy = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.merges = 0
+        self.last_error: str | None = None
+
+    def request(self) -> None:
+        """Merge the pending list soon (on the merger's thread, started on first use)."""
+        with self._wake:
+            if self._stopping:
+                return
+            self._due = True
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="search-index-merge", daemon=True
+                )
+                self._thread.start()
+            self._wake.notify()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no merge is asked for or running; False when ``timeout`` passed."""
+        with self._wake:
+            return self._wake.wait_for(lambda: not self._due and not self._busy, timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                self._wake.wait_for(lambda: self._due or self._stopping)
+                if self._stopping:
+                    return
+                self._due = False
+                self._busy = True
+            try:
+                self._merge()
+            finally:
+                with self._wake:
+                    self._busy = False
+                    self._wake.notify_all()
+
+    def _merge(self) -> None:
+        try:
+            with self._engine.connect() as conn:
+                conn.execution_options(isolation_level="AUTOCOMMIT")
+                conn.execute(text("SELECT gin_clean_pending_list(to_regclass(:index))"),
+                             {"index": SEARCH_INDEX})
+            self.merges += 1
+            self.last_error = None
+        except (SQLAlchemyError, DBAPIError) as exc:
+            # The next import's own inserts merge what is left (or autovacuum does).
+            self.last_error = _reason(exc)
+
+    def stop(self) -> None:
+        """Let a merge under way finish, and end the thread."""
+        with self._wake:
+            self._stopping = True
+            self._wake.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
 
 
 def _reason(exc: BaseException) -> str:
