@@ -294,6 +294,11 @@ class PostgresDatabase(Database):
                 f"The database {self.location} refused the change: {_reason(exc)}."
             ) from exc
 
+    @property
+    def search_index_merger(self) -> SearchIndexMerger:
+        """What merges the words bulk imports left pending (see :class:`SearchIndexMerger`)."""
+        return self._merger
+
     def close(self) -> None:
         with self._listener_lock:
             if self._listener is not None:
