@@ -235,10 +235,12 @@ def test_a_migrated_database_keeps_its_search_values(
 
 
 def _pending_pages(db: Database) -> int:
-    """Merges what is left pending now; how many pages that was."""
+    """Merges what is left pending now in the messages' and titles' search indexes; how
+    many pages that was."""
     with db.query() as conn:
         return int(conn.execute(text(
-            "SELECT gin_clean_pending_list('ix_messages_search'::regclass)")).scalar_one())
+            "SELECT gin_clean_pending_list('ix_messages_search'::regclass)"
+            " + gin_clean_pending_list('ix_sessions_search'::regclass)")).scalar_one())
 
 
 def _words_batch(prefix: str, count: int) -> list[Conversation]:

@@ -37,7 +37,7 @@ from sqlalchemy.exc import DBAPIError
 from workbench.core.conversation import ROLES, STATES, Conversation, utcnow
 from workbench.core.identity import fingerprint_messages
 from workbench.errors import StorageError
-from workbench.store.db_postgresql import MERGE_SEARCH_INDEX, SEARCH_INDEX
+from workbench.store.db_postgresql import IMPORTED_TABLES, MERGE_SEARCH_INDEX
 from workbench.store.migrations import FTS_PAUSE_SETTING, MESSAGE_CALLS_FILL, PG_SEARCH_CHARS
 from workbench.store.rows import MESSAGE_COLUMNS, TIME_MISSING, context_params
 from workbench.store.schema import SETTINGS
@@ -450,12 +450,15 @@ def _copy_rows(conn: Connection, statement: str, rows: Iterable[Sequence[Any]]) 
 # itself: the words of a batch of the engine's importer (50,000 messages of chat,
 # about 40 MB) stay pending and are merged after the commit, on the database's merger
 # thread (workbench.store.db_postgresql.SearchIndexMerger); a larger batch merges the
-# list itself on the way, so a search never reads through more than this of it. Only
-# the owner of the index may merge it by hand; other users' imports merge as they go.
+# list itself on the way, so a search never reads through more than this of it. The same
+# goes for the other GIN indexes of the tables it writes (the titles' search index).
+# Only the owner of the tables may merge their indexes by hand; other users' imports
+# merge as they go.
 PENDING_WORDS_LIMIT = "64MB"
 _DEFER_MERGE = text(
-    "SELECT set_config('gin_pending_list_limit', :limit, true) FROM pg_class"
-    " WHERE oid = to_regclass(:index) AND pg_has_role(relowner, 'USAGE')"
+    "SELECT set_config('gin_pending_list_limit', :limit, true)"
+    " WHERE (SELECT bool_and(pg_has_role(relowner, 'USAGE')) FROM pg_class"
+    "        WHERE oid IN (SELECT to_regclass(t) FROM unnest(CAST(:tables AS text[])) t))"
 )
 
 
@@ -465,7 +468,7 @@ def _insert_batch_postgresql(
     # Nothing pauses here; a pause row left behind is lifted as the SQLite path lifts it.
     conn.execute(_LIFT_PAUSE)
     if conn.execute(_DEFER_MERGE, {"limit": PENDING_WORDS_LIMIT,
-                                   "index": SEARCH_INDEX}).first() is not None:
+                                   "tables": list(IMPORTED_TABLES)}).first() is not None:
         conn.info[MERGE_SEARCH_INDEX] = True
     ids = sorted(int(r[0]) for r in conn.execute(_NEXT_SESSION_IDS, {"count": len(batch)}))
     _copy_rows(

@@ -56,7 +56,15 @@ _CHANGED = "workbench_changed_sessions"
 # Set in a write transaction's connection info by the bulk import when the words of its
 # rows went to the search index's pending list, to be merged after the commit.
 MERGE_SEARCH_INDEX = "workbench_merge_search_index"
-SEARCH_INDEX = "ix_messages_search"
+# The tables a bulk import writes whose GIN indexes it leaves pending words in (their
+# indexes belong to the tables' owner, who alone may merge them by hand).
+IMPORTED_TABLES = ("messages", "sessions")
+_MERGE_PENDING = text(
+    "SELECT gin_clean_pending_list(i.indexrelid) FROM pg_index i"
+    " JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam"
+    " WHERE a.amname = 'gin'"
+    " AND i.indrelid IN (SELECT to_regclass(t) FROM unnest(CAST(:tables AS text[])) t)"
+)
 CONNECT_TIMEOUT_S = 10
 # A pooled connection idle this long is asked whether it still works before it is used
 # (the server may have restarted, or a firewall dropped it); a busier one is not: the
@@ -309,8 +317,9 @@ class PostgresDatabase(Database):
 
 
 class SearchIndexMerger:
-    """Merges the pending words of the messages' search index into the index, on a
-    thread of its own, after a bulk import committed (see :mod:`workbench.store.bulk`).
+    """Merges the pending words of the messages' search index (and of every other GIN
+    index of the tables an import writes) into the index, on a thread of its own, after
+    a bulk import committed (see :mod:`workbench.store.bulk`).
 
     A GIN index first appends the words of new rows to a pending list, and whoever
     inserts when the list is over ``gin_pending_list_limit`` merges it into the index:
@@ -369,8 +378,7 @@ class SearchIndexMerger:
         try:
             with self._engine.connect() as conn:
                 conn.execution_options(isolation_level="AUTOCOMMIT")
-                conn.execute(text("SELECT gin_clean_pending_list(to_regclass(:index))"),
-                             {"index": SEARCH_INDEX})
+                conn.execute(_MERGE_PENDING, {"tables": list(IMPORTED_TABLES)}).all()
             self.merges += 1
             self.last_error = None
         except (SQLAlchemyError, DBAPIError) as exc:
