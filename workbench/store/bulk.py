@@ -389,7 +389,7 @@ def _insert_rows(
 # MAX_POSITION; the tsvector input keeps one more position of a word, so text where a
 # word repeats more often, and longer text than the positions made here, is left to
 # the server.
-_ASCII_WORD = re.compile(r"[0-9]+e[0-9]+(?=[a-z])|[a-z0-9]+")
+_ASCII_WORD = re.compile(r"[a-z][a-z0-9]*|[0-9]+(?:e[0-9]+(?=[a-z])|[a-z0-9]*)")
 MAX_WORD_BYTES = 2047
 MAX_WORD_POSITIONS = 255
 _POSITIONS = tuple(f":{i}" for i in range(1, 4097))
