@@ -365,7 +365,7 @@ def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTa
 
 
 #: How many tables :func:`load_table_kept` keeps per database (the sessions previewed last).
-KEPT_TABLES = 4
+KEPT_TABLES = 2
 
 # Per database: (session id, encoding) -> (the change mark it was read at, the table).
 _kept: weakref.WeakKeyDictionary[
