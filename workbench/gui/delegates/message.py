@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -648,6 +649,28 @@ class MessageDelegate(QStyledItemDelegate):
         return QSize(width, max(height, BADGE + 2 * PAD + 2 * MARGIN_Y))
 
     # -- painting ----------------------------------------------------------------------
+
+    def paint_key(self, option: QStyleOptionViewItem, index: ModelIndex) -> Hashable | None:
+        """Everything the picture of the row at ``index`` painted with ``option`` depends
+        on, for a view that keeps pictures of rows and paints a row again only when this
+        changes; None for a row to paint every time (a reply still arriving, a message
+        still being read)."""
+        kind = index.data(KindRole)
+        key = index.data(KeyRole)
+        if key is None or kind not in ("message", "marker"):
+            return None
+        copied = self._copied if self._copied is not None and self._copied[0] == key else None
+        common = (key, option.rect.width(), option.rect.height(), option.state.value,
+                  option.palette.cacheKey(), option.font.key(), copied)
+        if kind == "marker":
+            return (*common, str(index.data(SummaryRole) or ""), is_dark())
+        message = index.data(MessageRole)
+        if message is None:
+            return None
+        rendered = self._rendered(index, message, self._text_width(option.rect.width()),
+                                  option.font, is_dark(option.palette))
+        return (*common, message.state, message.important, self.is_expanded(message),
+                bool(index.data(WillFoldRole)), rendered.coloured)
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex) -> None:
         kind = index.data(KindRole)
