@@ -240,6 +240,7 @@ class Database:
         self._writer: Connection | None = None
         self._writer_epoch = 0
         self._writing = False
+        self._close_writer = False  # closed while a write was under way
         # What the last commits changed: (commit number, {session: lowest position} or
         # None when not recorded).
         self._changes: deque[tuple[int, dict[int, int] | None]] = deque(maxlen=CHANGES_KEPT)
@@ -428,6 +429,9 @@ class Database:
                     conn.commit()
             finally:
                 self._writing = False
+                if self._close_writer:
+                    self._close_writer = False
+                    self._drop_writer()
             self._writes += 1
             self._changes.append((self._writes, touched))
 
@@ -559,8 +563,15 @@ class Database:
             if self._watch is not None:
                 self._watch.close()
                 self._watch = None
-        with self._write_lock:
-            self._drop_writer()
+        # The writer too, unless a write is under way (on another thread): that one
+        # closes it when it ends.
+        if self._write_lock.acquire(blocking=False):
+            try:
+                self._drop_writer()
+            finally:
+                self._write_lock.release()
+        else:
+            self._close_writer = True
         self.engine.dispose()
 
 

@@ -20,6 +20,7 @@ out once however often it is painted.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -104,6 +105,8 @@ MARKER_SUMMARY_CHARS = 1_500
 WILL_FOLD_LIGHT = QColor("#e69500")
 WILL_FOLD_DARK = QColor("#ffb74d")
 
+_BACKTICK_RUNS = re.compile("`+")
+
 MARGIN_X = 8
 MARGIN_Y = 3
 PAD = 8
@@ -113,10 +116,9 @@ GAP = 8
 
 def _fence(text: str) -> str:
     """A code fence longer than any run of backticks inside ``text``."""
-    longest = run = 0
-    for ch in text:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
+    if "``" not in text:
+        return "```"
+    longest = max(len(run) for run in _BACKTICK_RUNS.findall(text))
     return "`" * max(3, longest + 1)
 
 
@@ -669,8 +671,12 @@ class MessageDelegate(QStyledItemDelegate):
             return None
         rendered = self._rendered(index, message, self._text_width(option.rect.width()),
                                   option.font, is_dark(option.palette))
-        return (*common, message.state, message.important, self.is_expanded(message),
-                bool(index.data(WillFoldRole)), rendered.coloured)
+        # The header's pieces too: a count or a time can arrive without a new key.
+        return (*common, message.role, message.name, message.tool_call_id, message.state,
+                message.important, message.token_count, message.created_at,
+                message_details_line(message), bool(message.metadata.get("stopped")),
+                self.is_expanded(message), bool(index.data(WillFoldRole)),
+                rendered.coloured)
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex) -> None:
         kind = index.data(KindRole)
