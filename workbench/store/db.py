@@ -4,6 +4,13 @@ Transactions are explicit. The driver runs in autocommit mode and the store issu
 ``BEGIN IMMEDIATE`` for every change (:meth:`Database.write`) and a deferred ``BEGIN``
 for multi-statement reads (:meth:`Database.read`), so a change is always whole and a
 writer waits for the lock (busy timeout) instead of failing half-way.
+
+Every change this process makes goes through one connection kept for writing. Its
+temporary triggers (seen by no other connection, no part of the schema) record which
+sessions' messages each commit changed and from which position, and its
+``PRAGMA data_version`` moves only when another connection (another process) commits:
+:meth:`Database.change_mark` and :meth:`Database.message_changes` tell a reader what
+changed since it last read, so it may keep the rest (the Request panel's history pages).
 """
 
 from __future__ import annotations
