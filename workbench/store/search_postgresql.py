@@ -49,8 +49,11 @@ from workbench.store.search import (
 )
 from workbench.store.types import time_to_text
 
-# The most text ts_headline reads for one snippet (it parses all it is given).
-_HEADLINE_CHARS = 20_000
+# The most text ts_headline reads for one snippet (it parses all it is given): from a
+# little before the first place the query's first word is spelt as typed (else from the
+# start), as the best-ranked texts are the long ones.
+_HEADLINE_CHARS = 4_000
+_HEADLINE_BEFORE = 1_000
 
 
 class _Params:
@@ -180,7 +183,7 @@ def search_postgresql(conn: Connection, query: SearchQuery) -> list[SearchHit]:
 # of them match, the index is walked on (reading each row, at most WALK_ROWS) until the
 # window is full; else the GIN index answers, over id ranges sized by that frequency
 # (each RANGE_GROWTH times the one before), so a rare word costs its matches only.
-PROBE_ROWS = 2_000
+PROBE_ROWS = 1_000
 # The columns a walked row carries up to the filters.
 _ROW_COLUMNS = "m.id, m.created_at, m.search, m.role, m.state, m.session_id, m.content"
 WALK_DENSITY = 0.1
@@ -247,15 +250,47 @@ def _walk_and_filters(query: SearchQuery, params: _Params) -> tuple[_Walk, list[
     return walk, rest
 
 
+@dataclass
+class _Part:
+    """What one statement found of the window: its best matches, how many matches and
+    rows it saw, and where it stopped (the key of its last row)."""
+
+    best: list[tuple[int, float]]
+    matches: int
+    rows: int
+    last: tuple[Any, ...] | None
+
+
 def _window(conn: Connection, tsq: str, walk: _Walk, filters: list[str], params: _Params,
-            size: int) -> list[tuple[int, float]]:
-    """``(id, ts_rank)`` of the newest ``size`` matches (all of them when fewer), newest
-    first: in id order, or by time for a date range."""
+            size: int, limit: int) -> list[tuple[int, float]]:
+    """``(id, ts_rank)`` of the best ``limit`` of the newest ``size`` matches (of all of
+    them when fewer); newest in id order, or by time for a date range."""
     hit = " AND ".join([f"m.search @@ ({tsq})", *filters])
 
-    def walked(bound: tuple[Any, ...] | None, rows: int, need: int | None) -> list[Any]:
-        """Walk ``rows`` rows below ``bound``: every row with whether it matches
-        (``need`` None), else the first ``need`` matches."""
+    def part(rows_sql: str, p: _Params) -> _Part:
+        """Run ``rows_sql`` (rows ``id, created_at, score`` in the walk's order, score
+        NULL for a row that does not match) keeping only its best rows and its last."""
+        order = walk.order_by("r", lead=False)
+        # OFFSET 0 keeps the rows' own statement apart, so only its three columns (not
+        # the texts it ranked) go on to the sorts.
+        sql = (
+            "SELECT id, created_at, score, matches, seen, k = seen FROM ("
+            " SELECT r.id, r.created_at, r.score, count(r.score) OVER () AS matches,"
+            " count(*) OVER () AS seen,"
+            f" row_number() OVER (ORDER BY {order}) AS k,"
+            " row_number() OVER (ORDER BY r.score DESC NULLS LAST, r.id DESC) AS best"
+            f" FROM ({rows_sql} OFFSET 0) AS r) AS x"
+            f" WHERE (best <= {p.add(limit)} AND score IS NOT NULL) OR k = seen")
+        rows = conn.execute(text(sql), p.values).all()
+        if not rows:
+            return _Part([], 0, 0, None)
+        last = next(r for r in rows if r[5])
+        return _Part([(int(r[0]), float(r[2])) for r in rows if r[2] is not None],
+                     int(rows[0][3]), int(rows[0][4]), (int(last[0]), last[1]))
+
+    def walked(bound: tuple[Any, ...] | None, rows: int, need: int | None) -> _Part:
+        """Walk ``rows`` rows below ``bound``: all of them (``need`` None), else up to the
+        ``need``-th match."""
         p = _Params()
         p.values = dict(params.values)
         inner = " AND ".join(["TRUE", *walk.where, *walk.below(bound, p)])
@@ -265,13 +300,13 @@ def _window(conn: Connection, tsq: str, walk: _Walk, filters: list[str], params:
                 f" ORDER BY {walk.order_by()} LIMIT {p.add(rows)}")
         if need is None:
             sql = (f"SELECT m.id, m.created_at, CASE WHEN {hit} THEN ts_rank(m.search, ({tsq}))"
-                   f" END FROM ({scan}) AS m")
+                   f" END AS score FROM ({scan}) AS m")
         else:
-            sql = (f"SELECT m.id, m.created_at, ts_rank(m.search, ({tsq})) FROM ({scan}) AS m"
-                   f" WHERE {hit} LIMIT {p.add(need)}")
-        return list(conn.execute(text(sql), p.values).all())
+            sql = (f"SELECT m.id, m.created_at, ts_rank(m.search, ({tsq})) AS score"
+                   f" FROM ({scan}) AS m WHERE {hit} LIMIT {p.add(need)}")
+        return part(sql, p)
 
-    def indexed(bound: tuple[Any, ...] | None, low: int | None, need: int) -> list[Any]:
+    def indexed(bound: tuple[Any, ...] | None, low: int | None, need: int) -> _Part:
         """The first ``need`` matches below ``bound`` (and at or above id ``low``), as the
         planner finds them (the GIN index for few)."""
         p = _Params()
@@ -279,43 +314,44 @@ def _window(conn: Connection, tsq: str, walk: _Walk, filters: list[str], params:
         where = [hit, *walk.where, *walk.below(bound, p)]
         if low is not None:
             where.append(f"m.id >= {p.add(low)}")
-        sql = (f"SELECT w.id, w.created_at, ts_rank(w.search, ({tsq})) FROM ("
+        sql = (f"SELECT w.id, w.created_at, ts_rank(w.search, ({tsq})) AS score FROM ("
                f"SELECT m.id, m.created_at, m.search FROM messages m WHERE {' AND '.join(where)}"
-               f" ORDER BY {walk.order_by()} LIMIT {p.add(need)}) AS w"
-               f" ORDER BY {walk.order_by('w', lead=False)}")
-        return list(conn.execute(text(sql), p.values).all())
+               f" ORDER BY {walk.order_by()} LIMIT {p.add(need)}) AS w")
+        return part(sql, p)
 
-    def bound_of(row: Any) -> tuple[Any, ...]:
-        return (int(row[0]), row[1])
-
+    best: list[tuple[int, float]] = []
     probe = walked(None, PROBE_ROWS, None)
-    found = [r for r in probe if r[2] is not None]
-    if len(probe) < PROBE_ROWS or len(found) >= size:
-        return [(int(r[0]), float(r[2])) for r in found[:size]]
-    bound = bound_of(probe[-1])
-    density = len(found) / len(probe)
+    best += probe.best
+    found = probe.matches
+    if probe.rows < PROBE_ROWS or found >= size or probe.last is None:
+        return best
+    bound = probe.last
+    density = found / probe.rows
     if density >= WALK_DENSITY:
-        more = walked(bound, WALK_ROWS, size - len(found))
-        found += more
-        if len(found) >= size:
-            return [(int(r[0]), float(r[2])) for r in found[:size]]
-        if more:
-            bound = bound_of(more[-1])
+        more = walked(bound, WALK_ROWS, size - found)
+        best += more.best
+        found += more.matches
+        if found >= size:
+            return best
+        if more.last is not None:
+            bound = more.last
     # As many matches as the probe's share promises, below the bound: when that is many,
     # within id ranges (each about big enough for the rest of the window, then
     # RANGE_GROWTH times more), so the GIN index's rows outside them are not read.
     expected = density * _table_rows(conn)
-    width = int((size - len(found)) / density * 1.2) if density else 0
-    while len(found) < size:
+    width = int((size - found) / density * 1.2) if density else 0
+    while found < size:
         low = None
         if walk.order == "id" and expected > RANGE_MATCHES and bound[0] - width > 1:
             low = bound[0] - width
-        found += indexed(bound, low, size - len(found))
+        more = indexed(bound, low, size - found)
+        best += more.best
+        found += more.matches
         if low is None:
             break
         bound = (low, None)
         width *= RANGE_GROWTH
-    return [(int(r[0]), float(r[2])) for r in found[:size]]
+    return best
 
 
 def _table_rows(conn: Connection) -> float:
@@ -334,18 +370,25 @@ def _search_messages(
         return _substring_messages(conn, query, terms)
     walk, filters = _walk_and_filters(query, params)
     filters += _substring_conditions(terms, params, "m.content")
+    # Plans for these values (never a generic one), without JIT (its compiling costs more
+    # than these statements take), costed for an index whose rows the server holds.
     conn.execute(text("SELECT set_config('plan_cache_mode', 'force_custom_plan', true),"
-                      " set_config('jit', 'off', true), set_config('random_page_cost', '1.1', true)"))
-    window = _window(conn, tsq, walk, filters, params, max(RANK_WINDOW, query.limit))
-    ranked = sorted(window, key=lambda r: (r[1], r[0]), reverse=True)[: query.limit]
+                      " set_config('jit', 'off', true),"
+                      " set_config('random_page_cost', '1.1', true)"))
+    best = _window(conn, tsq, walk, filters, params, max(RANK_WINDOW, query.limit),
+                   query.limit)
+    ranked = sorted(best, key=lambda r: (r[1], r[0]), reverse=True)[: query.limit]
     if not ranked:
         return []
     ids = [r[0] for r in ranked]
     snippet_params = _Params()
     snippet_tsq = _tsquery(terms, snippet_params)
+    first = next((w for t in terms if not t.negated for w in _words(t.text)), "")
+    shown = (f"substr(content, greatest(1, strpos(lower(content),"
+             f" {snippet_params.add(first.lower())}) - {_HEADLINE_BEFORE}), {_HEADLINE_CHARS})")
     rows = conn.execute(text(
         "SELECT id, session_id, role, position, ts_headline('simple', "
-        f"left(content, {_HEADLINE_CHARS}), ({snippet_tsq}), "
+        f"{shown}, ({snippet_tsq}), "
         f"{snippet_params.add(_headline_options(query.highlight))})"
         f" FROM messages WHERE id = ANY({snippet_params.add(ids)})"),
         snippet_params.values).all()
