@@ -320,10 +320,11 @@ def _window(conn: Connection, tsq: str, walk: _Walk, filters: list[str], params:
         return part(sql, p)
 
     best: list[tuple[int, float]] = []
-    probe = walked(None, PROBE_ROWS, None)
+    probe_rows = min(PROBE_ROWS, size)  # so the probe never finds more than the window
+    probe = walked(None, probe_rows, None)
     best += probe.best
     found = probe.matches
-    if probe.rows < PROBE_ROWS or found >= size or probe.last is None:
+    if probe.rows < probe_rows or found >= size or probe.last is None:
         return best
     bound = probe.last
     density = found / probe.rows
