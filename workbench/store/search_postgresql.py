@@ -340,10 +340,11 @@ def _window(conn: Connection, tsq: str, walk: _Walk, filters: list[str], params:
     # within id ranges (each about big enough for the rest of the window, then
     # RANGE_GROWTH times more), so the GIN index's rows outside them are not read.
     expected = density * _table_rows(conn)
-    width = int((size - found) / density * 1.2) if density else 0
+    width = max(1, int((size - found) / density * 1.2)) if density else 0
     while found < size:
         low = None
-        if walk.order == "id" and expected > RANGE_MATCHES and bound[0] - width > 1:
+        if (walk.order == "id" and density and expected > RANGE_MATCHES
+                and bound[0] - width > 1):
             low = bound[0] - width
         more = indexed(bound, low, size - found)
         best += more.best
