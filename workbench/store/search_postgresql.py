@@ -52,8 +52,8 @@ from workbench.store.types import time_to_text
 # The most text ts_headline reads for one snippet (it parses all it is given): from a
 # little before the first place the query's first word is spelt as typed (else from the
 # start), as the best-ranked texts are the long ones.
-_HEADLINE_CHARS = 4_000
-_HEADLINE_BEFORE = 1_000
+_HEADLINE_CHARS = 2_000
+_HEADLINE_BEFORE = 500
 
 
 class _Params:
@@ -314,9 +314,12 @@ def _window(conn: Connection, tsq: str, walk: _Walk, filters: list[str], params:
         where = [hit, *walk.where, *walk.below(bound, p)]
         if low is not None:
             where.append(f"m.id >= {p.add(low)}")
-        sql = (f"SELECT w.id, w.created_at, ts_rank(w.search, ({tsq})) AS score FROM ("
-               f"SELECT m.id, m.created_at, m.search FROM messages m WHERE {' AND '.join(where)}"
-               f" ORDER BY {walk.order_by()} LIMIT {p.add(need)}) AS w")
+        # The newest are chosen by their key and place only (a narrow sort), then their
+        # words are read again by place (ctid) to be ranked.
+        sql = (f"SELECT w.id, w.created_at, ts_rank(t.search, ({tsq})) AS score FROM ("
+               f"SELECT m.id, m.created_at, m.ctid AS place FROM messages m"
+               f" WHERE {' AND '.join(where)} ORDER BY {walk.order_by()}"
+               f" LIMIT {p.add(need)}) AS w JOIN messages t ON t.ctid = w.place")
         return part(sql, p)
 
     best: list[tuple[int, float]] = []
