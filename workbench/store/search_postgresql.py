@@ -7,12 +7,20 @@ columns of migration ``0006_search_postgresql``. Every word of a query goes thro
 database's own ``workbench_words`` before it becomes a lexeme, so a query and the text it
 looks for are split, lower-cased and stripped of diacritics by one function.
 
-The plan follows how common the words are: when fewer than
-:data:`~workbench.store.search.RANK_WINDOW` rows match, every match is ranked (the GIN
-index finds them; PostgreSQL's own plan may otherwise walk the table); when more match,
-only the newest :data:`RANK_WINDOW` matches are ranked, as on SQLite. Snippets are made with
-``ts_headline`` for the hits returned only. Text without an indexable word (``->``,
-``__init__``) is found by substring (``ILIKE``, served by the trigram index).
+The newest :data:`~workbench.store.search.RANK_WINDOW` matches that pass the filters are
+ranked (every match when fewer), found without reading every match (a GIN index keeps no
+order and no positions, and reading a row costs about a microsecond): the newest
+:data:`PROBE_ROWS` rows tell how often the query matches; when often, the index is walked
+from the newest row on, testing each row, until the window is full; when seldom, the GIN
+index answers, within id ranges sized by that share when it promises many matches (a
+phrase of common words), else over the whole table (a rare word costs its matches only).
+The walk follows the filter it can (a state other than 'active', a date range, a single
+role: indexes of migration 0010), so a filter that keeps few rows reads only those; with a
+date range "newest" is by time. Ranking is ``ts_rank``; snippets are made with
+``ts_headline`` for the hits returned only, from the text around the first word. Text
+without an indexable word (``->``, ``__init__``) is found by substring (``ILIKE``, served
+by the trigram index; symbols only, such as ``<=>``, by the trigram index of
+``workbench_symbols``).
 """
 
 from __future__ import annotations
