@@ -278,23 +278,23 @@ def _window(conn: Connection, tsq: str, walk: _Walk, filters: list[str], params:
     def part(rows_sql: str, p: _Params) -> _Part:
         """Run ``rows_sql`` (rows ``id, created_at, score`` in the walk's order, score
         NULL for a row that does not match) keeping only its best rows and its last."""
-        order = walk.order_by("r", lead=False)
-        # OFFSET 0 keeps the rows' own statement apart, so only its three columns (not
-        # the texts it ranked) go on to the sorts.
+        oldest_first = walk.order_by("r", lead=False).replace(" DESC", "")
+        # The rows once (three columns, not the texts they were ranked by), then their
+        # best, their last and their counts from them, without sorting them all.
         sql = (
-            "SELECT id, created_at, score, matches, seen, k = seen FROM ("
-            " SELECT r.id, r.created_at, r.score, count(r.score) OVER () AS matches,"
-            " count(*) OVER () AS seen,"
-            f" row_number() OVER (ORDER BY {order}) AS k,"
-            " row_number() OVER (ORDER BY r.score DESC NULLS LAST, r.id DESC) AS best"
-            f" FROM ({rows_sql} OFFSET 0) AS r) AS x"
-            f" WHERE (best <= {p.add(limit)} AND score IS NOT NULL) OR k = seen")
+            f"WITH r AS MATERIALIZED ({rows_sql})"
+            " SELECT 0, b.id, b.created_at, b.score FROM (SELECT r.id, r.created_at, r.score"
+            " FROM r WHERE r.score IS NOT NULL ORDER BY r.score DESC, r.id DESC"
+            f" LIMIT {p.add(limit)}) AS b"
+            " UNION ALL SELECT 1, l.id, l.created_at, NULL FROM (SELECT r.id, r.created_at"
+            f" FROM r ORDER BY {oldest_first} LIMIT 1) AS l"
+            " UNION ALL SELECT 2, count(r.score), count(*)::text, NULL FROM r")
         rows = conn.execute(text(sql), p.values).all()
-        if not rows:
-            return _Part([], 0, 0, None)
-        last = next(r for r in rows if r[5])
-        return _Part([(int(r[0]), float(r[2])) for r in rows if r[2] is not None],
-                     int(rows[0][3]), int(rows[0][4]), (int(last[0]), last[1]))
+        counts = next(r for r in rows if r[0] == 2)
+        last = next((r for r in rows if r[0] == 1), None)
+        return _Part([(int(r[1]), float(r[3])) for r in rows if r[0] == 0],
+                     int(counts[1]), int(counts[2]),
+                     None if last is None else (int(last[1]), last[2]))
 
     def walked(bound: tuple[Any, ...] | None, rows: int, need: int | None) -> _Part:
         """Walk ``rows`` rows below ``bound``: all of them (``need`` None), else up to the
