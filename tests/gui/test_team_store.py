@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import socket
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,7 @@ import pytest
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QApplication, QFileDialog, QLineEdit, QWidget
 from pytestqt.qtbot import QtBot
+from sqlalchemy import event
 
 from tests.gui.conftest import settle
 from tests.gui.journey import (
@@ -573,3 +575,33 @@ def test_a_write_that_leaves_the_open_session_as_shown_does_not_reread_it(
     qtbot.waitUntil(lambda: bool(rereads), timeout=SEEN_MS)
     settle(theirs)
     assert True not in rereads
+
+
+def test_another_desktops_change_is_read_off_the_window_thread(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
+) -> None:
+    """On a server every read is a round trip: the other window reads the list, the
+    session and its title on its workers, and shows them without a statement of its
+    own thread reaching the server."""
+    mine, theirs, info = desktops
+    on_window_thread: list[str] = []
+    engine = theirs.ctx.workspace.db.engine
+
+    def executed(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if threading.current_thread() is threading.main_thread():
+            on_window_thread.append(statement)
+
+    event.listen(engine, "before_cursor_execute", executed)
+    try:
+        _insert_below(qtbot, mine, 2, "A real change")
+        _rename_open_session(qtbot, mine, "Lisbon, three nights")
+        qtbot.waitUntil(lambda: _shown(theirs)[-1:] == ["A real change"], timeout=SEEN_MS)
+        qtbot.waitUntil(lambda: _listed(theirs) == [("Lisbon, three nights", 4)],
+                        timeout=SEEN_MS)
+        qtbot.waitUntil(lambda: theirs.windowTitle().startswith("Lisbon, three nights"),
+                        timeout=SEEN_MS)
+        settle(theirs)
+    finally:
+        event.remove(engine, "before_cursor_execute", executed)
+    assert theirs.timeline.title_label.full_text() == "Lisbon, three nights"
+    assert on_window_thread == []

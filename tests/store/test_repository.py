@@ -162,6 +162,23 @@ def test_tag_filters_read_each_tag_whatever_its_characters(repo: Repository) -> 
     assert repo.count_sessions(filter_text="#") == 3
 
 
+def test_filters_ignore_the_case_of_every_letter_on_both_backends(repo: Repository) -> None:
+    emile = repo.create_session("ÉMILE à Paris")
+    greek = repo.create_session("Σημειώσεις", tags=["ΚΑΦΈ", "Straße"])
+    repo.create_session("Emily in Rome")  # no accent: not the same letters
+    assert {s.id for s in repo.list_sessions(filter_text="émile")} == {emile.id}
+    assert {s.id for s in repo.list_sessions(filter_text="Émile À")} == {emile.id}
+    assert {s.id for s in repo.list_sessions(filter_text="σημει")} == {greek.id}
+    assert {s.id for s in repo.list_sessions(filter_text="καφέ")} == {greek.id}
+    assert {s.id for s in repo.list_sessions(filter_text="#καφ")} == {greek.id}
+    assert {s.id for s in repo.list_sessions(filter_text="#STRASSE")} == set()
+    assert {s.id for s in repo.list_sessions(filter_text="#STRAẞE")} == {greek.id}
+    assert repo.count_sessions(filter_text="À PARIS") == 1
+    # ASCII letters fold as before, on any server.
+    assert {s.id for s in repo.list_sessions(filter_text="PARIS")} == {emile.id}
+    assert {s.id for s in repo.list_sessions(filter_text="mile")} == {emile.id}
+
+
 def test_find_session_ties_go_to_the_highest_id(repo: Repository) -> None:
     when = datetime(2024, 5, 1, tzinfo=UTC)
     first = repo.create_session("Twin", created_at=when, source_id="same")

@@ -70,6 +70,14 @@ DATABASE_LABEL_PX = 320  # the widest a team store's URL is shown in the status 
 TITLE_CHARS = 120  # the longest session title the window title takes whole
 
 
+def stored_session(workspace: Workspace, session_id: int) -> SessionInfo | None:
+    """The session as stored now, None when it is gone."""
+    try:
+        return workspace.get_session(session_id)
+    except NotFoundError:
+        return None
+
+
 class MainWindow(QMainWindow):
     """The workbench's main window over one open workspace."""
 
@@ -505,13 +513,23 @@ class MainWindow(QMainWindow):
             self._refresh_session_status()
 
     def _refresh_session_status(self) -> None:
+        """Show the open session's title and size as stored now: read at once from a
+        file, on a worker from the team store (a server's round trip never holds the
+        window up)."""
         session_id = self.ctx.current_session_id
-        info = None
-        if session_id:
-            try:
-                info = self.ctx.workspace.get_session(session_id)
-            except NotFoundError:
-                info = None
+        if session_id and not self.ctx.workspace.is_file:
+            def done(info: SessionInfo | None) -> None:
+                if session_id == self.ctx.current_session_id:
+                    self._show_session_status(info)
+
+            self.ctx.workers.read(stored_session, self.ctx.workspace, session_id,
+                                  name="read the session's title", key=(self, "status"),
+                                  on_done=done)
+            return
+        self._show_session_status(stored_session(self.ctx.workspace, session_id)
+                                  if session_id else None)
+
+    def _show_session_status(self, info: SessionInfo | None) -> None:
         if info is None:
             self.setWindowTitle(APP_TITLE)
             self.tokens_label.setText("")

@@ -63,8 +63,9 @@ class StoreBase:
         return row
 
     def _first(self, statement: Executable, params: dict[str, Any]) -> Any:
-        """The first row ``statement`` selects with ``params`` (None when there is none)."""
-        with self.db.read() as conn:
+        """The first row ``statement`` selects with ``params`` (None when there is none);
+        one statement, so no transaction around it (:meth:`Database.query`)."""
+        with self.db.query() as conn:
             return conn.execute(statement, params).first()
 
     # == internals =====================================================================

@@ -25,7 +25,7 @@ from sqlalchemy.pool import QueuePool
 
 from workbench.core.conversation import utcnow
 from workbench.errors import StorageError
-from workbench.store.dialect import SQLITE_DIALECT, Dialect
+from workbench.store.dialect import SQLITE_DIALECT, Dialect, sqlite_fold
 from workbench.store.migrations import MIGRATIONS, Migration, refuse_newer
 from workbench.store.types import time_to_text
 
@@ -150,6 +150,8 @@ def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
     cur.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
     cur.execute("PRAGMA temp_store = MEMORY")
     cur.close()
+    # The session filter's case folding for text beyond ASCII (Dialect.contains_text).
+    dbapi_conn.create_function("wb_fold", 1, sqlite_fold, deterministic=True)
 
 
 class Database:

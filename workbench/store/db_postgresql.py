@@ -23,18 +23,24 @@ finds it itself in ``PGPASSWORD`` or ``~/.pgpass``.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError, SQLAlchemyError
 
 from workbench.errors import StorageError
 from workbench.store.db import POOL_OVERFLOW, POOL_SIZE, Database, OpenProgress
-from workbench.store.dialect import POSTGRESQL_DIALECT, Dialect
+from workbench.store.dialect import (
+    ICU_ROOT,
+    POSTGRESQL_DIALECT,
+    POSTGRESQL_ICU_DIALECT,
+    Dialect,
+)
 from workbench.store.migrate_postgresql import migrate_postgresql
 from workbench.store.migrations import MIGRATIONS
 from workbench.store.notify_postgresql import ChangeListener, new_origin, notify
@@ -45,6 +51,35 @@ KEYRING_SERVICE = "conversation-workbench-postgresql"
 WRITE_LOCK = 0x637762777269
 _CHANGED = "workbench_changed_sessions"
 CONNECT_TIMEOUT_S = 10
+# A pooled connection idle this long is asked whether it still works before it is used
+# (the server may have restarted, or a firewall dropped it); a busier one is not: the
+# question is a round trip, as long as the statement it would precede.
+PING_AFTER_IDLE_S = 20.0
+_IDLE_SINCE = "workbench_idle_since"
+
+
+def _ping_after_idle(engine: Engine) -> None:
+    """Check a connection taken from ``engine``'s pool only when it sat idle for
+    :data:`PING_AFTER_IDLE_S` (SQLAlchemy's ``pool_pre_ping`` asks before every use). A
+    dead one is replaced by a new connection; should a connection die between two close
+    uses, the statement fails with the reason and the pool is renewed for the next."""
+
+    def checked_in(_dbapi_conn: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    def checked_out(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.pop(_IDLE_SINCE, None)
+        if since is None or time.monotonic() - since < PING_AFTER_IDLE_S:
+            return
+        try:
+            alive = engine.dialect.do_ping(dbapi_conn)
+        except Exception:  # noqa: BLE001 - any failure means the same: not usable
+            alive = False
+        if not alive:
+            raise DisconnectionError("the server closed the idle connection")
+
+    event.listen(engine.pool, "checkin", checked_in)
+    event.listen(engine.pool, "checkout", checked_out)
 
 
 def keyring_account(url: URL) -> str:
@@ -107,10 +142,10 @@ class PostgresDatabase(Database):
             parsed,
             pool_size=POOL_SIZE,
             max_overflow=POOL_OVERFLOW,
-            pool_pre_ping=True,
             connect_args={"connect_timeout": CONNECT_TIMEOUT_S,
                           "application_name": "conversation-workbench"},
         )
+        _ping_after_idle(engine)
         db = cls(parsed, engine)
         try:
             db._prepare_server(migrate, progress)
@@ -134,8 +169,14 @@ class PostgresDatabase(Database):
                     "SELECT count(*) FROM information_schema.tables "
                     "WHERE table_schema = current_schema()"
                 )).scalar_one()
+                has_icu = conn.execute(
+                    text("SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = :name)"),
+                    {"name": ICU_ROOT},
+                ).scalar_one()
         except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
             raise StorageError(f"Cannot open the database {where}: {_reason(exc)}.") from exc
+        if has_icu:
+            self.dialect = POSTGRESQL_ICU_DIALECT
         if tables and not has_ledger:
             raise StorageError(
                 f"{where} has tables but is not a Conversation Workbench database; "
@@ -193,8 +234,10 @@ class PostgresDatabase(Database):
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
+        """One snapshot for every statement: the driver opens the transaction with
+        ``BEGIN ISOLATION LEVEL REPEATABLE READ`` (no round trip of its own to say so)."""
         with self._translated(), self.engine.connect() as conn:
-            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            conn.execution_options(isolation_level="REPEATABLE READ")
             try:
                 yield conn
             finally:
@@ -202,11 +245,17 @@ class PostgresDatabase(Database):
 
     @contextmanager
     def query(self) -> Iterator[Connection]:
+        """A single statement, in autocommit: it is its own snapshot, and neither
+        ``BEGIN`` nor ``ROLLBACK`` costs a round trip."""
         with self._translated(), self.engine.connect() as conn:
-            try:
-                yield conn
-            finally:
-                conn.rollback()
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            yield conn
+
+    def _renew_pool(self) -> None:
+        """The listener lost the server: start a new pool, so that the next reads and
+        writes connect afresh instead of failing once on a dropped connection (those
+        in use finish as they can and are closed when given back)."""
+        self.engine.dispose(close=False)
 
     def listener(self) -> ChangeListener:
         """The listener hearing other desktops' changes (started on first use)."""
@@ -215,7 +264,8 @@ class PostgresDatabase(Database):
                 conninfo = self.url.set(drivername="postgresql").render_as_string(
                     hide_password=False
                 )
-                self._listener = ChangeListener(conninfo, self.origin).start()
+                self._listener = ChangeListener(conninfo, self.origin,
+                                                on_lost=self._renew_pool).start()
             return self._listener
 
     def data_version(self) -> int:

@@ -30,6 +30,9 @@ class Dialect:
     """The differences between the two backends the store runs on."""
 
     name: str
+    # PostgreSQL only: the server has ICU's root collation, which folds every letter's
+    # case whatever the database's locale (see :meth:`contains_text`).
+    icu: bool = False
 
     @property
     def is_postgresql(self) -> bool:
@@ -67,18 +70,46 @@ class Dialect:
         return func.json_group_array(func.json_array(*columns))
 
     def contains_text(self, column: ColumnElement[str], needle: str) -> ColumnElement[bool]:
-        """``column`` holds ``needle`` anywhere, ignoring case (``LIKE`` on SQLite, which
-        folds ASCII letters; ``ILIKE`` on PostgreSQL, which folds every letter)."""
-        return self._like(column, "%" + _escaped(needle) + "%")
+        """``column`` holds ``needle`` anywhere, ignoring the case of every letter, as
+        Python's ``str.lower`` folds it, on both backends: ``Émile`` finds ``ÉMILE``.
+
+        An ASCII ``needle`` is a ``LIKE`` (SQLite) or ``ILIKE`` (PostgreSQL), which fold
+        ASCII letters in any server locale and use no function per row. Any other is
+        compared folded: on SQLite through the ``wb_fold`` function each connection has
+        (:func:`fold_case`), on PostgreSQL through ``lower`` under the ICU root
+        collation, whatever the database's own locale (a server without ICU folds as
+        its locale does: every letter in a UTF-8 locale, ASCII ones in ``C``)."""
+        if needle.isascii() or (self.is_postgresql and not self.icu):
+            return self._like(column, "%" + _escaped(needle) + "%")
+        find = func.strpos if self.is_postgresql else func.instr
+        return find(self._folded(column), fold_case(needle)) > 0
 
     def starts_with_text(self, column: ColumnElement[str], prefix: str) -> ColumnElement[bool]:
         """``column`` starts with ``prefix``, ignoring case as :meth:`contains_text` does."""
-        return self._like(column, _escaped(prefix) + "%")
+        if prefix.isascii() or (self.is_postgresql and not self.icu):
+            return self._like(column, _escaped(prefix) + "%")
+        folded = fold_case(prefix)
+        return func.substr(self._folded(column), 1, len(folded)) == folded
+
+    def _folded(self, column: ColumnElement[str]) -> ColumnElement[str]:
+        if self.is_postgresql:
+            return func.lower(column.collate(ICU_ROOT))
+        return func.wb_fold(column, type_=Text)
 
     def _like(self, column: ColumnElement[str], pattern: str) -> ColumnElement[bool]:
         if self.is_postgresql:
             return column.ilike(pattern, escape="\\")
         return column.like(pattern, escape="\\")
+
+
+def fold_case(text: str) -> str:
+    """``text`` with every letter's case folded as the session filter compares it."""
+    return text.lower()
+
+
+def sqlite_fold(text: str | None) -> str | None:
+    """The SQLite function ``wb_fold``: :func:`fold_case`, NULL staying NULL."""
+    return None if text is None else fold_case(text)
 
 
 def _escaped(text: str) -> str:
@@ -88,6 +119,8 @@ def _escaped(text: str) -> str:
 
 SQLITE_DIALECT = Dialect(SQLITE)
 POSTGRESQL_DIALECT = Dialect(POSTGRESQL)
+POSTGRESQL_ICU_DIALECT = Dialect(POSTGRESQL, icu=True)
+ICU_ROOT = "und-x-icu"  # PostgreSQL's name for ICU's root collation
 
 
 

@@ -290,7 +290,7 @@ class MessageStore(ContextStore):
             params["states"] = list(states)
         if roles:
             params["roles"] = list(roles)
-        with self.db.read() as conn:
+        with self.db.query() as conn:
             rows = conn.execute(_page(bool(states), bool(roles)), params).all()
         return [message_from_row(r) for r in rows]
 
@@ -298,7 +298,7 @@ class MessageStore(ContextStore):
         self, session_id: int, *, before_position: int, limit: int = 200
     ) -> list[Message]:
         """Up to ``limit`` messages just before ``before_position``, in order."""
-        with self.db.read() as conn:
+        with self.db.query() as conn:
             rows = conn.execute(
                 _PAGE_BEFORE, {"sid": session_id, "before": _bound(before_position), "limit": limit}
             ).all()
@@ -319,7 +319,7 @@ class MessageStore(ContextStore):
         if before_position is not None:
             statement = _STATE_BEFORE
             params["before"] = _bound(before_position)
-        with self.db.read() as conn:
+        with self.db.query() as conn:
             rows = conn.execute(statement, params).all()
         return [message_from_row(r) for r in rows]
 
@@ -491,7 +491,7 @@ class MessageStore(ContextStore):
     def message_index(self, session_id: int) -> list[tuple[int, int, str, str]]:
         """``(id, position, role, state)`` of every message, in order: what a view needs
         to know the shape of a session without loading its text."""
-        with self.db.read() as conn:
+        with self.db.query() as conn:
             return [
                 (r[0], r[1], r[2], r[3])
                 for r in conn.execute(_INDEX, {"sid": session_id})

@@ -66,10 +66,15 @@ class ChangeListener:
     ``conninfo`` is a libpq connection string or URL (``postgresql://user@host/db``).
     """
 
-    def __init__(self, conninfo: str, origin: str, *, retry_seconds: float = 0.5) -> None:
+    def __init__(self, conninfo: str, origin: str, *, retry_seconds: float = 0.5,
+                 on_lost: Callable[[], object] | None = None) -> None:
         self.conninfo = conninfo
         self.origin = origin
         self.retry_seconds = retry_seconds
+        # Called (on the listener's thread) when its connection drops: the server
+        # restarted or the network cut, so the owner's other connections are likely
+        # gone too.
+        self.on_lost = on_lost
         self._lock = threading.Condition()
         self._version = 0
         self._sessions: set[int] = set()
@@ -166,5 +171,8 @@ class ChangeListener:
             except psycopg.Error as exc:
                 with self._lock:
                     self.last_error = str(exc).strip() or type(exc).__name__
+                    was_connected = self._connections > 0
                     self._lock.notify_all()
+                if was_connected and self.on_lost is not None and not self._stop.is_set():
+                    self.on_lost()
                 self._stop.wait(self.retry_seconds)

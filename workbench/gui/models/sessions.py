@@ -8,6 +8,7 @@ trash are left out here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QModelIndex, Qt, Signal
@@ -40,6 +41,28 @@ def session_summary(info: SessionInfo) -> str:
     if info.tags:
         line += "  " + " ".join(f"#{tag}" for tag in info.tags)
     return line
+
+
+@dataclass(frozen=True)
+class ListRequest:
+    """The first ``count`` sessions a list shows, as asked for on the UI thread."""
+
+    workspace: Workspace
+    filter_text: str
+    include_archived: bool
+    count: int
+
+    def read(self) -> ListRead:
+        """Read them (any thread)."""
+        return ListRead(self, self.workspace.list_sessions(
+            include_archived=self.include_archived, filter_text=self.filter_text or None,
+            limit=self.count, offset=0))
+
+
+@dataclass(frozen=True)
+class ListRead:
+    request: ListRequest
+    page: list[SessionInfo]
 
 
 class SessionListModel(ItemListModel):
@@ -90,12 +113,28 @@ class SessionListModel(ItemListModel):
 
     def reload(self) -> None:
         """Read the list again, as many rows as were loaded (at least one page)."""
-        want = max(self._page_size, self._consumed)
+        self.install(self.list_request().read())
+
+    def list_request(self) -> ListRequest:
+        """What :meth:`reload` reads, to be read elsewhere (on a worker) and then given
+        to :meth:`install`."""
+        return ListRequest(self._workspace, self._filter, self._include_archived,
+                           max(self._page_size, self._consumed))
+
+    def install(self, read: ListRead) -> bool:
+        """Show a list read for :meth:`list_request`; False (nothing changes) when the
+        workspace, filter or archived switch changed since it was asked for."""
+        request = read.request
+        if (request.workspace, request.filter_text, request.include_archived) != (
+                self._workspace, self._filter, self._include_archived):
+            return False
         self.beginResetModel()
-        self._items, self._consumed = [], 0
-        self._exhausted = False
-        self._items = self._read(want)
+        self._consumed = len(read.page)
+        self._exhausted = len(read.page) < request.count
+        hidden = self._hidden()
+        self._items = [info for info in read.page if info.id not in hidden]
         self.endResetModel()
+        return True
 
     def _read(self, count: int) -> list[SessionInfo]:
         page = self._workspace.list_sessions(

@@ -63,6 +63,7 @@ from workbench.gui.workers import Job
 PAGE = 100
 MAX_PAGES = 40
 SYNC_INDEX_LIMIT = 5_000
+REREAD_PAGES = 4  # pages read with a session read again on a worker (those last looked at)
 PREFETCH_MARGIN = 60
 
 ROLE_CODES: dict[str, int] = {"system": ord("s"), "user": ord("u"), "assistant": ord("a"),
@@ -232,6 +233,33 @@ def build_rows(index: SessionIndex, allowed: set[str], expanded: set[int]) -> Ro
     return Rows(rows, keys, runs)
 
 
+@dataclass
+class _Reread:
+    """A session read again on a worker: its shape, the pages asked for and, when it was
+    shown, its compaction history."""
+
+    index: SessionIndex
+    pages: dict[int, list[Message]]
+    history: list[CompactionRecord] | None
+
+
+def _read_again(workspace: Workspace, session_id: int, numbers: Sequence[int],
+                with_history: bool) -> _Reread | None:
+    """Read what :meth:`TimelineModel.reload` shows (None when the session is gone)."""
+    try:
+        index = SessionIndex.load(workspace, session_id)
+        pages = {number: workspace.page_messages(session_id,
+                                                 after_position=number * PAGE - 1,
+                                                 limit=PAGE)
+                 for number in numbers if number * PAGE < len(index)}
+        history = compaction.history(workspace, session_id) if with_history else None
+        if not index.ids:
+            workspace.get_session(session_id)  # empty, or gone?
+    except NotFoundError:
+        return None
+    return _Reread(index, pages, history)
+
+
 class TimelineModel(QAbstractListModel):
     """The messages of one session as rows (see the module docstring)."""
 
@@ -260,6 +288,9 @@ class TimelineModel(QAbstractListModel):
         self._fold_preview: frozenset[int] = frozenset()  # ids a shown preview would fold
         self._compactions: list[CompactionRecord] | None = None  # applied ones, on demand
         self._run_records: dict[int, list[CompactionRecord]] | None = None  # by run key
+        # Moves with every change this model makes or is told of: a session read again on
+        # a worker (:meth:`reload` on the team store) lands only if none came meanwhile.
+        self._generation = 0
 
     # -- session -----------------------------------------------------------------------
 
@@ -327,6 +358,7 @@ class TimelineModel(QAbstractListModel):
 
     def _drop_reads(self) -> None:
         """What the workers are reading no longer holds: drop it (it never arrives)."""
+        self._generation += 1
         if self._workers is None:
             return
         self._workers.cancel((self, "index"))
@@ -342,8 +374,16 @@ class TimelineModel(QAbstractListModel):
         self.role_counts_changed.emit(index.role_counts())
 
     def reload(self) -> None:
-        """Read the session again (after changes made elsewhere), keeping the view's place."""
+        """Read the session again (after changes made elsewhere), keeping the view's place.
+
+        On the team store the reading is done by a worker and what is shown stays until
+        it arrives, then changes at once: a server's round trips never hold the window
+        up. A file is read at once (a local read costs less than a worker's round trip).
+        """
         if not self._session_id:
+            return
+        if self._workers is not None and not self._workspace.is_file:
+            self._request_reread()
             return
         try:
             info = self._workspace.get_session(self._session_id)
@@ -364,6 +404,40 @@ class TimelineModel(QAbstractListModel):
             self._rows = Rows(range(self._count), range(self._count))
             self.endResetModel()
             self._request_index()
+
+    def _request_reread(self) -> None:
+        session_id, generation = self._session_id, self._generation
+        # The pages last looked at (those on screen among them): read with the session,
+        # so that its first paint after the change reads nothing.
+        numbers = list(reversed(self._pages))[:REREAD_PAGES]
+        with_history = self._compactions is not None
+
+        def done(read: _Reread | None) -> None:
+            if session_id != self._session_id:
+                return  # another session is shown now: it was read whole
+            if generation != self._generation:
+                self._request_reread()  # changed here meanwhile: read what holds now
+                return
+            self._install_reread(read)
+
+        self._workers.read(_read_again, self._workspace, session_id, numbers, with_history,
+                           name="read the session again", key=(self, "reread"),
+                           on_done=done)
+
+    def _install_reread(self, read: _Reread | None) -> None:
+        if read is None:  # the session is gone: show nothing
+            self.set_session(0)
+            return
+        self._drop_reads()
+        self._pages.clear()
+        self._revisions.clear()
+        self._summary = None
+        self._forget_compactions()
+        if read.history is not None:
+            self._compactions = [r for r in read.history if not r.undone]
+        for number, page in reversed(read.pages.items()):
+            self._store_page(number, page)
+        self._install_index(read.index)
 
     # -- filters and markers -------------------------------------------------------------
 
@@ -735,6 +809,7 @@ class TimelineModel(QAbstractListModel):
         if message.session_id != self._session_id or message.position is None:
             return
         position = int(message.position)
+        self._generation += 1
         self._touch_revision(message)
         page = self._pages.get(position // PAGE)
         if page is not None:
@@ -795,6 +870,7 @@ class TimelineModel(QAbstractListModel):
             return
         if self._pending:
             self.set_pending(None)
+        self._generation += 1
         places = [m.position for m in mine]
         if None not in places and places != list(range(self._count, self._count + len(mine))):
             # Another desktop wrote to the session since this window read it (before the

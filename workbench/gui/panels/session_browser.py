@@ -37,7 +37,7 @@ from workbench.gui.controls import filter_field, named, single_shot, view_action
 from workbench.gui.delegates.markdown import visible_text
 from workbench.gui.delegates.session import SessionDelegate
 from workbench.gui.dialogs.ask_text import ask_text
-from workbench.gui.models.sessions import SessionListModel, SessionRole
+from workbench.gui.models.sessions import ListRead, SessionListModel, SessionRole
 
 FILTER_DELAY_MS = 150
 _INTO_LIST_KEYS = (Qt.Key.Key_Down, Qt.Key.Key_PageDown, Qt.Key.Key_Return, Qt.Key.Key_Enter)
@@ -221,12 +221,23 @@ class SessionBrowserPanel(QWidget):
     # -- list --------------------------------------------------------------------------
 
     def reload(self) -> None:
-        """Read the list again, keeping the selection."""
+        """Read the list again, keeping the selection. On the team store the list is
+        read on a worker (a server's round trips never hold the window up) and shown
+        when it arrives; a file's list is read at once."""
+        request = self.model.list_request()
+        if self.ctx.workspace.is_file:
+            self._show_list(request.read())
+            return
+        self.ctx.workers.read(request.read, name="read the session list",
+                              key=(self, "list"), on_done=self._show_list)
+
+    def _show_list(self, read: ListRead) -> None:
         keep = self.selected_ids()
         current = self.ctx.current_session_id
         self._restoring = True
         try:
-            self.model.reload()
+            if not self.model.install(read):
+                return  # asked for another list meanwhile
             selection = self.view.selectionModel()
             for sid in keep or ([current] if current else []):
                 row = self.model.row_of(sid)
