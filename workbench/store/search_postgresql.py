@@ -60,8 +60,8 @@ from workbench.store.types import time_to_text
 # The most text ts_headline reads for one snippet (it parses all it is given): from a
 # little before the first place the query's first word is spelt as typed (else from the
 # start), as the best-ranked texts are the long ones.
-_HEADLINE_CHARS = 2_000
-_HEADLINE_BEFORE = 500
+_HEADLINE_CHARS = 1_200
+_HEADLINE_BEFORE = 300
 
 
 class _Params:
@@ -351,7 +351,7 @@ def _window(conn: Connection, tsq: str, walk: _Walk, filters: list[str], params:
     # within id ranges (each about big enough for the rest of the window, then
     # RANGE_GROWTH times more), so the GIN index's rows outside them are not read.
     expected = density * _table_rows(conn)
-    width = max(1, int((size - found) / density * 1.2)) if density else 0
+    width = max(1, int((size - found) / density * 1.1)) if density else 0
     while found < size:
         low = None
         if (walk.order == "id" and density and expected > RANGE_MATCHES
