@@ -12,7 +12,8 @@ Figures:
   worker thread (the engine's preflight, the JSON text, the previews of the listed
   left-out messages), median of the runs: a refresh as the panel makes them while a
   prompt is typed (the prompt one character longer each time, the database unchanged),
-  and the first one after a change to the database (no page kept from before);
+  the first one after a commit that leaves the session's messages alone, and the first
+  one after a message is appended to the session;
 - **show**: putting one result on screen on the UI thread (payload text and colours,
   token bar, left-out list) up to the end of the next repaint (goal ≤ 50 ms);
 - **longest UI-thread stall** while typing a prompt at 8 keys a second in the 100,000-message
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
+    from workbench.core.conversation import Message
     from workbench.engine.workspace import Workspace
     from workbench.gui.main_window import MainWindow
     from workbench.gui.panels.request_inspector import inspect_request
@@ -78,20 +80,27 @@ def main(argv: list[str] | None = None) -> int:
 
     for size, session_id in sessions.items():
         times, shows, cpus, firsts, first_cpus = [], [], [], [], []
+        turns, turn_cpus = [], []
         result = None
-        for run in range(2 * args.runs):
-            first = run % 2 == 0
-            if first:  # after a change to the database: nothing read before is reused
+        for run in range(3 * args.runs):
+            change = ("elsewhere", "turn", None)[run % 3]
+            if change == "elsewhere":  # a commit that leaves the session's messages alone
                 with ws.db.write() as conn:
                     conn.exec_driver_sql("UPDATE sessions SET title = title WHERE id = ?",
                                          (session_id,))
+            elif change == "turn":  # a message appended to the session
+                ws.repo.append_messages(session_id, [Message(
+                    role="user", content=f"One more message, number {run}.", token_count=20,
+                    token_encoding="o200k_base")])
             started = time.perf_counter()
             cpu_started = time.thread_time()
-            result = inspect_request(ws, session_id, "What is left to do?"[: 12 + run],
+            result = inspect_request(ws, session_id, "What is left to do?"[: 12 + run % 8],
                                      provider=None, model=None, window=None)
-            (firsts if first else times).append((time.perf_counter() - started) * 1000)
-            (first_cpus if first else cpus).append((time.thread_time() - cpu_started) * 1000)
-            if first:
+            wall = (time.perf_counter() - started) * 1000
+            cpu = (time.thread_time() - cpu_started) * 1000
+            {"elsewhere": firsts, "turn": turns, None: times}[change].append(wall)
+            {"elsewhere": first_cpus, "turn": turn_cpus, None: cpus}[change].append(cpu)
+            if change is not None:
                 continue
             inspector._show(None)
             app.processEvents()
@@ -102,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         assert result is not None
         print(f"{size:>7,} messages: preflight {statistics.median(times):7.0f} ms (worker;"
               f" CPU {statistics.median(cpus):.0f} ms; the first after a change"
-              f" {statistics.median(firsts):.0f} ms, CPU {statistics.median(first_cpus):.0f})"
+              f" {statistics.median(firsts):.0f} ms, CPU {statistics.median(first_cpus):.0f};"
+              f" after a message appended {statistics.median(turns):.0f} ms,"
+              f" CPU {statistics.median(turn_cpus):.0f})"
               f" · show {statistics.median(shows):5.1f} ms (UI thread, goal ≤ 50)"
               f" · payload {len(result.payload_text) / 1e6:.2f} MB,"
               f" {result.left_out_count:,} left out")

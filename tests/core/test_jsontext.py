@@ -47,7 +47,8 @@ def test_what_json_cannot_write_is_refused_the_same_way() -> None:
 
 
 def _note(hidden: int, count: int, key: str) -> str:
-    return f"<{hidden} of {count} {key} left out>"
+    # The key as JSON writes it: a key holding a line break must not split the note.
+    return f"<{hidden} of {count} {json.dumps(key)} left out>"
 
 
 @given(
@@ -88,6 +89,6 @@ def test_an_excerpt_of_a_long_payload_keeps_whole_messages_at_both_ends() -> Non
     (line,) = [n for n in excerpt.split("\n") if "left out>" in n]
     hidden = int(line.strip()[1:].split(" ")[0])
     shown = excerpt.count('"role"')
-    assert hidden + shown == 1_000 and line.strip().endswith("of 1000 messages left out>")
+    assert hidden + shown == 1_000 and line.strip().endswith('of 1000 "messages" left out>')
     assert indented_excerpt([1, 2], 10, 10, _note) is None
     assert indented_excerpt({"a": 1, "b": []}, 10, 10, _note) is None

@@ -734,3 +734,70 @@ def test_auto_compaction_that_would_not_lower_the_tokens_is_not_applied(
     assert "would not lower" in result.message
     assert snapshot(workspace, sid) == before
     assert compaction.history(workspace, sid) == []
+
+
+def test_a_session_that_did_not_change_is_planned_from_the_table_read_before(
+    workspace: Workspace, db_target: Path | str
+) -> None:
+    """Previews of an unchanged session reuse the table read the time before (with the
+    lines written for it); any change, by this process or another connection, makes the
+    next preview read the session again, and the plans are those of a fresh read."""
+    import sqlite3
+
+    from workbench.store.compactions import forget_tables, load_table_kept
+
+    sid = chat_session(workspace, 80)
+    db = workspace.db
+    first = load_table_kept(db, sid, COUNTER.encoding_name)
+    again = load_table_kept(db, sid, COUNTER.encoding_name)
+    if not db.is_file:  # the team store is always read
+        assert again is not first
+        return
+    assert again is first
+    assert load_table_kept(db, sid, "cl100k_base") is not first  # another encoding
+    plan = compaction.preview(workspace, sid, keep=10)
+    assert compaction.preview(workspace, sid, keep=10).summary == plan.summary
+
+    # A change through the store: read again, and the preview shows it.
+    msgs = workspace.repo.list_messages(sid)
+    workspace.repo.update_message(msgs[1].id, content="Changed through the store.")
+    changed = load_table_kept(db, sid, COUNTER.encoding_name)
+    assert changed is not first
+    assert "Changed through the store." in compaction.preview(workspace, sid, keep=10).summary
+
+    # A change by another connection (another process would look the same).
+    current = load_table_kept(db, sid, COUNTER.encoding_name)
+    raw = sqlite3.connect(str(db_target))
+    try:
+        raw.execute("UPDATE messages SET content = 'Changed elsewhere.' WHERE id = ?",
+                    (msgs[2].id,))
+        raw.commit()
+    finally:
+        raw.close()
+    assert load_table_kept(db, sid, COUNTER.encoding_name) is not current
+    assert "Changed elsewhere." in compaction.preview(workspace, sid, keep=10).summary
+
+    forget_tables(db)
+    assert load_table_kept(db, sid, COUNTER.encoding_name) is not current
+
+
+def test_the_table_leaves_out_texts_it_does_not_need_and_reads_them_when_asked(
+    workspace: Workspace,
+) -> None:
+    """Rows whose summary line and counts are kept are read without their text; asking
+    for the texts reads them all, as they are stored."""
+    from workbench.store.compactions import load_table
+
+    sid = _plain_and_whole_session(workspace)
+    stored = [m.content for m in load_active(workspace.db, sid)]
+    table = load_table(workspace.db, sid, COUNTER.encoding_name)
+    unread = [i for i, text in enumerate(table._texts) if text is None]
+    assert unread, "plain rows with kept lines and counts come without their text"
+    assert all(i not in table.whole for i in unread)
+    plan = compaction.preview(workspace, sid, keep=1)
+    assert plan.folded_ids
+    assert list(table.texts) == stored
+    # A summary written from the texts (a line length the store does not keep) is the
+    # one written from fully read rows.
+    fresh = load_table(workspace.db, sid, COUNTER.encoding_name)
+    assert [fresh.message(i).content for i in range(len(fresh))] == stored

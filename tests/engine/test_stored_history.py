@@ -259,11 +259,13 @@ def test_a_history_starts_from_the_pages_the_last_one_read_until_the_database_ch
     assert _shape(same) == _shape(before)
     assert Memory.open(workspace, other).history().loaded() == 0  # its own session only
 
-    # A change to the database (here an edit of the newest message) is read anew.
+    # A change (here an edit of the newest message) is read again from where it is;
+    # what was read before it is kept.
     newest = workspace.repo.list_messages(sid)[-1]
     workspace.repo.update_message(newest.id, content="Edited at the end.")
     fresh = Memory.open(workspace, sid).history()
-    assert isinstance(fresh, StoredHistory) and fresh.loaded() == 0
+    assert isinstance(fresh, StoredHistory) and fresh.loaded() == read
+    assert fresh[len(fresh) - 1].content == "Edited at the end."
     third, after = request("Hi")
     assert [m.content for m in after.history][-1] == "Edited at the end."
     whole = workspace.repo.list_messages(sid, states=(ACTIVE,))
@@ -283,3 +285,79 @@ def test_only_the_last_sessions_histories_are_kept(workspace: Workspace) -> None
     # The first one was dropped for the later ones; the last ones are still kept.
     assert StoredHistory.latest(workspace.repo, sessions[0]).loaded() == 0
     assert StoredHistory.latest(workspace.repo, sessions[-1]).loaded() > 0
+
+
+def _same_request(workspace: Workspace, sid: int, history: StoredHistory) -> None:
+    """``history`` builds the very request the whole session does."""
+    counter = get_counter()
+    budget = Budget(context_window=1500, reserved_output=100)
+    turn = [Message(role="user", content="Next?")]
+    whole = workspace.repo.list_messages(sid, states=(ACTIVE,))
+    assert [m.id for m in history] == [m.id for m in whole]
+    assert [(m.content, m.token_count) for m in history] == \
+        [(m.content, m.token_count) for m in whole]
+    assert _shape(assemble(RequestParts(history=history, turn=turn), counter=counter,
+                           budget=budget)) == \
+        _shape(assemble(RequestParts(history=whole, turn=turn), counter=counter,
+                        budget=budget))
+
+
+def test_a_turn_appended_is_read_onto_the_pages_read_before(tmp_path: Path) -> None:
+    steps = [("user" if i % 2 == 0 else "assistant", 8, ACTIVE, True, False)
+             for i in range(400)]
+    with Workspace.open(tmp_path / "w.db") as ws:
+        sid = _store(ws, steps)
+        first = StoredHistory.latest(ws.repo, sid)
+        list(first[len(first) - 150:])  # the newest 150 are read
+        read = first.loaded()
+        ws.repo.append_messages(sid, [Message(role="user", content="one more"),
+                                      Message(role="assistant", content="and a reply")])
+        after = StoredHistory.latest(ws.repo, sid)
+        assert len(after) == len(first) + 2 and after.loaded() == read + 2
+        assert [m.content for m in after[len(after) - 2:]] == ["one more", "and a reply"]
+        _same_request(ws, sid, after)
+
+        # A message folded in the middle of what was read: read again from there.
+        # (Checking the whole request below reads the rest of the session.)
+        middle = after[len(after) - 60]
+        ws.repo.set_state([int(middle.id or 0)], "folded")
+        folded = StoredHistory.latest(ws.repo, sid)
+        assert len(folded) == len(after) - 1 and folded.loaded() > 0
+        _same_request(ws, sid, folded)
+
+        # An edit near the start (everything was read by now): read again from there.
+        ws.repo.update_message(int(after[3].id or 0), content="early edit")
+        edited = StoredHistory.latest(ws.repo, sid)
+        assert edited[3].content == "early edit"
+        _same_request(ws, sid, edited)
+
+
+def test_a_commit_of_another_process_reads_the_history_anew(tmp_path: Path) -> None:
+    steps = [("user" if i % 2 == 0 else "assistant", 8, ACTIVE, True, False)
+             for i in range(200)]
+    with Workspace.open(tmp_path / "w.db") as ws:
+        sid = _store(ws, steps)
+        first = StoredHistory.latest(ws.repo, sid)
+        first[len(first) - 1]
+        # A change elsewhere made by this process keeps what was read ...
+        ws.repo.create_session(title="another")
+        assert StoredHistory.latest(ws.repo, sid).loaded() == first.loaded() > 0
+        # ... one made by another connection (a second process) does not.
+        with Workspace.open(tmp_path / "w.db") as other:
+            other.repo.create_session(title="from elsewhere")
+        fresh = StoredHistory.latest(ws.repo, sid)
+        assert fresh.loaded() == 0
+        _same_request(ws, sid, fresh)
+
+
+def test_a_change_older_than_the_pages_read_reads_the_history_anew(tmp_path: Path) -> None:
+    steps = [("user" if i % 2 == 0 else "assistant", 8, ACTIVE, True, False)
+             for i in range(300)]
+    with Workspace.open(tmp_path / "w.db") as ws:
+        sid = _store(ws, steps)
+        first = StoredHistory.latest(ws.repo, sid)
+        list(first[len(first) - 50:])
+        ws.repo.delete_message(int(ws.repo.list_messages(sid)[5].id or 0))
+        fresh = StoredHistory.latest(ws.repo, sid)
+        assert fresh.loaded() == 0 and len(fresh) == len(first) - 1
+        _same_request(ws, sid, fresh)

@@ -150,7 +150,7 @@ def _wait_caught_up(qtbot: QtBot, window: MainWindow, session_id: int) -> None:
 def _activate(qtbot: QtBot, window: MainWindow) -> None:
     """Bring ``window`` to the front: shortcuts reach only the active window."""
     window.activateWindow()
-    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=SEEN_MS)
 
 
 def _listed(window: MainWindow) -> list[tuple[str, int]]:
@@ -186,7 +186,7 @@ def _rename_open_session(qtbot: QtBot, window: MainWindow, title: str) -> None:
     _activate(qtbot, window)
     qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
     press(qtbot, Qt.Key.Key_Down)
-    qtbot.waitUntil(lambda: focus() is window.browser.view)
+    qtbot.waitUntil(lambda: focus() is window.browser.view, timeout=SEEN_MS)
     press(qtbot, Qt.Key.Key_F2)
     assert focus().accessibleName() == "Session title"
     press(qtbot, Qt.Key.Key_A, CTRL)

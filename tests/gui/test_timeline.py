@@ -445,3 +445,47 @@ def test_what_the_workers_read_for_a_left_session_never_lands(
     assert model.cached_pages() == 0  # the first session's page was dropped
     assert [model.message_at(p).content for p in range(5)] == [f"second {i}" for i in range(5)]
     pool.shutdown()
+
+
+def test_rows_kept_as_pictures_look_as_rows_painted_anew(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    """The view keeps pictures of the rows it painted; whatever the user does to a row
+    (select it, star it, show all of it, copy it), what is on screen is what painting
+    every row anew shows."""
+    long_text = "\n".join(f"line {i} with `code`" for i in range(60))
+    info = make_session(workspace, "Looks", [
+        *CHAT,
+        Message(role="assistant", content="Some code:\n\n```python\nprint('hi')\n```"),
+        Message(role="user", content=long_text),
+    ])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    view, model = window.timeline.view, window.timeline.model
+    window.ctx.workers.wait_idle()
+
+    def same_as_painted_anew() -> None:
+        window.ctx.workers.wait_idle()  # token counts, pages
+        # Code colours arrive from a thread of their own.
+        view.viewport().grab()
+        qtbot.waitUntil(lambda: all(window.timeline.delegate.is_coloured(model.index(r, 0))
+                                    for r in view.visible_rows()))
+        kept = view.viewport().grab().toImage()
+        view.forget_pictures()
+        assert view.viewport().grab().toImage() == kept
+
+    same_as_painted_anew()
+    last = model.rowCount() - 1
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key.Key_End)
+    same_as_painted_anew()
+    qtbot.keyClick(view, Qt.Key.Key_Space)  # show all of the long message
+    assert model.index(last, 0).data(MessageRole).content == long_text
+    same_as_painted_anew()
+    qtbot.keyClick(view, Qt.Key.Key_Up)
+    qtbot.keyClick(view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert QGuiApplication.clipboard().text().startswith("Some code:")
+    same_as_painted_anew()
+    qtbot.keyClick(view, Qt.Key.Key_Home)
+    same_as_painted_anew()

@@ -444,3 +444,41 @@ def test_each_connection_gets_the_page_cache_sized_for_the_machine(tmp_path: Pat
     assert page_cache_kib(64 << 30) * POOL_SIZE == 64 << 10
     assert page_cache_kib(1 << 30) * POOL_SIZE == 16 << 10
     assert page_cache_kib(128 << 20) == 2048
+
+
+def test_the_changes_of_this_process_are_told_by_session_and_position(db_path: Path) -> None:
+    db = Database.open(db_path)
+    try:
+        repo = Repository(db)
+        first = repo.create_session(title="first")
+        second = repo.create_session(title="second")
+        repo.append_messages(first.id, [Message(role="user", content=f"m{i}")
+                                        for i in range(5)])
+        start = db.change_mark()
+        assert start is not None
+        assert db.message_changes(start, start, first.id) == db_module.UNCHANGED
+        # A change that is not to messages, then a turn appended to the second session.
+        repo.rename_session(first.id, "renamed")
+        assert db.message_changes(start, db.change_mark(), first.id) == db_module.UNCHANGED
+        repo.append_messages(second.id, [Message(role="user", content="hello")])
+        now = db.change_mark()
+        assert db.message_changes(start, now, first.id) == db_module.UNCHANGED
+        assert db.message_changes(start, now, second.id) == 0
+        # An edit in the middle: its position is the lowest changed.
+        third = repo.list_messages(first.id)[3]
+        repo.update_message(int(third.id or 0), content="edited")
+        assert db.message_changes(now, db.change_mark(), first.id) == 3
+        # A change rolled back is no change.
+        before = db.change_mark()
+        with pytest.raises(RuntimeError), db.write() as conn:
+            conn.exec_driver_sql("DELETE FROM messages WHERE session_id = ?", (first.id,))
+            raise RuntimeError("changed my mind")
+        assert db.message_changes(before, db.change_mark(), first.id) == db_module.UNCHANGED
+        assert len(repo.list_messages(first.id)) == 5
+        # Another connection's commit: nothing can be told.
+        mark = db.change_mark()
+        with sqlite3.connect(db_path) as other:
+            other.execute("UPDATE sessions SET title = 'elsewhere' WHERE id = ?", (second.id,))
+        assert db.message_changes(mark, db.change_mark(), first.id) is None
+    finally:
+        db.close()

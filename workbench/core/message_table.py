@@ -28,7 +28,8 @@ while the planner, the extractive summarizer and request counting read its colum
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from workbench.core.conversation import Message, MessageState
@@ -52,11 +53,15 @@ class MessageTable:
     """The active messages of a session, in order, as columns (see the module
     documentation).
 
-    ``ids``, ``positions``, ``roles``, ``texts`` and ``costs`` have one entry per row.
+    ``ids``, ``positions``, ``roles``, ``texts`` and ``costs`` have one entry per row
+    (``texts`` may be read when first asked for: see :attr:`texts`).
     ``costs`` are cached token costs in ``encoding`` (``None`` where unknown); they are
     trusted only for plain rows, a whole row's message carries its own count. ``whole``
     maps row indices to their messages; ``details`` maps plain rows to their details text.
     ``lines`` and ``line_costs``, when given, are the kept summary lines and their counts.
+    ``written`` holds the summary line bodies a summarizer wrote for the rows, by line
+    length. A table is not changed once built (but for ``written``), so a store may hand
+    the same table to several previews of a session that has not changed.
     """
 
     __slots__ = (
@@ -69,8 +74,11 @@ class MessageTable:
         "positions",
         "roles",
         "session_id",
-        "texts",
+        "_load_texts",
+        "_texts",
+        "_texts_lock",
         "whole",
+        "written",
     )
 
     def __init__(
@@ -79,7 +87,7 @@ class MessageTable:
         ids: Sequence[int | None],
         positions: Sequence[int | None],
         roles: Sequence[str],
-        texts: Sequence[str],
+        texts: Sequence[str | None],
         costs: Sequence[int | None],
         encoding: str | None,
         whole: Mapping[int, Message],
@@ -87,6 +95,7 @@ class MessageTable:
         session_id: int | None = None,
         lines: Sequence[str | None] | None = None,
         line_costs: Sequence[int | None] | None = None,
+        load_texts: Callable[[Sequence[int]], Sequence[str]] | None = None,
     ):
         size = len(ids)
         if not len(positions) == len(roles) == len(texts) == len(costs) == size or any(
@@ -96,7 +105,11 @@ class MessageTable:
         self.ids = ids
         self.positions = positions
         self.roles = roles
-        self.texts = texts
+        # With load_texts, None marks a text not read yet: all of them are read at once
+        # the first time the column is asked for (see the texts property).
+        self._texts = texts
+        self._load_texts = load_texts if load_texts is not None and None in texts else None
+        self._texts_lock = threading.Lock() if self._load_texts is not None else None
         self.costs = costs
         self.encoding = encoding
         # In row order, which the planner relies on when it walks the whole rows.
@@ -105,6 +118,10 @@ class MessageTable:
         self.session_id = session_id
         self.lines = lines
         self.line_costs = line_costs
+        # Summary line bodies written for the rows, by line length (None where not yet):
+        # see workbench.core.summarizers.ExtractiveSummarizer. They depend only on the
+        # rows' columns, so they stay right as long as the table does.
+        self.written: dict[int, list[str | None]] = {}
 
     @classmethod
     def from_messages(
@@ -144,6 +161,29 @@ class MessageTable:
             details=details,
             session_id=active[0].session_id if active else None,
         )
+
+    @property
+    def texts(self) -> Sequence[str]:
+        """Each row's text. A store may leave out the texts planning does not need (a row
+        whose summary line and costs are kept) and pass ``load_texts``, which is given
+        the rows whose text is missing and returns their texts, the first time the
+        column is asked for."""
+        if self._load_texts is not None:
+            self._read_texts()
+        return self._texts  # type: ignore[return-value]  # no None once read
+
+    def _read_texts(self) -> None:
+        assert self._texts_lock is not None
+        with self._texts_lock:
+            load = self._load_texts
+            if load is None:
+                return  # another thread read them meanwhile
+            texts = list(self._texts)
+            missing = [i for i, text in enumerate(texts) if text is None]
+            for i, text in zip(missing, load(missing), strict=True):
+                texts[i] = text
+            self._texts = texts
+            self._load_texts = None
 
     def __len__(self) -> int:
         return len(self.ids)

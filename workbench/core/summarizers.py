@@ -356,10 +356,6 @@ class ExtractiveSummarizer:
         self.line_chars = line_chars
         self.summary_chars = summary_chars
         self.counter = counter
-        # The bodies this summarizer wrote for the rows of one table at one line length:
-        # planning may summarize the same table again with a few more rows folded (still
-        # over the token trigger), and those lines need not be written twice.
-        self._written: tuple[object, int, list[str | None]] | None = None
 
     def line_limit(self, count: int) -> int:
         """The characters each of ``count`` lines may keep."""
@@ -387,22 +383,22 @@ class ExtractiveSummarizer:
         return draft
 
     def _remembered(self, folded: Sequence[Message], limit: int) -> list[str | None] | None:
-        """The bodies written for ``folded``'s table at ``limit`` before, by row."""
-        memo = self._written
-        if memo is None or not isinstance(folded, MessageSelection):
+        """The bodies written for ``folded``'s table at ``limit`` before, by row.
+
+        They are kept on the table (:attr:`MessageTable.written`): planning may
+        summarize the same table again with a few more rows folded (still over the token
+        trigger), and a table the store keeps for an unchanged session is previewed
+        again, and those lines need not be written twice."""
+        if not isinstance(folded, MessageSelection):
             return None
-        table, at, bodies = memo
-        return bodies if table is folded.table and at == limit else None
+        return folded.table.written.get(limit)
 
     def _remember(self, folded: MessageSelection, limit: int, bodies: list[str]) -> None:
         """Keep ``bodies`` (one per row of ``folded``) by row of its table."""
         table = folded.table
-        memo = self._written
-        if memo is not None and memo[0] is table and memo[1] == limit:
-            by_row = memo[2]
-        else:
-            by_row = [None] * len(table)
-            self._written = (table, limit, by_row)
+        by_row = table.written.get(limit)
+        if by_row is None:
+            by_row = table.written[limit] = [None] * len(table)
         for i, body in zip(folded.indices, bodies, strict=True):
             by_row[i] = body
 

@@ -277,9 +277,9 @@ def left_out_previews(
                      if item.position is not None})
     db = ws.repo.db
     found: dict[int, tuple[str, str]] = {}
-    # Before reading: a commit meanwhile moves it (a team store's is not kept, see there).
-    version = stored_history.database_version(db)
-    if version is None:
+    # Before reading: a commit meanwhile is seen (a team store's is not kept, see there).
+    mark = stored_history.change_mark(db)
+    if mark is None:
         _read_previews(ws, session_id, wanted, width, found)
         return {p: found[p] for p in wanted if p in found}
     by_session = _PREVIEWS.get(db)
@@ -287,9 +287,14 @@ def left_out_previews(
         by_session = OrderedDict()
         _PREVIEWS[db] = by_session
     kept = by_session.pop(session_id, None)
-    if kept is not None and kept[0] == version and kept[1] == width:
-        found = kept[2]
-    by_session[session_id] = (version, width, found)
+    if kept is not None and kept[1] == width:
+        # What changed since is read again: the previews from its lowest position on.
+        lowest = db.message_changes(kept[0], mark, session_id)
+        if lowest == stored_history.UNCHANGED:
+            found = kept[2]
+        elif lowest is not None:
+            found = {p: preview for p, preview in kept[2].items() if p < lowest}
+    by_session[session_id] = (mark, width, found)
     while len(by_session) > 2:  # the last sessions only: memory stays flat
         by_session.popitem(last=False)
     missing = [p for p in wanted if p not in found]

@@ -68,7 +68,12 @@ from workbench.errors import (
     ProviderError,
     WorkbenchError,
 )
-from workbench.store.compactions import apply_plan, list_compactions, load_table
+from workbench.store.compactions import (
+    apply_plan,
+    list_compactions,
+    load_table,
+    load_table_kept,
+)
 from workbench.store.compactions import undo_compaction as _undo_in_store
 from workbench.store.repository import Repository
 from workbench.store.summary_lines import keep_summary_lines as store_summary_lines
@@ -519,7 +524,7 @@ def _preview(
     instructions = agent.instructions or None
     with collector_paused():  # ten thousand rows and lines: see core.gcpause
         with _locked(memory):
-            messages = load_table(repo.db, info.id, counter.encoding_name)
+            messages = load_table_kept(repo.db, info.id, counter.encoding_name)
             context = repo.get_context(info.id)
         chosen = _summarizer(
             summarizer,

@@ -26,10 +26,11 @@ from typing import Any, overload
 
 from workbench.core.assembly import Shape, call_ids, prefix_reasons
 from workbench.core.conversation import Message, MessageState
-from workbench.store.history_pages import count_fitting, page_before
+from workbench.store.db import UNCHANGED, ChangeMark
+from workbench.store.history_pages import count_fitting, page_after, page_before
 from workbench.store.repository import Repository
 
-__all__ = ["StoredHistory", "database_version"]
+__all__ = ["UNCHANGED", "StoredHistory", "change_mark"]
 
 ACTIVE = MessageState.ACTIVE.value
 #: Messages read per page; grows while a walk goes on, so long walks take few queries.
@@ -37,6 +38,8 @@ FIRST_PAGE = 256
 MAX_PAGE = 8192
 #: Sessions whose last history is kept for the next one (see StoredHistory.latest).
 KEPT_SESSIONS = 2
+#: At most this many messages newer than a change are read onto a kept history.
+EXTEND_LIMIT = 4096
 
 
 class StoredHistory(Sequence[Message]):
@@ -67,26 +70,63 @@ class StoredHistory(Sequence[Message]):
         request assembly does.
         """
         db = repo.db
-        version = database_version(db)
-        if version is None:
+        mark = change_mark(db)
+        if mark is None:
             return cls(repo, session_id)
         kept_by_session = _KEPT.get(db)
         if kept_by_session is None:
             kept_by_session = OrderedDict()
             _KEPT[db] = kept_by_session
         kept = kept_by_session.pop(session_id, None)
-        if kept is not None and kept[0] == version:
+        history: StoredHistory | None = None
+        if kept is not None:
             earlier = kept[1]
-            history = cls(repo, session_id, length=earlier._len)
-            with earlier._lock:
-                history._loaded = dict(earlier._loaded)
-                history._low = earlier._low
-                history._page = earlier._page
-        else:
+            lowest = db.message_changes(kept[0], mark, session_id)
+            if lowest == UNCHANGED:
+                history = cls(repo, session_id, length=earlier._len)
+                with earlier._lock:
+                    history._loaded = dict(earlier._loaded)
+                    history._low = earlier._low
+                    history._page = earlier._page
+            elif lowest is not None:
+                history = earlier._changed_from(lowest)
+        if history is None:
             history = cls(repo, session_id)
-        kept_by_session[session_id] = (version, history)
+        kept_by_session[session_id] = (mark, history)
         while len(kept_by_session) > KEPT_SESSIONS:
             kept_by_session.popitem(last=False)
+        return history
+
+    def _changed_from(self, lowest: int) -> StoredHistory | None:
+        """The session's history now, when its messages changed at positions from
+        ``lowest`` on only (a turn appended, the last message edited): the messages read
+        before that position are kept, those from it on read again. None when that
+        reads as much as starting anew would (nothing before it was read, or many
+        messages are newer)."""
+        with self._lock:
+            loaded = dict(self._loaded)
+            low, length, page = self._low, self._len, self._page
+        if self._before is not None or low >= length:
+            return None
+        kept = low
+        while kept < length and (loaded[kept].position or 0) < lowest:
+            kept += 1
+        if kept == low:
+            return None
+        boundary = loaded[kept - 1].position
+        if boundary is None:
+            return None
+        newer = page_after(self.repo.db, self.session_id, state=ACTIVE,
+                           after_position=boundary, limit=EXTEND_LIMIT + 1)
+        if len(newer) > EXTEND_LIMIT:
+            return None
+        history = StoredHistory(self.repo, self.session_id, length=kept + len(newer))
+        history._loaded = {i: m for i, m in loaded.items()
+                           if i < kept and (i >= low or (m.position or 0) < lowest)}
+        for offset, message in enumerate(newer):
+            history._loaded[kept + offset] = message
+        history._low = low
+        history._page = page
         return history
 
     def __len__(self) -> int:
@@ -232,7 +272,7 @@ class StoredHistory(Sequence[Message]):
 
 
 # The newest history of the last KEPT_SESSIONS sessions used, per open database (a
-# database that is closed and dropped takes its entries with it): (the database's version
+# database that is closed and dropped takes its entries with it): (the database's mark
 # when it was made, the history). Only the last few: memory stays flat as sessions are
 # opened.
 _KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[int, tuple[Any, StoredHistory]]] = (
@@ -240,14 +280,15 @@ _KEPT: weakref.WeakKeyDictionary[Any, OrderedDict[int, tuple[Any, StoredHistory]
 )
 
 
-def database_version(db: Any) -> tuple[int, int] | None:
-    """What changes with every commit to ``db``, read before anything else is (a commit
-    after it moves it): SQLite's ``data_version`` (any other connection's commit) with
-    this process's own commits. ``None`` on a team store, whose count of other desktops'
-    changes arrives after them: nothing read earlier is reused there."""
+def change_mark(db: Any) -> ChangeMark | None:
+    """Where ``db`` stands, read before anything else is, for
+    :meth:`~workbench.store.db.Database.message_changes` to tell later which messages
+    changed since (a commit after it is seen). ``None`` on a team store, whose count of
+    other desktops' changes arrives after them: nothing read earlier is reused there."""
     if db.dialect.is_postgresql:
         return None
-    return db.data_version(), db.local_writes
+    mark: ChangeMark | None = db.change_mark()
+    return mark
 
 
 def _shape(msg: Message) -> Shape:

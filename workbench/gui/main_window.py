@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.conversation import SessionInfo
+from workbench.core.tokens import get_counter
 from workbench.engine.team import team_address
 from workbench.engine.workspace import Workspace, export_format_names
 from workbench.errors import NotFoundError, WorkbenchError
@@ -131,6 +132,11 @@ class MainWindow(QMainWindow):
         # timeline), not to the first role chip, which Space would switch off.
         start = self.composer.prompt if self.composer is not None else self.timeline.view
         start.setFocus(Qt.FocusReason.OtherFocusReason)
+        # The token encoding is built once per process, and tiktoken holds the interpreter
+        # lock for the whole build (150-500 ms on a busy two-core machine): built now,
+        # while the window opens, rather than at the Request panel's first count, which
+        # froze scrolling for as long.
+        self.ctx.workers.read(get_counter, name="load the token encoding")
 
     # -- building ----------------------------------------------------------------------
 

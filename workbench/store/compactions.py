@@ -31,6 +31,9 @@ summary line each keeps, and whole messages only for those planning needs whole.
 from __future__ import annotations
 
 import json
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -71,7 +74,9 @@ __all__ = [
     "get_compaction",
     "list_compactions",
     "load_active",
+    "forget_tables",
     "load_table",
+    "load_table_kept",
     "undo_compaction",
 ]
 
@@ -151,6 +156,7 @@ class _Statements:
     write_context: Any
     table: Select[Any]
     whole_rest: Select[Any]
+    texts: Select[Any]
 
 
 @cache
@@ -168,6 +174,10 @@ def _statements(dialect: Dialect) -> _Statements:
     # it is in the wanted encoding, last), then what kind of row it is: _WHOLE for a
     # whole row (read again in full), NULL for a plain row with nothing else, or the
     # plain row's details as JSON text (see workbench.core.message_table).
+    whole_row = or_(
+        M.c.role.not_in(_PLAIN_ROLES), M.c.tool_calls.is_not(None), M.c.important,
+        M.c.metadata.contains('"important"'), M.c.metadata.contains('"pinned"'),
+    )
     kind = case(
         (
             and_(M.c.tool_calls.is_(None), M.c.metadata.is_(None), M.c.name.is_(None),
@@ -175,16 +185,23 @@ def _statements(dialect: Dialect) -> _Statements:
                  not_(M.c.important), M.c.role.in_(_PLAIN_ROLES)),
             null(),
         ),
-        (
-            or_(M.c.role.not_in(_PLAIN_ROLES), M.c.tool_calls.is_not(None), M.c.important,
-                M.c.metadata.contains('"important"'), M.c.metadata.contains('"pinned"')),
-            literal_column(f"'{_WHOLE}'"),
-        ),
+        (whole_row, literal_column(f"'{_WHOLE}'")),
         else_=dialect.json_array(M.c.name, M.c.tool_call_id, M.c.metadata, M.c.compaction_id),
+    )
+    # The text only where planning may need it: a plain row whose summary line and both
+    # counts are kept in the wanted encoding is summarized and counted without it (read
+    # later, all at once, if something asks: MessageTable.texts).
+    text = case(
+        (
+            and_(not_(whole_row), M.c.summary_line.is_not(None), encoded,
+                 M.c.token_count.is_not(None), M.c.summary_line_tokens.is_not(None)),
+            null(),
+        ),
+        else_=M.c.content,
     )
     table = (
         select(
-            M.c.id, M.c.position, M.c.role, M.c.content, case((encoded, M.c.token_count)),
+            M.c.id, M.c.position, M.c.role, text, case((encoded, M.c.token_count)),
             M.c.summary_line, case((encoded, M.c.summary_line_tokens)), kind,
         )
         .where(*_ACTIVE_IN_ORDER)
@@ -208,6 +225,7 @@ def _statements(dialect: Dialect) -> _Statements:
             M.c.id, M.c.name, M.c.tool_calls, M.c.tool_call_id, M.c.token_count,
             M.c.token_encoding, M.c.important, M.c.metadata, M.c.compaction_id,
         ).where(M.c.id.in_(ids)),
+        texts=select(M.c.id, M.c.content).where(M.c.id.in_(ids)),
     )
 
 
@@ -315,6 +333,21 @@ def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTa
     by_id = {r[0]: r[1:] for r in rest}
     lean_rows = [(ids[i], positions[i], roles[i], texts[i], *by_id[ids[i]]) for i in wanted]
     whole = dict(zip(wanted, _lean_messages(lean_rows, session_id), strict=True))
+
+    def load_texts(rows: Sequence[int]) -> list[str]:
+        # Read later than the rest (outside its snapshot): a message deleted meanwhile
+        # makes the preview fail with a sentence rather than plan with a hole.
+        wanted_ids = [ids[i] for i in rows]
+        with db.query() as conn:
+            found = dict(_driver_rows(conn, statements.texts,
+                                      {"ids": json.dumps(wanted_ids)}))
+        if len(found) != len(set(wanted_ids)):
+            raise CompactionError(
+                f"Session {session_id} changed while it was read; nothing was planned. "
+                "Preview again."
+            )
+        return [found[mid] for mid in wanted_ids]
+
     return MessageTable(
         ids=ids,
         positions=positions,
@@ -327,7 +360,55 @@ def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTa
         session_id=session_id,
         lines=lines,
         line_costs=line_costs,
+        load_texts=load_texts,
     )
+
+
+#: How many tables :func:`load_table_kept` keeps per database (the sessions previewed last).
+KEPT_TABLES = 2
+
+# Per database: (session id, encoding) -> (the change mark it was read at, the table).
+_kept: weakref.WeakKeyDictionary[
+    Database, OrderedDict[tuple[int, str | None], tuple[tuple[int, int], MessageTable]]
+] = weakref.WeakKeyDictionary()
+_kept_lock = threading.Lock()
+
+
+def load_table_kept(db: Database, session_id: int, encoding: str | None) -> MessageTable:
+    """:func:`load_table`, but the table read last for the session and encoding when the
+    database has not changed since (a SQLite file: ``data_version`` and this process's
+    commits, both read before the table, so a change that lands while it is read only
+    makes the next call read again). Previewing a session again (another keep count, a
+    summarizer setting) then plans from the table in memory, with the summary lines
+    written for it before. Tables are never changed by planning; a team store is always
+    read (its change counter hears of other desktops' changes late)."""
+    if not db.is_file:
+        return load_table(db, session_id, encoding)
+    key = (session_id, encoding)
+    mark = (db.data_version(), db.local_writes)
+    with _kept_lock:
+        tables = _kept.setdefault(db, OrderedDict())
+        found = tables.get(key)
+        if found is not None and found[0] == mark:
+            tables.move_to_end(key)
+            return found[1]
+    table = load_table(db, session_id, encoding)
+    with _kept_lock:
+        tables[key] = (mark, table)
+        tables.move_to_end(key)
+        while len(tables) > KEPT_TABLES:
+            tables.popitem(last=False)
+    return table
+
+
+def forget_tables(db: Database | None = None) -> None:
+    """Drop the tables :func:`load_table_kept` keeps (of ``db``, or of every database):
+    the next preview reads its session from the database, as in a new process."""
+    with _kept_lock:
+        if db is None:
+            _kept.clear()
+        else:
+            _kept.pop(db, None)
 
 
 def _context_row(conn: Connection, session_id: int) -> dict[str, Any] | None:

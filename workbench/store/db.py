@@ -4,6 +4,13 @@ Transactions are explicit. The driver runs in autocommit mode and the store issu
 ``BEGIN IMMEDIATE`` for every change (:meth:`Database.write`) and a deferred ``BEGIN``
 for multi-statement reads (:meth:`Database.read`), so a change is always whole and a
 writer waits for the lock (busy timeout) instead of failing half-way.
+
+Every change this process makes goes through one connection kept for writing. Its
+temporary triggers (seen by no other connection, no part of the schema) record which
+sessions' messages each commit changed and from which position, and its
+``PRAGMA data_version`` moves only when another connection (another process) commits:
+:meth:`Database.change_mark` and :meth:`Database.message_changes` tell a reader what
+changed since it last read, so it may keep the rest (the Request panel's history pages).
 """
 
 from __future__ import annotations
@@ -11,9 +18,12 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -36,6 +46,68 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 # Connections the pool keeps open; more are opened for bursts and closed after them.
 POOL_SIZE = 4
 POOL_OVERFLOW = 8
+#: Commits whose changes to messages are remembered (see Database.message_changes).
+CHANGES_KEPT = 256
+#: message_changes' answer when a session's messages did not change.
+UNCHANGED = sys.maxsize
+
+
+@dataclass(frozen=True)
+class ChangeMark:
+    """Where a database stood (:meth:`Database.change_mark`)."""
+
+    epoch: int  # the writer connection's life
+    outside: int  # its data_version: moves when another connection commits
+    writes: int  # this process's commits
+
+
+# Temporary triggers on the connection that writes (invisible to every other connection
+# and to the schema) record the sessions whose messages each write transaction changes,
+# with the lowest position it changed, in a temporary table read before the commit.
+_TOUCH_TRIGGERS = ("wb_touch_insert", "wb_touch_update", "wb_touch_delete")
+_TOUCH = ("INSERT INTO wb_touched (session_id, low) VALUES ({sid}, {pos}) "
+          "ON CONFLICT (session_id) DO UPDATE SET low = min(low, excluded.low);")
+_RECORDING = (
+    "CREATE TEMP TABLE IF NOT EXISTS wb_touched "
+    "(session_id INTEGER PRIMARY KEY, low INTEGER NOT NULL)",
+    "CREATE TEMP TRIGGER IF NOT EXISTS wb_touch_insert AFTER INSERT ON main.messages "
+    f"BEGIN {_TOUCH.format(sid='new.session_id', pos='new.position')} END",
+    "CREATE TEMP TRIGGER IF NOT EXISTS wb_touch_update AFTER UPDATE ON main.messages "
+    f"BEGIN {_TOUCH.format(sid='old.session_id', pos='min(old.position, new.position)')} "
+    f"{_TOUCH.format(sid='new.session_id', pos='min(old.position, new.position)')} END",
+    "CREATE TEMP TRIGGER IF NOT EXISTS wb_touch_delete AFTER DELETE ON main.messages "
+    f"BEGIN {_TOUCH.format(sid='old.session_id', pos='old.position')} END",
+)
+_TRIGGERS_THERE = (
+    "SELECT count(*) FROM temp.sqlite_master WHERE type = 'trigger' AND name IN "
+    f"({', '.join(repr(name) for name in _TOUCH_TRIGGERS)})"
+)
+
+
+def _record_changes(conn: Connection) -> bool:
+    """Make sure the writer's triggers record what this transaction changes (once the
+    messages table exists); whether they do."""
+    if conn.exec_driver_sql(_TRIGGERS_THERE).scalar_one() == len(_TOUCH_TRIGGERS):
+        return True
+    if conn.exec_driver_sql(
+        "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'messages'"
+    ).scalar_one() == 0:
+        return False
+    for statement in _RECORDING:
+        conn.exec_driver_sql(statement)
+    return True
+
+
+def _take_changes(conn: Connection) -> dict[int, int] | None:
+    """What the transaction changed, ``{session: lowest position}`` (and forgotten for
+    the next one); None when the triggers went away meanwhile (a schema change)."""
+    if conn.exec_driver_sql(_TRIGGERS_THERE).scalar_one() != len(_TOUCH_TRIGGERS):
+        return None
+    touched = {int(sid): int(low) for sid, low in
+               conn.exec_driver_sql("SELECT session_id, low FROM wb_touched")}
+    if touched:
+        conn.exec_driver_sql("DELETE FROM wb_touched")
+    return touched
 
 
 def page_cache_kib(memory: int | None = None) -> int:
@@ -172,6 +244,15 @@ class Database:
         self._writes = 0  # write transactions this process committed
         self._watch: Connection | None = None  # kept for data_version (see below)
         self._watch_lock = threading.Lock()
+        # The connection every write goes through (see change_mark), a new one after a
+        # failed write; each new one starts an epoch of its own.
+        self._writer: Connection | None = None
+        self._writer_epoch = 0
+        self._writing = False
+        self._close_writer = False  # closed while a write was under way
+        # What the last commits changed: (commit number, {session: lowest position} or
+        # None when not recorded).
+        self._changes: deque[tuple[int, dict[int, int] | None]] = deque(maxlen=CHANGES_KEPT)
 
     # -- opening -----------------------------------------------------------------------
 
@@ -335,17 +416,108 @@ class Database:
     def write(self) -> Iterator[Connection]:
         """A connection inside ``BEGIN IMMEDIATE``; commits on success, else rolls back.
 
-        Errors from SQLite come out as :class:`StorageError` sentences.
+        Every write of this process goes through one connection kept for them (see
+        :meth:`change_mark`). Errors from SQLite come out as :class:`StorageError`
+        sentences.
         """
-        with self._write_lock, self._translated(), self.engine.connect() as conn:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        with self._write_lock, self._translated():
+            conn = self._writer_connection()
+            self._writing = True
             try:
-                yield conn
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
+                with self._dropped_on_failure():
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+                    recording = _record_changes(conn)
+                try:
+                    yield conn
+                    touched = _take_changes(conn) if recording else None
+                except BaseException:
+                    with self._dropped_on_failure():
+                        conn.rollback()
+                    raise
+                with self._dropped_on_failure():
+                    conn.commit()
+            finally:
+                self._writing = False
+                if self._close_writer:
+                    self._close_writer = False
+                    self._drop_writer()
             self._writes += 1
+            self._changes.append((self._writes, touched))
+
+    def _writer_connection(self) -> Connection:
+        """The connection this process writes through (held with the write lock)."""
+        if self._writer is None:
+            self._writer = self.engine.connect()
+            self._writer_epoch += 1
+        return self._writer
+
+    @contextmanager
+    def _dropped_on_failure(self) -> Iterator[None]:
+        """The writer connection is closed when this fails: it is not kept in a state
+        nobody checked (the next write opens another)."""
+        try:
+            yield
+        except BaseException:
+            self._drop_writer()
+            raise
+
+    def _drop_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - it is being thrown away
+                pass
+
+    def change_mark(self) -> ChangeMark | None:
+        """Where the database stands, for :meth:`message_changes` to tell later what
+        changed since; None when the write lock is busy (a long write: nothing known).
+
+        It counts this process's commits and reads ``PRAGMA data_version`` on the
+        connection this process writes through, which moves only when *another*
+        connection commits (another process: this one writes through that one only).
+        """
+        if not self._write_lock.acquire(blocking=False):
+            return None
+        if self._writing:  # asked from inside a write of this thread
+            self._write_lock.release()
+            return None
+        try:
+            with self._translated():
+                conn = self._writer_connection()
+                try:
+                    outside = int(conn.exec_driver_sql("PRAGMA data_version").scalar_one())
+                finally:
+                    conn.rollback()
+            return ChangeMark(self._writer_epoch, outside, self._writes)
+        except BaseException:
+            self._drop_writer()
+            raise
+        finally:
+            self._write_lock.release()
+
+    def message_changes(self, since: ChangeMark, until: ChangeMark, session_id: int
+                        ) -> int | None:
+        """The lowest position at which session ``session_id``'s messages changed
+        between the two marks (:data:`UNCHANGED` when none did), from what this
+        process's commits recorded; None when that cannot be told: another process
+        committed meanwhile, a commit's changes were not recorded, or the record no
+        longer reaches back that far."""
+        if since.epoch != until.epoch or since.outside != until.outside \
+                or until.writes < since.writes:
+            return None
+        if until.writes == since.writes:
+            return UNCHANGED
+        entries = [entry for entry in list(self._changes)
+                   if since.writes < entry[0] <= until.writes]
+        if len(entries) != until.writes - since.writes:
+            return None
+        lowest = UNCHANGED
+        for _number, touched in entries:
+            if touched is None:
+                return None
+            lowest = min(lowest, touched.get(session_id, UNCHANGED))
+        return lowest
 
     @property
     def local_writes(self) -> int:
@@ -400,6 +572,15 @@ class Database:
             if self._watch is not None:
                 self._watch.close()
                 self._watch = None
+        # The writer too, unless a write is under way (on another thread): that one
+        # closes it when it ends.
+        if self._write_lock.acquire(blocking=False):
+            try:
+                self._drop_writer()
+            finally:
+                self._write_lock.release()
+        else:
+            self._close_writer = True
         self.engine.dispose()
 
 

@@ -22,7 +22,7 @@ from workbench.store.rows import MESSAGE_FIELDS, TIME_MISSING
 from workbench.store.schema import MESSAGES
 from workbench.store.types import json_value, text_to_time
 
-__all__ = ["count_fitting", "page_before", "preview_rows"]
+__all__ = ["count_fitting", "page_after", "page_before", "preview_rows"]
 
 _M = MESSAGES.c
 _IN_STATE = (_M.session_id == bindparam("sid"), _M.state == bindparam("state"))
@@ -33,6 +33,10 @@ _NEWEST = (
 _BEFORE = (
     select(*MESSAGE_FIELDS).where(*_IN_STATE, _M.position < bindparam("before"))
     .order_by(_M.position.desc()).limit(bindparam("limit"))
+)
+_AFTER = (
+    select(*MESSAGE_FIELDS).where(*_IN_STATE, _M.position > bindparam("after"))
+    .order_by(_M.position).limit(bindparam("limit"))
 )
 _COSTS_NEWEST_FIRST = (
     select(func.coalesce(_M.token_count, 0)).where(*_IN_STATE).order_by(_M.position.desc())
@@ -107,6 +111,16 @@ def page_before(
         params["before"] = before_position
     with db.read() as conn:
         rows = _rows(conn, statement, params)
+    return [_message(r) for r in rows]
+
+
+def page_after(
+    db: Database, session_id: int, *, state: str, after_position: int, limit: int = 200
+) -> list[Message]:
+    """Up to ``limit`` messages in ``state`` after ``after_position``, oldest first."""
+    with db.read() as conn:
+        rows = _rows(conn, _AFTER, {"sid": session_id, "state": state,
+                                    "after": after_position, "limit": limit})
     return [_message(r) for r in rows]
 
 

@@ -20,8 +20,10 @@ out once however often it is painted.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import OrderedDict
+from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -103,6 +105,8 @@ MARKER_SUMMARY_CHARS = 1_500
 WILL_FOLD_LIGHT = QColor("#e69500")
 WILL_FOLD_DARK = QColor("#ffb74d")
 
+_BACKTICK_RUNS = re.compile("`+")
+
 MARGIN_X = 8
 MARGIN_Y = 3
 PAD = 8
@@ -112,10 +116,9 @@ GAP = 8
 
 def _fence(text: str) -> str:
     """A code fence longer than any run of backticks inside ``text``."""
-    longest = run = 0
-    for ch in text:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
+    if "``" not in text:
+        return "```"
+    longest = max(len(run) for run in _BACKTICK_RUNS.findall(text))
     return "`" * max(3, longest + 1)
 
 
@@ -648,6 +651,32 @@ class MessageDelegate(QStyledItemDelegate):
         return QSize(width, max(height, BADGE + 2 * PAD + 2 * MARGIN_Y))
 
     # -- painting ----------------------------------------------------------------------
+
+    def paint_key(self, option: QStyleOptionViewItem, index: ModelIndex) -> Hashable | None:
+        """Everything the picture of the row at ``index`` painted with ``option`` depends
+        on, for a view that keeps pictures of rows and paints a row again only when this
+        changes; None for a row to paint every time (a reply still arriving, a message
+        still being read)."""
+        kind = index.data(KindRole)
+        key = index.data(KeyRole)
+        if key is None or kind not in ("message", "marker"):
+            return None
+        copied = self._copied if self._copied is not None and self._copied[0] == key else None
+        common = (key, option.rect.width(), option.rect.height(), option.state.value,
+                  option.palette.cacheKey(), option.font.key(), copied)
+        if kind == "marker":
+            return (*common, str(index.data(SummaryRole) or ""), is_dark())
+        message = index.data(MessageRole)
+        if message is None:
+            return None
+        rendered = self._rendered(index, message, self._text_width(option.rect.width()),
+                                  option.font, is_dark(option.palette))
+        # The header's pieces too: a count or a time can arrive without a new key.
+        return (*common, message.role, message.name, message.tool_call_id, message.state,
+                message.important, message.token_count, message.created_at,
+                message_details_line(message), bool(message.metadata.get("stopped")),
+                self.is_expanded(message), bool(index.data(WillFoldRole)),
+                rendered.coloured)
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: ModelIndex) -> None:
         kind = index.data(KindRole)

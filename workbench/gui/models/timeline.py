@@ -65,6 +65,7 @@ MAX_PAGES = 40
 SYNC_INDEX_LIMIT = 5_000
 REREAD_PAGES = 4  # pages read with a session read again on a worker (those last looked at)
 PREFETCH_MARGIN = 60
+SYNC_READ = 24  # messages read at once on the UI thread for a row whose page is not cached
 
 ROLE_CODES: dict[str, int] = {"system": ord("s"), "user": ord("u"), "assistant": ord("a"),
                               "tool": ord("t")}
@@ -278,7 +279,8 @@ class TimelineModel(QAbstractListModel):
         self._rows = Rows(range(0), range(0))
         self._allowed: set[str] = set(ROLES)
         self._expanded: set[int] = set()
-        self._pages: OrderedDict[int, list[Message]] = OrderedDict()
+        # Pages of messages by number; None where a page read in part has no message yet.
+        self._pages: OrderedDict[int, list[Message | None]] = OrderedDict()
         # Pages being read, by number; the index is read with the key (self, "index").
         # Every change cancels them (_drop_reads), so no late result lands.
         self._page_jobs: dict[int, Job] = {}
@@ -645,26 +647,47 @@ class TimelineModel(QAbstractListModel):
         return message.position if message.session_id == self._session_id else None
 
     def message_at(self, position: int) -> Message | None:
-        """The whole message at ``position`` (read with its page when not cached)."""
+        """The whole message at ``position`` (read with the few around it when not
+        cached: its whole page follows from a worker)."""
         if not self._session_id or not 0 <= position < self._count:
             return None
         number = position // PAGE
+        offset = position - number * PAGE
         page = self._pages.get(number)
-        if page is None:
-            page = self._fetch_page(number)
+        if page is None or (offset < len(page) and page[offset] is None):
+            page = self._fetch_page(number) if self._workers is None \
+                else self._read_around(number, offset, page)
         else:
             self._pages.move_to_end(number)
-        offset = position - number * PAGE
         return page[offset] if offset < len(page) else None
 
-    def _fetch_page(self, number: int) -> list[Message]:
-        page = self._workspace.page_messages(
+    def _fetch_page(self, number: int) -> list[Message | None]:
+        page: list[Message | None] = list(self._workspace.page_messages(
             self._session_id, after_position=number * PAGE - 1, limit=PAGE
-        )
+        ))
         self._store_page(number, page)
         return page
 
-    def _store_page(self, number: int, page: list[Message]) -> None:
+    def _read_around(self, number: int, offset: int, page: list[Message | None] | None
+                     ) -> list[Message | None]:
+        """Read the messages from a little before ``offset`` of page ``number`` on to
+        about a screenful after it, into that page (``None`` where it has none yet): a
+        jump far away waits for what it shows, not for a whole page (about a third of
+        the work of painting there); :meth:`prefetch` reads the rest in a worker."""
+        start = max(0, offset - SYNC_READ // 4)
+        found = self._workspace.page_messages(
+            self._session_id, after_position=number * PAGE + start - 1,
+            limit=min(SYNC_READ, PAGE - start),
+        )
+        if page is None:
+            page = [None] * max(0, min(PAGE, self._count - number * PAGE))
+        for at, message in enumerate(found, start):
+            if at < len(page):
+                page[at] = message
+        self._store_page(number, page)
+        return page
+
+    def _store_page(self, number: int, page: list[Message | None]) -> None:
         self._pages[number] = page
         self._pages.move_to_end(number)
         while len(self._pages) > MAX_PAGES:
@@ -678,13 +701,15 @@ class TimelineModel(QAbstractListModel):
         low = self.position_at(max(0, first_row - PREFETCH_MARGIN))
         high = self.position_at(min(n - 1, last_row + PREFETCH_MARGIN))
         for number in range(low // PAGE, high // PAGE + 1):
-            if number in self._pages or number in self._page_jobs:
+            cached = self._pages.get(number)
+            if (cached is not None and None not in cached) or number in self._page_jobs:
                 continue
 
             def done(page: list[Message], number: int = number) -> None:
                 del self._page_jobs[number]
-                if number not in self._pages:  # read in this thread meanwhile
-                    self._store_page(number, page)
+                kept = self._pages.get(number)
+                if kept is None or None in kept:  # not read whole in this thread meanwhile
+                    self._store_page(number, list(page))
 
             def failed(_exc: BaseException, number: int = number) -> None:
                 del self._page_jobs[number]

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -29,6 +31,7 @@ from PySide6.QtCore import (
     QAbstractListModel,
     QEvent,
     QModelIndex,
+    QPoint,
     QRectF,
     QSize,
     Qt,
@@ -93,6 +96,8 @@ PAYLOAD_HEAD_CHARS = PAYLOAD_TAIL_CHARS = 25_000
 #: At most this many left-out messages are listed: those nearest the request (a budget
 #: cut of a long session leaves out tens of thousands; the label gives the count).
 LEFT_OUT_ROWS = 1_000
+#: The payload's colours are set this long per turn of the event loop.
+COLOUR_SLICE_S = 0.003
 PARTS = ("system", "memory", "summary", "history", "prompt")
 _PART_COLOURS = {  # (light, dark)
     "system": ("#b8860b", "#e0b84c"),
@@ -129,7 +134,46 @@ class JsonHighlighter(QSyntaxHighlighter):
 
     def __init__(self, document: QTextDocument) -> None:
         super().__init__(document)
+        self._deferring = False
+        # Blocks still to colour after new text came in (see show_text): the next one
+        # by number, how many in all, and where the order starts (the first one shown).
+        self._next = self._total = self._start = 0
+        self._slices = QTimer(self)
+        self._slices.setSingleShot(True)
+        self._slices.setInterval(0)
+        self._slices.timeout.connect(self._colour_slice)
         self.set_dark(is_dark())
+
+    def show_text(self, put: Callable[[], None], first_shown: Callable[[], int]) -> None:
+        """Let ``put`` change the document's text; its colours follow a few milliseconds
+        at a time on the next turns of the event loop, from the block ``first_shown``
+        names on, so a long payload never holds the UI thread for all of its lines."""
+        self._deferring = True
+        try:
+            put()
+        finally:
+            self._deferring = False
+        self._total = self.document().blockCount()
+        self._start = max(0, min(first_shown(), self._total - 1))
+        self._next = 0
+        if self._total:
+            self._slices.start()
+
+    def pending(self) -> bool:
+        """Whether some lines are still to be coloured."""
+        return self._next < self._total
+
+    def _colour_slice(self) -> None:
+        started = time.perf_counter()
+        document = self.document()
+        while self._next < self._total and time.perf_counter() - started < COLOUR_SLICE_S:
+            number = (self._start + self._next) % self._total
+            self._next += 1
+            block = document.findBlockByNumber(number)
+            if block.isValid() and block.length() > 1:
+                self.rehighlightBlock(block)
+        if self._next < self._total:
+            self._slices.start()
 
     def set_dark(self, dark: bool) -> None:
         def fmt(light: str, dark_hex: str, bold: bool = False) -> QTextCharFormat:
@@ -148,7 +192,7 @@ class JsonHighlighter(QSyntaxHighlighter):
         self.rehighlight()
 
     def highlightBlock(self, text: str) -> None:  # noqa: N802 - Qt's name
-        if not text:
+        if not text or self._deferring:
             return
         formats = self._formats
         for match in self._TOKEN.finditer(text):
@@ -719,8 +763,13 @@ class RequestInspectorPanel(QWidget):
             return
         scroll = self.payload_view.verticalScrollBar()
         position = scroll.value()
-        self.payload_view.set_text(text)
-        scroll.setValue(min(position, scroll.maximum()))
+
+        def put() -> None:
+            self.payload_view.set_text(text)
+            scroll.setValue(min(position, scroll.maximum()))
+
+        self.highlighter.show_text(
+            put, lambda: self.payload_view.cursorForPosition(QPoint(0, 0)).blockNumber())
 
     def _show_nothing(self, text: str, *, style: str = "") -> None:
         """No request shown: ``text`` says why (an error in red)."""
@@ -731,7 +780,7 @@ class RequestInspectorPanel(QWidget):
         self.endpoint_label.setText("")
         self.endpoint_label.setToolTip("")
         self.bar.set_breakdown(None)
-        self.payload_view.clear()
+        self.highlighter.show_text(self.payload_view.clear, lambda: 0)
         self.left_out_model.set_items([], {})
         self.left_out_label.setText("")
         self.request_shown.emit(None)

@@ -25,6 +25,8 @@ remembers the *position in the session* of its anchor row and finds it again.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Hashable
 from typing import Any
 
 from PySide6.QtCore import (
@@ -39,7 +41,15 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QKeyEvent, QPainter, QPalette, QRegion, QResizeEvent, QWheelEvent
+from PySide6.QtGui import (
+    QKeyEvent,
+    QPainter,
+    QPalette,
+    QPixmap,
+    QRegion,
+    QResizeEvent,
+    QWheelEvent,
+)
 from PySide6.QtWidgets import (
     QAbstractItemDelegate,
     QAbstractItemView,
@@ -55,6 +65,8 @@ from workbench.gui.models import ModelIndex
 from workbench.gui.models.timeline import KeyRole, TimelineModel
 
 MAX_SUB = 1000
+#: Pictures of rows kept: this many screenfuls.
+PICTURE_SCREENS = 3
 _INT_LIMIT = 2**31 - 2
 
 
@@ -78,6 +90,9 @@ class TimelineView(QAbstractItemView):
         self._saved_current: int | None = None  # position of the current row across resets
         self._editing: QPersistentModelIndex | None = None
         self._hover_row = -1
+        # Pictures of rows as last painted, by what they show (see _row_picture).
+        self._pictures: OrderedDict[Hashable, QPixmap] = OrderedDict()
+        self._picture_bytes = 0
         self.empty_text = "No session is open."
 
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
@@ -575,6 +590,7 @@ class TimelineView(QAbstractItemView):
         selection = self.selectionModel()
         current = self.currentIndex()
         exposed = event.rect()
+        space = self.viewport().height()
         for row, y, height in layout:
             rect = QRect(0, y, width, height)
             if not rect.intersects(exposed):
@@ -590,8 +606,57 @@ class TimelineView(QAbstractItemView):
             if self._editing is not None and self._editing.isValid() \
                     and self._editing.row() == row:
                 continue  # the editor covers this row
-            self._delegate(index).paint(painter, option, index)
+            delegate = self._delegate(index)
+            picture = self._row_picture(delegate, option, index) \
+                if height <= 2 * space else None
+            if picture is None:
+                delegate.paint(painter, option, index)
+            else:
+                painter.drawPixmap(QPoint(0, y), picture)
         painter.end()
+
+    def _row_picture(self, delegate: QAbstractItemDelegate, option: QStyleOptionViewItem,
+                     index: ModelIndex) -> QPixmap | None:
+        """The row's picture as ``delegate`` paints it with ``option``: kept from an
+        earlier paint while what it shows is the same (the delegate's ``paint_key``), so
+        scrolling paints only the rows that came into view. None for a row the delegate
+        paints every time."""
+        paint_key = getattr(delegate, "paint_key", None)
+        key = paint_key(option, index) if paint_key is not None else None
+        if key is None:
+            return None
+        picture = self._pictures.get(key)
+        if picture is not None:
+            self._pictures.move_to_end(key)
+            return picture
+        viewport = self.viewport()
+        ratio = viewport.devicePixelRatioF()
+        size = option.rect.size()
+        picture = QPixmap(max(1, round(size.width() * ratio)), max(1, round(size.height() * ratio)))
+        picture.setDevicePixelRatio(ratio)
+        if viewport.autoFillBackground():
+            picture.fill(viewport.palette().color(viewport.backgroundRole()))
+        else:
+            picture.fill(Qt.GlobalColor.transparent)
+        local = QStyleOptionViewItem(option)
+        local.rect = QRect(QPoint(0, 0), size)
+        painter = QPainter(picture)
+        try:
+            delegate.paint(painter, local, index)
+        finally:
+            painter.end()
+        self._pictures[key] = picture
+        self._picture_bytes += picture.width() * picture.height() * 4
+        budget = PICTURE_SCREENS * 4 * viewport.width() * viewport.height() * ratio * ratio
+        while self._picture_bytes > budget and len(self._pictures) > 1:
+            _key, old = self._pictures.popitem(last=False)
+            self._picture_bytes -= old.width() * old.height() * 4
+        return picture
+
+    def forget_pictures(self) -> None:
+        """Paint every row anew (its look changed in a way its key does not tell)."""
+        self._pictures.clear()
+        self._picture_bytes = 0
 
     # -- what is on screen (for the window and for tests) ---------------------------------
 
@@ -610,4 +675,5 @@ class TimelineView(QAbstractItemView):
     def forget_heights(self) -> None:
         """Measure every row again (after a font or theme change)."""
         self._heights.clear()
+        self.forget_pictures()
         self._refresh()
