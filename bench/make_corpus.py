@@ -477,8 +477,11 @@ def read_meta(path: Path) -> dict[str, Any] | None:
         return None
     meta = json.loads(row[0])
     # A schema change would make Database.open migrate (and back up) a gigabyte file:
-    # a corpus of another schema is rebuilt instead.
-    meta["_schema_current"] = applied == [m.name for m in MIGRATIONS]
+    # a corpus of another schema is rebuilt instead. A change for PostgreSQL only changes
+    # nothing in the file (opening it records the change, without a backup).
+    missing = [m for m in MIGRATIONS if m.name not in applied]
+    meta["_schema_current"] = (set(applied) <= {m.name for m in MIGRATIONS}
+                               and not any(m.statements for m in missing))
     return meta
 
 

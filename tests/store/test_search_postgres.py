@@ -44,6 +44,8 @@ SPECIAL = [
     "original payment was a gift card",
     "payment original order reversed",
     "refunding takes time",
+    "compare a <=> b, then c ==> d",
+    "spaceship<=>operator and 100%% sure",
 ]
 VOCABULARY = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
               "india", "juliet", "kilo", "lima", "refund", "payment", "cabin", "economy"]
@@ -123,6 +125,8 @@ QUERIES = [
     "straße", "felelis.py", "felelis", "py", "->", "__init__", "привет",
     "example.org", "ωmega", "omega", "alpha bravo", "alpha OR zulu", "zulu", "echo -golf",
     "pay*", '"gift card"', "cabin economy refund",
+    # Symbols only, three or more in a row: the index of the symbols narrows them down.
+    "<=>", "==>", "<=> OR ==>", "<=> -operator", "spaceship<=>", "%%", "<==", "<=>;",
 ]
 
 
@@ -210,3 +214,80 @@ def test_input_is_never_sql(pg: Any, corpus: Any) -> None:
             assert _keys(on_pg) == _keys(on_sqlite), text
         assert conn.execute(sa.text("SELECT count(*) FROM messages")).scalar_one() > 0
 
+
+
+# -- the plans of a large table, taken on a small one ----------------------------------------
+#
+# On the bench's million messages a search probes the newest rows, then walks on, reads id
+# ranges through the GIN index or asks it for every match, by how often the query matches.
+# Each plan must find the same window: the newest RANK_WINDOW matches (by time when a date
+# range is given), ranked by ts_rank. Small settings make each plan run on this corpus.
+
+PLANS = {
+    "walk": {"PROBE_ROWS": 20, "WALK_DENSITY": 0.0, "WALK_ROWS": 30},
+    "ranges": {"PROBE_ROWS": 20, "WALK_DENSITY": 2.0, "RANGE_MATCHES": -1},
+    "every match": {"PROBE_ROWS": 20, "WALK_DENSITY": 2.0, "RANGE_MATCHES": 10**9},
+}
+
+
+def _expected(conn: Any, query: SearchQuery, window: int) -> list[int]:
+    """The window and ranking written the plain way: every match, newest first, cut."""
+    params = pg_search._Params()
+    tsq = pg_search._tsquery(pg_search.parse_query(query.text), params)
+    where = [f"m.search @@ ({tsq})", *pg_search._message_filters(query, params)]
+    dated = query.date_from is not None or query.date_to is not None
+    newest = "m.created_at DESC, m.id DESC" if dated else "m.id DESC"
+    return list(conn.execute(sa.text(
+        f"SELECT w.id FROM (SELECT m.id, m.search FROM messages m WHERE {' AND '.join(where)}"
+        f" ORDER BY {newest} LIMIT {window}) AS w"
+        f" ORDER BY ts_rank(w.search, ({tsq})) DESC, w.id DESC LIMIT {query.limit}"),
+        params.values).scalars())
+
+
+@pytest.mark.parametrize("plan", sorted(PLANS))
+@pytest.mark.parametrize("text", ["alpha", "alpha OR bravo", '"alpha bravo"', "alpha -golf",
+                                  "pay*", "refund"])
+@pytest.mark.parametrize("which", [None, 0, 1, 2, 3, 4, 6])
+def test_every_plan_ranks_the_newest_matches(
+    corpus: Any, pg: Any, monkeypatch: pytest.MonkeyPatch, plan: str, text: str,
+    which: int | None,
+) -> None:
+    monkeypatch.setattr(pg_search, "RANK_WINDOW", 25)
+    for name, value in PLANS[plan].items():
+        monkeypatch.setattr(pg_search, name, value)
+    filters = {} if which is None else _filters(corpus)[which]
+    query = SearchQuery(text, limit=10, kinds=["message"], **filters)
+    with pg.connect() as conn:
+        hits = search_postgresql(conn, query)
+        expected = _expected(conn, query, 25)
+    assert [h.message_id for h in hits] == expected, (plan, text, filters)
+
+
+@pytest.mark.parametrize("plan", sorted(PLANS))
+def test_every_plan_finds_what_sqlite_finds_when_the_window_holds_every_match(
+    corpus: Any, pg: Any, monkeypatch: pytest.MonkeyPatch, plan: str
+) -> None:
+    for name, value in PLANS[plan].items():
+        monkeypatch.setattr(pg_search, name, value)
+    for which in [None, *range(7)]:
+        filters = {} if which is None else _filters(corpus)[which]
+        for text in ["alpha", "echo -golf", '"alpha bravo"', "payment OR cabin"]:
+            query = SearchQuery(text, limit=1000, kinds=["message"], **filters)
+            with pg.connect() as conn:
+                on_pg = search_postgresql(conn, query)
+            assert _keys(on_pg) == _keys(search(corpus["db"], query)), (plan, text, filters)
+
+
+def test_every_ascii_symbol_run_is_found_through_the_symbols_function(pg: Any) -> None:
+    symbols = pg_search.PG_SYMBOLS
+    runs = [symbols[i:i + 3] for i in range(len(symbols) - 2)] + [symbols[::-1][:5]]
+    with pg.connect() as conn:
+        for run in runs:
+            spelt = pg_search._symbol_run(f"a{run}b")
+            assert spelt is not None and len(spelt) == len(run)
+            found = conn.execute(sa.text(
+                "SELECT workbench_symbols(:t) LIKE :p, workbench_symbols(:other) LIKE :p"),
+                {"t": f"text é {run}ü more", "other": f"text {run[:2]} {run[2:]}",
+                 "p": f"%{spelt}%"}).one()
+            assert tuple(found) == (True, False), run
+    assert pg_search._symbol_run("a -> b") is None

@@ -775,6 +775,34 @@ _PG_SEARCH_UPKEEP = [
 ]
 
 
+# How a search on PostgreSQL finds the newest matches without reading every one of them
+# (``search_postgresql``): it walks an index from the newest row and tests each row's
+# words, so each filter it can walk by has an index ordered by id (the role, a state other
+# than 'active') or by time (the date). A substring made of symbols only (``<=>``) has no
+# letter pg_trgm could index: ``workbench_symbols`` keeps the ASCII punctuation of a text
+# (anything else becomes a space) spelt as letters and digits, so that a trigram index of
+# it narrows such a search down to the rows holding the same run of symbols (the exact
+# ILIKE still decides). The names end in "_search" and "_trgm": they are the search's,
+# as the FTS5 tables are on SQLite, and not part of the SQLModel schema.
+PG_SYMBOLS = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+PG_SYMBOL_LETTERS = "abcdefghijklmnopqrstuvwxyz012345"
+
+_PG_SEARCH_PLANS = [
+    "CREATE INDEX ix_messages_role_search ON messages (role, id)",
+    "CREATE INDEX ix_messages_state_search ON messages (state, id) WHERE state <> 'active'",
+    "CREATE INDEX ix_messages_created_search ON messages (created_at, id)",
+    rf"""
+    CREATE FUNCTION workbench_symbols(t text) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $body$ SELECT translate(
+        regexp_replace(t, '[^\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]+', ' ', 'g'),
+        '{PG_SYMBOLS.replace("'", "''")}', '{PG_SYMBOL_LETTERS}') $body$
+    """,
+    "CREATE INDEX ix_messages_symbols_trgm ON messages"
+    " USING gin (workbench_symbols(content) gin_trgm_ops)",
+]
+
+
 @dataclass(frozen=True)
 class Migration:
     """A named, ordered schema change: its statements on SQLite and on PostgreSQL."""
@@ -801,6 +829,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0008_message_calls_postgresql", (), tuple(_PG_MESSAGE_CALLS_TRIGGERS)),
     Migration("0009_summary_lines_postgresql", (), tuple(_PG_SUMMARY_LINES)),
     Migration("0010_search_upkeep_postgresql", (), tuple(_PG_SEARCH_UPKEEP)),
+    Migration("0011_search_plans_postgresql", (), tuple(_PG_SEARCH_PLANS)),
 )
 
 

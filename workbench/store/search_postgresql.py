@@ -3,21 +3,33 @@
 The same typed queries as :mod:`workbench.store.search` (words, ``"phrases"``, ``prefix*``,
 ``OR``, ``NOT``/``-word``, role, state, session, agent and date filters), parsed by the
 same :func:`~workbench.store.search.parse_query`, over the stored ``search`` tsvector
-columns of migration ``0006_search_postgresql``. Every word of a query goes through the
-database's own ``workbench_words`` before it becomes a lexeme, so a query and the text it
-looks for are split, lower-cased and stripped of diacritics by one function.
+columns of migration ``0006_search_postgresql`` (the messages' kept by triggers since
+``0010_search_upkeep_postgresql``, or sent with the rows by a bulk import). Every word
+of a query goes through the database's own ``workbench_words`` before it becomes a
+lexeme, so a query and the text it looks for are split, lower-cased and stripped of
+diacritics by one function.
 
-The plan follows how common the words are: when fewer than
-:data:`~workbench.store.search.RANK_WINDOW` rows match, every match is ranked (the GIN
-index finds them; PostgreSQL's own plan may otherwise walk the table); when more match,
-only the newest :data:`RANK_WINDOW` matches are ranked, as on SQLite. Snippets are made with
-``ts_headline`` for the hits returned only. Text without an indexable word (``->``,
-``__init__``) is found by substring (``ILIKE``, served by the trigram index).
+The newest :data:`~workbench.store.search.RANK_WINDOW` matches that pass the filters are
+ranked (every match when fewer), found without reading every match (a GIN index keeps no
+order and no positions, and reading a row costs about a microsecond): the newest
+:data:`PROBE_ROWS` rows tell how often the query matches; when often, the index is walked
+from the newest row on, testing each row, until the window is full; when seldom, the GIN
+index answers, within id ranges sized by that share when it promises many matches (a
+phrase of common words), else over the whole table (a rare word costs its matches only).
+The walk follows the filter it can (a state other than 'active', a date range, a single
+role: indexes of migration 0011), so a filter that keeps few rows reads only those; with a
+date range "newest" is by time. Ranking is ``ts_rank``; snippets are made with
+``ts_headline`` for the hits returned only, from the text around the first word. Text
+without an indexable word (``->``, ``__init__``) is found by substring (``ILIKE`` over
+the rows from the newest on; a needle of symbols only, such as ``<=>``, narrowed first by
+the trigram index of ``workbench_symbols``, migration 0011).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
@@ -26,7 +38,7 @@ from sqlalchemy.engine import Connection
 from workbench.core.conversation import SearchHit
 from workbench.errors import StorageError
 from workbench.store.db import Database
-from workbench.store.migrations import PG_SEARCH_CHARS
+from workbench.store.migrations import PG_SEARCH_CHARS, PG_SYMBOL_LETTERS, PG_SYMBOLS
 from workbench.store.search import (
     _TOO_COMPLEX_PG,
     ELLIPSIS,
@@ -47,8 +59,11 @@ from workbench.store.search import (
 )
 from workbench.store.types import time_to_text
 
-# The most text ts_headline reads for one snippet (it parses all it is given).
-_HEADLINE_CHARS = 20_000
+# The most text ts_headline reads for one snippet (it parses all it is given): from a
+# little before the first place the query's first word is spelt as typed (else from the
+# start), as the best-ranked texts are the long ones.
+_HEADLINE_CHARS = 1_200
+_HEADLINE_BEFORE = 300
 
 
 class _Params:
@@ -88,6 +103,17 @@ def _tsquery(terms: Sequence[_Term], params: _Params) -> str | None:
     return " && ".join(positive + [f"!!{n}" for n in negative])
 
 
+_SYMBOL_RUN = re.compile("[" + re.escape(PG_SYMBOLS) + "]{3,}")
+_SYMBOL_LETTERS = str.maketrans(PG_SYMBOLS, PG_SYMBOL_LETTERS)
+
+
+def _symbol_run(text: str) -> str | None:
+    """The longest run of three or more ASCII symbols in ``text`` as ``workbench_symbols``
+    spells it (a text holding ``text`` holds it too), or None."""
+    runs = _SYMBOL_RUN.findall(text)
+    return max(runs, key=len).translate(_SYMBOL_LETTERS) if runs else None
+
+
 def _substring_conditions(
     terms: Sequence[_Term], params: _Params, column: str, *, only_symbolic: bool = True
 ) -> list[str]:
@@ -98,23 +124,32 @@ def _substring_conditions(
             continue
         clauses.append("(" + " OR ".join(
             f"{column} ILIKE {params.add(_like_pattern(t.text))}" for t in group) + ")")
+        runs = [run for t in group if (run := _symbol_run(t.text))]
+        if len(runs) == len(group):
+            # Implied by the ILIKE: lets the index of the symbols narrow the rows down.
+            clauses.append("(" + " OR ".join(
+                f"workbench_symbols({column}) LIKE {params.add('%' + run + '%')}"
+                for run in runs) + ")")
     for term in terms:
         if term.negated and (term.symbolic or not only_symbolic):
             clauses.append(f"{column} NOT ILIKE {params.add(_like_pattern(term.text))}")
     return clauses
 
 
-def _message_filters(query: SearchQuery, params: _Params) -> list[str]:
+def _message_filters(query: SearchQuery, params: _Params, *,
+                     skip: Sequence[str] = ()) -> list[str]:
+    """The filters of ``query`` as conditions on ``m`` (those named in ``skip``, of
+    "roles", "states" and "dates", left out)."""
     clauses: list[str] = []
-    if query.roles:
+    if query.roles and "roles" not in skip:
         clauses.append(f"m.role = ANY({params.add(list(query.roles))})")
-    if query.states:
+    if query.states and "states" not in skip:
         clauses.append(f"m.state = ANY({params.add(list(query.states))})")
     if query.session_id is not None:
         clauses.append(f"m.session_id = {params.add(query.session_id)}")
-    if query.date_from is not None:
+    if query.date_from is not None and "dates" not in skip:
         clauses.append(f"m.created_at >= {params.add(time_to_text(query.date_from))}")
-    if query.date_to is not None:
+    if query.date_to is not None and "dates" not in skip:
         clauses.append(f"m.created_at < {params.add(time_to_text(query.date_to))}")
     if query.agent_id is not None or not query.include_archived:
         sub = []
@@ -153,6 +188,194 @@ def search_postgresql(conn: Connection, query: SearchQuery) -> list[SearchHit]:
     return best_hits(query, find)
 
 
+# How the newest RANK_WINDOW matches are found (see _window): the newest PROBE_ROWS rows
+# are read first, to learn how often the query matches there; when at least WALK_DENSITY
+# of them match, the index is walked on (reading each row, at most WALK_ROWS) until the
+# window is full; else the GIN index answers, over id ranges sized by that frequency
+# (each RANGE_GROWTH times the one before), so a rare word costs its matches only.
+PROBE_ROWS = 1_000
+# The columns a walked row carries up to the filters.
+_ROW_COLUMNS = "m.id, m.created_at, m.search, m.role, m.state, m.session_id, m.content"
+WALK_DENSITY = 0.1
+WALK_ROWS = 100_000
+RANGE_GROWTH = 4
+# Past this many matches (as the probe's share promises them), ranges rather than all.
+RANGE_MATCHES = 30_000
+
+
+@dataclass
+class _Walk:
+    """The index a search walks from the newest row: its condition and order."""
+
+    where: list[str]
+    order: str  # "id" (by id) or "created" (by created_at, then id)
+    lead: str = ""  # the column the walk's condition holds equal, leading its index
+
+    def below(self, bound: tuple[Any, ...] | None, params: _Params) -> list[str]:
+        if bound is None:
+            return []
+        if self.order == "id":
+            return [f"m.id < {params.add(bound[0])}"]
+        return [f"(m.created_at, m.id) < ({params.add(bound[1])}, {params.add(bound[0])})"]
+
+    def order_by(self, alias: str = "m", *, lead: bool = True) -> str:
+        """The walk's order (led by the equal column, so its index is the one walked)."""
+        first = f"{alias}.{self.lead} DESC, " if self.lead and lead else ""
+        if self.order == "id":
+            return f"{first}{alias}.id DESC"
+        return f"{first}{alias}.created_at DESC, {alias}.id DESC"
+
+
+def _walk_and_filters(query: SearchQuery, params: _Params) -> tuple[_Walk, list[str]]:
+    """The index to walk for ``query``'s filters and the filters left to test on each row.
+
+    A single state other than 'active' walks its partial index, a date range the index by
+    time, a single role the index by role and id; anything else the primary key."""
+    walk = _Walk([], "id")
+    rest = _message_filters(query, params, skip=("roles", "states", "dates"))
+    states = list(query.states or ())
+    roles = list(query.roles or ())
+    dated = query.date_from is not None or query.date_to is not None
+    if len(states) == 1 and states[0] != "active":
+        walk = _Walk([f"m.state = {params.add(states[0])}", "m.state <> 'active'"], "id",
+                     "state")
+    elif states:
+        rest.append(f"m.state = ANY({params.add(states)})")
+    if dated:
+        clauses = []
+        if query.date_from is not None:
+            clauses.append(f"m.created_at >= {params.add(time_to_text(query.date_from))}")
+        if query.date_to is not None:
+            clauses.append(f"m.created_at < {params.add(time_to_text(query.date_to))}")
+        if walk.where:
+            rest += clauses
+        else:
+            walk = _Walk(clauses, "created")
+    if len(roles) == 1 and not walk.where:
+        walk = _Walk([f"m.role = {params.add(roles[0])}"], "id", "role")
+    elif len(roles) == 1:
+        rest.append(f"m.role = {params.add(roles[0])}")
+    elif roles:
+        rest.append(f"m.role = ANY({params.add(roles)})")
+    return walk, rest
+
+
+@dataclass
+class _Part:
+    """What one statement found of the window: its best matches, how many matches and
+    rows it saw, and where it stopped (the key of its last row)."""
+
+    best: list[tuple[int, float]]
+    matches: int
+    rows: int
+    last: tuple[Any, ...] | None
+
+
+def _window(conn: Connection, tsq: str, walk: _Walk, filters: list[str], params: _Params,
+            size: int, limit: int) -> list[tuple[int, float]]:
+    """``(id, ts_rank)`` of the best ``limit`` of the newest ``size`` matches (of all of
+    them when fewer); newest in id order, or by time for a date range."""
+    hit = " AND ".join([f"m.search @@ ({tsq})", *filters])
+
+    def part(rows_sql: str, p: _Params) -> _Part:
+        """Run ``rows_sql`` (rows ``id, created_at, score`` in the walk's order, score
+        NULL for a row that does not match) keeping only its best rows and its last."""
+        oldest_first = walk.order_by("r", lead=False).replace(" DESC", "")
+        # The rows once (three columns, not the texts they were ranked by), then their
+        # best, their last and their counts from them, without sorting them all.
+        sql = (
+            f"WITH r AS MATERIALIZED ({rows_sql})"
+            " SELECT 0, b.id, b.created_at, b.score FROM (SELECT r.id, r.created_at, r.score"
+            " FROM r WHERE r.score IS NOT NULL ORDER BY r.score DESC, r.id DESC"
+            f" LIMIT {p.add(limit)}) AS b"
+            " UNION ALL SELECT 1, l.id, l.created_at, NULL FROM (SELECT r.id, r.created_at"
+            f" FROM r ORDER BY {oldest_first} LIMIT 1) AS l"
+            " UNION ALL SELECT 2, count(r.score), count(*)::text, NULL FROM r")
+        rows = conn.execute(text(sql), p.values).all()
+        counts = next(r for r in rows if r[0] == 2)
+        last = next((r for r in rows if r[0] == 1), None)
+        return _Part([(int(r[1]), float(r[3])) for r in rows if r[0] == 0],
+                     int(counts[1]), int(counts[2]),
+                     None if last is None else (int(last[1]), last[2]))
+
+    def walked(bound: tuple[Any, ...] | None, rows: int, need: int | None) -> _Part:
+        """Walk ``rows`` rows below ``bound``: all of them (``need`` None), else up to the
+        ``need``-th match."""
+        p = _Params()
+        p.values = dict(params.values)
+        inner = " AND ".join(["TRUE", *walk.where, *walk.below(bound, p)])
+        # The walk reads its rows in the subquery (a LIMIT keeps the tests out of it);
+        # the filters test them above, by the same column names.
+        scan = (f"SELECT {_ROW_COLUMNS} FROM messages m WHERE {inner}"
+                f" ORDER BY {walk.order_by()} LIMIT {p.add(rows)}")
+        if need is None:
+            sql = (f"SELECT m.id, m.created_at, CASE WHEN {hit} THEN ts_rank(m.search, ({tsq}))"
+                   f" END AS score FROM ({scan}) AS m")
+        else:
+            sql = (f"SELECT m.id, m.created_at, ts_rank(m.search, ({tsq})) AS score"
+                   f" FROM ({scan}) AS m WHERE {hit} LIMIT {p.add(need)}")
+        return part(sql, p)
+
+    def indexed(bound: tuple[Any, ...] | None, low: int | None, need: int) -> _Part:
+        """The first ``need`` matches below ``bound`` (and at or above id ``low``), as the
+        planner finds them (the GIN index for few)."""
+        p = _Params()
+        p.values = dict(params.values)
+        where = [hit, *walk.where, *walk.below(bound, p)]
+        if low is not None:
+            where.append(f"m.id >= {p.add(low)}")
+        # The newest are chosen by their key and place only (a narrow sort), then their
+        # words are read again by place (ctid) to be ranked.
+        sql = (f"SELECT w.id, w.created_at, ts_rank(t.search, ({tsq})) AS score FROM ("
+               f"SELECT m.id, m.created_at, m.ctid AS place FROM messages m"
+               f" WHERE {' AND '.join(where)} ORDER BY {walk.order_by()}"
+               f" LIMIT {p.add(need)}) AS w JOIN messages t ON t.ctid = w.place")
+        return part(sql, p)
+
+    best: list[tuple[int, float]] = []
+    probe_rows = min(PROBE_ROWS, size)  # so the probe never finds more than the window
+    probe = walked(None, probe_rows, None)
+    best += probe.best
+    found = probe.matches
+    if probe.rows < probe_rows or found >= size or probe.last is None:
+        return best
+    bound = probe.last
+    density = found / probe.rows
+    if density >= WALK_DENSITY:
+        more = walked(bound, WALK_ROWS, size - found)
+        best += more.best
+        found += more.matches
+        if found >= size:
+            return best
+        if more.last is not None:
+            bound = more.last
+    # As many matches as the probe's share promises, below the bound: when that is many,
+    # within id ranges (each about big enough for the rest of the window, then
+    # RANGE_GROWTH times more), so the GIN index's rows outside them are not read.
+    expected = density * _table_rows(conn)
+    width = max(1, int((size - found) / density * 1.1)) if density else 0
+    while found < size:
+        low = None
+        if (walk.order == "id" and density and expected > RANGE_MATCHES
+                and bound[0] - width > 1):
+            low = bound[0] - width
+        more = indexed(bound, low, size - found)
+        best += more.best
+        found += more.matches
+        if low is None:
+            break
+        bound = (low, None)
+        width *= RANGE_GROWTH
+    return best
+
+
+def _table_rows(conn: Connection) -> float:
+    """About how many messages there are (the planner's count, kept by ANALYZE)."""
+    rows = conn.execute(text(
+        "SELECT reltuples FROM pg_class WHERE oid = 'messages'::regclass")).scalar()
+    return max(float(rows or 0), 0.0)
+
+
 def _search_messages(
     conn: Connection, query: SearchQuery, terms: Sequence[_Term]
 ) -> list[SearchHit]:
@@ -160,27 +383,27 @@ def _search_messages(
     tsq = _tsquery(terms, params)
     if tsq is None:
         return _substring_messages(conn, query, terms)
-    where = [f"m.search @@ ({tsq})", *_message_filters(query, params),
-             *_substring_conditions(terms, params, "m.content")]
-    matches = f"SELECT m.id, m.search FROM messages m WHERE {' AND '.join(where)}"
-    size = max(RANK_WINDOW, query.limit)
-    window = params.add(size)
-    limit = params.add(query.limit)
-    common = conn.execute(text(
-        f"SELECT count(*) FROM ({matches} LIMIT {window}) AS w"), params.values).scalar_one()
-    if common >= size:  # rank the newest matches only
-        matches = f"{matches} ORDER BY m.id DESC LIMIT {window}"
-    ranked = conn.execute(text(
-        f"SELECT w.id, ts_rank(w.search, ({tsq})) AS score FROM ({matches}) AS w"
-        f" ORDER BY score DESC, w.id DESC LIMIT {limit}"), params.values).all()
+    walk, filters = _walk_and_filters(query, params)
+    filters += _substring_conditions(terms, params, "m.content")
+    # Plans for these values (never a generic one), without JIT (its compiling costs more
+    # than these statements take), costed for an index whose rows the server holds.
+    conn.execute(text("SELECT set_config('plan_cache_mode', 'force_custom_plan', true),"
+                      " set_config('jit', 'off', true),"
+                      " set_config('random_page_cost', '1.1', true)"))
+    best = _window(conn, tsq, walk, filters, params, max(RANK_WINDOW, query.limit),
+                   query.limit)
+    ranked = sorted(best, key=lambda r: (r[1], r[0]), reverse=True)[: query.limit]
     if not ranked:
         return []
-    ids = [int(r[0]) for r in ranked]
+    ids = [r[0] for r in ranked]
     snippet_params = _Params()
     snippet_tsq = _tsquery(terms, snippet_params)
+    first = next((w for t in terms if not t.negated for w in _words(t.text)), "")
+    shown = (f"substr(content, greatest(1, strpos(lower(content),"
+             f" {snippet_params.add(first.lower())}) - {_HEADLINE_BEFORE}), {_HEADLINE_CHARS})")
     rows = conn.execute(text(
         "SELECT id, session_id, role, position, ts_headline('simple', "
-        f"left(content, {_HEADLINE_CHARS}), ({snippet_tsq}), "
+        f"{shown}, ({snippet_tsq}), "
         f"{snippet_params.add(_headline_options(query.highlight))})"
         f" FROM messages WHERE id = ANY({snippet_params.add(ids)})"),
         snippet_params.values).all()
@@ -189,7 +412,7 @@ def _search_messages(
         SearchHit(kind="message", session_id=details[mid][1], message_id=mid,
                   role=details[mid][2], snippet=str(details[mid][4]),
                   score=round(float(score), 6), position=details[mid][3])
-        for mid, score in ((int(r[0]), r[1]) for r in ranked) if mid in details
+        for mid, score in ranked if mid in details
     ]
 
 
