@@ -38,7 +38,12 @@ from sqlalchemy.engine import Connection
 from workbench.core.conversation import SearchHit
 from workbench.errors import StorageError
 from workbench.store.db import Database
-from workbench.store.migrations import PG_SEARCH_CHARS, PG_SYMBOL_LETTERS, PG_SYMBOLS
+from workbench.store.migrations import (
+    PG_SEARCH_CHARS,
+    PG_SYMBOL_LETTERS,
+    PG_SYMBOL_RUN,
+    PG_SYMBOLS,
+)
 from workbench.store.search import (
     _TOO_COMPLEX_PG,
     ELLIPSIS,
@@ -127,9 +132,10 @@ def _substring_conditions(
         runs = [run for t in group if (run := _symbol_run(t.text))]
         if len(runs) == len(group):
             # Implied by the ILIKE: lets the index of the symbols narrow the rows down.
-            clauses.append("(" + " OR ".join(
+            # The index holds only texts with such a run: said as it says it.
+            clauses.append("((" + " OR ".join(
                 f"workbench_symbols({column}) LIKE {params.add('%' + run + '%')}"
-                for run in runs) + ")")
+                for run in runs) + f") AND {column} ~ '{PG_SYMBOL_RUN}')")
     for term in terms:
         if term.negated and (term.symbolic or not only_symbolic):
             clauses.append(f"{column} NOT ILIKE {params.add(_like_pattern(term.text))}")
