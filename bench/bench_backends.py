@@ -344,30 +344,9 @@ def corpus_batches(corpus: Path, batch_messages: int, *, after_session: int = 0,
                    limit: int = 0) -> Iterator[bench_import.Batch]:
     """The corpus's sessions after ``after_session``, in order, in batches of about
     ``batch_messages`` messages; with ``limit``, only the first sessions up to that many
-    messages (as ``bench_import.read_batches``)."""
-    conn = sqlite3.connect(f"file:{corpus}?mode=ro", uri=True)
-    try:
-        sessions = conn.execute(
-            f"SELECT {bench_import._SESSION_COLUMNS} FROM sessions WHERE id > ? ORDER BY id",
-            (after_session,),
-        ).fetchall()
-        chosen: list[tuple[Any, ...]] = []
-        total = 0
-        for row in sessions:
-            if limit and chosen and total + row[11] > limit:
-                break
-            chosen.append(row)
-            total += row[11]
-        group: list[tuple[Any, ...]] = []
-        size = 0
-        for row in chosen:
-            group.append(row)
-            size += row[11]
-            if size >= batch_messages or row is chosen[-1]:
-                yield bench_import._load(conn, group)
-                group, size = [], 0
-    finally:
-        conn.close()
+    messages."""
+    return bench_import.read_batches(corpus, limit, batch_messages,
+                                     after_session=after_session)
 
 
 # -- loading the PostgreSQL corpus ----------------------------------------------------------

@@ -77,18 +77,21 @@ class Batch:
 
 
 def read_batches(
-    corpus: Path, limit: int, batch_messages: int
+    corpus: Path, limit: int, batch_messages: int, *, after_session: int = 0
 ) -> Iterator[Batch]:
-    """The corpus's first sessions holding at most ``limit`` messages, in batches."""
+    """The corpus's sessions after ``after_session`` (by id, in order), in batches of
+    about ``batch_messages`` messages; with ``limit``, only the first sessions up to that
+    many messages (0: all of them)."""
     conn = sqlite3.connect(f"file:{corpus}?mode=ro", uri=True)
     try:
         sessions = conn.execute(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY id"
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id > ? ORDER BY id",
+            (after_session,),
         ).fetchall()
         chosen: list[tuple[Any, ...]] = []
         total = 0
         for row in sessions:
-            if chosen and total + row[11] > limit:
+            if limit and chosen and total + row[11] > limit:
                 break
             chosen.append(row)
             total += row[11]

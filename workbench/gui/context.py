@@ -7,6 +7,7 @@ about changes from the signals here.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -71,6 +72,16 @@ class AppContext(QObject):
         self.current_session_id = 0
         self.workspace_replaced.emit()
         return old
+
+    def read_shown(self, fn: Callable[..., Any], *args: Any, name: str, key: Hashable,
+                   on_done: Callable[[Any], Any]) -> None:
+        """Read something the window shows and hand it to ``on_done``: at once from a
+        file (a local read costs less than a worker's round trip), on a worker from the
+        team store (a server's round trips never hold the window up)."""
+        if self.workspace.is_file:
+            on_done(fn(*args))
+            return
+        self.workers.read(fn, *args, name=name, key=key, on_done=on_done)
 
     def open_session(self, session_id: int, message_id: int | None = None) -> None:
         """Ask the window to show a session (scrolled to ``message_id`` when given)."""

@@ -523,17 +523,17 @@ class MainWindow(QMainWindow):
         file, on a worker from the team store (a server's round trip never holds the
         window up)."""
         session_id = self.ctx.current_session_id
-        if session_id and not self.ctx.workspace.is_file:
-            def done(info: SessionInfo | None) -> None:
-                if session_id == self.ctx.current_session_id:
-                    self._show_session_status(info)
-
-            self.ctx.workers.read(stored_session, self.ctx.workspace, session_id,
-                                  name="read the session's title", key=(self, "status"),
-                                  on_done=done)
+        if not session_id:
+            self._show_session_status(None)
             return
-        self._show_session_status(stored_session(self.ctx.workspace, session_id)
-                                  if session_id else None)
+
+        def done(info: SessionInfo | None) -> None:
+            if session_id == self.ctx.current_session_id:
+                self._show_session_status(info)
+
+        self.ctx.read_shown(stored_session, self.ctx.workspace, session_id,
+                            name="read the session's title", key=(self, "status"),
+                            on_done=done)
 
     def _show_session_status(self, info: SessionInfo | None) -> None:
         if info is None:

@@ -66,6 +66,7 @@ from workbench.errors import CompactionError, NotFoundError
 from workbench.store.base import StoreBase
 from workbench.store.db import Database
 from workbench.store.dialect import Dialect, unindexed
+from workbench.store.driver_rows import driver_rows
 from workbench.store.schema import COMPACTIONS, MESSAGES, SESSION_CONTEXT, SESSIONS
 from workbench.store.types import json_text, json_value, text_to_time, time_to_text
 
@@ -229,34 +230,6 @@ def _statements(dialect: Dialect) -> _Statements:
     )
 
 
-# The compiled text of the statements run on the driver's cursor, per statement (each
-# lives as long as the module: a constant, or built once per dialect) and dialect:
-# (text, parameter names in order for a positional driver, fixed values).
-_DRIVER_SQL: dict[tuple[int, str], tuple[str, tuple[str, ...] | None, dict[str, Any]]] = {}
-
-
-def _driver_rows(conn: Connection, statement: Select[Any], params: dict[str, Any]) -> list[Any]:
-    """The rows of ``statement`` as the driver's own tuples: for the reads of thousands
-    of rows, where building SQLAlchemy rows would cost more than the query."""
-    dialect = conn.dialect
-    key = (id(statement), dialect.name)
-    found = _DRIVER_SQL.get(key)
-    if found is None:
-        compiled = statement.compile(dialect=dialect)
-        order = tuple(compiled.positiontup or ()) if compiled.positional else None
-        found = _DRIVER_SQL[key] = (compiled.string, order, dict(compiled.params))
-    sql, order, fixed = found
-    values = {**fixed, **params}
-    args: Any = tuple(values[name] for name in order) if order is not None else values
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.execute(sql, args)
-        rows: list[Any] = cursor.fetchall()
-        return rows
-    finally:
-        cursor.close()
-
-
 def _record(row: Any) -> CompactionRecord:
     return CompactionRecord(
         id=int(row[0]),
@@ -302,7 +275,7 @@ def load_active(db: Database, session_id: int) -> list[Message]:
     """
     with db.read() as conn:
         _require_session(conn, session_id)
-        rows = _driver_rows(conn, _LEAN_SELECT, {"sid": session_id})
+        rows = driver_rows(conn, _LEAN_SELECT, {"sid": session_id})
     return _lean_messages(rows, session_id)
 
 
@@ -319,13 +292,13 @@ def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTa
     statements = _statements(db.dialect)
     with db.read() as conn:
         _require_session(conn, session_id)
-        rows = _driver_rows(conn, statements.table, {"sid": session_id, "encoding": encoding})
+        rows = driver_rows(conn, statements.table, {"sid": session_id, "encoding": encoding})
         columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) or [()] * 8
         ids, positions, roles, texts, costs, lines, line_costs, kinds = columns
         marked = [i for i, kind in enumerate(kinds) if kind is not None]
         wanted = [i for i in marked if kinds[i] == _WHOLE]
         rest = (
-            _driver_rows(conn, statements.whole_rest,
+            driver_rows(conn, statements.whole_rest,
                          {"ids": json.dumps([ids[i] for i in wanted])})
             if wanted
             else []
@@ -339,7 +312,7 @@ def load_table(db: Database, session_id: int, encoding: str | None) -> MessageTa
         # makes the preview fail with a sentence rather than plan with a hole.
         wanted_ids = [ids[i] for i in rows]
         with db.query() as conn:
-            found = dict(_driver_rows(conn, statements.texts,
+            found = dict(driver_rows(conn, statements.texts,
                                       {"ids": json.dumps(wanted_ids)}))
         if len(found) != len(set(wanted_ids)):
             raise CompactionError(

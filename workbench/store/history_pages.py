@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, Select, bindparam, func, select
-from sqlalchemy.engine import Connection
+from sqlalchemy import BigInteger, bindparam, func, select
 
 from workbench.core.conversation import Message
 from workbench.store.db import Database
+from workbench.store.driver_rows import driver_cursor, driver_rows
 from workbench.store.rows import MESSAGE_FIELDS, TIME_MISSING
 from workbench.store.schema import MESSAGES
 from workbench.store.types import json_value, text_to_time
@@ -62,36 +62,6 @@ _FITTING = (
     .order_by(_RUNNING.c.n).limit(1)
 )
 
-# The compiled text of each statement per dialect: (text, parameter names in order for a
-# positional driver, fixed values).
-_COMPILED: dict[tuple[int, str], tuple[str, tuple[str, ...] | None, dict[str, Any]]] = {}
-
-
-def _cursor(conn: Connection, statement: Select[Any], params: dict[str, Any]) -> Any:
-    """The driver's own cursor with ``statement`` executed (its rows are plain tuples)."""
-    dialect = conn.dialect
-    key = (id(statement), dialect.name)
-    found = _COMPILED.get(key)
-    if found is None:
-        compiled = statement.compile(dialect=dialect)
-        order = tuple(compiled.positiontup or ()) if compiled.positional else None
-        found = _COMPILED[key] = (compiled.string, order, dict(compiled.params))
-    sql, order, fixed = found
-    values = {**fixed, **params}
-    args: Any = tuple(values[name] for name in order) if order is not None else values
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    cursor.execute(sql, args)
-    return cursor
-
-
-def _rows(conn: Connection, statement: Select[Any], params: dict[str, Any]) -> list[Any]:
-    cursor = _cursor(conn, statement, params)
-    try:
-        rows: list[Any] = cursor.fetchall()
-        return rows
-    finally:
-        cursor.close()
-
 
 def page_before(
     db: Database,
@@ -110,7 +80,7 @@ def page_before(
         statement = _BEFORE
         params["before"] = before_position
     with db.read() as conn:
-        rows = _rows(conn, statement, params)
+        rows = driver_rows(conn, statement, params)
     return [_message(r) for r in rows]
 
 
@@ -119,7 +89,7 @@ def page_after(
 ) -> list[Message]:
     """Up to ``limit`` messages in ``state`` after ``after_position``, oldest first."""
     with db.read() as conn:
-        rows = _rows(conn, _AFTER, {"sid": session_id, "state": state,
+        rows = driver_rows(conn, _AFTER, {"sid": session_id, "state": state,
                                     "after": after_position, "limit": limit})
     return [_message(r) for r in rows]
 
@@ -161,7 +131,7 @@ def preview_rows(
     ``after_position`` in order, of any state: what ``Repository.page_messages`` reads
     for a list of messages' first words, without the rest."""
     with db.read() as conn:
-        rows = _rows(conn, _PREVIEWS, {"sid": session_id, "after": after_position,
+        rows = driver_rows(conn, _PREVIEWS, {"sid": session_id, "after": after_position,
                                        "limit": limit})
     return [(r[0], r[1], r[2] or "", json_value(r[3]) if r[3] is not None else None)
             for r in rows]
@@ -179,12 +149,12 @@ def count_fitting(db: Database, session_id: int, *, state: str, room: int) -> in
     params = {"sid": session_id, "state": state}
     if db.dialect.is_postgresql:
         with db.read() as conn:
-            found = _rows(conn, _FITTING, {**params, "room": room})
+            found = driver_rows(conn, _FITTING, {**params, "room": room})
         return int(found[0][0]) - 1 if found else None
     used = 0
     fitting = 0
     with db.read() as conn:
-        cursor = _cursor(conn, _COSTS_NEWEST_FIRST, params)
+        cursor = driver_cursor(conn, _COSTS_NEWEST_FIRST, params)
         try:
             size = 256
             while True:

@@ -244,6 +244,11 @@ class _Reread:
     history: list[CompactionRecord] | None
 
 
+def _applied(records: Sequence[CompactionRecord]) -> list[CompactionRecord]:
+    """The compactions of ``records`` still in effect (not undone)."""
+    return [r for r in records if not r.undone]
+
+
 def _read_again(workspace: Workspace, session_id: int, numbers: Sequence[int],
                 with_history: bool) -> _Reread | None:
     """Read what :meth:`TimelineModel.reload` shows (None when the session is gone)."""
@@ -392,11 +397,7 @@ class TimelineModel(QAbstractListModel):
         except NotFoundError:  # the session is gone: show nothing
             self.set_session(0)
             return
-        self._drop_reads()
-        self._pages.clear()
-        self._revisions.clear()
-        self._summary = None
-        self._forget_compactions()
+        self._forget_read()
         if info.message_count <= SYNC_INDEX_LIMIT or self._workers is None:
             self._install_index(SessionIndex.load(self._workspace, self._session_id))
         else:
@@ -406,6 +407,14 @@ class TimelineModel(QAbstractListModel):
             self._rows = Rows(range(self._count), range(self._count))
             self.endResetModel()
             self._request_index()
+
+    def _forget_read(self) -> None:
+        """Drop what was read of the session's messages (it changed elsewhere)."""
+        self._drop_reads()
+        self._pages.clear()
+        self._revisions.clear()
+        self._summary = None
+        self._forget_compactions()
 
     def _request_reread(self) -> None:
         session_id, generation = self._session_id, self._generation
@@ -430,13 +439,9 @@ class TimelineModel(QAbstractListModel):
         if read is None:  # the session is gone: show nothing
             self.set_session(0)
             return
-        self._drop_reads()
-        self._pages.clear()
-        self._revisions.clear()
-        self._summary = None
-        self._forget_compactions()
+        self._forget_read()
         if read.history is not None:
-            self._compactions = [r for r in read.history if not r.undone]
+            self._compactions = _applied(read.history)
         for number, page in reversed(read.pages.items()):
             self._store_page(number, page)
         self._install_index(read.index)
@@ -507,7 +512,7 @@ class TimelineModel(QAbstractListModel):
                 records = compaction.history(self._workspace, self._session_id)
             except NotFoundError:
                 records = []
-            self._compactions = [r for r in records if not r.undone]
+            self._compactions = _applied(records)
         return self._compactions
 
     def compactions_of_run(self, run: FoldRun) -> list[CompactionRecord]:

@@ -224,12 +224,8 @@ class SessionBrowserPanel(QWidget):
         """Read the list again, keeping the selection. On the team store the list is
         read on a worker (a server's round trips never hold the window up) and shown
         when it arrives; a file's list is read at once."""
-        request = self.model.list_request()
-        if self.ctx.workspace.is_file:
-            self._show_list(request.read())
-            return
-        self.ctx.workers.read(request.read, name="read the session list",
-                              key=(self, "list"), on_done=self._show_list)
+        self.ctx.read_shown(self.model.list_request().read, name="read the session list",
+                            key=(self, "list"), on_done=self._show_list)
 
     def _show_list(self, read: ListRead) -> None:
         keep = self.selected_ids()
