@@ -504,18 +504,15 @@ _LIST_CALLS_ON_SERVER = text(
 )
 
 
-class _LeftToServer(ValueError):
-    """JSON whose reading here might differ from the server's."""
-
-
-def _refuse_constant(_name: str) -> Any:
-    raise _LeftToServer  # NaN, Infinity: not JSON to the server
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON to the server")  # left to it
 
 
 def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     members = dict(pairs)
     if len(members) != len(pairs):
-        raise _LeftToServer  # a member twice: which one counts is the server's business
+        # A member twice: which one counts is the server's business (left to it).
+        raise ValueError("a member twice")
     return members
 
 
