@@ -172,6 +172,14 @@ class MessageTable:
             self._read_texts()
         return self._texts  # type: ignore[return-value]  # no None once read
 
+    @property
+    def unread_texts(self) -> int:
+        """How many rows' texts the store left out (read when :attr:`texts` is first
+        asked for); 0 once they are read."""
+        if self._load_texts is None:
+            return 0
+        return sum(1 for text in self._texts if text is None)
+
     def _read_texts(self) -> None:
         assert self._texts_lock is not None
         with self._texts_lock:
