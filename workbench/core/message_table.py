@@ -275,9 +275,11 @@ class MessageSelection(Sequence[Message]):
 
     def column(self, values: Sequence[Any]) -> list[Any]:
         """The entries of one of the table's columns at this selection's rows."""
-        return [values[i] for i in self.indices]
+        indices = self.indices
+        if isinstance(indices, range) and indices.step == 1:
+            return list(values[indices.start : indices.stop])
+        return list(map(values.__getitem__, indices))
 
     def whole_messages(self) -> list[Message | None]:
         """Per row of the selection, its whole message, or ``None`` for a plain row."""
-        get = self.table.whole.get
-        return [get(i) for i in self.indices]
+        return list(map(self.table.whole.get, self.indices))

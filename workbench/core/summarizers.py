@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from operator import add
@@ -421,8 +421,8 @@ class ExtractiveSummarizer:
             # Some lines are kept: only the others' texts are looked at, where they are.
             table = folded.table
             roles = folded.column(table.roles)
-            texts = _Picked(table.texts, folded.indices)
-            wholes = _Picked(_WholeRows(table.whole), folded.indices)
+            texts = _Picked(table.texts.__getitem__, folded.indices)
+            wholes = _Picked(table.whole.get, folded.indices)
         else:
             roles, texts, wholes = _line_columns(folded)
         counter = self.counter
@@ -520,31 +520,21 @@ class ExtractiveSummarizer:
         return "\n".join(pieces), tokens, bodies
 
 
-class _WholeRows:
-    """A table's whole messages by row, ``None`` for a plain row."""
-
-    def __init__(self, whole: dict[int, Message]):
-        self._get = whole.get
-
-    def __getitem__(self, row: int) -> Message | None:
-        return self._get(row)
-
-
 class _Picked(Sequence[Any]):
-    """``[values[i] for i in indices]``, each entry read when asked for."""
+    """``[get(i) for i in indices]``, each entry read when asked for (a slice at C
+    speed: ``get`` is a bound method such as ``list.__getitem__`` or ``dict.get``)."""
 
-    def __init__(self, values: Any, indices: Sequence[int]):
-        self._values = values
+    def __init__(self, get: Callable[[int], Any], indices: Sequence[int]):
+        self._get = get
         self._indices = indices
 
     def __len__(self) -> int:
         return len(self._indices)
 
     def __getitem__(self, index: Any) -> Any:
-        values = self._values
         if isinstance(index, slice):
-            return [values[i] for i in self._indices[index]]
-        return values[self._indices[index]]
+            return list(map(self._get, self._indices[index]))
+        return self._get(self._indices[index])
 
 
 def _fill(
