@@ -278,7 +278,8 @@ class MessageSelection(Sequence[Message]):
         indices = self.indices
         if isinstance(indices, range) and indices.step == 1:
             return list(values[indices.start : indices.stop])
-        return list(map(values.__getitem__, indices))
+        # A comprehension: indexing a list or tuple in it beats map(__getitem__).
+        return [values[i] for i in indices]
 
     def whole_messages(self) -> list[Message | None]:
         """Per row of the selection, its whole message, or ``None`` for a plain row."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from operator import add
@@ -421,8 +421,8 @@ class ExtractiveSummarizer:
             # Some lines are kept: only the others' texts are looked at, where they are.
             table = folded.table
             roles = folded.column(table.roles)
-            texts = _Picked(table.texts.__getitem__, folded.indices)
-            wholes = _Picked(table.whole.get, folded.indices)
+            texts = _Picked(table.texts, folded.indices)
+            wholes = _Picked(table.whole, folded.indices)
         else:
             roles, texts, wholes = _line_columns(folded)
         counter = self.counter
@@ -521,20 +521,26 @@ class ExtractiveSummarizer:
 
 
 class _Picked(Sequence[Any]):
-    """``[get(i) for i in indices]``, each entry read when asked for (a slice at C
-    speed: ``get`` is a bound method such as ``list.__getitem__`` or ``dict.get``)."""
+    """``[values[i] for i in indices]``, each entry read when asked for; ``values`` is a
+    sequence, or a dict whose missing keys read as ``None`` (a table's whole rows)."""
 
-    def __init__(self, get: Callable[[int], Any], indices: Sequence[int]):
-        self._get = get
+    def __init__(self, values: Sequence[Any] | dict[int, Any], indices: Sequence[int]):
+        self._values = values
         self._indices = indices
 
     def __len__(self) -> int:
         return len(self._indices)
 
     def __getitem__(self, index: Any) -> Any:
+        values = self._values
         if isinstance(index, slice):
-            return list(map(self._get, self._indices[index]))
-        return self._get(self._indices[index])
+            if isinstance(values, dict):
+                return list(map(values.get, self._indices[index]))
+            # A comprehension: indexing a list or tuple in it beats map(__getitem__).
+            return [values[i] for i in self._indices[index]]
+        if isinstance(values, dict):
+            return values.get(self._indices[index])
+        return values[self._indices[index]]
 
 
 def _fill(
