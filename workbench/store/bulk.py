@@ -41,6 +41,7 @@ from workbench.store.db_postgresql import IMPORTED_TABLES, MERGE_SEARCH_INDEX
 from workbench.store.migrations import FTS_PAUSE_SETTING, MESSAGE_CALLS_FILL, PG_SEARCH_CHARS
 from workbench.store.rows import MESSAGE_COLUMNS, TIME_MISSING, context_params
 from workbench.store.schema import SETTINGS
+from workbench.store.search_postgresql import symbol_runs
 from workbench.store.types import time_to_text
 
 # Each insert is (statement head, one row's VALUES tuple, bound values per row). Rows go
@@ -374,9 +375,10 @@ def _insert_rows(
 # through the write transaction's own driver connection: one round trip per table instead
 # of one per row or per statement, and the ids of the messages come from their identity
 # column. Each message row carries its search value when :func:`search_vector` can make
-# it exactly as the server would: splitting text with a regular expression was the
-# largest part of the server's work, and it runs here while the server stores the rows
-# before.
+# it exactly as the server would, and then its runs of symbols too
+# (:func:`~workbench.store.search_postgresql.symbol_runs`, migration 0012): splitting
+# text with regular expressions was the largest part of the server's work, and it runs
+# here while the server stores the rows before.
 
 # What the server's workbench_search_vector does to text of ASCII characters only: the
 # first PG_SEARCH_CHARS characters, split on every character that is not a letter or a
@@ -411,6 +413,14 @@ def search_vector(content: str) -> str | None:
     if len(text) >= MAX_WORD_BYTES and max(map(len, words), default=0) >= MAX_WORD_BYTES:
         return None
     return " ".join(map(str.__add__, words, _POSITIONS))
+
+def _search_values(content: str) -> tuple[str | None, str | None]:
+    """A message row's ``search`` and ``symbols`` values as the server would make them:
+    both, or neither when only the server can make the search value (its insert trigger
+    then makes both)."""
+    vector = search_vector(content)
+    return (None, None) if vector is None else (vector, symbol_runs(content))
+
 
 _PG_SESSION_COLUMNS = (
     "id", "agent_id", "title", "created_at", "updated_at", "tags", "source", "source_id",
@@ -479,8 +489,8 @@ def _insert_batch_postgresql(
     )
     _copy_rows(
         conn,
-        _copy_statement("messages", (*_ROW_COLUMNS, "search")),
-        (row + (session_id, search_vector(row[_CONTENT]))
+        _copy_statement("messages", (*_ROW_COLUMNS, "search", "symbols")),
+        (row + (session_id, *_search_values(row[_CONTENT]))
          for session_id, prepared in zip(ids, batch, strict=True)
          for row in prepared.messages),
     )
