@@ -305,7 +305,7 @@ def test_a_database_of_0011_gets_the_runs_of_its_messages(
             " SELECT s.id, t.n, 'user', t.c, 't' FROM sessions s,"
             " unnest(CAST(:texts AS text[])) WITH ORDINALITY AS t(c, n)"),
             {"texts": ["a <=> b ::: c", "no run -> here", "ü ==> ö"]})
-    assert migrate_postgresql(engine) == ["0012_symbol_runs_postgresql"]
+    assert "0012_symbol_runs_postgresql" in migrate_postgresql(engine)
     with engine.connect() as conn:
         rows = conn.execute(text("SELECT content, symbols FROM messages ORDER BY position")
                             ).all()

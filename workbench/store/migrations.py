@@ -848,6 +848,23 @@ _PG_SYMBOL_RUNS = [
 ]
 
 
+# A bulk import on PostgreSQL lists its messages' calls itself (workbench.store.bulk):
+# it reads the JSON it wrote, and sends the rows of message_calls in one statement,
+# where the insert trigger ran a function per assistant message with calls. The import
+# says so for its own transaction (the setting below); every other insert still has the
+# trigger list its calls.
+PG_CALLS_LISTED_SETTING = "workbench.calls_listed"
+_PG_CALLS_LISTED_BY_IMPORT = [
+    "DROP TRIGGER message_calls_insert ON messages",
+    f"""
+    CREATE TRIGGER message_calls_insert AFTER INSERT ON messages FOR EACH ROW
+    WHEN (new.role = 'assistant' AND new.tool_calls IS NOT NULL
+          AND current_setting('{PG_CALLS_LISTED_SETTING}', true) IS DISTINCT FROM 'on')
+    EXECUTE FUNCTION workbench_message_calls_insert()
+    """,
+]
+
+
 @dataclass(frozen=True)
 class Migration:
     """A named, ordered schema change: its statements on SQLite and on PostgreSQL."""
@@ -876,6 +893,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0010_search_upkeep_postgresql", (), tuple(_PG_SEARCH_UPKEEP)),
     Migration("0011_search_plans_postgresql", (), tuple(_PG_SEARCH_PLANS)),
     Migration("0012_symbol_runs_postgresql", (), tuple(_PG_SYMBOL_RUNS)),
+    Migration("0013_calls_listed_by_import_postgresql", (), tuple(_PG_CALLS_LISTED_BY_IMPORT)),
 )
 
 
