@@ -390,11 +390,12 @@ class ExtractiveSummarizer:
         return kept_bodies, kept_costs
 
     def _continued(self, folded: Sequence[Message], limit: int) -> SummaryDraft | None:
-        """The summary of ``folded`` from the last one counted for its table when that
-        folded the first of these rows at the same line length (planning again with a
-        few more rows folded, or the same preview again): only the new rows' lines are
-        written and counted, and the counts add up as in one pass (see the comment
-        above :func:`_start_tokens`). ``None`` when there is no such summary."""
+        """The summary of ``folded`` from the last one counted for its table at the same
+        line length when one folds the first rows of the other (planning again over the
+        token trigger with the cut moved, or the same preview again): only the lines
+        added or left out are written and counted, and the counts add up as in one pass
+        (see the comment above :func:`_start_tokens`). ``None`` when there is no such
+        summary."""
         counter = self.counter
         if not isinstance(folded, MessageSelection) or counter is None or counter.estimated:
             return None
@@ -404,11 +405,33 @@ class ExtractiveSummarizer:
             return None
         done = len(last.indices)
         indices = folded.indices
-        if not done or len(indices) < done or list(indices[:done]) != last.indices:
+        size = len(indices)
+        if not done or not size:
             return None
-        if len(indices) == done:
-            tail, raw, final = last.tail, last.raw, last.final
+        if size <= done:
+            if list(indices) != last.indices[:size]:
+                return None
+            if size == done:
+                return SummaryDraft(SUMMARY_HEADING + "\n" + last.tail, APPEND,
+                                    CountedText(last.tail, last.final))
+            # Fewer rows (the cut moved back): the first lines of the last summary, less
+            # the tokens of the lines left out, counted as they were.
+            left_out = MessageSelection(table, last.indices[size:])
+            drafted, raw_out = self._summarize(left_out, limit,
+                                               self._kept_or_written(left_out, limit))
+            if drafted.counted_tail is None:
+                return None
+            cut = len(last.tail)
+            for _ in range(len(left_out)):
+                cut = last.tail.rfind("\n", 0, cut)
+            tail = last.tail[:cut]
+            raw = last.raw - raw_out
+            role = table.roles[indices[-1]]
+            body = tail[tail.rfind("\n") + 1 + len(_prefix(role)):]
+            final = raw + counter.count_text(f" {body}") - counter.count_text(_unit(body))
         else:
+            if list(indices[:done]) != last.indices:
+                return None
             rest = MessageSelection(table, indices[done:])
             drafted, raw_rest = self._summarize(rest, limit, self._kept_or_written(rest, limit))
             if drafted.counted_tail is None:
@@ -417,8 +440,8 @@ class ExtractiveSummarizer:
             tail = last.tail + "\n" + more.text
             raw = last.raw + raw_rest
             final = raw + (more.tokens - raw_rest)  # the new last line's adjustment
-            table.last_summary = _LastSummary(limit, counter.encoding_name, list(indices),
-                                              tail, raw, final)
+        table.last_summary = _LastSummary(limit, counter.encoding_name, list(indices),
+                                          tail, raw, final)
         return SummaryDraft(SUMMARY_HEADING + "\n" + tail, APPEND, CountedText(tail, final))
 
     def _remembered(self, folded: Sequence[Message], limit: int) -> list[str | None] | None:
