@@ -254,8 +254,24 @@ def _require_session(conn: Connection, session_id: int) -> None:
         raise NotFoundError(f"There is no session with id {session_id}.")
 
 
+# The decoder's scanner, as json.loads runs it (see _loads).
+_scan_json = json.JSONDecoder().scan_once
+
+
+def _loads(text: Any) -> Any:
+    """``json.loads(text)``, in half the time for a text that is one JSON value without
+    space around it (as the store writes tool calls and metadata): the scanner alone,
+    and ``json.loads`` itself for anything else, so that any text reads (or fails) as
+    it would."""
+    try:
+        value, end = _scan_json(text, 0)
+    except (StopIteration, TypeError):
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
+
+
 def _lean_messages(rows: list[Any], session_id: int) -> list[Message]:
-    loads = json.loads
+    loads = _loads
     # Positional arguments in Message's field order: the cheapest way to build 10,000.
     return [
         Message(
@@ -281,7 +297,7 @@ def _whole_messages(
     """The whole rows' messages by row index, from their columns read with the table
     and the rest of each (``whole_rest``: id first, in no particular order)."""
     row_of = {ids[i]: i for i in wanted}
-    loads = json.loads
+    loads = _loads
     whole: dict[int, Message] = {}
     for r in rest:
         i = row_of[r[0]]
