@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 import logging
@@ -515,6 +516,48 @@ def test_a_vocabulary_file_is_parsed_line_by_line() -> None:
     assert parse_vocabulary(b"IQ== 0\nYWI= 1\n\n") == {b"!": 0, b"ab": 1}
     with pytest.raises(ValueError, match="line 2"):
         parse_vocabulary(b"IQ== 0\nnot base64! x\n")
+
+
+def _vocabulary_line_by_line(data: bytes) -> dict[bytes, int]:
+    """The format's rule, line by line: what the fast path must agree with."""
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line.strip():
+            token, _, rank = line.partition(b" ")
+            ranks[base64.b64decode(token, validate=True)] = int(rank)
+    return ranks
+
+
+VOCABULARY_LINE = st.one_of(
+    st.tuples(st.binary(max_size=6), st.integers(0, 10**6)).map(
+        lambda pair: base64.b64encode(pair[0]) + b" " + str(pair[1]).encode()
+    ),
+    st.sampled_from([b"", b" ", b"IQ==\t1", b"IQ== 1 2", b"IQ= 1", b"I Q== 1", b"IQ== x",
+                     b"IQ== 1\r", b"\rIQ== 1", b"IQ==  1", b"YWI= +3", b"YWI= 1_0"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(VOCABULARY_LINE, max_size=8), end=st.sampled_from([b"", b"\n", b"\r\n"]))
+def test_a_vocabulary_parses_as_its_lines_say(lines: list[bytes], end: bytes) -> None:
+    data = b"\n".join(lines) + end
+    try:
+        expected: dict[bytes, int] | None = _vocabulary_line_by_line(data)
+    except (ValueError, binascii.Error):
+        expected = None
+    if expected is None:
+        with pytest.raises(ValueError, match="line"):
+            parse_vocabulary(data)
+    else:
+        assert parse_vocabulary(data) == expected
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_the_published_vocabularies_parse_as_their_lines_say(name: str) -> None:
+    encoding = get_counter(name).encoding
+    assert encoding is not None
+    data = tokens.encodings_cache_dir().joinpath(f"{name}.tiktoken").read_bytes()
+    assert parse_vocabulary(data) == _vocabulary_line_by_line(data)
 
 
 # --------------------------------------------------------------------------- long texts

@@ -222,6 +222,18 @@ def _store_vocabulary(name: str, data: bytes, preferred: Path) -> Path:
 def parse_vocabulary(data: bytes) -> dict[bytes, int]:
     """The mergeable ranks of a ``.tiktoken`` vocabulary: one ``<base64 token> <rank>``
     pair a line (the published file format; blank lines are ignored)."""
+    # The published files: every line a token, one space and a rank. Decoded in a few
+    # C loops (a third of the time of the loop below, which the start of every
+    # counting process waits for) when the text is exactly those lines; anything else
+    # goes through the loop below.
+    words = data.split()
+    tokens, ranks_text = words[0::2], words[1::2]
+    canonical = b"\n".join(map(b" ".join, zip(tokens, ranks_text, strict=False)))
+    if len(words) % 2 == 0 and data.removesuffix(b"\n") == canonical:
+        try:
+            return dict(zip(map(_b64_strict, tokens), map(int, ranks_text), strict=True))
+        except (ValueError, binascii.Error):
+            pass  # the loop below says which line is wrong
     ranks: dict[bytes, int] = {}
     for number, line in enumerate(data.splitlines(), 1):
         if not line.strip():
@@ -232,6 +244,11 @@ def parse_vocabulary(data: bytes) -> dict[bytes, int]:
         except (ValueError, binascii.Error):
             raise ValueError(f"line {number} is not a base64 token and a rank") from None
     return ranks
+
+
+def _b64_strict(token: bytes) -> bytes:
+    """``base64.b64decode(token, validate=True)`` without its Python-level checks."""
+    return binascii.a2b_base64(token, strict_mode=True)
 
 
 def _parse_vocabulary(path: Path, expected_hash: str) -> dict[bytes, int]:
