@@ -801,3 +801,84 @@ def test_the_table_leaves_out_texts_it_does_not_need_and_reads_them_when_asked(
     # one written from fully read rows.
     fresh = load_table(workspace.db, sid, COUNTER.encoding_name)
     assert [fresh.message(i).content for i in range(len(fresh))] == stored
+
+
+def _mixed_session(workspace: Workspace, count: int) -> int:
+    """Plain turns (some with metadata, a name, a blank or a long text), tool groups,
+    important and pinned messages: every kind of row the table loader tells apart."""
+    messages = [Message("system", "You are a careful travel agent.")]
+    for i in range(count):
+        kind = i % 9
+        if kind == 3:
+            messages.append(Message("assistant", "", tool_calls=[call(f"c{i}")]))
+            messages.append(Message("tool", long_text(i, 20), tool_call_id=f"c{i}",
+                                    name="lookup"))
+        elif kind == 5:
+            messages.append(Message("user", long_text(i, 8), metadata={"source": "mail"}))
+        elif kind == 7 and i % 2:
+            messages.append(Message("assistant", long_text(i, 5), important=True))
+        elif kind == 7:
+            messages.append(Message("user", "   pinned\n\n  one ", metadata={"pinned": True}))
+        else:
+            messages.append(Message("user" if i % 2 == 0 else "assistant",
+                                    long_text(i, 3 + i % 40), name="ana" if i == 4 else None))
+    return store_session(workspace, messages, SessionContext(summary="Earlier: Ana."))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"keep": 0},
+        {"keep": 7},
+        {"keep": 150},
+        {"fold_range": (20, 90)},
+        {"policy_changes": {"summary_chars": 1000}},
+        {"policy_changes": {"line_chars": 60, "max_messages": 100, "keep_messages": 40}},
+        {"policy_changes": {"max_tokens": 600, "max_messages": None}},
+    ],
+)
+def test_previews_from_the_store_plan_as_the_messages_do_with_and_without_kept_lines(
+    workspace: Workspace, options: dict[str, Any]
+) -> None:
+    """The plan a preview makes from the store's table (kept lines, none, or some) is the
+    one made from the session's messages, for every kind of setting."""
+    from workbench.core.compaction import CompactionPolicy, ExtractiveSummarizer, plan_compaction
+    from workbench.store.compactions import forget_tables
+
+    options = dict(options)
+    policy = CompactionPolicy().replace(**options.pop("policy_changes", {}))
+    sid = _mixed_session(workspace, 240)
+    info = workspace.repo.get_session(sid)
+    instructions = workspace.repo.get_agent(info.agent_id).instructions or None
+    expected = plan_compaction(
+        load_active(workspace.db, sid),
+        workspace.repo.get_context(sid),
+        policy=policy,
+        summarizer=ExtractiveSummarizer(policy.line_chars, policy.summary_chars),
+        request_tokens=lambda summary, history: compaction.request_tokens(
+            instructions, summary, history, COUNTER
+        ),
+        now=NOW,
+        session_id=sid,
+        **options,
+    ).to_json()
+    assert expected["changed"]
+
+    def previewed() -> dict[str, Any]:
+        forget_tables()
+        return compaction.preview(workspace, sid, policy=policy, now=NOW, **options).to_json()
+
+    assert previewed() == expected  # every line kept
+    ids = [m.id for m in workspace.repo.list_messages(sid)]
+    with workspace.db.write() as conn:  # some lines lost, some counts of lines lost
+        conn.execute(update(M).where(M.c.id.in_(ids[::3])).values(
+            summary_line=None, summary_line_tokens=None))
+        conn.execute(update(M).where(M.c.id.in_(ids[1::5])).values(summary_line_tokens=None))
+    assert previewed() == expected
+    with workspace.db.write() as conn:  # as a database written before lines were kept
+        conn.execute(update(M).where(M.c.session_id == sid).values(
+            summary_line=None, summary_line_tokens=None))
+    assert previewed() == expected
+    assert compaction.keep_summary_lines(workspace, sid) == len(ids)
+    assert previewed() == expected

@@ -210,3 +210,47 @@ def test_orphans_are_told_from_the_listed_calls_and_unreadable_calls_say_so(
                                   exclude_system=True) is None
     assert repo.prefix_exceptions(sid, state="active", after_position=-1, last_position=5,
                                   exclude_system=True) is not None
+
+
+def test_the_postgresql_import_lists_the_calls_as_the_server_function_does(
+    pg_url: str,
+) -> None:
+    """0013: a bulk import on the team store lists its messages' calls itself; the rows
+    are those the server's workbench_list_message_calls makes of the same texts, also
+    for the texts it leaves to that function (escapes, a member twice, NaN)."""
+    from workbench.store.bulk import listed_calls
+
+    odd: list[Any] = [
+        [_call("a1"), _call("a2")], [], [_call(7), "text", {}, None, 3], {"id": "x", "y": 1},
+        [_call("quote\"back\\slash/ü")], [_call("ctrl\x01")], [_call(float("nan"))],
+        "", 0, False, 0.0, -0.0, "text",
+        [[_call("nested")]], {"id": {"deeper": "z"}}, [_call("")], 1, True, None,
+    ]
+    messages = [Message(role="assistant", content=f"calls {i}", tool_calls=value)
+                for i, value in enumerate(odd)]
+    messages.append(Message(role="user", content="no calls", tool_calls=[_call("u1")]))
+    db = open_database(pg_url)
+    try:
+        Repository(db).import_many([Conversation(title="odd", messages=messages)])
+        listed = _listed(db)
+        with db.write() as conn:
+            conn.exec_driver_sql("DELETE FROM message_calls")
+            conn.exec_driver_sql(
+                "SELECT workbench_list_message_calls(id, session_id, position, state,"
+                " tool_calls) FROM messages WHERE role = 'assistant'"
+                " AND tool_calls IS NOT NULL ORDER BY id").all()
+        by_server = _listed(db)
+        with db.read() as conn:
+            texts = conn.exec_driver_sql(
+                "SELECT tool_calls FROM messages WHERE role = 'assistant'"
+                " AND tool_calls IS NOT NULL").scalars().all()
+    finally:
+        db.close()
+    assert listed == by_server
+    assert len(listed) > 10
+    # Some were listed here and some left to the server: both ways were taken.
+    assert any(listed_calls(t) is None for t in texts)
+    assert sum(listed_calls(t) not in (None, []) for t in texts) >= 5
+    assert listed_calls('[{"id":"a","id":"b"}]') is None  # a member twice
+    assert listed_calls('[{"id":"a"},{"id":1},{}] ') == ["a", "", ""]
+    assert listed_calls("[{") is None and listed_calls("0.0") == []

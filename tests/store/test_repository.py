@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import insert
+from sqlalchemy import delete, insert, update
 
 from workbench.core.conversation import (
     ROLES,
@@ -22,7 +22,7 @@ from workbench.core.conversation import (
 )
 from workbench.errors import NotFoundError, StorageError, WorkbenchError
 from workbench.store import Repository
-from workbench.store.schema import COMPACTIONS
+from workbench.store.schema import COMPACTIONS, MESSAGES, SESSIONS
 
 MISSING = 987_654
 
@@ -1068,3 +1068,27 @@ def test_positions_follow_a_list_model(repo: Repository, ops: list[tuple[str, in
     assert [m.content for m in messages] == model
     assert [m.position for m in messages] == list(range(len(model)))
     assert repo.get_session(session.id).message_count == len(model)
+
+
+def test_the_states_of_a_span_are_told_whether_the_session_is_dense_or_not(
+    repo: Repository, long_session: tuple[int, list[Message]]
+) -> None:
+    session_id, messages = long_session
+    not_active = [m.position for m in messages if m.state != "active"]
+    span = {"state": "active", "after_position": 99, "last_position": 400}
+    expected = [p for p in not_active if 99 < p <= 400]
+    assert repo.positions_not_in_state(session_id, **span) == expected
+    # The session's kept count no longer matches its positions (as a database written
+    # by hand might hold): the span is counted instead, and is still dense.
+    with repo.db.write() as conn:
+        conn.execute(update(SESSIONS).where(SESSIONS.c.id == session_id)
+                     .values(message_count=SESSIONS.c.message_count + 5))
+    assert repo.positions_not_in_state(session_id, **span) == expected
+    # A gap in the span: told, not guessed.
+    with repo.db.write() as conn:
+        conn.execute(delete(MESSAGES).where(MESSAGES.c.session_id == session_id,
+                                            MESSAGES.c.position == 200))
+    assert repo.positions_not_in_state(session_id, **span) is None
+    assert repo.positions_not_in_state(
+        session_id, state="active", after_position=200, last_position=400
+    ) == [p for p in not_active if 200 < p <= 400]

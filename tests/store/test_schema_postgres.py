@@ -78,7 +78,7 @@ def test_every_table_and_column_of_the_migrated_file_exists_on_postgresql(
     for table in MODEL_TABLES:
         # The search columns and their indexes are PostgreSQL's FTS5 tables: not data.
         on_pg = {c["name"]: c for c in pg.get_columns(table)
-                 if c["name"] != PG_SEARCH_COLUMNS.get(table)}
+                 if c["name"] not in PG_SEARCH_COLUMNS.get(table, ())}
         in_file = {c["name"]: c for c in sqlite_side.get_columns(table)}
         assert set(on_pg) == set(in_file), table
         for name, column in in_file.items():

@@ -27,6 +27,8 @@ from workbench.store.db import Database
 from workbench.store.migrate_postgresql import migrate_postgresql
 from workbench.store.migrations import MIGRATIONS, PG_SEARCH_CHARS
 from workbench.store.opening import open_database
+from workbench.store.search import parse_query
+from workbench.store.search_postgresql import _Params, _substring_conditions, symbol_runs
 from workbench.store.searching import SearchQuery, search
 
 
@@ -52,11 +54,13 @@ def _same_as_server(db: Database, made: str, content: str) -> bool:
 
 
 def _drifted(db: Database) -> int:
-    """Messages whose search column is not what the server makes of their content."""
+    """Messages whose search or symbols column is not what the server makes of their
+    content."""
     with db.query() as conn:
         return int(conn.execute(text(
             "SELECT count(*) FROM messages"
-            " WHERE search IS DISTINCT FROM workbench_search_vector(content)")).scalar_one())
+            " WHERE search IS DISTINCT FROM workbench_search_vector(content)"
+            " OR symbols IS DISTINCT FROM workbench_symbol_runs(content)")).scalar_one())
 
 
 # Texts the import splits itself (each must give the server's vector) ...
@@ -88,6 +92,7 @@ LEFT_TO_SERVER = [
     "the " * (MAX_WORD_POSITIONS + 1),
     " ".join(f"w{i}" for i in range(5000)),  # more words than positions made here
     "a " * 20_000,  # past the last position a tsvector counts
+    "ünï <=> ==>> x --- y",  # runs of symbols in text the server splits
 ]
 
 
@@ -115,6 +120,56 @@ def test_the_import_splits_text_exactly_as_the_server(pg_db: Database) -> None:
         assert _same_as_server(pg_db, made, content), content[:80]
     for content in LEFT_TO_SERVER:
         assert search_vector(content) is None, content[:80]
+
+
+SYMBOL_TEXTS = [
+    "a <=> b", "<=><=>", "x->y ==> z", "!!!", "!!", "a !! b !! c", "end;;;", ";;;start",
+    "ü<=>ö", "привет ~~~ мир", "tab\t---\tnew\n+++\n", "'' \"\"\" \\\\\\",
+    "".join(string.punctuation), "".join(reversed(string.punctuation)) * 3,
+    "a" * 3000 + "::=" + "b" * 3000, "%_%_ 50%% off", "$$$ {{{x}}} [[[y]]] (((z)))",
+]
+
+
+def test_the_import_finds_the_runs_of_symbols_as_the_server(pg_db: Database) -> None:
+    rng = random.Random(5)
+    unicode_fuzz = ["".join(rng.choice(string.punctuation + " aé\u00a0ß→\n") for _ in
+                            range(rng.randint(0, 40))) for _ in range(200)]
+    texts = SYMBOL_TEXTS + MADE_HERE + LEFT_TO_SERVER + _fuzz(300, seed=29) + unicode_fuzz
+    with pg_db.query() as conn:
+        made = conn.execute(text("SELECT workbench_symbol_runs(t)"
+                                 " FROM unnest(CAST(:texts AS text[]))"
+                                 " WITH ORDINALITY AS u(t, n) ORDER BY n"),
+                            {"texts": texts}).scalars().all()
+    assert [symbol_runs(t) for t in texts] == made
+    assert sum(m is not None for m in made) > len(texts) // 4  # runs were there to find
+    assert symbol_runs("a <=> b ==>") == "rst sst"  # one word per run, in text order
+    assert symbol_runs("a -> b") is None
+
+
+def test_a_needle_of_symbols_is_served_by_the_index_of_the_runs(pg_db: Database) -> None:
+    repo = Repository(pg_db)
+    repo.import_many([_conversation("ops", ["x <=> y", "a <= b", "ü <=> ö", "c ==> d"])])
+    session = repo.create_session("typed").id
+    (typed,) = repo.append_messages(session, [Message("user", "typed <=> too")])
+    hits = search(pg_db, SearchQuery("<=>", kinds=("message",)))
+    with pg_db.query() as conn:
+        contents = conn.execute(text("SELECT content FROM messages WHERE id = ANY(:ids)"),
+                                {"ids": [h.message_id for h in hits]}).scalars().all()
+    assert sorted(contents) == ["typed <=> too", "x <=> y", "ü <=> ö"]
+    assert typed.id is not None
+    repo.update_message(typed.id, content="typed, no more")
+    assert len(search(pg_db, SearchQuery("<=>", kinds=("message",)))) == 2
+    # The search's own condition is one the partial index answers.
+    params = _Params()
+    where = " AND ".join(_substring_conditions(parse_query("<=>"), params, "m.content",
+                                               only_symbolic=False, symbols="m.symbols"))
+    with pg_db.query() as conn:
+        conn.execute(text("SET enable_seqscan = off"))
+        plan = "\n".join(conn.execute(text(f"EXPLAIN SELECT m.id FROM messages m WHERE {where}"),
+                                      params.values).scalars())
+        conn.execute(text("RESET enable_seqscan"))
+    assert "ix_messages_symbol_runs_trgm" in plan, plan
+    assert _drifted(pg_db) == 0
 
 
 def test_only_the_first_characters_count(pg_db: Database) -> None:
@@ -229,6 +284,39 @@ def test_a_migrated_database_keeps_its_search_values(
     assert row[0] == "'a':1 'cafe':4 'felelis':2 'py':3"
     assert row[1] is True and row[2] == "NEVER"
     assert trigram is None
+
+
+def test_a_database_of_0011_gets_the_runs_of_its_messages(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = sa.create_engine(pg_url)
+    monkeypatch.setattr(migrate_module, "MIGRATIONS",
+                        tuple(m for m in MIGRATIONS if m.name < "0012"))
+    migrate_postgresql(engine)
+    monkeypatch.setattr(migrate_module, "MIGRATIONS", MIGRATIONS)
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO agents (name, created_at, updated_at) VALUES ('a', 't', 't')"))
+        conn.execute(text(
+            "INSERT INTO sessions (agent_id, title, created_at, updated_at)"
+            " SELECT id, 's', 't', 't' FROM agents"))
+        conn.execute(text(
+            "INSERT INTO messages (session_id, position, role, content, created_at)"
+            " SELECT s.id, t.n, 'user', t.c, 't' FROM sessions s,"
+            " unnest(CAST(:texts AS text[])) WITH ORDINALITY AS t(c, n)"),
+            {"texts": ["a <=> b ::: c", "no run -> here", "ü ==> ö"]})
+    assert "0012_symbol_runs_postgresql" in migrate_postgresql(engine)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT content, symbols FROM messages ORDER BY position")
+                            ).all()
+        old_index = conn.execute(text(
+            "SELECT to_regclass('ix_messages_symbols_trgm')")).scalar_one()
+        new_index = conn.execute(text(
+            "SELECT to_regclass('ix_messages_symbol_runs_trgm')")).scalar_one()
+    engine.dispose()
+    assert [(c, symbol_runs(c)) for c, _s in rows] == [tuple(r) for r in rows]
+    assert [r[1] for r in rows] == ["rst ppp", None, "sst"]
+    assert old_index is None and new_index is not None
 
 
 # -- the import's words merged into the index after its commit ----------------------------

@@ -241,3 +241,24 @@ def test_kept_lines_come_in_batches_and_wait_for_a_count(repo: Repository) -> No
     assert [r[1] for r in kept] == [body for body, _ in _expected(stored, COUNTER)]
     assert {r[2] for r in kept} == {None}  # no count of their own yet: counted later
     assert keep_summary_lines(repo.db, 10_000) == 0  # no such session: nothing
+
+
+def test_a_table_with_kept_lines_leaves_the_plain_rows_texts_unread(repo: Repository) -> None:
+    from workbench.store.compactions import load_table
+
+    messages = _messages() * 4
+    messages[1] = Message("user", "with metadata", metadata={"source": "mail"})
+    messages[8] = Message("user", "pinned one", metadata={"pinned": True})
+    fill_counts(messages, COUNTER)
+    info = repo.create_session("kept lines")
+    stored = repo.append_messages(info.id, [m.copy() for m in messages])
+    table = load_table(repo.db, info.id, COUNTER.encoding_name)
+    # Plain rows (metadata that does not pin them too) need neither their text nor a
+    # message: their line and counts are kept. Every other row is read whole, with its
+    # text.
+    whole = {i for i, m in enumerate(stored)
+             if m.role in ("system", "tool") or m.tool_calls or m.metadata.get("pinned")}
+    assert set(table.whole) == whole
+    assert table.unread_texts == len(stored) - len(whole)
+    assert list(table.texts) == [m.content for m in stored]
+    assert table.unread_texts == 0

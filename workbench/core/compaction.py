@@ -532,8 +532,9 @@ def _halve_while_over(
     of those rows folds too (at least one row stays)."""
     if policy.max_tokens is None or keep_n >= n:
         return keep_n
-    system_set = set(systems)
-    others = [i for i in range(len(table)) if i not in system_set]
+    others = list(range(len(table)))
+    for i in reversed(systems):  # ascending: deleting from the last keeps the others' places
+        del others[i]
     while keep_n > 1:
         staying = sorted([*systems, *others[len(others) - keep_n:]])
         if request_tokens(previous, table.select(staying)) <= policy.max_tokens:
@@ -620,6 +621,7 @@ def plan_compaction(
 
     # -- which rows are candidates (a flag per row) ------------------------------------------
     flags = bytearray(size)
+    oldest: int | None = None  # the candidates are the rows before it (but system rows)
     outside_reason = REASON_RECENT
     if fold_range is not None:
         first, last = fold_range
@@ -682,11 +684,20 @@ def plan_compaction(
             if i >= end:
                 break
             flags[i] = 0
+        oldest = end
 
     # -- groups and protected messages (whole rows; no system row is a candidate) -----------
     reasons: dict[int, str] = {}
     groups = _groups if _groups is not None else _tool_groups(whole)
     for members, protected in groups:
+        if oldest is not None:
+            # The candidates are the rows before ``oldest`` but the system rows, and no
+            # system row is in a group of several (members ascend): most groups lie
+            # wholly on one side of it.
+            if members[0] >= oldest:
+                continue  # none of it is a candidate
+            if members[-1] < oldest and len(members) > 1 and not protected:
+                continue  # the whole group folds
         inside = [i for i in members if flags[i]]
         if not inside:
             continue

@@ -172,6 +172,14 @@ class MessageTable:
             self._read_texts()
         return self._texts  # type: ignore[return-value]  # no None once read
 
+    @property
+    def unread_texts(self) -> int:
+        """How many rows' texts the store left out (read when :attr:`texts` is first
+        asked for); 0 once they are read."""
+        if self._load_texts is None:
+            return 0
+        return sum(1 for text in self._texts if text is None)
+
     def _read_texts(self) -> None:
         assert self._texts_lock is not None
         with self._texts_lock:
@@ -267,9 +275,12 @@ class MessageSelection(Sequence[Message]):
 
     def column(self, values: Sequence[Any]) -> list[Any]:
         """The entries of one of the table's columns at this selection's rows."""
-        return [values[i] for i in self.indices]
+        indices = self.indices
+        if isinstance(indices, range) and indices.step == 1:
+            return list(values[indices.start : indices.stop])
+        # A comprehension: indexing a list or tuple in it beats map(__getitem__).
+        return [values[i] for i in indices]
 
     def whole_messages(self) -> list[Message | None]:
         """Per row of the selection, its whole message, or ``None`` for a plain row."""
-        get = self.table.whole.get
-        return [get(i) for i in self.indices]
+        return list(map(self.table.whole.get, self.indices))

@@ -422,7 +422,7 @@ class ExtractiveSummarizer:
             table = folded.table
             roles = folded.column(table.roles)
             texts = _Picked(table.texts, folded.indices)
-            wholes = _Picked(_WholeRows(table.whole), folded.indices)
+            wholes = _Picked(table.whole, folded.indices)
         else:
             roles, texts, wholes = _line_columns(folded)
         counter = self.counter
@@ -520,20 +520,11 @@ class ExtractiveSummarizer:
         return "\n".join(pieces), tokens, bodies
 
 
-class _WholeRows:
-    """A table's whole messages by row, ``None`` for a plain row."""
-
-    def __init__(self, whole: dict[int, Message]):
-        self._get = whole.get
-
-    def __getitem__(self, row: int) -> Message | None:
-        return self._get(row)
-
-
 class _Picked(Sequence[Any]):
-    """``[values[i] for i in indices]``, each entry read when asked for."""
+    """``[values[i] for i in indices]``, each entry read when asked for; ``values`` is a
+    sequence, or a dict whose missing keys read as ``None`` (a table's whole rows)."""
 
-    def __init__(self, values: Any, indices: Sequence[int]):
+    def __init__(self, values: Sequence[Any] | dict[int, Any], indices: Sequence[int]):
         self._values = values
         self._indices = indices
 
@@ -543,7 +534,12 @@ class _Picked(Sequence[Any]):
     def __getitem__(self, index: Any) -> Any:
         values = self._values
         if isinstance(index, slice):
+            if isinstance(values, dict):
+                return list(map(values.get, self._indices[index]))
+            # A comprehension: indexing a list or tuple in it beats map(__getitem__).
             return [values[i] for i in self._indices[index]]
+        if isinstance(values, dict):
+            return values.get(self._indices[index])
         return values[self._indices[index]]
 
 

@@ -38,9 +38,15 @@ from workbench.core.conversation import ROLES, STATES, Conversation, utcnow
 from workbench.core.identity import fingerprint_messages
 from workbench.errors import StorageError
 from workbench.store.db_postgresql import IMPORTED_TABLES, MERGE_SEARCH_INDEX
-from workbench.store.migrations import FTS_PAUSE_SETTING, MESSAGE_CALLS_FILL, PG_SEARCH_CHARS
+from workbench.store.migrations import (
+    FTS_PAUSE_SETTING,
+    MESSAGE_CALLS_FILL,
+    PG_CALLS_LISTED_SETTING,
+    PG_SEARCH_CHARS,
+)
 from workbench.store.rows import MESSAGE_COLUMNS, TIME_MISSING, context_params
 from workbench.store.schema import SETTINGS
+from workbench.store.search_postgresql import symbol_runs
 from workbench.store.types import time_to_text
 
 # Each insert is (statement head, one row's VALUES tuple, bound values per row). Rows go
@@ -374,9 +380,10 @@ def _insert_rows(
 # through the write transaction's own driver connection: one round trip per table instead
 # of one per row or per statement, and the ids of the messages come from their identity
 # column. Each message row carries its search value when :func:`search_vector` can make
-# it exactly as the server would: splitting text with a regular expression was the
-# largest part of the server's work, and it runs here while the server stores the rows
-# before.
+# it exactly as the server would, and then its runs of symbols too
+# (:func:`~workbench.store.search_postgresql.symbol_runs`, migration 0012): splitting
+# text with regular expressions was the largest part of the server's work, and it runs
+# here while the server stores the rows before.
 
 # What the server's workbench_search_vector does to text of ASCII characters only: the
 # first PG_SEARCH_CHARS characters, split on every character that is not a letter or a
@@ -411,6 +418,14 @@ def search_vector(content: str) -> str | None:
     if len(text) >= MAX_WORD_BYTES and max(map(len, words), default=0) >= MAX_WORD_BYTES:
         return None
     return " ".join(map(str.__add__, words, _POSITIONS))
+
+def _search_values(content: str) -> tuple[str | None, str | None]:
+    """A message row's ``search`` and ``symbols`` values as the server would make them:
+    both, or neither when only the server can make the search value (its insert trigger
+    then makes both)."""
+    vector = search_vector(content)
+    return (None, None) if vector is None else (vector, symbol_runs(content))
+
 
 _PG_SESSION_COLUMNS = (
     "id", "agent_id", "title", "created_at", "updated_at", "tags", "source", "source_id",
@@ -462,6 +477,93 @@ _DEFER_MERGE = text(
 )
 
 
+# The calls of the batch's assistant messages, listed here (migration 0013): the rows
+# of message_calls the insert trigger's workbench_list_message_calls would write, made
+# from the JSON text this module wrote, and sent in one statement that finds each
+# message by its session and position. A text this reading might not take exactly as
+# the server does (an escape \u..., a member twice, NaN, anything Python's parser
+# refuses) is listed by that server function instead.
+_NO_CALLS = frozenset({'""', "0", "false", "0.0"})
+_ROLE = _ROW_COLUMNS.index("role")
+_POSITION = _ROW_COLUMNS.index("position")
+_TOOL_CALLS = _ROW_COLUMNS.index("tool_calls")
+_CALLS_LISTED = text("SELECT set_config(:setting, :value, true)")
+_INSERT_LISTED_CALLS = text(
+    "INSERT INTO message_calls (message_id, session_id, position, state, call_id)"
+    " SELECT m.id, m.session_id, m.position, m.state, v.call_id"
+    " FROM unnest(CAST(:sids AS integer[]), CAST(:positions AS integer[]),"
+    "             CAST(:call_ids AS text[])) WITH ORDINALITY AS v(sid, pos, call_id, n)"
+    " JOIN messages m ON m.session_id = v.sid AND m.position = v.pos ORDER BY v.n"
+)
+_LIST_CALLS_ON_SERVER = text(
+    "SELECT workbench_list_message_calls(m.id, m.session_id, m.position, m.state,"
+    " m.tool_calls)"
+    " FROM unnest(CAST(:sids AS integer[]), CAST(:positions AS integer[]))"
+    " WITH ORDINALITY AS v(sid, pos, n)"
+    " JOIN messages m ON m.session_id = v.sid AND m.position = v.pos ORDER BY v.n"
+)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON to the server")  # left to it
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        # A member twice: which one counts is the server's business (left to it).
+        raise ValueError("a member twice")
+    return members
+
+
+def listed_calls(calls: str | None) -> list[str] | None:
+    """The call ids ``workbench_list_message_calls`` lists for an assistant message's
+    ``tool_calls`` text, in order ('' for a call without a text id), or None when only
+    the server can tell exactly (see above)."""
+    if calls is None or calls in _NO_CALLS:
+        return []
+    if "\\u" in calls:
+        return None
+    try:
+        doc = json.loads(calls, parse_constant=_refuse_constant,
+                         object_pairs_hook=_unique_members)
+    except ValueError:
+        return None
+    if isinstance(doc, list):
+        return [e["id"] if isinstance(e, dict) and isinstance(e.get("id"), str) else ""
+                for e in doc]
+    if isinstance(doc, dict):
+        return [""] * len(doc)
+    return [""]
+
+
+def _list_calls(
+    conn: Connection, ids: Sequence[int], batch: Sequence[PreparedConversation]
+) -> None:
+    sids: list[int] = []
+    positions: list[int] = []
+    call_ids: list[str] = []
+    left: tuple[list[int], list[int]] = ([], [])
+    for session_id, prepared in zip(ids, batch, strict=True):
+        for row in prepared.messages:
+            if row[_TOOL_CALLS] is None or row[_ROLE] != "assistant":
+                continue
+            listed = listed_calls(row[_TOOL_CALLS])
+            if listed is None:
+                left[0].append(session_id)
+                left[1].append(row[_POSITION])
+                continue
+            for call_id in listed:
+                sids.append(session_id)
+                positions.append(row[_POSITION])
+                call_ids.append(call_id)
+    if sids:
+        conn.execute(_INSERT_LISTED_CALLS,
+                     {"sids": sids, "positions": positions, "call_ids": call_ids})
+    if left[0]:
+        conn.execute(_LIST_CALLS_ON_SERVER, {"sids": left[0], "positions": left[1]}).all()
+
+
 def _insert_batch_postgresql(
     conn: Connection, batch: Sequence[PreparedConversation], agent_id: int
 ) -> list[int]:
@@ -477,13 +579,18 @@ def _insert_batch_postgresql(
         ((session_id, agent_id, *prepared.session, False, False, "{}")
          for session_id, prepared in zip(ids, batch, strict=True)),
     )
+    # The messages' calls are listed below, not by the insert trigger, and only for the
+    # rows of this COPY: the setting is lifted again before anything else is inserted.
+    conn.execute(_CALLS_LISTED, {"setting": PG_CALLS_LISTED_SETTING, "value": "on"})
     _copy_rows(
         conn,
-        _copy_statement("messages", (*_ROW_COLUMNS, "search")),
-        (row + (session_id, search_vector(row[_CONTENT]))
+        _copy_statement("messages", (*_ROW_COLUMNS, "search", "symbols")),
+        (row + (session_id, *_search_values(row[_CONTENT]))
          for session_id, prepared in zip(ids, batch, strict=True)
          for row in prepared.messages),
     )
+    conn.execute(_CALLS_LISTED, {"setting": PG_CALLS_LISTED_SETTING, "value": "off"})
+    _list_calls(conn, ids, batch)
     _copy_rows(
         conn,
         _copy_statement("session_context", _PG_CONTEXT_COLUMNS),

@@ -175,9 +175,12 @@ def _statements(dialect: Dialect) -> _Statements:
     # it is in the wanted encoding, last), then what kind of row it is: _WHOLE for a
     # whole row (read again in full), NULL for a plain row with nothing else, or the
     # plain row's details as JSON text (see workbench.core.message_table).
+    # Never NULL (a NULL would make the text's case below read every text): a row
+    # without metadata is told by its other columns alone.
     whole_row = or_(
         M.c.role.not_in(_PLAIN_ROLES), M.c.tool_calls.is_not(None), M.c.important,
-        M.c.metadata.contains('"important"'), M.c.metadata.contains('"pinned"'),
+        and_(M.c.metadata.is_not(None), or_(M.c.metadata.contains('"important"'),
+                                             M.c.metadata.contains('"pinned"'))),
     )
     kind = case(
         (

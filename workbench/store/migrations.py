@@ -586,7 +586,8 @@ _PG_SEARCH = [
 
 # Columns that exist only on PostgreSQL, as the FTS5 tables exist only on SQLite: the
 # SQLModel tables do not describe them and the store never reads them as data.
-PG_SEARCH_COLUMNS = {"messages": "search", "sessions": "search", "memory_entries": "search"}
+PG_SEARCH_COLUMNS = {"messages": ("search", "symbols"), "sessions": ("search",),
+                     "memory_entries": ("search",)}
 
 
 # message_calls on PostgreSQL (0007 created the table there without anything filling it):
@@ -790,7 +791,8 @@ PG_SYMBOL_LETTERS = "abcdefghijklmnopqrstuvwxyz012345"
 # six): a needle it can serve has one (three characters make the shortest trigram), so
 # the other texts cost an import this one test instead of the whole index entry. A search
 # states the same condition (the regular expression, word for word) to be served by it.
-PG_SYMBOL_RUN = r"[\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]{3}"
+PG_SYMBOL_CLASS = r"[\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]"
+PG_SYMBOL_RUN = PG_SYMBOL_CLASS + "{3}"
 
 _PG_SEARCH_PLANS = [
     "CREATE INDEX ix_messages_role_search ON messages (role, id)",
@@ -806,6 +808,60 @@ _PG_SEARCH_PLANS = [
     "CREATE INDEX ix_messages_symbols_trgm ON messages"
     " USING gin (workbench_symbols(content) gin_trgm_ops)"
     f" WHERE content ~ '{PG_SYMBOL_RUN}'",
+]
+
+
+# The index of the symbols, kept without a regular expression per row on the server
+# (0011's partial expression index split the punctuation of every text with one, and
+# tested every text for a run: the largest part of the server's work in an import). A
+# message's ``symbols`` column holds its runs of three or more ASCII symbols, spelt as
+# letters and digits, one word per run in the order of the text, or NULL when it has
+# none. Whoever sends a message's search value sends its symbols too (the bulk import,
+# which makes both in Python); an insert without a search value, and a change of the
+# content, have the server make both. A needle's run of three or more symbols is part of
+# one run of the text, so the runs alone serve every needle the index served before.
+_PG_SYMBOL_RUNS = [
+    "ALTER TABLE messages ADD COLUMN symbols text",
+    rf"""
+    CREATE FUNCTION workbench_symbol_runs(t text) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $body$ SELECT translate(string_agg(r.run[1], ' ' ORDER BY r.n),
+        '{PG_SYMBOLS.replace("'", "''")}', '{PG_SYMBOL_LETTERS}')
+    FROM regexp_matches(t, '{PG_SYMBOL_CLASS}{{3,}}', 'g') WITH ORDINALITY AS r(run, n) $body$
+    """,
+    """
+    CREATE OR REPLACE FUNCTION workbench_message_search() RETURNS trigger
+    LANGUAGE plpgsql AS $fn$
+    BEGIN
+        new.search := workbench_search_vector(new.content);
+        new.symbols := workbench_symbol_runs(new.content);
+        RETURN new;
+    END
+    $fn$
+    """,
+    f"UPDATE messages SET symbols = workbench_symbol_runs(content)"
+    f" WHERE content ~ '{PG_SYMBOL_RUN}'",
+    "DROP INDEX ix_messages_symbols_trgm",
+    "DROP FUNCTION workbench_symbols(text)",
+    "CREATE INDEX ix_messages_symbol_runs_trgm ON messages USING gin (symbols gin_trgm_ops)"
+    " WHERE symbols IS NOT NULL",
+]
+
+
+# A bulk import on PostgreSQL lists its messages' calls itself (workbench.store.bulk):
+# it reads the JSON it wrote, and sends the rows of message_calls in one statement,
+# where the insert trigger ran a function per assistant message with calls. The import
+# says so for its own transaction (the setting below); every other insert still has the
+# trigger list its calls.
+PG_CALLS_LISTED_SETTING = "workbench.calls_listed"
+_PG_CALLS_LISTED_BY_IMPORT = [
+    "DROP TRIGGER message_calls_insert ON messages",
+    f"""
+    CREATE TRIGGER message_calls_insert AFTER INSERT ON messages FOR EACH ROW
+    WHEN (new.role = 'assistant' AND new.tool_calls IS NOT NULL
+          AND current_setting('{PG_CALLS_LISTED_SETTING}', true) IS DISTINCT FROM 'on')
+    EXECUTE FUNCTION workbench_message_calls_insert()
+    """,
 ]
 
 
@@ -836,6 +892,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0009_summary_lines_postgresql", (), tuple(_PG_SUMMARY_LINES)),
     Migration("0010_search_upkeep_postgresql", (), tuple(_PG_SEARCH_UPKEEP)),
     Migration("0011_search_plans_postgresql", (), tuple(_PG_SEARCH_PLANS)),
+    Migration("0012_symbol_runs_postgresql", (), tuple(_PG_SYMBOL_RUNS)),
+    Migration("0013_calls_listed_by_import_postgresql", (), tuple(_PG_CALLS_LISTED_BY_IMPORT)),
 )
 
 

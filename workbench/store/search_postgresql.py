@@ -22,7 +22,7 @@ date range "newest" is by time. Ranking is ``ts_rank``; snippets are made with
 ``ts_headline`` for the hits returned only, from the text around the first word. Text
 without an indexable word (``->``, ``__init__``) is found by substring (``ILIKE`` over
 the rows from the newest on; a needle of symbols only, such as ``<=>``, narrowed first by
-the trigram index of ``workbench_symbols``, migration 0011).
+the trigram index of the messages' runs of symbols, migration 0012).
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from workbench.store.db import Database
 from workbench.store.migrations import (
     PG_SEARCH_CHARS,
     PG_SYMBOL_LETTERS,
-    PG_SYMBOL_RUN,
     PG_SYMBOLS,
 )
 from workbench.store.search import (
@@ -113,16 +112,28 @@ _SYMBOL_LETTERS = str.maketrans(PG_SYMBOLS, PG_SYMBOL_LETTERS)
 
 
 def _symbol_run(text: str) -> str | None:
-    """The longest run of three or more ASCII symbols in ``text`` as ``workbench_symbols``
-    spells it (a text holding ``text`` holds it too), or None."""
+    """The longest run of three or more ASCII symbols in ``text`` as ``symbol_runs``
+    spells it (a text holding ``text`` holds it within one of its runs), or None."""
     runs = _SYMBOL_RUN.findall(text)
     return max(runs, key=len).translate(_SYMBOL_LETTERS) if runs else None
 
 
+def symbol_runs(content: str) -> str | None:
+    """What the server's ``workbench_symbol_runs(content)`` makes (a message's
+    ``symbols`` column, migration 0012): the runs of three or more ASCII symbols in the
+    order of the text, spelt as letters and digits, one word per run; None when there
+    is none. Python's regular expression and the server's find the same runs: the
+    longest from the leftmost start, of characters of one ASCII class."""
+    runs = _SYMBOL_RUN.findall(content)
+    return " ".join(runs).translate(_SYMBOL_LETTERS) if runs else None
+
+
 def _substring_conditions(
-    terms: Sequence[_Term], params: _Params, column: str, *, only_symbolic: bool = True
+    terms: Sequence[_Term], params: _Params, column: str, *, only_symbolic: bool = True,
+    symbols: str | None = None,
 ) -> list[str]:
-    """Exact-substring conditions (see :func:`workbench.store.search._substring_conditions`)."""
+    """Exact-substring conditions (see :func:`workbench.store.search._substring_conditions`);
+    ``symbols`` names the column of the runs of symbols of ``column``, when it has one."""
     clauses: list[str] = []
     for group in _groups(terms):
         if only_symbolic and not any(t.symbolic for t in group):
@@ -130,12 +141,12 @@ def _substring_conditions(
         clauses.append("(" + " OR ".join(
             f"{column} ILIKE {params.add(_like_pattern(t.text))}" for t in group) + ")")
         runs = [run for t in group if (run := _symbol_run(t.text))]
-        if len(runs) == len(group):
+        if symbols is not None and len(runs) == len(group):
             # Implied by the ILIKE: lets the index of the symbols narrow the rows down.
             # The index holds only texts with such a run: said as it says it.
             clauses.append("((" + " OR ".join(
-                f"workbench_symbols({column}) LIKE {params.add('%' + run + '%')}"
-                for run in runs) + f") AND {column} ~ '{PG_SYMBOL_RUN}')")
+                f"{symbols} LIKE {params.add('%' + run + '%')}"
+                for run in runs) + f") AND {symbols} IS NOT NULL)")
     for term in terms:
         if term.negated and (term.symbolic or not only_symbolic):
             clauses.append(f"{column} NOT ILIKE {params.add(_like_pattern(term.text))}")
@@ -201,7 +212,8 @@ def search_postgresql(conn: Connection, query: SearchQuery) -> list[SearchHit]:
 # (each RANGE_GROWTH times the one before), so a rare word costs its matches only.
 PROBE_ROWS = 1_000
 # The columns a walked row carries up to the filters.
-_ROW_COLUMNS = "m.id, m.created_at, m.search, m.role, m.state, m.session_id, m.content"
+_ROW_COLUMNS = ("m.id, m.created_at, m.search, m.role, m.state, m.session_id, m.content,"
+                " m.symbols")
 WALK_DENSITY = 0.1
 WALK_ROWS = 100_000
 RANGE_GROWTH = 4
@@ -390,7 +402,7 @@ def _search_messages(
     if tsq is None:
         return _substring_messages(conn, query, terms)
     walk, filters = _walk_and_filters(query, params)
-    filters += _substring_conditions(terms, params, "m.content")
+    filters += _substring_conditions(terms, params, "m.content", symbols="m.symbols")
     # Plans for these values (never a generic one), without JIT (its compiling costs more
     # than these statements take), costed for an index whose rows the server holds.
     conn.execute(text("SELECT set_config('plan_cache_mode', 'force_custom_plan', true),"
@@ -430,7 +442,8 @@ def _substring_messages(
         return []
     params = _Params()
     where = [*_message_filters(query, params),
-             *_substring_conditions(terms, params, "m.content", only_symbolic=False)]
+             *_substring_conditions(terms, params, "m.content", only_symbolic=False,
+                                   symbols="m.symbols")]
     rows = conn.execute(text(
         "SELECT m.id, m.session_id, m.role, m.position, m.content FROM messages AS m"
         f" WHERE {' AND '.join(where)} ORDER BY m.id DESC LIMIT {params.add(query.limit)}"),
