@@ -734,6 +734,8 @@ def test_subprocess_import_ends_quickly_with_its_output_and_database_whole(
     imported = run_workbench("import", chats_file)
     assert imported.code == 0, imported.err
     assert imported.out.startswith("Imported 2 session(s)")
+    if isinstance(db_target, Path):  # closed before the end: no write-ahead log left
+        assert not db_target.with_name(db_target.name + "-wal").exists()
     with Workspace.open(db_target) as ws:
         assert ws.count_sessions() == 2
         assert ws.repo.stats()["uncounted_messages"] == 0
