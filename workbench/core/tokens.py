@@ -362,12 +362,10 @@ class TokenCounter:
         self._threads = threads if threads is not None else _default_threads()
         self._role_tokens: dict[str, int] = {}
         # Counts a batch of texts: many to a native call where this tiktoken allows it.
+        # Chosen at the first count, not here: its probe encodes, and the thread that
+        # first encodes with an encoding is the one its regular expressions serve
+        # fastest (tiktoken's pools), which should stay the first thread that counts.
         self._count_batch: Callable[[Sequence[str]], list[int]] | None = None
-        if encoding is not None:
-            joined = _JoinedEncoder.of(encoding)
-            self._count_batch = (
-                joined if joined is not None else partial(_count_serially, encoding)
-            )
 
     def __repr__(self) -> str:
         return f"TokenCounter({self.encoding_name!r}, estimated={self.estimated})"
@@ -385,9 +383,14 @@ class TokenCounter:
 
     def count_texts(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text, encoding large batches on several threads."""
+        encoding = self._encoding
+        if encoding is None:
+            return [estimate_tokens(text) for text in texts]
         count_batch = self._count_batch
         if count_batch is None:
-            return [estimate_tokens(text) for text in texts]
+            joined = _JoinedEncoder.of(encoding)
+            count_batch = joined if joined is not None else partial(_count_serially, encoding)
+            self._count_batch = count_batch
         count = len(texts)
         if count < _PARALLEL_MIN_TEXTS or self._threads < 2:
             return count_batch(texts)
