@@ -34,7 +34,7 @@ import json
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -255,7 +255,9 @@ def _require_session(conn: Connection, session_id: int) -> None:
 
 
 # The decoder's scanner, as json.loads runs it (see _loads).
-_scan_json = json.JSONDecoder().scan_once
+_scan_json: Callable[[str, int], tuple[Any, int]] = (
+    json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by __init__
+)
 
 
 def _loads(text: Any) -> Any:
