@@ -488,19 +488,24 @@ _ROLE = _ROW_COLUMNS.index("role")
 _POSITION = _ROW_COLUMNS.index("position")
 _TOOL_CALLS = _ROW_COLUMNS.index("tool_calls")
 _CALLS_LISTED = text("SELECT set_config(:setting, :value, true)")
+# Each message is looked up by its session and position: one index lookup per row (a
+# LATERAL subquery with a LIMIT, which the planner cannot turn into a join: a join let
+# it sort the whole table to merge it with the list).
+_BY_PLACE = (" CROSS JOIN LATERAL (SELECT m.id, m.session_id, m.position, m.state,"
+             " m.tool_calls FROM messages m WHERE m.session_id = v.sid"
+             " AND m.position = v.pos LIMIT 1) AS m ORDER BY v.n")
 _INSERT_LISTED_CALLS = text(
     "INSERT INTO message_calls (message_id, session_id, position, state, call_id)"
     " SELECT m.id, m.session_id, m.position, m.state, v.call_id"
     " FROM unnest(CAST(:sids AS integer[]), CAST(:positions AS integer[]),"
     "             CAST(:call_ids AS text[])) WITH ORDINALITY AS v(sid, pos, call_id, n)"
-    " JOIN messages m ON m.session_id = v.sid AND m.position = v.pos ORDER BY v.n"
+    + _BY_PLACE
 )
 _LIST_CALLS_ON_SERVER = text(
     "SELECT workbench_list_message_calls(m.id, m.session_id, m.position, m.state,"
     " m.tool_calls)"
     " FROM unnest(CAST(:sids AS integer[]), CAST(:positions AS integer[]))"
-    " WITH ORDINALITY AS v(sid, pos, n)"
-    " JOIN messages m ON m.session_id = v.sid AND m.position = v.pos ORDER BY v.n"
+    " WITH ORDINALITY AS v(sid, pos, n)" + _BY_PLACE
 )
 
 
@@ -537,31 +542,47 @@ def listed_calls(calls: str | None) -> list[str] | None:
     return [""]
 
 
-def _list_calls(
-    conn: Connection, ids: Sequence[int], batch: Sequence[PreparedConversation]
-) -> None:
-    sids: list[int] = []
-    positions: list[int] = []
-    call_ids: list[str] = []
-    left: tuple[list[int], list[int]] = ([], [])
+class _CallRows:
+    """The calls of a batch's assistant messages, noted while their rows are sent (the
+    server stores the rows meanwhile) and written after them."""
+
+    def __init__(self) -> None:
+        self.sids: list[int] = []
+        self.positions: list[int] = []
+        self.call_ids: list[str] = []
+        self.left: tuple[list[int], list[int]] = ([], [])  # for the server's function
+
+    def note(self, session_id: int, row: tuple[Any, ...]) -> None:
+        if row[_TOOL_CALLS] is None or row[_ROLE] != "assistant":
+            return
+        listed = listed_calls(row[_TOOL_CALLS])
+        if listed is None:
+            self.left[0].append(session_id)
+            self.left[1].append(row[_POSITION])
+            return
+        for call_id in listed:
+            self.sids.append(session_id)
+            self.positions.append(row[_POSITION])
+            self.call_ids.append(call_id)
+
+    def write(self, conn: Connection) -> None:
+        if self.sids:
+            conn.execute(_INSERT_LISTED_CALLS, {"sids": self.sids, "positions": self.positions,
+                                                "call_ids": self.call_ids})
+        if self.left[0]:
+            conn.execute(_LIST_CALLS_ON_SERVER,
+                         {"sids": self.left[0], "positions": self.left[1]}).all()
+
+
+def _message_rows(
+    ids: Sequence[int], batch: Sequence[PreparedConversation], calls: _CallRows
+) -> Iterable[tuple[Any, ...]]:
+    """The COPY rows of the batch's messages (with their session, search value and runs
+    of symbols), noting their calls on the way."""
     for session_id, prepared in zip(ids, batch, strict=True):
         for row in prepared.messages:
-            if row[_TOOL_CALLS] is None or row[_ROLE] != "assistant":
-                continue
-            listed = listed_calls(row[_TOOL_CALLS])
-            if listed is None:
-                left[0].append(session_id)
-                left[1].append(row[_POSITION])
-                continue
-            for call_id in listed:
-                sids.append(session_id)
-                positions.append(row[_POSITION])
-                call_ids.append(call_id)
-    if sids:
-        conn.execute(_INSERT_LISTED_CALLS,
-                     {"sids": sids, "positions": positions, "call_ids": call_ids})
-    if left[0]:
-        conn.execute(_LIST_CALLS_ON_SERVER, {"sids": left[0], "positions": left[1]}).all()
+            calls.note(session_id, row)
+            yield row + (session_id, *_search_values(row[_CONTENT]))
 
 
 def _insert_batch_postgresql(
@@ -582,15 +603,11 @@ def _insert_batch_postgresql(
     # The messages' calls are listed below, not by the insert trigger, and only for the
     # rows of this COPY: the setting is lifted again before anything else is inserted.
     conn.execute(_CALLS_LISTED, {"setting": PG_CALLS_LISTED_SETTING, "value": "on"})
-    _copy_rows(
-        conn,
-        _copy_statement("messages", (*_ROW_COLUMNS, "search", "symbols")),
-        (row + (session_id, *_search_values(row[_CONTENT]))
-         for session_id, prepared in zip(ids, batch, strict=True)
-         for row in prepared.messages),
-    )
+    calls = _CallRows()
+    _copy_rows(conn, _copy_statement("messages", (*_ROW_COLUMNS, "search", "symbols")),
+               _message_rows(ids, batch, calls))
     conn.execute(_CALLS_LISTED, {"setting": PG_CALLS_LISTED_SETTING, "value": "off"})
-    _list_calls(conn, ids, batch)
+    calls.write(conn)
     _copy_rows(
         conn,
         _copy_statement("session_context", _PG_CONTEXT_COLUMNS),
