@@ -268,6 +268,47 @@ def test_two_desktops_editing_at_once_lose_nothing(
     assert theirs.ctx.workspace.get_session(info.id).message_count == 6
 
 
+def _painted(window: MainWindow, row: int) -> str:
+    """The text the timeline paints for ``row`` now (the window drawn first)."""
+    window.grab()
+    timeline = window.timeline
+    view = timeline.view
+    index = timeline.model.index(row, 0)
+    delegate = timeline.delegate
+    doc, _cut = delegate._document(  # noqa: SLF001 - what the row paints
+        index, timeline.model.message_at(row),
+        delegate._text_width(view.viewport().width()), view.font(), False)  # noqa: SLF001
+    return doc.toPlainText()
+
+
+def test_an_edit_on_one_desktop_is_painted_on_the_other(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
+) -> None:
+    """The other desktop paints the new text, not the rendering it drew before: its
+    model held the new message while its timeline still drew the old one."""
+    mine, theirs, info = desktops
+    assert _painted(theirs, 2) == "Book two nights."
+
+    # Ctrl+0, Ctrl+End to the last message, F2, Ctrl+End, type, Ctrl+Enter.
+    _activate(qtbot, mine)
+    qtbot.keyClick(mine, Qt.Key.Key_0, CTRL)
+    assert focus() is mine.timeline.view
+    press(qtbot, Qt.Key.Key_End, CTRL)
+    press(qtbot, Qt.Key.Key_F2)
+    assert focus().accessibleName() == "Message text"
+    press(qtbot, Qt.Key.Key_End, CTRL)
+    type_text(qtbot, " And a third.")
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: [m.content for m in mine.ctx.workspace.page_messages(
+        info.id, limit=10)][-1] == "Book two nights. And a third.", timeout=SEEN_MS)
+
+    qtbot.waitUntil(lambda: _shown(theirs)[-1] == "Book two nights. And a third.",
+                    timeout=SEEN_MS)
+    settle(theirs)
+    assert _painted(theirs, 2) == "Book two nights. And a third."
+    assert _painted(mine, 2) == "Book two nights. And a third."
+
+
 def _folded_states(window: MainWindow) -> list[str]:
     model = window.timeline.model
     return [model.index(row, 0).data(StateRole) for row in range(model.rowCount())]
