@@ -48,6 +48,7 @@ from workbench.engine.providers import ProviderSettings
 from workbench.engine.watch import session_mark
 from workbench.engine.workspace import Workspace
 from workbench.gui.dialogs.open_database import OpenDatabaseDialog, open_at_start
+from workbench.gui.dialogs.providers import ProvidersDialog
 from workbench.gui.main_window import MainWindow
 from workbench.gui.models.sessions import SessionRole
 from workbench.gui.models.timeline import KindRole, StateRole
@@ -307,6 +308,36 @@ def test_an_edit_on_one_desktop_is_painted_on_the_other(
     settle(theirs)
     assert _painted(theirs, 2) == "Book two nights. And a third."
     assert _painted(mine, 2) == "Book two nights. And a third."
+
+
+def test_a_provider_added_on_one_desktop_is_offered_on_the_other(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
+    server: ProtocolServer,
+) -> None:
+    """Providers live in the store: one added in Settings → Providers on one desktop is
+    in the other's provider list without a restart."""
+    mine, theirs, _info = desktops
+    assert named(theirs, "Provider").currentText() == "(no provider)"
+
+    # Ctrl+, opens Settings → Providers; fill the form, click Save, close.
+    _activate(qtbot, mine)
+    qtbot.keyClick(mine, Qt.Key.Key_Comma, CTRL)
+    qtbot.waitUntil(lambda: isinstance(QApplication.activeWindow(), ProvidersDialog),
+                    timeout=SEEN_MS)
+    dialog = QApplication.activeWindow()
+    replace_text(qtbot, dialog, "Provider name", "Team server")
+    replace_text(qtbot, dialog, "Base URL", server.url + "/v1")
+    replace_text(qtbot, dialog, "Model", server.model)
+    with qtbot.waitSignal(dialog.provider_saved, timeout=SEEN_MS):
+        click(qtbot, dialog, "Save the provider")
+    dialog.close()
+    qtbot.waitUntil(lambda: named(mine, "Provider").currentText() == "Team server",
+                    timeout=SEEN_MS)
+
+    box = named(theirs, "Provider")
+    qtbot.waitUntil(lambda: box.currentText() == "Team server", timeout=SEEN_MS)
+    assert box.isEnabled()
+    assert named(theirs, "Model").currentText() == server.model
 
 
 def _folded_states(window: MainWindow) -> list[str]:

@@ -18,7 +18,13 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from workbench.engine.watch import ChangeWatch, OutsideChange, SessionMark, session_mark
+from workbench.engine.watch import (
+    ChangeWatch,
+    OutsideChange,
+    SessionMark,
+    provider_setup,
+    session_mark,
+)
 from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
 
@@ -40,6 +46,9 @@ class DatabaseWatcher(QObject):
         self._watch: ChangeWatch | None = None
         self._mark: tuple[int, SessionMark | None] | None = None
         self._problem: str | None = None  # the listener's last trouble, said once
+        # The providers and agents as last read: another writer's change that names no
+        # session may have changed them (the composer's list then follows).
+        self._setup: object = None
         self.timer = QTimer(self)
         self.timer.timeout.connect(self.poll)
         ctx.workspace_replaced.connect(self._restart)
@@ -53,6 +62,8 @@ class DatabaseWatcher(QObject):
             self._watch = None
         self._mark = None
         self._problem = None
+        self._setup = None
+        self._read_setup(announce=False)
         default = POLL_MS if self.ctx.workspace.is_file else TEAM_POLL_MS
         self.timer.setInterval(self._interval_ms or default)
 
@@ -93,6 +104,7 @@ class DatabaseWatcher(QObject):
         # Read the open session again unless it is known to be as the window shows it.
         reread = bool(mark[0]) and mark != self._mark
         self._mark = mark
+        self._read_setup()
         self._report(reread)
 
     def _heard(self, change: OutsideChange) -> None:
@@ -102,6 +114,8 @@ class DatabaseWatcher(QObject):
         that leaves the mark as it was (token counts kept by a window that measured
         the request in another encoding) does not reread the session: the windows
         would otherwise set each other measuring and writing in turn."""
+        if change.everything or not change.sessions:
+            self._read_setup()
         session_id = self.ctx.current_session_id
         if not session_id or not change.touches(session_id):
             self._report(False)
@@ -118,6 +132,23 @@ class DatabaseWatcher(QObject):
         self.ctx.workers.read(session_mark, self.ctx.workspace, session_id,
                               name="compare the open session", key=(self, "mark"),
                               on_done=compared, on_error=lambda _error: self._report(False))
+
+    def _read_setup(self, *, announce: bool = True) -> None:
+        """Read the providers and agents on a worker; when they differ from what was
+        read before, tell the window (``providers_changed``): its provider list follows
+        a provider another desktop added, changed or removed."""
+        workspace = self.ctx.workspace
+
+        def compared(setup: object) -> None:
+            if workspace is not self.ctx.workspace:
+                return  # another database is open now: it was read whole
+            changed, self._setup = setup != self._setup, setup
+            if changed and announce:
+                self.ctx.providers_changed.emit()
+
+        self.ctx.workers.read(provider_setup, workspace, name="compare the providers",
+                              key=(self, "providers"), on_done=compared,
+                              on_error=lambda _error: None)
 
     def _say_problem(self, problem: str | None) -> None:
         """Tell once when other desktops' changes stop being heard, and when they are
