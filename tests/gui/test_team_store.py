@@ -628,6 +628,59 @@ def test_a_window_says_when_it_stops_hearing_other_desktops_then_catches_up(
         admin.dispose()
 
 
+def test_a_change_while_the_server_is_unreachable_says_so_once(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo], pg_db_url: str,
+    pg_server: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rename while no connection is let in: the status bar says the server is not
+    reachable for as long as it lasts, and the rename gets one box that says the server
+    cannot be reached (not that it refused the change), though the reads after it fail
+    too."""
+    import sqlalchemy as sa
+
+    import workbench.gui.main_window as main_window_module
+
+    mine, _theirs, info = desktops
+    boxes: list[str] = []
+
+    def box(_parent: QWidget, _title: str, text: str) -> None:
+        boxes.append(text)
+        # The box waits for the person: what fails meanwhile arrives while it is open.
+        qtbot.waitUntil(lambda: mine.ctx.workers.idle, timeout=SEEN_MS)
+        qtbot.wait(300)
+
+    monkeypatch.setattr(main_window_module, "error_boxes_shown", lambda: True)
+    monkeypatch.setattr(main_window_module.QMessageBox, "warning", staticmethod(box))
+    name = pg_db_url.rsplit("/", 1)[1]
+    admin = sa.create_engine(pg_server.url(), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
+            conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                 "WHERE datname = :name"), {"name": name})
+            mine.ctx.workspace.db.engine.dispose()  # type: ignore[attr-defined]
+            # The window says it no longer hears the others, and keeps saying it.
+            qtbot.waitUntil(lambda: "not reachable" in named(mine, "Team database").text(),
+                            timeout=SEEN_MS)
+            settle(mine)
+            boxes.clear()  # what failed before the rename
+            _rename_open_session(qtbot, mine, "Renamed while away")
+            qtbot.waitUntil(lambda: bool(boxes), timeout=SEEN_MS)
+            qtbot.waitUntil(lambda: mine.ctx.workers.idle, timeout=SEEN_MS)
+            settle(mine)
+            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+    finally:
+        admin.dispose()
+    assert len(boxes) == 1, boxes
+    assert "cannot be reached" in boxes[0] and "refused" not in boxes[0]
+    assert "connects again by itself" in boxes[0]
+    # The server lets it in again: the status bar says the address alone again.
+    label = named(mine, "Team database")
+    qtbot.waitUntil(lambda: "not reachable" not in label.text(), timeout=SEEN_MS)
+    assert label.text().startswith("Team database: workbench@")
+    assert mine.ctx.workspace.get_session(info.id).title == "Shared plan"
+
+
 def test_a_write_that_leaves_the_open_session_as_shown_does_not_reread_it(
     qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
 ) -> None:

@@ -36,6 +36,8 @@ class DatabaseWatcher(QObject):
     """Polls for outside changes while the window is open."""
 
     outside_change_seen = Signal(bool)  # True when the open session was read again
+    # Why other desktops are not heard right now ("" once they are heard again)
+    hearing_changed = Signal(str)
 
     def __init__(self, ctx: AppContext, busy: Callable[[], bool],
                  parent: QObject | None = None, interval_ms: int | None = None) -> None:
@@ -162,6 +164,7 @@ class DatabaseWatcher(QObject):
         elif self._problem:
             self.ctx.status_reported.emit("Changes from other desktops are heard again.")
         self._problem = problem
+        self.hearing_changed.emit(problem or "")
 
     def _report(self, reread: bool) -> None:
         session_id = self.ctx.current_session_id
