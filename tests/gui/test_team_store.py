@@ -310,6 +310,51 @@ def test_an_edit_on_one_desktop_is_painted_on_the_other(
     assert _painted(mine, 2) == "Book two nights. And a third."
 
 
+def _edit_last(qtbot: QtBot, window: MainWindow, text: str, *, save: bool = True) -> None:
+    """Ctrl+0, Ctrl+End, F2, Ctrl+End, type ``text`` (then Ctrl+Enter when ``save``)."""
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_0, CTRL)
+    assert focus() is window.timeline.view
+    press(qtbot, Qt.Key.Key_End, CTRL)
+    press(qtbot, Qt.Key.Key_F2)
+    assert focus().accessibleName() == "Message text"
+    press(qtbot, Qt.Key.Key_End, CTRL)
+    type_text(qtbot, text)
+    if save:
+        press(qtbot, Qt.Key.Key_Return, CTRL)
+
+
+def test_an_edit_saved_over_another_desktops_edit_is_refused_and_kept(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
+) -> None:
+    """Both desktops edit the same message; the second to save does not write over the
+    first: it is told, its text waits on the clipboard, and Ctrl+Z changes nothing."""
+    mine, theirs, info = desktops
+
+    def stored() -> str:
+        return [m.content for m in mine.ctx.workspace.page_messages(info.id, limit=10)][-1]
+
+    said: list[str] = []
+    theirs.ctx.error_reported.connect(said.append)
+    _edit_last(qtbot, theirs, " Theirs.", save=False)
+    _edit_last(qtbot, mine, " Mine.")
+    qtbot.waitUntil(lambda: stored() == "Book two nights. Mine.", timeout=SEEN_MS)
+
+    _activate(qtbot, theirs)
+    assert focus().accessibleName() == "Message text"
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: bool(said), timeout=SEEN_MS)
+    assert "changed in another window or on another desktop" in said[0]
+    assert QApplication.clipboard().text() == "Book two nights. Theirs."
+    assert stored() == "Book two nights. Mine."
+    qtbot.waitUntil(lambda: _shown(theirs)[-1] == "Book two nights. Mine.", timeout=SEEN_MS)
+
+    qtbot.keyClick(theirs, Qt.Key.Key_0, CTRL)
+    press(qtbot, Qt.Key.Key_Z, CTRL)
+    theirs.ctx.workers.wait_idle()
+    assert stored() == "Book two nights. Mine."
+
+
 def test_a_provider_added_on_one_desktop_is_offered_on_the_other(
     qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
     server: ProtocolServer,
