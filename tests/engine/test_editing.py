@@ -64,6 +64,17 @@ def test_an_edit_from_a_text_changed_meanwhile_writes_nothing(ws: Workspace) -> 
         == "Hi, mine"
 
 
+def test_an_undo_over_a_text_changed_since_writes_nothing(ws: Workspace) -> None:
+    sid = _session(ws)
+    editing = Editing(ws.repo)
+    change = editing.edit_message(ws.repo.list_messages(sid)[1].id, content="Mine")
+    editing.edit_message(change.after.id, content="Theirs")  # another window's, after
+    before = _rows(ws, sid)
+    with pytest.raises(ChangedElsewhereError, match="after your edit"):
+        editing.restore_fields(change.before, expected=change.after)
+    assert _rows(ws, sid) == before
+
+
 def test_delete_and_restore_keep_every_field_and_the_old_id_resolves(ws: Workspace) -> None:
     sid = _session(ws)
     editing = Editing(ws.repo)

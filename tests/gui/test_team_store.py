@@ -355,6 +355,33 @@ def test_an_edit_saved_over_another_desktops_edit_is_refused_and_kept(
     assert stored() == "Book two nights. Mine."
 
 
+def test_an_undo_does_not_put_the_old_text_over_another_desktops_edit(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
+) -> None:
+    mine, theirs, info = desktops
+
+    def stored() -> str:
+        return [m.content for m in mine.ctx.workspace.page_messages(info.id, limit=10)][-1]
+
+    said: list[str] = []
+    mine.ctx.error_reported.connect(said.append)
+    _edit_last(qtbot, mine, " Mine.")
+    qtbot.waitUntil(lambda: stored() == "Book two nights. Mine.", timeout=SEEN_MS)
+    qtbot.waitUntil(lambda: _shown(theirs)[-1] == "Book two nights. Mine.", timeout=SEEN_MS)
+    _edit_last(qtbot, theirs, " Theirs.")
+    qtbot.waitUntil(lambda: stored() == "Book two nights. Mine. Theirs.", timeout=SEEN_MS)
+
+    # Ctrl+Z on the first desktop: its edit is under the other's, so nothing is undone.
+    _activate(qtbot, mine)
+    qtbot.keyClick(mine, Qt.Key.Key_0, CTRL)
+    press(qtbot, Qt.Key.Key_Z, CTRL)
+    qtbot.waitUntil(lambda: bool(said), timeout=SEEN_MS)
+    assert "after your edit" in said[0]
+    assert stored() == "Book two nights. Mine. Theirs."
+    qtbot.waitUntil(lambda: _shown(mine)[-1] == "Book two nights. Mine. Theirs.",
+                    timeout=SEEN_MS)
+
+
 def test_a_provider_added_on_one_desktop_is_offered_on_the_other(
     qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
     server: ProtocolServer,

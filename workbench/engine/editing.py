@@ -158,12 +158,26 @@ class Editing:
         )
         return MessageChange(before, after)
 
-    def restore_fields(self, before: Message) -> Message:
-        """Put a message's text, role, name and token count back as ``before`` had them."""
+    def restore_fields(self, before: Message, *, expected: Message | None = None) -> Message:
+        """Put a message's text, role, name and token count back as ``before`` had them.
+
+        ``expected``: the message as the edit being undone left it; when the stored one's
+        role or text differ (changed elsewhere since), nothing is written
+        (:class:`ChangedElsewhereError`).
+        """
         if before.id is None:
             raise StorageError("A message without an id cannot be restored in place.")
+        ident = self.aliases.resolve(before.id)
+        if expected is not None:
+            now = self.repo.get_message(ident)
+            if (now.role, now.content) != (expected.role, expected.content):
+                raise ChangedElsewhereError(
+                    "This message was changed in another window or on another desktop "
+                    "after your edit, so the undo did not put your old text over that "
+                    "change."
+                )
         return self.repo.update_message(
-            self.aliases.resolve(before.id),
+            ident,
             content=before.content,
             role=before.role,
             name=before.name,

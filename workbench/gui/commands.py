@@ -61,6 +61,7 @@ class EditMessageCommand(_StoreCommand):
         self._role = role
         self._content = content
         self._refused = False  # the message changed elsewhere first: nothing was written
+        self._undoing = False
 
     def redo(self) -> None:
         ident = int(self._before.id or 0)
@@ -76,6 +77,11 @@ class EditMessageCommand(_StoreCommand):
         self._write(run, lambda change: self.ctx.announce_message("changed", change.after))
 
     def _failed(self, error: BaseException) -> None:
+        if isinstance(error, ChangedElsewhereError) and self._undoing:
+            # The undo found another edit over this one: it is left as it is.
+            self._undoing = False
+            super()._failed(error)
+            return
         if isinstance(error, ChangedElsewhereError):
             # Nothing was written, so there is nothing to undo (an undo would put the
             # old text over the other edit); what was typed is kept on the clipboard.
@@ -96,8 +102,14 @@ class EditMessageCommand(_StoreCommand):
             return
         editing = self.ctx.editing
         before = self._before
-        self._write(lambda: editing.restore_fields(before),
-                    lambda message: self.ctx.announce_message("changed", message))
+        after = Message(role=self._role, content=self._content)  # as this edit left it
+        self._undoing = True
+
+        def restored(message: Message) -> None:
+            self._undoing = False
+            self.ctx.announce_message("changed", message)
+
+        self._write(lambda: editing.restore_fields(before, expected=after), restored)
 
 
 class InsertMessageCommand(_StoreCommand):
