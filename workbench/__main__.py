@@ -1,5 +1,5 @@
 """``python -m workbench``: the GUI with no arguments, a subcommand otherwise."""
 
-from workbench.cli import main
+from workbench.cli import run
 
-raise SystemExit(main())
+run()

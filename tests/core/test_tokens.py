@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 import logging
@@ -517,6 +518,48 @@ def test_a_vocabulary_file_is_parsed_line_by_line() -> None:
         parse_vocabulary(b"IQ== 0\nnot base64! x\n")
 
 
+def _vocabulary_line_by_line(data: bytes) -> dict[bytes, int]:
+    """The format's rule, line by line: what the fast path must agree with."""
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line.strip():
+            token, _, rank = line.partition(b" ")
+            ranks[base64.b64decode(token, validate=True)] = int(rank)
+    return ranks
+
+
+VOCABULARY_LINE = st.one_of(
+    st.tuples(st.binary(max_size=6), st.integers(0, 10**6)).map(
+        lambda pair: base64.b64encode(pair[0]) + b" " + str(pair[1]).encode()
+    ),
+    st.sampled_from([b"", b" ", b"IQ==\t1", b"IQ== 1 2", b"IQ= 1", b"I Q== 1", b"IQ== x",
+                     b"IQ== 1\r", b"\rIQ== 1", b"IQ==  1", b"YWI= +3", b"YWI= 1_0"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(VOCABULARY_LINE, max_size=8), end=st.sampled_from([b"", b"\n", b"\r\n"]))
+def test_a_vocabulary_parses_as_its_lines_say(lines: list[bytes], end: bytes) -> None:
+    data = b"\n".join(lines) + end
+    try:
+        expected: dict[bytes, int] | None = _vocabulary_line_by_line(data)
+    except (ValueError, binascii.Error):
+        expected = None
+    if expected is None:
+        with pytest.raises(ValueError, match="line"):
+            parse_vocabulary(data)
+    else:
+        assert parse_vocabulary(data) == expected
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_the_published_vocabularies_parse_as_their_lines_say(name: str) -> None:
+    encoding = get_counter(name).encoding
+    assert encoding is not None
+    data = tokens.encodings_cache_dir().joinpath(f"{name}.tiktoken").read_bytes()
+    assert parse_vocabulary(data) == _vocabulary_line_by_line(data)
+
+
 # --------------------------------------------------------------------------- long texts
 
 # Letters, spaces and newlines (where the pieces are cut) mixed with what sits around them
@@ -552,3 +595,111 @@ def test_a_very_long_message_is_counted_without_its_token_list(fresh: Path) -> N
 
     assert tokens.encoded_length(recording, text) == len(encode(text))
     assert len(pieces) > 1 and max(pieces) <= tokens.LONG_TEXT + 40
+
+
+# --------------------------------------------------------------------------- joined batches
+
+# What could make a joined count differ from counting each text alone: special-token text
+# (whole, cut short, doubled), whitespace runs at the ends where texts meet, line breaks,
+# contractions, digits, text beyond ASCII and emoji.
+JOINED_PIECES = st.sampled_from(
+    [
+        "<|endoftext|>", "<|endofprompt|>", "<|fim_prefix|>", "<|endoftext", "|>", "<|",
+        "endoftext|>", " ", "  ", "\t", "\n", "\n\n", "\r\n", " \n ", "'s", "'LL", "a", "Z",
+        "word", " word", "9", "123456", ".", "!?", "é", "字", "🎉", "\u200d", "ß", "\u0301",
+    ]
+)
+JOINED_TEXT = st.one_of(
+    st.lists(JOINED_PIECES, max_size=30).map("".join),
+    st.text(max_size=60),
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=40),
+)
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+@settings(max_examples=250, deadline=None)
+@given(texts=st.lists(JOINED_TEXT, max_size=40), group=st.integers(1, 200))
+def test_texts_counted_many_to_a_call_are_counted_as_tiktoken_counts_each(
+    name: str, texts: list[str], group: int
+) -> None:
+    encoding = get_counter(name).encoding
+    assert encoding is not None
+    expected = [len(encoding.encode_ordinary(t)) for t in texts]
+    assert TokenCounter(encoding, threads=1).count_texts(texts) == expected
+    # Small groups too, so that the texts are cut into several native calls.
+    joined = tokens._JoinedEncoder.of(encoding)
+    assert joined is not None
+    joined.group_chars = group
+    assert joined(texts) == expected
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_joined_counts_of_long_texts_and_lone_surrogates_are_tiktokens(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoding = get_counter(name).encoding
+    assert encoding is not None
+    monkeypatch.setattr(tokens, "LONG_TEXT", 5000)
+    texts = [
+        "word and more words\nNext line " * 400,  # beyond LONG_TEXT: counted in pieces
+        "tail  ",
+        "a lone surrogate \ud800 in text",  # tiktoken replaces it before encoding
+        "   ",
+        "x<|endoftext|>y" * 3,
+        *SAMPLE_TEXTS,
+        " " * 7000,  # a whitespace run longer than LONG_TEXT, with no place to cut
+    ]
+    counter = TokenCounter(encoding, threads=1)
+    assert counter.count_texts(texts) == [len(encoding.encode_ordinary(t)) for t in texts]
+    assert TokenCounter(encoding, threads=2).count_texts(texts * 30) == (
+        counter.count_texts(texts) * 30
+    )
+
+
+def test_a_batch_of_short_texts_is_one_native_call(o200k: TokenCounter) -> None:
+    """Counting a batch takes the interpreter lock back once per call of tiktoken's
+    native encoder: once for a batch of short texts, not once per text."""
+    assert o200k.encoding is not None
+    joined = tokens._JoinedEncoder.of(o200k.encoding)
+    assert joined is not None
+    calls: list[int] = []
+    native = joined._encode
+
+    def counting(text: str, allowed: Any) -> Any:
+        calls.append(len(text))
+        return native(text, allowed)
+
+    joined._encode = counting
+    texts = [f"message {i}: some words, and more" for i in range(500)]
+    assert joined(texts) == [len(o200k.encoding.encode_ordinary(t)) for t in texts]
+    assert len(calls) == 1
+
+
+def test_a_buffer_that_does_not_split_per_text_is_counted_text_by_text(
+    o200k: TokenCounter,
+) -> None:
+    assert o200k.encoding is not None
+    joined = tokens._JoinedEncoder.of(o200k.encoding)
+    assert joined is not None
+    separator = joined._sep_bytes
+    texts = ["one", "two words", "three words here"]
+    expected = [len(o200k.encoding.encode_ordinary(t)) for t in texts]
+    for wrong in (separator * 5, b"\x01" + separator + b"\x00\x00\x00", b""):
+        joined._encode = lambda text, allowed, wrong=wrong: wrong
+        assert joined(texts) == expected
+
+
+def test_an_encoding_without_the_native_buffer_is_counted_text_by_text(
+    o200k: TokenCounter,
+) -> None:
+    assert o200k.encoding is not None
+
+    class Plain:
+        """An encoding with only the public encode_ordinary."""
+
+        name = "o200k_base"
+        encode_ordinary = staticmethod(o200k.encoding.encode_ordinary)
+
+    assert tokens._JoinedEncoder.of(Plain()) is None  # type: ignore[arg-type]
+    counter = TokenCounter(Plain(), threads=1)  # type: ignore[arg-type]
+    assert counter.count_texts(SAMPLE_TEXTS) == o200k.count_texts(SAMPLE_TEXTS)

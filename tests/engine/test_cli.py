@@ -721,3 +721,65 @@ def test_a_database_url_never_becomes_a_file(
     else:
         assert "postgresql://wb:***@db.invalid/team" in line and "db.invalid" in line
     assert not any(p.name.startswith(("postgresql", "mysql")) for p in tmp_path.rglob("*"))
+
+
+def test_subprocess_import_ends_quickly_with_its_output_and_database_whole(
+    run_workbench: Callable[..., Any], db_target: Path | str, chats_file: Path,
+    tmp_path: Path,
+) -> None:
+    # `workbench import` ends the process without taking the interpreter apart (cli.run):
+    # what it printed, on both streams, and what it stored are all there.
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"messages": [{"role": "user", "content": "hi"}]}\nnot json\n')
+    imported = run_workbench("import", chats_file)
+    assert imported.code == 0, imported.err
+    assert imported.out.startswith("Imported 2 session(s)")
+    if isinstance(db_target, Path):  # closed before the end: no write-ahead log left
+        assert not db_target.with_name(db_target.name + "-wal").exists()
+    with Workspace.open(db_target) as ws:
+        assert ws.count_sessions() == 2
+        assert ws.repo.stats()["uncounted_messages"] == 0
+    missing = run_workbench("import", tmp_path / "missing.json")
+    assert missing.code != 0 and "missing.json" in missing.assert_one_line_error()
+    partial = run_workbench("import", broken)
+    assert partial.code == 0, partial.err
+    assert "Skipped" in partial.err and partial.out.startswith("Imported 1 session(s)")
+
+
+class _Exited(Exception):
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+@pytest.mark.parametrize(
+    ("command", "busy", "quick"),
+    [("import", False, True), ("import", True, False), ("sessions", False, False)],
+)
+def test_only_a_finished_import_with_no_other_thread_left_ends_the_process_at_once(
+    command: str, busy: bool, quick: bool, monkeypatch: pytest.MonkeyPatch,
+    db_target: Path | str, chats_file: Path,
+) -> None:
+    import os
+    import threading
+
+    import workbench.cli as cli_module
+
+    def exit_now(code: int) -> None:
+        raise _Exited(code)
+
+    monkeypatch.setattr(os, "_exit", exit_now)
+    argv = {"import": ["import", str(chats_file)], "sessions": ["sessions"]}[command]
+    monkeypatch.setattr(sys, "argv", ["workbench", *argv, "--db", str(db_target)])
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait)  # not a daemon: a normal exit waits
+    if busy:
+        worker.start()
+    try:
+        with pytest.raises((_Exited, SystemExit)) as ended:
+            cli_module.run()
+    finally:
+        release.set()
+        if busy:
+            worker.join()
+    assert isinstance(ended.value, _Exited) is quick
+    assert ended.value.code == 0

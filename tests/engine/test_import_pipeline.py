@@ -10,6 +10,7 @@ and correct token counts once the pass is done.
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -225,6 +226,28 @@ def test_the_switch_interval_comes_back_after_an_import(workspace: Workspace) ->
     import_conversations(workspace.repo, _conversations(3), progress=progress)
     assert seen and max(seen) <= min(before, importing.IMPORT_SWITCH_INTERVAL)
     assert sys.getswitchinterval() == before
+
+
+def test_the_cyclic_collector_is_paused_while_importing_and_runs_again_after(
+    workspace: Workspace,
+) -> None:
+    assert gc.isenabled()
+    seen: list[bool] = []
+
+    def progress(done: int, total: int | None) -> bool:
+        seen.append(gc.isenabled())
+        return True
+
+    import_conversations(workspace.repo, _conversations(3), progress=progress)
+    assert seen == [False, False, False]
+    assert gc.isenabled()
+
+    def failing() -> Iterator[Conversation]:
+        yield from _conversations(2)
+        raise RuntimeError("the disk went away")
+
+    import_conversations(workspace.repo, failing(), count_tokens=False)
+    assert gc.isenabled()
 
 
 @pytest.mark.usefixtures("small_batches")

@@ -617,3 +617,16 @@ def test_a_batch_the_database_refuses_is_a_storage_error_and_leaves_nothing(
         assert _snapshot(count_rows) == before
     else:
         assert repo.list_messages(outcome.session.id)[0].content == "before\x00after"
+
+
+@pytest.mark.parametrize("context", [SessionContext(), _rich_conversation().context])
+def test_prepared_context_values_are_those_of_the_one_by_one_path(
+    context: SessionContext,
+) -> None:
+    from workbench.store.rows import context_params
+
+    context.system_state = {"naïve": ["ü", 1.5, None, True], "deep": {"x": [[]]}}
+    conversation = Conversation(title="c", messages=[Message(role="user", content="hi")],
+                                context=context)
+    prepared = bulk_module.prepare(conversation)
+    assert prepared.context[:-1] == tuple(context_params(context).values())

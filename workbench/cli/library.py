@@ -315,7 +315,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
                    help=f"skip auto-detection: {', '.join(import_names)}")
     p.add_argument("--replace", action="store_true",
                    help="replace conversations imported before from the same source")
-    p.set_defaults(func=cmd_import)
+    # quick_exit: see cli.run (the vocabulary's tables take a while to take apart).
+    p.set_defaults(func=cmd_import, quick_exit=True)
 
     p = subparsers.add_parser("export", parents=[common], help="export sessions to a file")
     p.add_argument("session", nargs="+", help="session id(s), source id(s) or title(s)")

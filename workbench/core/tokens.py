@@ -32,11 +32,13 @@ import logging
 import math
 import os
 import re
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -45,7 +47,7 @@ import platformdirs
 import tiktoken
 
 from workbench.core.conversation import Message
-from workbench.core.encodings import ENCODING_DEFINITIONS
+from workbench.core.encodings import ENCODING_DEFINITIONS, ENDOFTEXT
 from workbench.errors import TokenizerError
 
 __all__ = [
@@ -220,6 +222,18 @@ def _store_vocabulary(name: str, data: bytes, preferred: Path) -> Path:
 def parse_vocabulary(data: bytes) -> dict[bytes, int]:
     """The mergeable ranks of a ``.tiktoken`` vocabulary: one ``<base64 token> <rank>``
     pair a line (the published file format; blank lines are ignored)."""
+    # The published files: every line a token, one space and a rank. Decoded in a few
+    # C loops (a third of the time of the loop below, which the start of every
+    # counting process waits for) when the text is exactly those lines; anything else
+    # goes through the loop below.
+    words = data.split()
+    tokens, ranks_text = words[0::2], words[1::2]
+    canonical = b"\n".join(map(b" ".join, zip(tokens, ranks_text, strict=False)))
+    if len(words) % 2 == 0 and data.removesuffix(b"\n") == canonical:
+        try:
+            return dict(zip(map(_b64_strict, tokens), map(int, ranks_text), strict=True))
+        except (ValueError, binascii.Error):
+            pass  # the loop below says which line is wrong
     ranks: dict[bytes, int] = {}
     for number, line in enumerate(data.splitlines(), 1):
         if not line.strip():
@@ -230,6 +244,11 @@ def parse_vocabulary(data: bytes) -> dict[bytes, int]:
         except (ValueError, binascii.Error):
             raise ValueError(f"line {number} is not a base64 token and a rank") from None
     return ranks
+
+
+def _b64_strict(token: bytes) -> bytes:
+    """``base64.b64decode(token, validate=True)`` without its Python-level checks."""
+    return binascii.a2b_base64(token, strict_mode=True)
 
 
 def _parse_vocabulary(path: Path, expected_hash: str) -> dict[bytes, int]:
@@ -342,6 +361,11 @@ class TokenCounter:
         self.estimated: bool = encoding is None
         self._threads = threads if threads is not None else _default_threads()
         self._role_tokens: dict[str, int] = {}
+        # Counts a batch of texts: many to a native call where this tiktoken allows it.
+        # Chosen at the first count, not here: its probe encodes, and the thread that
+        # first encodes with an encoding is the one its regular expressions serve
+        # fastest (tiktoken's pools), which should stay the first thread that counts.
+        self._count_batch: Callable[[Sequence[str]], list[int]] | None = None
 
     def __repr__(self) -> str:
         return f"TokenCounter({self.encoding_name!r}, estimated={self.estimated})"
@@ -362,9 +386,14 @@ class TokenCounter:
         encoding = self._encoding
         if encoding is None:
             return [estimate_tokens(text) for text in texts]
+        count_batch = self._count_batch
+        if count_batch is None:
+            joined = _JoinedEncoder.of(encoding)
+            count_batch = joined if joined is not None else partial(_count_serially, encoding)
+            self._count_batch = count_batch
         count = len(texts)
         if count < _PARALLEL_MIN_TEXTS or self._threads < 2:
-            return _count_serially(encoding, texts)
+            return count_batch(texts)
         # Contiguous slices, a few per thread, rather than tiktoken's encode_ordinary_batch
         # (one future per text): per-text scheduling costs about as much as encoding a
         # short message, while tiktoken releases the GIL inside each encode either way.
@@ -372,7 +401,7 @@ class TokenCounter:
         size = max(1, math.ceil(count / slices))
         chunks = [texts[start : start + size] for start in range(0, count, size)]
         with ThreadPoolExecutor(self._threads, thread_name_prefix="token-count") as pool:
-            parts = list(pool.map(_count_serially, [encoding] * len(chunks), chunks))
+            parts = list(pool.map(count_batch, chunks))
         return [n for part in parts for n in part]
 
     def _role_cost(self, role: str) -> int:
@@ -421,11 +450,115 @@ class TokenCounter:
 
 
 def _count_serially(encoding: tiktoken.Encoding, texts: Sequence[str]) -> list[int]:
+    """``len(encoding.encode_ordinary(text))`` of each text, one text at a time."""
     encode = encoding.encode_ordinary
     return [
         len(encode(text)) if len(text) <= LONG_TEXT else encoded_length(encode, text)
         for text in texts
     ]
+
+
+_SEPARATOR = ENDOFTEXT
+
+JOINED_CHARS = 1 << 19
+"""Characters of text (about) that :class:`_JoinedEncoder` encodes in one native call."""
+
+
+class _JoinedEncoder:
+    """Counts many texts with one call of tiktoken's native encoder.
+
+    Each call of ``encode_ordinary`` lets go of the interpreter lock while it encodes,
+    and takes it back to return: with another thread running Python, taking it back
+    waits up to the switch interval, once per text (tens of thousands of times in an
+    import, seconds in all). Here the texts are joined with ``<|endoftext|>`` between
+    them and encoded at once with that special token allowed (tiktoken's
+    ``encode_to_tiktoken_buffer``, the encoder behind ``encode_to_numpy``, which gives
+    the token ids as a buffer rather than a list of Python ints). tiktoken encodes the
+    text between two allowed special tokens on its own (its pre-tokenizer runs over that
+    slice only, so nothing crosses the separator) and the separator adds exactly one
+    token, whose id no ordinary text encodes to. So the ids between two separators are
+    exactly ``encode_ordinary`` of that text, and each text's count is the length of its
+    stretch of the buffer, found by splitting the buffer's bytes on the separator's id.
+
+    A text that holds ``<|endoftext|>`` itself, or is longer than :data:`LONG_TEXT`, is
+    counted on its own (:func:`encoded_length`), and a group whose buffer does not split
+    into exactly one stretch per text is counted text by text (see
+    :meth:`_count_group`). Instances are safe to share between threads.
+    """
+
+    def __init__(self, encoding: tiktoken.Encoding, encode: Callable[..., Any], sep: int):
+        self.encoding = encoding
+        self._encode = encode
+        self._allowed = {_SEPARATOR}
+        self._sep_bytes = sep.to_bytes(4, sys.byteorder)
+        self.group_chars = JOINED_CHARS
+
+    @classmethod
+    def of(cls, encoding: tiktoken.Encoding) -> _JoinedEncoder | None:
+        core = getattr(encoding, "_core_bpe", None)
+        encode = getattr(core, "encode_to_tiktoken_buffer", None)
+        special = getattr(encoding, "_special_tokens", None)
+        if encode is None or not isinstance(special, dict):
+            return None
+        sep = special.get(_SEPARATOR)
+        if not isinstance(sep, int) or not 0 <= sep < 1 << 32:
+            return None
+        joined = cls(encoding, encode, sep)
+        # The native encoder must agree with encode_ordinary on a probe (special text,
+        # whitespace runs, text beyond ASCII): else this tiktoken is counted text by text.
+        probe = ["Hello  world\n\n ", "", " x<|endofprompt|>y ", "d\u00e9j\u00e0 \U0001f600 12345"]
+        try:
+            if joined._count_group(probe) != [len(encoding.encode_ordinary(t)) for t in probe]:
+                return None
+        except Exception:  # noqa: BLE001 - an unexpected tiktoken: count text by text
+            return None
+        return joined
+
+    def __call__(self, texts: Sequence[str]) -> list[int]:
+        """``len(encoding.encode_ordinary(text))`` of each text."""
+        counts: list[int] = [0] * len(texts)
+        group: list[str] = []
+        where: list[int] = []
+        size = 0
+        for index, text in enumerate(texts):
+            if len(text) > LONG_TEXT or _SEPARATOR in text:
+                counts[index] = encoded_length(self.encoding.encode_ordinary, text)
+                continue
+            group.append(text)
+            where.append(index)
+            size += len(text)
+            if size >= self.group_chars:
+                self._fill(counts, group, where)
+                group, where, size = [], [], 0
+        if group:
+            self._fill(counts, group, where)
+        return counts
+
+    def _fill(self, counts: list[int], group: list[str], where: list[int]) -> None:
+        for index, n in zip(where, self._count_group(group), strict=True):
+            counts[index] = n
+
+    def _count_group(self, group: list[str]) -> list[int]:
+        """The counts of texts that hold no separator.
+
+        The separator's id is in the buffer ``len(group) - 1`` times, each at a token
+        boundary. When splitting its bytes on the id's four bytes gives that many
+        pieces, each a whole number of ids long, every cut is at an id boundary, so it
+        is one of those separators and each piece holds the ids of one text. Anything
+        else (an id's bytes matching across two ids) is counted text by text, and so is
+        text tiktoken's native code cannot take as it is (a lone surrogate, which
+        ``encode_ordinary`` replaces first).
+        """
+        try:
+            buffer = self._encode(_SEPARATOR.join(group), self._allowed)
+        except UnicodeEncodeError:
+            buffer = None
+        if buffer is not None:
+            pieces = bytes(buffer).split(self._sep_bytes)
+            if len(pieces) == len(group) and not any(len(piece) & 3 for piece in pieces):
+                return [len(piece) >> 2 for piece in pieces]
+        encode = self.encoding.encode_ordinary
+        return [len(encode(text)) for text in group]
 
 
 LONG_TEXT = 1 << 20

@@ -218,7 +218,7 @@ def prepare(conversation: Conversation, now: datetime | None = None) -> Prepared
         len(rows),
         _json(conversation.metadata) if conversation.metadata else None,
     )
-    context = (*context_params(conversation.context).values(), now_text)
+    context = (*context_params(conversation.context, _json).values(), now_text)
     return PreparedConversation(conversation, session, rows, context)
 
 
