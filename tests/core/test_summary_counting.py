@@ -207,9 +207,59 @@ def test_a_summarizer_asked_again_for_more_rows_of_a_table_writes_the_same_summa
     clear_count_cache()
     again = twice.summarize(more, "")
     clear_count_cache()
-    fresh = ExtractiveSummarizer(160, 60_000, counter=counter).summarize(more, "")
+    fresh = ExtractiveSummarizer(160, 60_000, counter=counter).summarize(
+        MessageTable.from_messages(messages, encoding="o200k_base", lean=True).select(
+            more.indices), "")
     assert again == fresh
     assert first.text.splitlines()[1:6] == again.text.splitlines()[1:6]
     if counted:
         assert again.counted_tail is not None
         assert again.counted_tail.tokens == counter.count_text(again.counted_tail.text)
+
+
+@pytest.mark.parametrize("kept", ["all", "some", "none"])
+def test_a_summary_continued_for_more_rows_of_a_table_is_the_one_written_anew(
+    kept: str,
+) -> None:
+    """Planning again with a few more rows folded (or previewing the same table again)
+    continues the table's last counted summary: the same text and count as a summary
+    of those rows written from scratch, with the lines the store keeps or without."""
+    from workbench.core.message_table import MessageTable
+    from workbench.core.summarizers import line_cache
+    from workbench.core.tokens import fill_counts
+
+    counter = get_counter()
+    messages = _messages(2 * ExtractiveSummarizer.COUNT_BLOCK_LINES + 40, seed=5)
+    fill_counts(messages, counter)
+    bodies, costs = line_cache(messages)
+    if kept == "some":
+        bodies = [b if i % 3 else None for i, b in enumerate(bodies)]
+        costs = [c if i % 5 else None for i, c in enumerate(costs)]
+
+    def table() -> MessageTable:
+        rows = MessageTable.from_messages(messages, encoding=counter.encoding_name, lean=True)
+        lines = None if kept == "none" else (list(bodies), list(costs))
+        return MessageTable(
+            ids=rows.ids, positions=rows.positions, roles=rows.roles, texts=rows.texts,
+            costs=rows.costs, encoding=rows.encoding, whole=rows.whole, details=rows.details,
+            lines=lines[0] if lines else None, line_costs=lines[1] if lines else None,
+        )
+
+    def fresh(indices: list[int]) -> object:
+        clear_count_cache()
+        return ExtractiveSummarizer(160, 60_000, counter=counter).summarize(
+            table().select(indices), "")
+
+    size = len(messages)
+    first = [i for i in range(size - 30) if i != 7]
+    more = [i for i in range(size - 12) if i != 7]
+    gap = [i for i in range(size - 12) if i not in (7, 9)]  # not a continuation
+    shared = table()
+    summarizer = ExtractiveSummarizer(160, 60_000, counter=counter)
+    fewer = first[:40]  # a cut moved far back
+    for indices in (first, more, more, first, gap, more, fewer, first):
+        clear_count_cache()
+        draft = summarizer.summarize(shared.select(indices), "")
+        assert draft == fresh(indices)
+        assert draft.counted_tail is not None
+        assert draft.counted_tail.tokens == counter.count_text(draft.counted_tail.text)

@@ -825,19 +825,70 @@ def _mixed_session(workspace: Workspace, count: int) -> int:
     return store_session(workspace, messages, SessionContext(summary="Earlier: Ana."))
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        {},
-        {"keep": 0},
-        {"keep": 7},
-        {"keep": 150},
-        {"fold_range": (20, 90)},
-        {"policy_changes": {"summary_chars": 1000}},
-        {"policy_changes": {"line_chars": 60, "max_messages": 100, "keep_messages": 40}},
-        {"policy_changes": {"max_tokens": 600, "max_messages": None}},
-    ],
-)
+PREVIEW_SETTINGS: list[dict[str, Any]] = [
+    {},
+    {"keep": 0},
+    {"keep": 7},
+    {"keep": 150},
+    {"fold_range": (20, 90)},
+    {"policy_changes": {"summary_chars": 1000}},
+    {"policy_changes": {"line_chars": 60, "max_messages": 100, "keep_messages": 40}},
+    {"policy_changes": {"max_tokens": 600, "max_messages": None}},
+]
+
+
+def _expected_plan(workspace: Workspace, sid: int, options: dict[str, Any]) -> dict[str, Any]:
+    """The plan made from the session's messages (not the store's table)."""
+    from workbench.core.compaction import CompactionPolicy, ExtractiveSummarizer, plan_compaction
+
+    options = dict(options)
+    policy = CompactionPolicy().replace(**options.pop("policy_changes", {}))
+    info = workspace.repo.get_session(sid)
+    instructions = workspace.repo.get_agent(info.agent_id).instructions or None
+    return plan_compaction(
+        load_active(workspace.db, sid),
+        workspace.repo.get_context(sid),
+        policy=policy,
+        summarizer=ExtractiveSummarizer(policy.line_chars, policy.summary_chars),
+        request_tokens=lambda summary, history: compaction.request_tokens(
+            instructions, summary, history, COUNTER
+        ),
+        now=NOW,
+        session_id=sid,
+        **options,
+    ).to_json()
+
+
+@pytest.mark.parametrize("lines", ["all", "some"])
+def test_previews_one_after_another_from_one_table_plan_as_the_messages_do(
+    workspace: Workspace, lines: str
+) -> None:
+    """Previews of an unchanged session with one setting after another plan from the
+    table read once and continue the summaries counted on it: each plan is still the
+    one made from the messages, in any order."""
+    from workbench.core.compaction import CompactionPolicy
+    from workbench.store.compactions import forget_tables
+
+    sid = _mixed_session(workspace, 240)
+    if lines == "some":
+        ids = [m.id for m in workspace.repo.list_messages(sid)]
+        with workspace.db.write() as conn:
+            conn.execute(update(M).where(M.c.id.in_(ids[::3])).values(
+                summary_line=None, summary_line_tokens=None))
+            conn.execute(update(M).where(M.c.id.in_(ids[1::5])).values(
+                summary_line_tokens=None))
+    expected = [_expected_plan(workspace, sid, options) for options in PREVIEW_SETTINGS]
+    forget_tables()
+    count = len(PREVIEW_SETTINGS)
+    for order in (range(count), range(count - 1, -1, -1), range(1, count, 2)):
+        for k in order:
+            options = dict(PREVIEW_SETTINGS[k])
+            policy = CompactionPolicy().replace(**options.pop("policy_changes", {}))
+            plan = compaction.preview(workspace, sid, policy=policy, now=NOW, **options)
+            assert plan.to_json() == expected[k], PREVIEW_SETTINGS[k]
+
+
+@pytest.mark.parametrize("options", PREVIEW_SETTINGS)
 def test_previews_from_the_store_plan_as_the_messages_do_with_and_without_kept_lines(
     workspace: Workspace, options: dict[str, Any]
 ) -> None:

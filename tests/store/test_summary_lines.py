@@ -262,3 +262,31 @@ def test_a_table_with_kept_lines_leaves_the_plain_rows_texts_unread(repo: Reposi
     assert table.unread_texts == len(stored) - len(whole)
     assert list(table.texts) == [m.content for m in stored]
     assert table.unread_texts == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]',
+        '{"important": true, "pinned": false}',
+        ' [1, 2] ', '[1, 2]\n', '\n{"a": 1}', '\ufeff[1]', '[1] x', '[1,', '', ' ', 'x',
+        '{"a": 1, "a": 2}', '[NaN, Infinity]', '"text"', '12', '[1e400]', '[] []',
+        b'[1, 2]', '{"\\u00e9": "\\ud83c\\udf89"}',
+    ],
+)
+def test_the_table_reads_json_as_json_loads_does(text: Any) -> None:
+    """The table's reading of tool calls and metadata gives what json.loads gives, or
+    fails as it fails, whatever the text."""
+    import json
+
+    from workbench.store.compactions import _loads
+
+    try:
+        expected: Any = ("value", json.loads(text))
+    except ValueError as exc:
+        expected = ("error", type(exc), str(exc))
+    try:
+        got: Any = ("value", _loads(text))
+    except ValueError as exc:
+        got = ("error", type(exc), str(exc))
+    assert repr(got) == repr(expected)

@@ -60,8 +60,10 @@ class MessageTable:
     maps row indices to their messages; ``details`` maps plain rows to their details text.
     ``lines`` and ``line_costs``, when given, are the kept summary lines and their counts.
     ``written`` holds the summary line bodies a summarizer wrote for the rows, by line
-    length. A table is not changed once built (but for ``written``), so a store may hand
-    the same table to several previews of a session that has not changed.
+    length, and ``last_summary`` the last summary a summarizer wrote and counted for some
+    of them (one that folds a few more rows continues it). A table is not changed once
+    built (but for those two), so a store may hand the same table to several previews of
+    a session that has not changed.
     """
 
     __slots__ = (
@@ -79,6 +81,7 @@ class MessageTable:
         "_texts_lock",
         "whole",
         "written",
+        "last_summary",
     )
 
     def __init__(
@@ -122,6 +125,9 @@ class MessageTable:
         # see workbench.core.summarizers.ExtractiveSummarizer. They depend only on the
         # rows' columns, so they stay right as long as the table does.
         self.written: dict[int, list[str | None]] = {}
+        # The last summary counted for some of the rows (see
+        # workbench.core.summarizers.ExtractiveSummarizer): it too depends only on them.
+        self.last_summary: Any = None
 
     @classmethod
     def from_messages(

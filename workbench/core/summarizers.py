@@ -366,6 +366,17 @@ class ExtractiveSummarizer:
 
     def summarize(self, folded: Sequence[Message], previous: str) -> SummaryDraft:
         limit = self.line_limit(len(folded))
+        continued = self._continued(folded, limit)
+        if continued is not None:
+            return continued
+        draft, _ = self._summarize(folded, limit, self._kept_or_written(folded, limit))
+        return draft
+
+    def _kept_or_written(
+        self, folded: Sequence[Message], limit: int
+    ) -> tuple[list[str | None] | None, list[int | None] | None]:
+        """The bodies known for ``folded``'s rows (kept by the store, or written by this
+        summarizer before: ``None`` where neither) and the kept counts (see _kept)."""
         kept_bodies, kept_costs = self._kept(folded, limit)
         written = self._remembered(folded, limit)
         if written is not None:
@@ -376,11 +387,62 @@ class ExtractiveSummarizer:
             else:
                 kept_bodies = [k if k is not None else w
                                for k, w in zip(kept_bodies, column, strict=True)]
-        wrote = kept_bodies is None or None in kept_bodies
-        draft, bodies = self._summarize(folded, previous, limit, kept_bodies, kept_costs)
-        if wrote and bodies is not None and isinstance(folded, MessageSelection):
-            self._remember(folded, limit, bodies)
-        return draft
+        return kept_bodies, kept_costs
+
+    def _continued(self, folded: Sequence[Message], limit: int) -> SummaryDraft | None:
+        """The summary of ``folded`` from the last one counted for its table at the same
+        line length when one folds the first rows of the other (planning again over the
+        token trigger with the cut moved, or the same preview again): only the lines
+        added or left out are written and counted, and the counts add up as in one pass
+        (see the comment above :func:`_start_tokens`). ``None`` when there is no such
+        summary."""
+        counter = self.counter
+        if not isinstance(folded, MessageSelection) or counter is None or counter.estimated:
+            return None
+        table = folded.table
+        last: _LastSummary | None = table.last_summary
+        if last is None or last.limit != limit or last.encoding != counter.encoding_name:
+            return None
+        done = len(last.indices)
+        indices = folded.indices
+        size = len(indices)
+        if not done or not size:
+            return None
+        if size <= done:
+            if list(indices) != last.indices[:size]:
+                return None
+            if size == done:
+                return SummaryDraft(SUMMARY_HEADING + "\n" + last.tail, APPEND,
+                                    CountedText(last.tail, last.final))
+            # Fewer rows (the cut moved back): the first lines of the last summary, less
+            # the tokens of the lines left out, counted as they were.
+            left_out = MessageSelection(table, last.indices[size:])
+            drafted, raw_out = self._summarize(left_out, limit,
+                                               self._kept_or_written(left_out, limit))
+            if drafted.counted_tail is None:
+                return None
+            cut = len(last.tail)
+            for _ in range(len(left_out)):
+                cut = last.tail.rfind("\n", 0, cut)
+            tail = last.tail[:cut]
+            raw = last.raw - raw_out
+            role = table.roles[indices[-1]]
+            body = tail[tail.rfind("\n") + 1 + len(_prefix(role)):]
+            final = raw + counter.count_text(f" {body}") - counter.count_text(_unit(body))
+        else:
+            if list(indices[:done]) != last.indices:
+                return None
+            rest = MessageSelection(table, indices[done:])
+            drafted, raw_rest = self._summarize(rest, limit, self._kept_or_written(rest, limit))
+            if drafted.counted_tail is None:
+                return None  # a line not counted here: the whole summary is counted again
+            more = drafted.counted_tail
+            tail = last.tail + "\n" + more.text
+            raw = last.raw + raw_rest
+            final = raw + (more.tokens - raw_rest)  # the new last line's adjustment
+        table.last_summary = _LastSummary(limit, counter.encoding_name, list(indices),
+                                          tail, raw, final)
+        return SummaryDraft(SUMMARY_HEADING + "\n" + tail, APPEND, CountedText(tail, final))
 
     def _remembered(self, folded: Sequence[Message], limit: int) -> list[str | None] | None:
         """The bodies written for ``folded``'s table at ``limit`` before, by row.
@@ -405,12 +467,15 @@ class ExtractiveSummarizer:
     def _summarize(
         self,
         folded: Sequence[Message],
-        previous: str,
         limit: int,
-        kept_bodies: list[str | None] | None,
-        kept_costs: list[int | None] | None,
-    ) -> tuple[SummaryDraft, list[str] | None]:
-        """The draft, and the bodies of its lines in order when it has one a row."""
+        known: tuple[list[str | None] | None, list[int | None] | None],
+    ) -> tuple[SummaryDraft, int]:
+        """The draft of ``folded`` given its known bodies and counts (_kept_or_written),
+        and, when it is counted here, its lines' tokens before the last line's break is
+        taken off (else 0). The bodies written are remembered on a table; a counted
+        summary of a table's rows is kept as its last one (see _continued)."""
+        kept_bodies, kept_costs = known
+        wrote = kept_bodies is None or None in kept_bodies
         if kept_bodies is not None and None not in kept_bodies:
             # Every line is kept: the texts are not looked at.
             assert isinstance(folded, MessageSelection)
@@ -431,14 +496,26 @@ class ExtractiveSummarizer:
             # Not counted here (no counter, the estimate, a role that is not a chat role):
             # request counting counts the summary whole.
             bodies = _fill(kept_bodies, texts, wholes, limit, 0, len(roles))
+            if wrote and isinstance(folded, MessageSelection):
+                self._remember(folded, limit, bodies)
             lines = map(add, map(_prefix, roles), bodies)
-            return SummaryDraft("\n".join([SUMMARY_HEADING, *lines])), bodies
+            return SummaryDraft("\n".join([SUMMARY_HEADING, *lines])), 0
         assert counter is not None
-        tail, tokens, bodies = self._written_and_counted(
+        tail, raw, bodies = self._written_and_counted(
             roles, texts, wholes, limit, kept_bodies, kept_costs, counter
         )
+        tokens = raw
+        if bodies:
+            last = bodies[-1]
+            tokens += counter.count_text(f" {last}") - counter.count_text(_unit(last))
+        if isinstance(folded, MessageSelection):
+            if wrote:
+                self._remember(folded, limit, bodies)
+            folded.table.last_summary = _LastSummary(
+                limit, counter.encoding_name, list(folded.indices), tail, raw, tokens
+            )
         draft = SummaryDraft(SUMMARY_HEADING + "\n" + tail, APPEND, CountedText(tail, tokens))
-        return draft, bodies
+        return draft, raw
 
     def _kept(
         self, folded: Sequence[Message], limit: int
@@ -473,7 +550,7 @@ class ExtractiveSummarizer:
     ) -> tuple[str, int, list[str]]:
         """The lines, block by block, and their tokens: each line's ``- role:`` plus each
         body behind a space and before a line break (see the comment above
-        :func:`_start_tokens`), less the last line's break. Kept counts are added; the
+        :func:`_start_tokens`; the last line's break is the caller's). Kept counts are added; the
         other bodies are counted on a second thread while the later blocks are written
         (tiktoken lets go of the interpreter lock), and what it has not started when all
         is written is counted here meanwhile."""
@@ -514,10 +591,21 @@ class ExtractiveSummarizer:
                 if future.cancel():
                     tokens += _count_units(units, counter)
             tokens += sum(future.result() for _, future in pending if not future.cancelled())
-        if bodies:
-            last = bodies[-1]
-            tokens += counter.count_text(f" {last}") - counter.count_text(_unit(last))
         return "\n".join(pieces), tokens, bodies
+
+
+@dataclass(frozen=True)
+class _LastSummary:
+    """A summary counted for some rows of a table (``indices``) at ``limit`` characters a
+    line: its lines, their tokens each with its line break (``raw``) and the summary's
+    tokens (``final``, the last line's break taken off)."""
+
+    limit: int
+    encoding: str
+    indices: list[int]
+    tail: str
+    raw: int
+    final: int
 
 
 class _Picked(Sequence[Any]):
