@@ -6,7 +6,8 @@ sentence a person can act on (the file, the entry, the field, the status)::
     WorkbenchError
     ├── StorageError            the database file or a row in it
     │   ├── DatabaseVersionError    the file was written by a newer workbench
-    │   └── NotFoundError           a session, message or entry that does not exist
+    │   ├── NotFoundError           a session, message or entry that does not exist
+    │   └── ChangedElsewhereError   a message changed by another window since it was read
     ├── FormatError             a file being imported or exported
     │   ├── UnknownFormatError      no importer recognises the file
     │   └── InvalidEntryError       one entry of a file cannot be read (it is skipped)
@@ -48,6 +49,11 @@ class DatabaseVersionError(StorageError):
 
 class NotFoundError(StorageError):
     """A session, message, agent or memory entry that does not exist was asked for."""
+
+
+class ChangedElsewhereError(StorageError):
+    """A message being edited was changed by another window or desktop meanwhile: the
+    edit is not written over that change."""
 
 
 class FormatError(WorkbenchError):

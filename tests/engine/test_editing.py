@@ -9,7 +9,7 @@ import pytest
 from workbench.core.conversation import Conversation, Message
 from workbench.engine.editing import Editing, IdAliases, SessionTrash
 from workbench.engine.workspace import Workspace
-from workbench.errors import NotFoundError
+from workbench.errors import ChangedElsewhereError, NotFoundError
 
 
 @pytest.fixture
@@ -46,6 +46,32 @@ def test_edit_counts_tokens_and_restore_puts_everything_back(ws: Workspace) -> N
     assert ws.repo.get_session(sid).token_count == sum(
         m.token_count or 0 for m in ws.repo.list_messages(sid))
     editing.restore_fields(change.before)
+    assert _rows(ws, sid) == before
+
+
+def test_an_edit_from_a_text_changed_meanwhile_writes_nothing(ws: Workspace) -> None:
+    sid = _session(ws)
+    editing = Editing(ws.repo)
+    read = ws.repo.list_messages(sid)[1]  # as an editor read it
+    editing.edit_message(read.id, content="Hi from elsewhere")  # another window's edit
+    before = _rows(ws, sid)
+    with pytest.raises(ChangedElsewhereError, match="changed in another window"):
+        editing.edit_message(read.id, content="Hi, mine", expected=read)
+    assert _rows(ws, sid) == before
+    # From the text as it is now, the edit is written.
+    now = ws.repo.get_message(read.id)
+    assert editing.edit_message(read.id, content="Hi, mine", expected=now).after.content \
+        == "Hi, mine"
+
+
+def test_an_undo_over_a_text_changed_since_writes_nothing(ws: Workspace) -> None:
+    sid = _session(ws)
+    editing = Editing(ws.repo)
+    change = editing.edit_message(ws.repo.list_messages(sid)[1].id, content="Mine")
+    editing.edit_message(change.after.id, content="Theirs")  # another window's, after
+    before = _rows(ws, sid)
+    with pytest.raises(ChangedElsewhereError, match="after your edit"):
+        editing.restore_fields(change.before, expected=change.after)
     assert _rows(ws, sid) == before
 
 

@@ -48,6 +48,7 @@ from workbench.engine.providers import ProviderSettings
 from workbench.engine.watch import session_mark
 from workbench.engine.workspace import Workspace
 from workbench.gui.dialogs.open_database import OpenDatabaseDialog, open_at_start
+from workbench.gui.dialogs.providers import ProvidersDialog
 from workbench.gui.main_window import MainWindow
 from workbench.gui.models.sessions import SessionRole
 from workbench.gui.models.timeline import KindRole, StateRole
@@ -266,6 +267,149 @@ def test_two_desktops_editing_at_once_lose_nothing(
         qtbot.waitUntil(lambda window=window: _listed(window) == [
             ("Renamed on the second desktop", 6)], timeout=SEEN_MS)
     assert theirs.ctx.workspace.get_session(info.id).message_count == 6
+
+
+def _painted(window: MainWindow, row: int) -> str:
+    """The text the timeline paints for ``row`` now (the window drawn first)."""
+    window.grab()
+    timeline = window.timeline
+    view = timeline.view
+    index = timeline.model.index(row, 0)
+    delegate = timeline.delegate
+    doc, _cut = delegate._document(  # noqa: SLF001 - what the row paints
+        index, timeline.model.message_at(row),
+        delegate._text_width(view.viewport().width()), view.font(), False)  # noqa: SLF001
+    return doc.toPlainText()
+
+
+def test_an_edit_on_one_desktop_is_painted_on_the_other(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
+) -> None:
+    """The other desktop paints the new text, not the rendering it drew before: its
+    model held the new message while its timeline still drew the old one."""
+    mine, theirs, info = desktops
+    assert _painted(theirs, 2) == "Book two nights."
+
+    # Ctrl+0, Ctrl+End to the last message, F2, Ctrl+End, type, Ctrl+Enter.
+    _activate(qtbot, mine)
+    qtbot.keyClick(mine, Qt.Key.Key_0, CTRL)
+    assert focus() is mine.timeline.view
+    press(qtbot, Qt.Key.Key_End, CTRL)
+    press(qtbot, Qt.Key.Key_F2)
+    assert focus().accessibleName() == "Message text"
+    press(qtbot, Qt.Key.Key_End, CTRL)
+    type_text(qtbot, " And a third.")
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: [m.content for m in mine.ctx.workspace.page_messages(
+        info.id, limit=10)][-1] == "Book two nights. And a third.", timeout=SEEN_MS)
+
+    qtbot.waitUntil(lambda: _shown(theirs)[-1] == "Book two nights. And a third.",
+                    timeout=SEEN_MS)
+    settle(theirs)
+    assert _painted(theirs, 2) == "Book two nights. And a third."
+    assert _painted(mine, 2) == "Book two nights. And a third."
+
+
+def _edit_last(qtbot: QtBot, window: MainWindow, text: str, *, save: bool = True) -> None:
+    """Ctrl+0, Ctrl+End, F2, Ctrl+End, type ``text`` (then Ctrl+Enter when ``save``)."""
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_0, CTRL)
+    assert focus() is window.timeline.view
+    press(qtbot, Qt.Key.Key_End, CTRL)
+    press(qtbot, Qt.Key.Key_F2)
+    assert focus().accessibleName() == "Message text"
+    press(qtbot, Qt.Key.Key_End, CTRL)
+    type_text(qtbot, text)
+    if save:
+        press(qtbot, Qt.Key.Key_Return, CTRL)
+
+
+def test_an_edit_saved_over_another_desktops_edit_is_refused_and_kept(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
+) -> None:
+    """Both desktops edit the same message; the second to save does not write over the
+    first: it is told, its text waits on the clipboard, and Ctrl+Z changes nothing."""
+    mine, theirs, info = desktops
+
+    def stored() -> str:
+        return [m.content for m in mine.ctx.workspace.page_messages(info.id, limit=10)][-1]
+
+    said: list[str] = []
+    theirs.ctx.error_reported.connect(said.append)
+    _edit_last(qtbot, theirs, " Theirs.", save=False)
+    _edit_last(qtbot, mine, " Mine.")
+    qtbot.waitUntil(lambda: stored() == "Book two nights. Mine.", timeout=SEEN_MS)
+
+    _activate(qtbot, theirs)
+    assert focus().accessibleName() == "Message text"
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: bool(said), timeout=SEEN_MS)
+    assert "changed in another window or on another desktop" in said[0]
+    assert QApplication.clipboard().text() == "Book two nights. Theirs."
+    assert stored() == "Book two nights. Mine."
+    qtbot.waitUntil(lambda: _shown(theirs)[-1] == "Book two nights. Mine.", timeout=SEEN_MS)
+
+    qtbot.keyClick(theirs, Qt.Key.Key_0, CTRL)
+    press(qtbot, Qt.Key.Key_Z, CTRL)
+    theirs.ctx.workers.wait_idle()
+    assert stored() == "Book two nights. Mine."
+
+
+def test_an_undo_does_not_put_the_old_text_over_another_desktops_edit(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
+) -> None:
+    mine, theirs, info = desktops
+
+    def stored() -> str:
+        return [m.content for m in mine.ctx.workspace.page_messages(info.id, limit=10)][-1]
+
+    said: list[str] = []
+    mine.ctx.error_reported.connect(said.append)
+    _edit_last(qtbot, mine, " Mine.")
+    qtbot.waitUntil(lambda: stored() == "Book two nights. Mine.", timeout=SEEN_MS)
+    qtbot.waitUntil(lambda: _shown(theirs)[-1] == "Book two nights. Mine.", timeout=SEEN_MS)
+    _edit_last(qtbot, theirs, " Theirs.")
+    qtbot.waitUntil(lambda: stored() == "Book two nights. Mine. Theirs.", timeout=SEEN_MS)
+
+    # Ctrl+Z on the first desktop: its edit is under the other's, so nothing is undone.
+    _activate(qtbot, mine)
+    qtbot.keyClick(mine, Qt.Key.Key_0, CTRL)
+    press(qtbot, Qt.Key.Key_Z, CTRL)
+    qtbot.waitUntil(lambda: bool(said), timeout=SEEN_MS)
+    assert "after your edit" in said[0]
+    assert stored() == "Book two nights. Mine. Theirs."
+    qtbot.waitUntil(lambda: _shown(mine)[-1] == "Book two nights. Mine. Theirs.",
+                    timeout=SEEN_MS)
+
+
+def test_a_provider_added_on_one_desktop_is_offered_on_the_other(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
+    server: ProtocolServer,
+) -> None:
+    """Providers live in the store: one added in Settings → Providers on one desktop is
+    in the other's provider list without a restart."""
+    mine, theirs, _info = desktops
+    assert named(theirs, "Provider").currentText() == "(no provider)"
+
+    # Ctrl+, opens Settings → Providers; fill the form, click Save, close.
+    _activate(qtbot, mine)
+    qtbot.keyClick(mine, Qt.Key.Key_Comma, CTRL)
+    qtbot.waitUntil(lambda: isinstance(QApplication.activeWindow(), ProvidersDialog),
+                    timeout=SEEN_MS)
+    dialog = QApplication.activeWindow()
+    replace_text(qtbot, dialog, "Provider name", "Team server")
+    replace_text(qtbot, dialog, "Base URL", server.url + "/v1")
+    replace_text(qtbot, dialog, "Model", server.model)
+    with qtbot.waitSignal(dialog.provider_saved, timeout=SEEN_MS):
+        click(qtbot, dialog, "Save the provider")
+    dialog.close()
+    qtbot.waitUntil(lambda: named(mine, "Provider").currentText() == "Team server",
+                    timeout=SEEN_MS)
+
+    box = named(theirs, "Provider")
+    qtbot.waitUntil(lambda: box.currentText() == "Team server", timeout=SEEN_MS)
+    assert box.isEnabled()
+    assert named(theirs, "Model").currentText() == server.model
 
 
 def _folded_states(window: MainWindow) -> list[str]:
@@ -554,6 +698,59 @@ def test_a_window_says_when_it_stops_hearing_other_desktops_then_catches_up(
         qtbot.waitUntil(lambda: _listed(theirs) == [("Shared plan", 4)], timeout=SEEN_MS)
     finally:
         admin.dispose()
+
+
+def test_a_change_while_the_server_is_unreachable_says_so_once(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo], pg_db_url: str,
+    pg_server: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rename while no connection is let in: the status bar says the server is not
+    reachable for as long as it lasts, and the rename gets one box that says the server
+    cannot be reached (not that it refused the change), though the reads after it fail
+    too."""
+    import sqlalchemy as sa
+
+    import workbench.gui.main_window as main_window_module
+
+    mine, _theirs, info = desktops
+    boxes: list[str] = []
+
+    def box(_parent: QWidget, _title: str, text: str) -> None:
+        boxes.append(text)
+        # The box waits for the person: what fails meanwhile arrives while it is open.
+        qtbot.waitUntil(lambda: mine.ctx.workers.idle, timeout=SEEN_MS)
+        qtbot.wait(300)
+
+    monkeypatch.setattr(main_window_module, "error_boxes_shown", lambda: True)
+    monkeypatch.setattr(main_window_module.QMessageBox, "warning", staticmethod(box))
+    name = pg_db_url.rsplit("/", 1)[1]
+    admin = sa.create_engine(pg_server.url(), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
+            conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                 "WHERE datname = :name"), {"name": name})
+            mine.ctx.workspace.db.engine.dispose()  # type: ignore[attr-defined]
+            # The window says it no longer hears the others, and keeps saying it.
+            qtbot.waitUntil(lambda: "not reachable" in named(mine, "Team database").text(),
+                            timeout=SEEN_MS)
+            settle(mine)
+            boxes.clear()  # what failed before the rename
+            _rename_open_session(qtbot, mine, "Renamed while away")
+            qtbot.waitUntil(lambda: bool(boxes), timeout=SEEN_MS)
+            qtbot.waitUntil(lambda: mine.ctx.workers.idle, timeout=SEEN_MS)
+            settle(mine)
+            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+    finally:
+        admin.dispose()
+    assert len(boxes) == 1, boxes
+    assert "cannot be reached" in boxes[0] and "refused" not in boxes[0]
+    assert "connects again by itself" in boxes[0]
+    # The server lets it in again: the status bar says the address alone again.
+    label = named(mine, "Team database")
+    qtbot.waitUntil(lambda: "not reachable" not in label.text(), timeout=SEEN_MS)
+    assert label.text().startswith("Team database: workbench@")
+    assert mine.ctx.workspace.get_session(info.id).title == "Shared plan"
 
 
 def test_a_write_that_leaves_the_open_session_as_shown_does_not_reread_it(

@@ -204,6 +204,26 @@ def test_a_huge_message_is_stored_and_its_words_found(pg: Any) -> None:
     assert len(hits) == 1 and "«zebra»" in hits[0].snippet
 
 
+def test_snippets_keep_text_that_looks_like_html(pg: Any) -> None:
+    """A message or title is text: its "<b>" and "<script>" are in the snippet as on
+    SQLite (ts_headline would leave them out, taking them for HTML)."""
+    content = "plain <b>tags</b> & <script>alert(1)</script> <!-- c --> a<b zebra-in"
+    with pg.connect() as conn:
+        session_id = conn.execute(sa.select(tables.sessions.c.id).limit(1)).scalar_one()
+        conn.execute(sa.insert(tables.messages).values(
+            session_id=session_id, position=10_000, role="user", content=content,
+            created_at=T0))
+        conn.execute(sa.update(tables.sessions).where(tables.sessions.c.id == session_id)
+                     .values(title="Walk <i>zebra</i> notes"))
+        hits = search_postgresql(conn, SearchQuery("zebra", kinds=["message", "session"]))
+        conn.rollback()
+    shown = {h.kind: h.snippet for h in hits}
+    # The words around the word found, cut as ts_headline cuts, and nothing left out.
+    assert shown["message"].endswith("</script> <!-- c --> a<b «zebra»-in")
+    assert shown["message"] in content.replace("zebra", "«zebra»")
+    assert shown["session"] == "Walk <i>«zebra»</i> notes"
+
+
 def test_input_is_never_sql(pg: Any, corpus: Any) -> None:
     hostile = ["'); DROP TABLE messages; --", "a:* & !b | <->", "\\", "%", "_", ":p0",
                '"unclosed', "NOT", "OR", "*", "-"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from workbench.core.conversation import ROLES, Message, SessionInfo
 from workbench.core.tokens import TokenCounter, get_counter
-from workbench.errors import NotFoundError, StorageError
+from workbench.errors import ChangedElsewhereError, NotFoundError, StorageError
 from workbench.store.repository import Repository
 
 __all__ = ["Editing", "IdAliases", "MessageChange", "SessionChange", "SessionTrash"]
@@ -124,13 +124,25 @@ class Editing:
         return page[0]
 
     def edit_message(
-        self, message_id: int, *, content: str | None = None, role: str | None = None
+        self, message_id: int, *, content: str | None = None, role: str | None = None,
+        expected: Message | None = None,
     ) -> MessageChange:
-        """Change a message's text and/or role; its token count is counted again."""
+        """Change a message's text and/or role; its token count is counted again.
+
+        ``expected`` is the message as the editor read it: when the stored one's role or
+        text differ (another window or desktop changed it meanwhile), nothing is written
+        and :class:`ChangedElsewhereError` says so.
+        """
         if role is not None and role not in ROLES:
             raise StorageError(f"Role {role!r} is not one of {', '.join(ROLES)}.")
         ident = self.aliases.resolve(message_id)
         before = self.repo.get_message(ident)
+        if expected is not None and (before.role, before.content) != (expected.role,
+                                                                      expected.content):
+            raise ChangedElsewhereError(
+                "This message was changed in another window or on another desktop while "
+                "you edited it, so your edit was not saved over that change."
+            )
         draft = before.copy()
         if content is not None:
             draft.content = content
@@ -146,12 +158,26 @@ class Editing:
         )
         return MessageChange(before, after)
 
-    def restore_fields(self, before: Message) -> Message:
-        """Put a message's text, role, name and token count back as ``before`` had them."""
+    def restore_fields(self, before: Message, *, expected: Message | None = None) -> Message:
+        """Put a message's text, role, name and token count back as ``before`` had them.
+
+        ``expected``: the message as the edit being undone left it; when the stored one's
+        role or text differ (changed elsewhere since), nothing is written
+        (:class:`ChangedElsewhereError`).
+        """
         if before.id is None:
             raise StorageError("A message without an id cannot be restored in place.")
+        ident = self.aliases.resolve(before.id)
+        if expected is not None:
+            now = self.repo.get_message(ident)
+            if (now.role, now.content) != (expected.role, expected.content):
+                raise ChangedElsewhereError(
+                    "This message was changed in another window or on another desktop "
+                    "after your edit, so the undo did not put your old text over that "
+                    "change."
+                )
         return self.repo.update_message(
-            self.aliases.resolve(before.id),
+            ident,
             content=before.content,
             role=before.role,
             name=before.name,

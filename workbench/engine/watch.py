@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from workbench.engine.workspace import Workspace
 from workbench.errors import NotFoundError
 from workbench.store.db_postgresql import PostgresDatabase
 
-__all__ = ["ChangeWatch", "OutsideChange", "SessionMark", "session_mark"]
+__all__ = ["ChangeWatch", "OutsideChange", "SessionMark", "provider_setup", "session_mark"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,13 @@ def session_mark(ws: Workspace, session_id: int) -> SessionMark | None:
     except NotFoundError:
         return None
     return SessionMark(info.message_count, info.updated_at)
+
+
+def provider_setup(ws: Workspace) -> tuple[list[Any], list[Any]]:
+    """The stored provider configs and agents: what a window compares with what it last
+    read after another writer's change that named no session (a provider or an agent
+    saved on another desktop, or by the command line)."""
+    return ws.provider_settings().list(), ws.list_agents()
 
 
 class ChangeWatch:

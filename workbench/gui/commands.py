@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from PySide6.QtGui import QUndoCommand
+from PySide6.QtGui import QGuiApplication, QUndoCommand
 
 from workbench.core.conversation import Message, SessionInfo
 from workbench.engine.editing import MessageChange, SessionChange
+from workbench.errors import ChangedElsewhereError
 from workbench.gui.context import AppContext
 
 
@@ -59,21 +60,56 @@ class EditMessageCommand(_StoreCommand):
         self._before = message.copy()
         self._role = role
         self._content = content
+        self._refused = False  # the message changed elsewhere first: nothing was written
+        self._undoing = False
 
     def redo(self) -> None:
         ident = int(self._before.id or 0)
         editing = self.ctx.editing
+        before = self._before
 
         def run() -> MessageChange:
-            return editing.edit_message(ident, content=self._content, role=self._role)
+            # Written only over the text the editor started from: another window's or
+            # desktop's edit made meanwhile is not lost to this one.
+            return editing.edit_message(ident, content=self._content, role=self._role,
+                                        expected=before)
 
         self._write(run, lambda change: self.ctx.announce_message("changed", change.after))
 
+    def _failed(self, error: BaseException) -> None:
+        if isinstance(error, ChangedElsewhereError) and self._undoing:
+            # The undo found another edit over this one: it is left as it is.
+            self._undoing = False
+            super()._failed(error)
+            return
+        if isinstance(error, ChangedElsewhereError):
+            # Nothing was written, so there is nothing to undo (an undo would put the
+            # old text over the other edit); what was typed is kept on the clipboard.
+            self._refused = True
+            self.setObsolete(True)
+            QGuiApplication.clipboard().setText(self._content)
+            self.ctx.report_error(
+                f"{error} Your text is on the clipboard: F2 on the message edits what "
+                "it holds now.")
+            self.ctx.sessions_changed.emit()
+            if self.ctx.current_session_id:
+                self.ctx.session_reloaded.emit(self.ctx.current_session_id)
+            return
+        super()._failed(error)
+
     def undo(self) -> None:
+        if self._refused:
+            return
         editing = self.ctx.editing
         before = self._before
-        self._write(lambda: editing.restore_fields(before),
-                    lambda message: self.ctx.announce_message("changed", message))
+        after = Message(role=self._role, content=self._content)  # as this edit left it
+        self._undoing = True
+
+        def restored(message: Message) -> None:
+            self._undoing = False
+            self.ctx.announce_message("changed", message)
+
+        self._write(lambda: editing.restore_fields(before, expected=after), restored)
 
 
 class InsertMessageCommand(_StoreCommand):

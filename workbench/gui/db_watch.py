@@ -18,7 +18,13 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from workbench.engine.watch import ChangeWatch, OutsideChange, SessionMark, session_mark
+from workbench.engine.watch import (
+    ChangeWatch,
+    OutsideChange,
+    SessionMark,
+    provider_setup,
+    session_mark,
+)
 from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
 
@@ -30,6 +36,8 @@ class DatabaseWatcher(QObject):
     """Polls for outside changes while the window is open."""
 
     outside_change_seen = Signal(bool)  # True when the open session was read again
+    # Why other desktops are not heard right now ("" once they are heard again)
+    hearing_changed = Signal(str)
 
     def __init__(self, ctx: AppContext, busy: Callable[[], bool],
                  parent: QObject | None = None, interval_ms: int | None = None) -> None:
@@ -40,6 +48,9 @@ class DatabaseWatcher(QObject):
         self._watch: ChangeWatch | None = None
         self._mark: tuple[int, SessionMark | None] | None = None
         self._problem: str | None = None  # the listener's last trouble, said once
+        # The providers and agents as last read: another writer's change that names no
+        # session may have changed them (the composer's list then follows).
+        self._setup: object = None
         self.timer = QTimer(self)
         self.timer.timeout.connect(self.poll)
         ctx.workspace_replaced.connect(self._restart)
@@ -53,6 +64,8 @@ class DatabaseWatcher(QObject):
             self._watch = None
         self._mark = None
         self._problem = None
+        self._setup = None
+        self._read_setup(announce=False)
         default = POLL_MS if self.ctx.workspace.is_file else TEAM_POLL_MS
         self.timer.setInterval(self._interval_ms or default)
 
@@ -93,6 +106,7 @@ class DatabaseWatcher(QObject):
         # Read the open session again unless it is known to be as the window shows it.
         reread = bool(mark[0]) and mark != self._mark
         self._mark = mark
+        self._read_setup()
         self._report(reread)
 
     def _heard(self, change: OutsideChange) -> None:
@@ -102,6 +116,8 @@ class DatabaseWatcher(QObject):
         that leaves the mark as it was (token counts kept by a window that measured
         the request in another encoding) does not reread the session: the windows
         would otherwise set each other measuring and writing in turn."""
+        if change.everything or not change.sessions:
+            self._read_setup()
         session_id = self.ctx.current_session_id
         if not session_id or not change.touches(session_id):
             self._report(False)
@@ -119,6 +135,23 @@ class DatabaseWatcher(QObject):
                               name="compare the open session", key=(self, "mark"),
                               on_done=compared, on_error=lambda _error: self._report(False))
 
+    def _read_setup(self, *, announce: bool = True) -> None:
+        """Read the providers and agents on a worker; when they differ from what was
+        read before, tell the window (``providers_changed``): its provider list follows
+        a provider another desktop added, changed or removed."""
+        workspace = self.ctx.workspace
+
+        def compared(setup: object) -> None:
+            if workspace is not self.ctx.workspace:
+                return  # another database is open now: it was read whole
+            changed, self._setup = setup != self._setup, setup
+            if changed and announce:
+                self.ctx.providers_changed.emit()
+
+        self.ctx.workers.read(provider_setup, workspace, name="compare the providers",
+                              key=(self, "providers"), on_done=compared,
+                              on_error=lambda _error: None)
+
     def _say_problem(self, problem: str | None) -> None:
         """Tell once when other desktops' changes stop being heard, and when they are
         heard again."""
@@ -131,6 +164,7 @@ class DatabaseWatcher(QObject):
         elif self._problem:
             self.ctx.status_reported.emit("Changes from other desktops are heard again.")
         self._problem = problem
+        self.hearing_changed.emit(problem or "")
 
     def _report(self, reread: bool) -> None:
         session_id = self.ctx.current_session_id

@@ -79,6 +79,12 @@ def stored_session(workspace: Workspace, session_id: int) -> SessionInfo | None:
         return None
 
 
+def error_boxes_shown() -> bool:
+    """Whether an error also gets a message box (not on the offscreen platform of tests
+    and scripted runs, where nobody could close it)."""
+    return QApplication.platformName() != "offscreen"
+
+
 class MainWindow(QMainWindow):
     """The workbench's main window over one open workspace."""
 
@@ -88,6 +94,8 @@ class MainWindow(QMainWindow):
         self.setObjectName("MainWindow")
         self.settings = settings if settings is not None else gui_settings()
         self.ctx = AppContext(workspace, self)
+        self._error_boxed: str | None = None  # the last error shown in a box
+        self._not_heard = ""  # why other desktops are not heard now ("": they are)
         self.dock_sizer = DockSharesSizer(self)
         self.setWindowTitle(APP_TITLE)
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks
@@ -128,6 +136,7 @@ class MainWindow(QMainWindow):
         # Another window or desktop may have renamed the open session.
         self.db_watcher.outside_change_seen.connect(
             lambda _reread: self._refresh_status_timer.start())
+        self.db_watcher.hearing_changed.connect(self._hearing_changed)
         # What a person types first goes to the prompt (or, without a composer, to the
         # timeline), not to the first role chip, which Space would switch off.
         start = self.composer.prompt if self.composer is not None else self.timeline.view
@@ -462,7 +471,8 @@ class MainWindow(QMainWindow):
         self._undo_status: tuple[str, Any] | None = None
         self.statusBar().messageChanged.connect(self._status_changed)
         ctx.undo_stack.indexChanged.connect(self._undo_top_changed)
-        ctx.workspace_replaced.connect(self._show_database)
+        ctx.workspace_replaced.connect(self._database_replaced)
+        ctx.undo_stack.indexChanged.connect(self._forget_error_boxed)  # the person acted
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._system_scheme_changed)
         self.timeline.summary_changed.connect(self.session_label.setText)
         if self.composer is not None:
@@ -733,15 +743,48 @@ class MainWindow(QMainWindow):
                 address = ws.location
             shown = self.database_label.fontMetrics().elidedText(
                 address, Qt.TextElideMode.ElideMiddle, DATABASE_LABEL_PX)
-            self.database_label.setText(f"Team database: {shown}")
+            if self._not_heard:
+                self.database_label.setText(f"Team database: {shown} (not reachable: "
+                                            "reconnecting…)")
+                self.database_label.setToolTip(
+                    f"{ws.location}\nOther desktops' changes are not heard right now "
+                    f"({self._not_heard}); the workbench keeps trying and catches up "
+                    "once it hears them again.")
+            else:
+                self.database_label.setText(f"Team database: {shown}")
+                self.database_label.setToolTip(ws.location)
             self.database_label.setAccessibleName("Team database")
+            return
         self.database_label.setToolTip(ws.location)
 
     # -- messages to people ----------------------------------------------------------------
 
+    def _hearing_changed(self, problem: str) -> None:
+        """Other desktops stopped being heard (the server is likely gone), or are heard
+        again: the status bar says so for as long as it lasts, not for a few seconds."""
+        self._not_heard = problem
+        if not problem:
+            self._forget_error_boxed()
+        self._show_database()
+
+    def _database_replaced(self) -> None:
+        self._not_heard = ""
+        self._forget_error_boxed()
+        self._show_database()
+
+    def _forget_error_boxed(self, *_args: object) -> None:
+        self._error_boxed = None
+
     def _show_error(self, text: str) -> None:
         self.statusBar().showMessage(text, 15000)
-        if self.isVisible() and not QApplication.platformName() == "offscreen":
+        # One failure often fails the reads that follow it too (a server gone: the
+        # write, then the list and the session read again): a sentence the person was
+        # just shown in a box is not put up again (the status bar says it) until the
+        # person acts again, the window hears the database again or another comes.
+        if text == self._error_boxed:
+            return
+        if self.isVisible() and error_boxes_shown():
+            self._error_boxed = text
             QMessageBox.warning(self, APP_TITLE, text)
 
     def show_shortcuts(self) -> ShortcutsDialog:

@@ -34,7 +34,13 @@ from typing import Any
 
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError, SQLAlchemyError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    OperationalError,
+    SQLAlchemyError,
+)
 
 from workbench.errors import StorageError
 from workbench.store.db import POOL_OVERFLOW, POOL_SIZE, Database, OpenProgress
@@ -298,6 +304,12 @@ class PostgresDatabase(Database):
         try:
             yield
         except DBAPIError as exc:
+            if _unreachable(exc):
+                raise StorageError(
+                    f"The team database {self.location} cannot be reached right now "
+                    f"({_reason(exc)}). The workbench connects again by itself once the "
+                    "server answers: try again then."
+                ) from exc
             raise StorageError(
                 f"The database {self.location} refused the change: {_reason(exc)}."
             ) from exc
@@ -393,6 +405,21 @@ class SearchIndexMerger:
             thread = self._thread
         if thread is not None:
             thread.join()
+
+
+# SQLSTATEs of a lost or refused connection: class 08, and the server shutting down or
+# starting up (57P01-57P03). A failure to connect carries none (libpq says it).
+_CONNECTION_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def _unreachable(exc: DBAPIError) -> bool:
+    """Whether ``exc`` says the server could not be reached (not that it refused)."""
+    if exc.connection_invalidated:
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    state = getattr(exc.orig, "sqlstate", None)
+    return state is None or str(state).startswith(_CONNECTION_STATES)
 
 
 def _reason(exc: BaseException) -> str:

@@ -70,6 +70,25 @@ _HEADLINE_CHARS = 1_200
 _HEADLINE_BEFORE = 300
 
 
+# ts_headline's parser reads "<b>", "</script>" or "<!-- -->" as HTML and leaves them out
+# of the snippet, but a message is text, not HTML (SQLite's snippet keeps them): "<" goes
+# in as the unit separator, a control character the parser takes for a space (any
+# character above ASCII is a letter to it under the C locale, and would join the word
+# beside it), and comes back in the snippet. (A text holding that invisible character
+# itself shows a "<" in its place in the snippet.)
+_LT_STAND_IN = "\x1f"
+
+
+def _headline_text(sql: str, params: _Params) -> str:
+    """The SQL of ``sql``'s text with "<" hidden from ts_headline."""
+    return f"replace({sql}, {params.add('<')}, {params.add(_LT_STAND_IN)})"
+
+
+def _headline_shown(value: Any) -> str:
+    """A ts_headline result with its "<" back."""
+    return str(value).replace(_LT_STAND_IN, "<")
+
+
 class _Params:
     """Named bind parameters collected while SQL text is built."""
 
@@ -421,14 +440,14 @@ def _search_messages(
              f" {snippet_params.add(first.lower())}) - {_HEADLINE_BEFORE}), {_HEADLINE_CHARS})")
     rows = conn.execute(text(
         "SELECT id, session_id, role, position, ts_headline('simple', "
-        f"{shown}, ({snippet_tsq}), "
+        f"{_headline_text(shown, snippet_params)}, ({snippet_tsq}), "
         f"{snippet_params.add(_headline_options(query.highlight))})"
         f" FROM messages WHERE id = ANY({snippet_params.add(ids)})"),
         snippet_params.values).all()
     details = {int(r[0]): r for r in rows}
     return [
         SearchHit(kind="message", session_id=details[mid][1], message_id=mid,
-                  role=details[mid][2], snippet=str(details[mid][4]),
+                  role=details[mid][2], snippet=_headline_shown(details[mid][4]),
                   score=round(float(score), 6), position=details[mid][3])
         for mid, score in ranked if mid in details
     ]
@@ -466,12 +485,14 @@ def _ranked_rows(conn: Connection, query: SearchQuery, terms: Sequence[_Term], *
     alias = table.split()[1]
     where = [f"{alias}.search @@ ({tsq})", *more]
     where += [f"{column} = {params.add(value)}" for column, value in equal if value is not None]
-    return list(conn.execute(text(
-        f"SELECT {alias}.id, {columns}, ts_headline('simple', {shown}, ({tsq}),"
+    rows = conn.execute(text(
+        f"SELECT {alias}.id, {columns}, ts_headline('simple',"
+        f" {_headline_text(shown, params)}, ({tsq}),"
         f" {params.add(_headline_options(query.highlight, whole=whole))}),"
         f" ts_rank({alias}.search, ({tsq})) AS score FROM {table}"
         f" WHERE {' AND '.join(where)} ORDER BY score DESC, {alias}.id DESC"
-        f" LIMIT {params.add(query.limit)}"), params.values).all())
+        f" LIMIT {params.add(query.limit)}"), params.values).all()
+    return [(*row[:-2], _headline_shown(row[-2]), row[-1]) for row in rows]
 
 
 def _search_titles(

@@ -785,7 +785,11 @@ class TimelineModel(QAbstractListModel):
         if role == MessageRole:
             return message
         if role == KeyRole:
-            return ("message", message.id, self._revisions.get(int(message.id or 0), 0))
+            # The text's hash too: a session read again after another window's change
+            # starts its revisions afresh, and the rendering cached under the old key
+            # must not be painted for the new text (str caches its hash: no cost).
+            return ("message", message.id, self._revisions.get(int(message.id or 0), 0),
+                    message.role, hash(message.content))
         if role == StateRole:
             return message.state
         if role == Qt.ItemDataRole.DisplayRole:
