@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QRect, Qt
 from PySide6.QtGui import QFontMetrics, QImage, QPainter
-from PySide6.QtWidgets import QLabel, QListView, QStyleOptionViewItem
+from PySide6.QtWidgets import QApplication, QLabel, QListView, QStyleOptionViewItem
 from pytestqt.qtbot import QtBot
 
 from tests.gui.conftest import settle
@@ -288,3 +288,32 @@ def test_the_filter_placeholder_fits_at_1024_wide(
     shown = field.placeholderText()
     assert shown == "Title or #tag"
     assert field.fontMetrics().horizontalAdvance(shown) <= room, (shown, room)
+
+
+def test_a_title_typed_in_place_survives_the_list_being_read_again(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    """Another window's or desktop's change arrives while a title is typed in the list
+    (F2): the list is read again once the editor closes, not under it (a new list closed
+    the editor and what was typed was lost)."""
+    info = make_session(workspace, "Draft", [("user", "hi")])
+    other = make_session(workspace, "Other", [("user", "hi")])
+    window = open_window(workspace)
+    window.activateWindow()
+    window.browser.view.setFocus()
+    window.browser.view.setCurrentIndex(window.browser.model.index(
+        window.browser.model.row_of(info.id) or 0, 0))
+    press(qtbot, Qt.Key.Key_F2)
+    editor = QApplication.focusWidget()
+    assert editor is not None and editor.accessibleName() == "Session title"
+    press(qtbot, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    type_text(qtbot, "Typed while the list changed")
+    workspace.repo.rename_session(other.id, "Renamed elsewhere")  # as another window would
+    window.ctx.sessions_changed.emit()  # what the database watcher says then
+    window.browser.reload()
+    assert QApplication.focusWidget() is editor  # still typing
+    press(qtbot, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: workspace.repo.get_session(info.id).title
+                    == "Typed while the list changed", timeout=5_000)
+    wait_list(qtbot, window, ["Typed while the list changed", "Renamed elsewhere"])

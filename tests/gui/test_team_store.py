@@ -45,11 +45,12 @@ from workbench.core.conversation import SessionInfo
 from workbench.core.provider import ProviderConfig
 from workbench.engine import compaction
 from workbench.engine.providers import ProviderSettings
+from workbench.engine.team import team_address
 from workbench.engine.watch import session_mark
 from workbench.engine.workspace import Workspace
 from workbench.gui.dialogs.open_database import OpenDatabaseDialog, open_at_start
 from workbench.gui.dialogs.providers import ProvidersDialog
-from workbench.gui.main_window import MainWindow
+from workbench.gui.main_window import TEAM_ADDRESS_KEY, MainWindow
 from workbench.gui.models.sessions import SessionRole
 from workbench.gui.models.timeline import KindRole, StateRole
 
@@ -637,6 +638,26 @@ def test_open_team_database_switches_the_window_and_remembers_the_password_when_
     host_port = address.split("@", 1)[1].rsplit("/", 1)[0]
     assert memory_keyring.passwords == {
         (SERVICE, f"workbench@{host_port}/{database}"): SECRET}
+
+
+def test_open_team_database_offers_the_team_store_the_window_is_on(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
+) -> None:
+    """Opened by WORKBENCH_DB (nothing remembered yet): its address is offered, without
+    a password."""
+    mine, _theirs, _info = desktops
+    mine.settings.remove(TEAM_ADDRESS_KEY)
+    offered: list[str] = []
+
+    def look(team: QWidget) -> None:
+        offered.append(named(team, "Team database URL", QLineEdit).text())
+        team.reject()
+
+    _activate(qtbot, mine)
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(mine, Qt.Key.Key_O, CTRL | SHIFT), look)
+    location = mine.ctx.workspace.location
+    assert offered == [team_address(location)]
+    assert offered[0].startswith("postgresql://") and location.rsplit("/", 1)[1] in offered[0]
 
 
 # -- the start-up (make run with WORKBENCH_DB, workbench --db URL) -----------------------------

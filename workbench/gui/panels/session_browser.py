@@ -223,11 +223,23 @@ class SessionBrowserPanel(QWidget):
     def reload(self) -> None:
         """Read the list again, keeping the selection. On the team store the list is
         read on a worker (a server's round trips never hold the window up) and shown
-        when it arrives; a file's list is read at once."""
+        when it arrives; a file's list is read at once. Not while a title is being
+        typed in place: it is read once the editor closes."""
+        if self._renaming():
+            self._reload_timer.start()
+            return
         self.ctx.read_shown(self.model.list_request().read, name="read the session list",
                             key=(self, "list"), on_done=self._show_list)
 
+    def _renaming(self) -> bool:
+        """Whether a title is being typed in place: a new list would close its editor
+        and lose what was typed (another desktop's change arriving meanwhile)."""
+        return self.view.state() == QAbstractItemView.State.EditingState
+
     def _show_list(self, read: ListRead) -> None:
+        if self._renaming():  # read before the editor opened: read again after it
+            self._reload_timer.start()
+            return
         keep = self.selected_ids()
         current = self.ctx.current_session_id
         self._restoring = True
