@@ -837,12 +837,27 @@ PREVIEW_SETTINGS: list[dict[str, Any]] = [
 ]
 
 
+def _policy_and_options(setting: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """One of PREVIEW_SETTINGS as the policy and the other options of a preview."""
+    from workbench.core.compaction import CompactionPolicy
+
+    options = dict(setting)
+    return CompactionPolicy().replace(**options.pop("policy_changes", {})), options
+
+
+def _lose_some_lines(workspace: Workspace, ids: list[int]) -> None:
+    """Some kept summary lines lost, and some lines' counts."""
+    with workspace.db.write() as conn:
+        conn.execute(update(M).where(M.c.id.in_(ids[::3])).values(
+            summary_line=None, summary_line_tokens=None))
+        conn.execute(update(M).where(M.c.id.in_(ids[1::5])).values(summary_line_tokens=None))
+
+
 def _expected_plan(workspace: Workspace, sid: int, options: dict[str, Any]) -> dict[str, Any]:
     """The plan made from the session's messages (not the store's table)."""
-    from workbench.core.compaction import CompactionPolicy, ExtractiveSummarizer, plan_compaction
+    from workbench.core.compaction import ExtractiveSummarizer, plan_compaction
 
-    options = dict(options)
-    policy = CompactionPolicy().replace(**options.pop("policy_changes", {}))
+    policy, options = _policy_and_options(options)
     info = workspace.repo.get_session(sid)
     instructions = workspace.repo.get_agent(info.agent_id).instructions or None
     return plan_compaction(
@@ -866,24 +881,17 @@ def test_previews_one_after_another_from_one_table_plan_as_the_messages_do(
     """Previews of an unchanged session with one setting after another plan from the
     table read once and continue the summaries counted on it: each plan is still the
     one made from the messages, in any order."""
-    from workbench.core.compaction import CompactionPolicy
     from workbench.store.compactions import forget_tables
 
     sid = _mixed_session(workspace, 240)
     if lines == "some":
-        ids = [m.id for m in workspace.repo.list_messages(sid)]
-        with workspace.db.write() as conn:
-            conn.execute(update(M).where(M.c.id.in_(ids[::3])).values(
-                summary_line=None, summary_line_tokens=None))
-            conn.execute(update(M).where(M.c.id.in_(ids[1::5])).values(
-                summary_line_tokens=None))
+        _lose_some_lines(workspace, [m.id for m in workspace.repo.list_messages(sid)])
     expected = [_expected_plan(workspace, sid, options) for options in PREVIEW_SETTINGS]
     forget_tables()
     count = len(PREVIEW_SETTINGS)
     for order in (range(count), range(count - 1, -1, -1), range(1, count, 2)):
         for k in order:
-            options = dict(PREVIEW_SETTINGS[k])
-            policy = CompactionPolicy().replace(**options.pop("policy_changes", {}))
+            policy, options = _policy_and_options(PREVIEW_SETTINGS[k])
             plan = compaction.preview(workspace, sid, policy=policy, now=NOW, **options)
             assert plan.to_json() == expected[k], PREVIEW_SETTINGS[k]
 
@@ -894,26 +902,11 @@ def test_previews_from_the_store_plan_as_the_messages_do_with_and_without_kept_l
 ) -> None:
     """The plan a preview makes from the store's table (kept lines, none, or some) is the
     one made from the session's messages, for every kind of setting."""
-    from workbench.core.compaction import CompactionPolicy, ExtractiveSummarizer, plan_compaction
     from workbench.store.compactions import forget_tables
 
-    options = dict(options)
-    policy = CompactionPolicy().replace(**options.pop("policy_changes", {}))
     sid = _mixed_session(workspace, 240)
-    info = workspace.repo.get_session(sid)
-    instructions = workspace.repo.get_agent(info.agent_id).instructions or None
-    expected = plan_compaction(
-        load_active(workspace.db, sid),
-        workspace.repo.get_context(sid),
-        policy=policy,
-        summarizer=ExtractiveSummarizer(policy.line_chars, policy.summary_chars),
-        request_tokens=lambda summary, history: compaction.request_tokens(
-            instructions, summary, history, COUNTER
-        ),
-        now=NOW,
-        session_id=sid,
-        **options,
-    ).to_json()
+    expected = _expected_plan(workspace, sid, options)
+    policy, options = _policy_and_options(options)
     assert expected["changed"]
 
     def previewed() -> dict[str, Any]:
@@ -922,10 +915,7 @@ def test_previews_from_the_store_plan_as_the_messages_do_with_and_without_kept_l
 
     assert previewed() == expected  # every line kept
     ids = [m.id for m in workspace.repo.list_messages(sid)]
-    with workspace.db.write() as conn:  # some lines lost, some counts of lines lost
-        conn.execute(update(M).where(M.c.id.in_(ids[::3])).values(
-            summary_line=None, summary_line_tokens=None))
-        conn.execute(update(M).where(M.c.id.in_(ids[1::5])).values(summary_line_tokens=None))
+    _lose_some_lines(workspace, ids)
     assert previewed() == expected
     with workspace.db.write() as conn:  # as a database written before lines were kept
         conn.execute(update(M).where(M.c.session_id == sid).values(

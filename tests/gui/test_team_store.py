@@ -283,34 +283,6 @@ def _painted(window: MainWindow, row: int) -> str:
     return doc.toPlainText()
 
 
-def test_an_edit_on_one_desktop_is_painted_on_the_other(
-    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
-) -> None:
-    """The other desktop paints the new text, not the rendering it drew before: its
-    model held the new message while its timeline still drew the old one."""
-    mine, theirs, info = desktops
-    assert _painted(theirs, 2) == "Book two nights."
-
-    # Ctrl+0, Ctrl+End to the last message, F2, Ctrl+End, type, Ctrl+Enter.
-    _activate(qtbot, mine)
-    qtbot.keyClick(mine, Qt.Key.Key_0, CTRL)
-    assert focus() is mine.timeline.view
-    press(qtbot, Qt.Key.Key_End, CTRL)
-    press(qtbot, Qt.Key.Key_F2)
-    assert focus().accessibleName() == "Message text"
-    press(qtbot, Qt.Key.Key_End, CTRL)
-    type_text(qtbot, " And a third.")
-    press(qtbot, Qt.Key.Key_Return, CTRL)
-    qtbot.waitUntil(lambda: [m.content for m in mine.ctx.workspace.page_messages(
-        info.id, limit=10)][-1] == "Book two nights. And a third.", timeout=SEEN_MS)
-
-    qtbot.waitUntil(lambda: _shown(theirs)[-1] == "Book two nights. And a third.",
-                    timeout=SEEN_MS)
-    settle(theirs)
-    assert _painted(theirs, 2) == "Book two nights. And a third."
-    assert _painted(mine, 2) == "Book two nights. And a third."
-
-
 def _edit_last(qtbot: QtBot, window: MainWindow, text: str, *, save: bool = True) -> None:
     """Ctrl+0, Ctrl+End, F2, Ctrl+End, type ``text`` (then Ctrl+Enter when ``save``)."""
     _activate(qtbot, window)
@@ -323,6 +295,25 @@ def _edit_last(qtbot: QtBot, window: MainWindow, text: str, *, save: bool = True
     type_text(qtbot, text)
     if save:
         press(qtbot, Qt.Key.Key_Return, CTRL)
+
+
+def test_an_edit_on_one_desktop_is_painted_on_the_other(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo],
+) -> None:
+    """The other desktop paints the new text, not the rendering it drew before: its
+    model held the new message while its timeline still drew the old one."""
+    mine, theirs, info = desktops
+    assert _painted(theirs, 2) == "Book two nights."
+
+    _edit_last(qtbot, mine, " And a third.")
+    qtbot.waitUntil(lambda: [m.content for m in mine.ctx.workspace.page_messages(
+        info.id, limit=10)][-1] == "Book two nights. And a third.", timeout=SEEN_MS)
+
+    qtbot.waitUntil(lambda: _shown(theirs)[-1] == "Book two nights. And a third.",
+                    timeout=SEEN_MS)
+    settle(theirs)
+    assert _painted(theirs, 2) == "Book two nights. And a third."
+    assert _painted(mine, 2) == "Book two nights. And a third."
 
 
 def test_an_edit_saved_over_another_desktops_edit_is_refused_and_kept(

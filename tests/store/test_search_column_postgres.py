@@ -254,12 +254,14 @@ def test_the_same_content_written_again_is_not_split_again(pg_db: Database) -> N
     assert _marked(pg_db, message.id)
 
 
-def test_a_migrated_database_keeps_its_search_values(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _written_before(pg_url: str, monkeypatch: pytest.MonkeyPatch, migration: str,
+                    texts: list[str]) -> Any:
+    """An engine on a database migrated up to (not including) ``migration``, holding one
+    session of user messages with ``texts`` in order; later migrations are left to the
+    test."""
     engine = sa.create_engine(pg_url)
     monkeypatch.setattr(migrate_module, "MIGRATIONS",
-                        tuple(m for m in MIGRATIONS if m.name < "0010"))
+                        tuple(m for m in MIGRATIONS if m.name < migration))
     migrate_postgresql(engine)
     monkeypatch.setattr(migrate_module, "MIGRATIONS", MIGRATIONS)
     with engine.begin() as conn:
@@ -270,7 +272,15 @@ def test_a_migrated_database_keeps_its_search_values(
             " SELECT id, 's', 't', 't' FROM agents"))
         conn.execute(text(
             "INSERT INTO messages (session_id, position, role, content, created_at)"
-            " SELECT id, 0, 'user', 'a felelis.py café', 't' FROM sessions"))
+            " SELECT s.id, t.n - 1, 'user', t.c, 't' FROM sessions s,"
+            " unnest(CAST(:texts AS text[])) WITH ORDINALITY AS t(c, n)"), {"texts": texts})
+    return engine
+
+
+def test_a_migrated_database_keeps_its_search_values(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = _written_before(pg_url, monkeypatch, "0010", ["a felelis.py café"])
     assert "0010_search_upkeep_postgresql" in migrate_postgresql(engine)
     with engine.connect() as conn:
         row: Any = conn.execute(text(
@@ -289,22 +299,8 @@ def test_a_migrated_database_keeps_its_search_values(
 def test_a_database_of_0011_gets_the_runs_of_its_messages(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = sa.create_engine(pg_url)
-    monkeypatch.setattr(migrate_module, "MIGRATIONS",
-                        tuple(m for m in MIGRATIONS if m.name < "0012"))
-    migrate_postgresql(engine)
-    monkeypatch.setattr(migrate_module, "MIGRATIONS", MIGRATIONS)
-    with engine.begin() as conn:
-        conn.execute(text(
-            "INSERT INTO agents (name, created_at, updated_at) VALUES ('a', 't', 't')"))
-        conn.execute(text(
-            "INSERT INTO sessions (agent_id, title, created_at, updated_at)"
-            " SELECT id, 's', 't', 't' FROM agents"))
-        conn.execute(text(
-            "INSERT INTO messages (session_id, position, role, content, created_at)"
-            " SELECT s.id, t.n, 'user', t.c, 't' FROM sessions s,"
-            " unnest(CAST(:texts AS text[])) WITH ORDINALITY AS t(c, n)"),
-            {"texts": ["a <=> b ::: c", "no run -> here", "ü ==> ö"]})
+    engine = _written_before(pg_url, monkeypatch, "0012",
+                             ["a <=> b ::: c", "no run -> here", "ü ==> ö"])
     assert "0012_symbol_runs_postgresql" in migrate_postgresql(engine)
     with engine.connect() as conn:
         rows = conn.execute(text("SELECT content, symbols FROM messages ORDER BY position")

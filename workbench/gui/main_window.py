@@ -717,13 +717,14 @@ class MainWindow(QMainWindow):
         """File → Open Team Database: ask for the server's URL (and a password), then
         open it as Open Database does. The address is remembered for next time, without
         any password."""
-        address = str(self.settings.value(TEAM_ADDRESS_KEY, "") or "")
+        address = ""
         if not self.ctx.workspace.is_file:
             # The team store this window is on (opened by WORKBENCH_DB or --db too).
             try:
                 address = team_address(self.ctx.workspace.location)
             except WorkbenchError:
                 pass
+        address = address or str(self.settings.value(TEAM_ADDRESS_KEY, "") or "")
         dialog = TeamDatabaseDialog(self, address=address)
         try:
             if not dialog.exec():
