@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
 from workbench.core.compaction import CompactionPolicy
@@ -498,3 +499,43 @@ def test_a_preview_has_the_summary_lines_the_session_lacks_kept_for_the_next(
     assert panel.plan is not None and panel.plan.unkept_lines == 0
     assert panel.summary_edit.toPlainText() == first.summary
     assert compaction.history(workspace, info.id) == []  # nothing else was written
+
+
+def _overlaps(box: QWidget) -> list[str]:
+    """Pairs of shown controls of ``box`` (its direct children) that cover each other."""
+    shown = [w for w in box.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
+             if w.isVisible() and not w.isWindow()]
+    found = []
+    for i, one in enumerate(shown):
+        for other in shown[i + 1:]:
+            if one.geometry().intersects(other.geometry()):
+                found.append(f"{one.accessibleName() or type(one).__name__} {one.geometry()} "
+                             f"covers {other.accessibleName() or type(other).__name__} "
+                             f"{other.geometry()}")
+    return found
+
+
+@pytest.mark.parametrize("size", [(1024, 700), (1280, 800), (1920, 1080)],
+                         ids=["1024x700", "1280x800", "1920x1080"])
+def test_after_a_preview_no_control_of_the_panel_covers_another(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], size: tuple[int, int],
+) -> None:
+    # The policy's buttons wrap onto two lines in the dock; after a preview the content
+    # grows past the dock and the form used to give the button row the height of one
+    # line: "Use Agent Defaults" lay under the policy text.
+    info = _long_session(workspace, make_session)
+    window = open_window(workspace, size=size)
+    panel = _open(window, qtbot, info.id)
+    _preview(qtbot, panel)
+    QApplication.processEvents()
+    assert window.ctx.workers.wait_idle(10)
+    QApplication.processEvents()
+    policy_box = panel.reset_button.parentWidget()
+    assert _overlaps(policy_box) == []
+    assert _overlaps(panel.preview_button.parentWidget()) == []
+    status = panel.policy_status.geometry()
+    assert panel.reset_button.geometry().bottom() < status.top()
+    assert panel.save_button.geometry().bottom() < status.top()
+    # The status shows its whole text at the width it has.
+    assert status.height() >= panel.policy_status.heightForWidth(status.width())

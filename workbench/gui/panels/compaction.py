@@ -228,7 +228,14 @@ class CompactionPanel(QWidget):
 
     def _build_policy(self, parent: QWidget) -> QGroupBox:
         box = QGroupBox("Policy for this session", parent)
-        form = QFormLayout(box)
+        # The button row and the status wrap (their height follows their width): they go
+        # below the form, not in it. QFormLayout keeps one list of row heights for every
+        # width it is asked about and, laid out at its size hint's width, may use the
+        # list of another width: after a preview the scroll area asked about a wider
+        # content, and the buttons' second line lay under the status.
+        column = QVBoxLayout(box)
+        form = QFormLayout()
+        column.addLayout(form)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
 
@@ -283,12 +290,12 @@ class CompactionPanel(QWidget):
              self.save_agent_policy),
             ("Use Agent &Defaults", "Drop this session's policy overrides", "",
              self.reset_policy))
-        form.addRow(row)
+        column.addLayout(row)
         self.policy_status = QLabel("", box)
         self.policy_status.setWordWrap(True)
         self.policy_status.setTextFormat(Qt.TextFormat.RichText)
         self.policy_status.setAccessibleName("Policy status")
-        form.addRow(self.policy_status)
+        column.addWidget(self.policy_status)
 
         for check in (self.messages_trigger_check, self.tokens_trigger_check, self.auto_check):
             check.toggled.connect(self._field_edited)
