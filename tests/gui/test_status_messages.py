@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtGui import QTextDocument
+from PySide6.QtWidgets import QApplication, QLabel, QPlainTextEdit, QWidget
 from pytestqt.qtbot import QtBot
 
 from tests.gui.conftest import settle
-from tests.gui.journey import click, focus, press
+from tests.gui.journey import click, focus, named, press
 from workbench.core.conversation import SessionInfo
 from workbench.engine import compaction
 from workbench.engine.chat import context_gauge
@@ -183,3 +184,63 @@ def test_a_line_about_ctrl_z_goes_once_ctrl_z_would_undo_something_else(
     press(qtbot, Qt.Key.Key_Z, CTRL)
     settle(window)
     assert window.statusBar().currentMessage() == "Brought back 1 message."
+
+
+def _status_dialog() -> QWidget | None:
+    shown = [w for w in QApplication.topLevelWidgets()
+             if w.isVisible() and w.accessibleName() == "Status messages"]
+    return shown[0] if shown else None
+
+
+def test_a_long_status_line_can_be_read_whole_at_1024_pixels(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    make_session(workspace, "Old plans", [("user", "a trip in May")])
+    window = open_window(workspace, size=(1024, 700))
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)  # Go to Sessions
+    press(qtbot, Qt.Key.Key_Down)
+    press(qtbot, Qt.Key.Key_A, CTRL | SHIFT)  # Archive
+    settle(window)
+    said = window.statusBar().currentMessage()
+    assert said.startswith("Archived 1 session") and said.endswith("brings it back.")
+
+    line = named(window, "Status message", QLabel)
+    bar = window.statusBar()
+    # The line lies inside the bar, beside the permanent labels, and what it shows fits.
+    shown = QRect(line.mapTo(bar, QPoint(0, 0)), line.size())
+    assert bar.rect().contains(shown)
+    for label in (window.session_label, window.tokens_label, window.database_label):
+        if label.isVisible():
+            assert not shown.intersects(label.geometry())
+    assert line.fontMetrics().horizontalAdvance(line.text()) <= line.contentsRect().width()
+    if line.text() != said:  # too long for the room: cut with an ellipsis...
+        assert line.text().endswith("…") and said.startswith(line.text()[:-1])
+        tip = QTextDocument()
+        tip.setHtml(line.toolTip())
+        assert tip.toPlainText() == said  # ...and whole on hover
+
+    # The whole sentence stays in the messages a person can open, by keys and by a click,
+    # after the bar let it go.
+    bar.clearMessage()
+    assert line.text() == ""
+    qtbot.keyClick(window, Qt.Key.Key_M, CTRL | SHIFT)
+    qtbot.waitUntil(lambda: _status_dialog() is not None)
+    dialog = _status_dialog()
+    assert dialog is not None
+    log = named(dialog, "Status message history", QPlainTextEdit)
+    assert log.toPlainText().splitlines()[-1].endswith(said)
+    click(qtbot, dialog, "Close")
+    qtbot.waitUntil(lambda: _status_dialog() is None)
+
+    bar.showMessage(said)
+    qtbot.mouseClick(line, Qt.MouseButton.LeftButton, pos=line.rect().center())
+    qtbot.waitUntil(lambda: _status_dialog() is not None)
+    dialog = _status_dialog()
+    assert dialog is not None
+    log = named(dialog, "Status message history", QPlainTextEdit)
+    # One line per message: the same message shown twice in a row is listed once.
+    assert [x for x in log.toPlainText().splitlines() if x.endswith(said)] == \
+        [log.toPlainText().splitlines()[-1]]
+    dialog.close()

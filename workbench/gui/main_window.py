@@ -53,6 +53,7 @@ from workbench.gui.panels.search import SearchPanel
 from workbench.gui.panels.session_browser import SessionBrowserPanel
 from workbench.gui.panels.timeline import TimelinePanel
 from workbench.gui.settings import gui_settings
+from workbench.gui.status_log import StatusLog, StatusLogDialog, show_messages_in
 from workbench.gui.theme import THEMES, apply_theme
 
 APP_TITLE = "Conversation Workbench"
@@ -299,6 +300,11 @@ class MainWindow(QMainWindow):
         self.busy_label.setAccessibleName("Background work")
         self.database_label = QLabel(self)
         self.database_label.setAccessibleName("Database file")
+        # The message on a line of its own that elides what does not fit (whole in its
+        # tooltip and in View → Status Messages), not cut off at the bar's edge.
+        self.status_log = StatusLog(self)
+        self.status_line = show_messages_in(bar, self.status_log)
+        self.status_line.clicked.connect(self.show_status_messages)
         bar.addPermanentWidget(self.busy_label)
         bar.addPermanentWidget(self.session_label)
         bar.addPermanentWidget(self.tokens_label)
@@ -420,6 +426,12 @@ class MainWindow(QMainWindow):
                        t.jump_action, t.start_action, t.end_action):
             view_menu.addAction(action)
             self.addAction(action)
+        view_menu.addSeparator()
+        self.status_messages_action = self._action(
+            "Status &Messages…", self.show_status_messages, "Ctrl+Shift+M",
+            tip="The status bar's messages of this run, whole")
+        view_menu.addAction(self.status_messages_action)
+        self.addAction(self.status_messages_action)
         self.browser.focus_filter_action.setShortcut(QKeySequence())
 
         # Settings
@@ -807,6 +819,20 @@ class MainWindow(QMainWindow):
         dialog.raise_()
         dialog.activateWindow()
         dialog.table.setFocus(Qt.FocusReason.OtherFocusReason)
+        return dialog
+
+    def show_status_messages(self) -> StatusLogDialog:
+        """View → Status Messages: the status bar's messages, whole (one window)."""
+        dialog: StatusLogDialog | None = getattr(self, "_status_dialog", None)
+        if dialog is None or not dialog.isVisible():
+            if dialog is not None:
+                dialog.deleteLater()
+            dialog = StatusLogDialog(self.status_log, self)
+            self._status_dialog = dialog
+        dialog.show()
+        dialog.raise_()
+        dialog.activateWindow()
+        dialog.text.setFocus(Qt.FocusReason.OtherFocusReason)
         return dialog
 
     def show_providers(self) -> QDialog:
