@@ -21,7 +21,8 @@ Two things cannot be put back byte for byte, and callers should know:
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from workbench.core.conversation import ROLES, Message, SessionInfo
@@ -30,6 +31,22 @@ from workbench.errors import ChangedElsewhereError, NotFoundError, StorageError
 from workbench.store.repository import Repository
 
 __all__ = ["Editing", "IdAliases", "MessageChange", "SessionChange", "SessionTrash"]
+
+_CHANGED_SINCE = ("{what} was changed in another window or on another desktop since, so "
+                  "this change was not written over it.")
+
+
+@contextmanager
+def _said_of(session: SessionInfo, field: str) -> Iterator[None]:
+    """The store's refusal of a session field's change, said with the session's title."""
+    try:
+        yield
+    except ChangedElsewhereError:
+        title = " ".join(session.title.split())
+        if len(title) > 60:
+            title = title[:59] + "…"
+        raise ChangedElsewhereError(_CHANGED_SINCE.format(
+            what=f"The {field} of the session “{title}”")) from None
 
 
 @dataclass(frozen=True)
@@ -137,25 +154,28 @@ class Editing:
             raise StorageError(f"Role {role!r} is not one of {', '.join(ROLES)}.")
         ident = self.aliases.resolve(message_id)
         before = self.repo.get_message(ident)
-        if expected is not None and (before.role, before.content) != (expected.role,
-                                                                      expected.content):
-            raise ChangedElsewhereError(
-                "This message was changed in another window or on another desktop while "
-                "you edited it, so your edit was not saved over that change."
-            )
         draft = before.copy()
         if content is not None:
             draft.content = content
         if role is not None:
             draft.role = role
         tokens = self.counter.count_message(draft)
-        after = self.repo.update_message(
-            ident,
-            content=content,
-            role=role,
-            token_count=tokens,
-            token_encoding=self.counter.encoding_name,
-        )
+        try:
+            # The comparison with what the editor started from is part of the UPDATE
+            # that writes: no other desktop's edit can land between the two.
+            after = self.repo.update_message(
+                ident,
+                content=content,
+                role=role,
+                token_count=tokens,
+                token_encoding=self.counter.encoding_name,
+                expected=None if expected is None else (expected.role, expected.content),
+            )
+        except ChangedElsewhereError:
+            raise ChangedElsewhereError(
+                "This message was changed in another window or on another desktop while "
+                "you edited it, so your edit was not saved over that change."
+            ) from None
         return MessageChange(before, after)
 
     def restore_fields(self, before: Message, *, expected: Message | None = None) -> Message:
@@ -168,22 +188,22 @@ class Editing:
         if before.id is None:
             raise StorageError("A message without an id cannot be restored in place.")
         ident = self.aliases.resolve(before.id)
-        if expected is not None:
-            now = self.repo.get_message(ident)
-            if (now.role, now.content) != (expected.role, expected.content):
-                raise ChangedElsewhereError(
-                    "This message was changed in another window or on another desktop "
-                    "after your edit, so the undo did not put your old text over that "
-                    "change."
-                )
-        return self.repo.update_message(
-            ident,
-            content=before.content,
-            role=before.role,
-            name=before.name,
-            token_count=before.token_count,
-            token_encoding=before.token_encoding,
-        )
+        try:
+            return self.repo.update_message(
+                ident,
+                content=before.content,
+                role=before.role,
+                name=before.name,
+                token_count=before.token_count,
+                token_encoding=before.token_encoding,
+                expected=None if expected is None else (expected.role, expected.content),
+            )
+        except ChangedElsewhereError:
+            raise ChangedElsewhereError(
+                "This message was changed in another window or on another desktop "
+                "after your edit, so the undo did not put your old text over that "
+                "change."
+            ) from None
 
     def insert_message(
         self, session_id: int, position: int, role: str, content: str = ""
@@ -223,11 +243,20 @@ class Editing:
             self.aliases.add(int(message.id), int(restored.id))
         return restored
 
-    def set_important(self, message_id: int, important: bool) -> MessageChange:
-        """Mark or unmark a message as important (never folded by compaction)."""
+    def set_important(self, message_id: int, important: bool, *,
+                      expected: bool | None = None) -> MessageChange:
+        """Mark or unmark a message as important (never folded by compaction).
+
+        ``expected``: the mark the caller last saw (an undo: the one it set); when
+        another window or desktop changed it since, nothing is written
+        (:class:`ChangedElsewhereError`)."""
         ident = self.aliases.resolve(message_id)
         before = self.repo.get_message(ident)
-        after = self.repo.set_important(ident, important)
+        try:
+            after = self.repo.set_important(ident, important, expected=expected)
+        except ChangedElsewhereError:
+            raise ChangedElsewhereError(_CHANGED_SINCE.format(
+                what="This message's important mark")) from None
         return MessageChange(before, after)
 
     # -- sessions ----------------------------------------------------------------------
@@ -236,21 +265,37 @@ class Editing:
         """A new empty session for the default agent."""
         return self.repo.create_session(title=title)
 
-    def rename_session(self, session_id: int, title: str) -> SessionChange:
-        before = self.repo.get_session(session_id)
-        return SessionChange(before, self.repo.rename_session(session_id, title))
+    # ``expected`` below: the field's value the caller last saw (an undo: the value it
+    # wrote). When another window or desktop changed the field since, nothing is
+    # written (:class:`ChangedElsewhereError`); the check is the UPDATE's own condition.
 
-    def set_pinned(self, session_id: int, pinned: bool) -> SessionChange:
+    def rename_session(self, session_id: int, title: str, *,
+                       expected: str | None = None) -> SessionChange:
         before = self.repo.get_session(session_id)
-        return SessionChange(before, self.repo.set_pinned(session_id, pinned))
+        with _said_of(before, "title"):
+            return SessionChange(before, self.repo.rename_session(session_id, title,
+                                                                  expected=expected))
 
-    def set_archived(self, session_id: int, archived: bool) -> SessionChange:
+    def set_pinned(self, session_id: int, pinned: bool, *,
+                   expected: bool | None = None) -> SessionChange:
         before = self.repo.get_session(session_id)
-        return SessionChange(before, self.repo.set_archived(session_id, archived))
+        with _said_of(before, "pin"):
+            return SessionChange(before, self.repo.set_pinned(session_id, pinned,
+                                                              expected=expected))
 
-    def set_tags(self, session_id: int, tags: Sequence[str]) -> SessionChange:
+    def set_archived(self, session_id: int, archived: bool, *,
+                     expected: bool | None = None) -> SessionChange:
         before = self.repo.get_session(session_id)
-        return SessionChange(before, self.repo.set_tags(session_id, tags))
+        with _said_of(before, "archive state"):
+            return SessionChange(before, self.repo.set_archived(session_id, archived,
+                                                                expected=expected))
+
+    def set_tags(self, session_id: int, tags: Sequence[str], *,
+                 expected: Sequence[str] | None = None) -> SessionChange:
+        before = self.repo.get_session(session_id)
+        with _said_of(before, "tags"):
+            return SessionChange(before, self.repo.set_tags(session_id, tags,
+                                                            expected=expected))
 
     def delete_session(self, session_id: int) -> SessionInfo:
         """Delete a session with its messages and context for good; returns it as it

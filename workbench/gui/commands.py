@@ -243,7 +243,9 @@ class RegenerateReplyCommand(_StoreCommand):
 
 
 class SetImportantCommand(_StoreCommand):
-    """Mark or unmark messages as important."""
+    """Mark or unmark messages as important. An undo (and a redo after it) changes a
+    message's mark only while it is still the one this command left: a change another
+    window or desktop made since is left as it is, and the person is told."""
 
     def __init__(self, ctx: AppContext, message_ids: Sequence[int], important: bool) -> None:
         what = "Mark" if important else "Unmark"
@@ -251,30 +253,56 @@ class SetImportantCommand(_StoreCommand):
         self._ids = list(message_ids)
         self._important = important
         self._before: dict[int, bool] = {}
+        self._left: set[int] = set()  # changed elsewhere: left alone since
+        self._redone = False
 
     def redo(self) -> None:
         editing = self.ctx.editing
+        if self._redone:  # again, after an undo
+            self._write(lambda: self._each(self._important, self._before), self._announce)
+            return
 
-        def run() -> list[Message]:
+        def run() -> tuple[list[Message], list[str]]:
             changes = [editing.set_important(i, self._important) for i in self._ids]
             self._before = {i: c.before.important for i, c in zip(self._ids, changes,
                                                                   strict=True)}
-            return [c.after for c in changes]
+            return [c.after for c in changes], []
 
+        self._redone = True
         self._write(run, self._announce)
 
     def undo(self) -> None:
-        editing = self.ctx.editing
+        self._write(lambda: self._each(None, {i: self._important for i in self._ids}),
+                    self._announce)
 
-        def run() -> list[Message]:
-            return [editing.set_important(i, self._before.get(i, not self._important)).after
-                    for i in self._ids]
+    def _each(self, value: bool | None, expected: dict[int, bool]
+              ) -> tuple[list[Message], list[str]]:
+        """Set each message's mark to ``value`` (None: its mark before this command)
+        where it is still ``expected``."""
+        written: list[Message] = []
+        refused: list[str] = []
+        for i in self._ids:
+            if i in self._left or i not in expected:
+                continue
+            mark = self._before.get(i, not self._important) if value is None else value
+            try:
+                written.append(self.ctx.editing.set_important(
+                    i, mark, expected=expected[i]).after)
+            except ChangedElsewhereError as error:
+                self._left.add(i)
+                refused.append(str(error))
+        return written, refused
 
-        self._write(run, self._announce)
-
-    def _announce(self, messages: list[Message]) -> None:
+    def _announce(self, result: tuple[list[Message], list[str]]) -> None:
+        messages, refused = result
         for message in messages:
             self.ctx.announce_message("changed", message)
+        if refused:
+            more = len(refused) - 1
+            also = "" if not more else f" The same for {_plural(more, 'more message')}."
+            self.ctx.report_error(refused[0] + also)
+            if self.ctx.current_session_id:
+                self.ctx.session_reloaded.emit(self.ctx.current_session_id)
 
 
 # -- sessions ---------------------------------------------------------------------------
@@ -371,7 +399,12 @@ class DeleteSessionsCommand(_SessionListCommand):
 
 
 class SessionFieldCommand(_SessionListCommand):
-    """Rename, pin, archive or tag sessions; undo restores each one's previous value."""
+    """Rename, pin, archive or tag sessions; undo restores each one's previous value.
+
+    An undo (and a redo after it) writes a session's field only while it still holds
+    what this command left there: a change another window or desktop made since is
+    not written over; the person is told, and that session is left as it is.
+    """
 
     def __init__(self, ctx: AppContext, session_ids: Sequence[int], field: str, value: Any,
                  text: str) -> None:
@@ -380,42 +413,79 @@ class SessionFieldCommand(_SessionListCommand):
         self._field = field
         self._value = value
         self._before: dict[int, Any] = {}
+        self._after: dict[int, Any] = {}  # what the first redo wrote, per session
+        self._left: set[int] = set()  # sessions changed elsewhere: left alone since
+        self._redone = False  # redo was queued once: the next ones write over _after
 
-    def _apply(self, session_id: int, value: Any) -> SessionChange:
+    def _apply(self, session_id: int, value: Any, expected: Any = None) -> SessionChange:
         editing = self.ctx.editing
         if callable(value):  # a value that depends on the session, e.g. "its tags plus one"
             value = value(self.ctx.workspace.get_session(session_id))
         if self._field == "title":
-            return editing.rename_session(session_id, value)
+            return editing.rename_session(session_id, value, expected=expected)
         if self._field == "pinned":
-            return editing.set_pinned(session_id, value)
+            return editing.set_pinned(session_id, value, expected=expected)
         if self._field == "archived":
-            return editing.set_archived(session_id, value)
+            return editing.set_archived(session_id, value, expected=expected)
         if self._field == "tags":
-            return editing.set_tags(session_id, value)
+            return editing.set_tags(session_id, value, expected=expected)
         raise ValueError(f"unknown session field {self._field!r}")
 
+    def _each(self, values: dict[int, Any], expected: dict[int, Any]
+              ) -> tuple[list[SessionInfo], list[str]]:
+        """Write ``values`` over ``expected``, session by session; the ones changed
+        elsewhere are left as they are (with the sentence that says so)."""
+        written: list[SessionInfo] = []
+        refused: list[str] = []
+        for sid in self._ids:
+            if sid not in values or sid in self._left:
+                continue
+            try:
+                written.append(self._apply(sid, values[sid], expected[sid]).after)
+            except ChangedElsewhereError as error:
+                self._left.add(sid)
+                refused.append(str(error))
+        return written, refused
+
     def redo(self) -> None:
+        if self._redone:  # again, after an undo (the jobs run in order: _after is known)
+            def again() -> tuple[list[SessionInfo], list[str]]:
+                return self._each(self._after, self._before)
+
+            self._write(again, lambda result: self._done(*result, undone=False))
+            return
+
         def run() -> list[SessionInfo]:
             changes = [self._apply(sid, self._value) for sid in self._ids]
             self._before = {
                 change.before.id: getattr(change.before, self._field) for change in changes
             }
+            self._after = {
+                change.after.id: getattr(change.after, self._field) for change in changes
+            }
             return [change.after for change in changes]
 
+        self._redone = True
         self._write(run, lambda infos: self._done(infos, undone=False))
 
     def undo(self) -> None:
-        def run() -> list[SessionInfo]:
-            return [self._apply(sid, self._before[sid]).after for sid in self._ids
-                    if sid in self._before]
+        def run() -> tuple[list[SessionInfo], list[str]]:
+            return self._each(self._before, self._after)
 
-        self._write(run, lambda infos: self._done(infos, undone=True))
+        self._write(run, lambda result: self._done(*result, undone=True))
 
-    def _done(self, infos: list[SessionInfo], *, undone: bool) -> None:
+    def _done(self, infos: list[SessionInfo], refused: Sequence[str] = (), *,
+              undone: bool) -> None:
         for info in infos:
             self.ctx.announce_session(info)
         self._changed()
+        if refused:
+            more = len(refused) - 1
+            also = "" if not more else (
+                f" The same for {_plural(more, 'more session')} of this "
+                f"{'undo' if undone else 'redo'}: left as changed there.")
+            self.ctx.report_error(refused[0] + also)
+            return
         if self._field == "archived" and infos:
             self.ctx.status_reported.emit(_archive_sentence(infos, undone=undone))
 

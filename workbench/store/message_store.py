@@ -37,7 +37,7 @@ from workbench.core.conversation import (
     utcnow,
 )
 from workbench.core.summarizers import line_cache
-from workbench.errors import NotFoundError, StorageError
+from workbench.errors import ChangedElsewhereError, NotFoundError, StorageError
 from workbench.store.base import (
     _UNSET,
     _check_role,
@@ -136,9 +136,14 @@ class MessageStore(ContextStore):
         metadata: dict[str, Any] | None = None,
         token_count: Any = _UNSET,
         token_encoding: str | None = None,
+        expected: tuple[str, str] | None = None,
     ) -> Message:
         """Edit a message in place. Changing content or role clears its cached token
-        count unless a new one is given."""
+        count unless a new one is given.
+
+        ``expected`` is the ``(role, content)`` the caller read: the change is written
+        only while the message still holds them, checked by the UPDATE that writes it
+        (:class:`ChangedElsewhereError` otherwise; nothing is written)."""
         values: dict[str, Any] = {}
         if content is not None:
             values["content"] = content
@@ -164,17 +169,33 @@ class MessageStore(ContextStore):
         elif values.keys() & {"content", "role", "name", "tool_calls", "tool_call_id"}:
             values["token_count"] = None
             values["token_encoding"] = None
+        statement = update(MESSAGES).where(MESSAGES.c.id == message_id)
+        if expected is not None:
+            statement = statement.where(MESSAGES.c.role == expected[0],
+                                        MESSAGES.c.content == expected[1])
+            values.setdefault("role", expected[0])  # an UPDATE with something to set
         with self.db.write() as conn:
             session_id = self._message_session(conn, message_id)
             if values:
-                conn.execute(update(MESSAGES).where(MESSAGES.c.id == message_id).values(values))
+                if not conn.execute(statement.values(values)).rowcount:
+                    raise ChangedElsewhereError(
+                        f"Message {message_id} was changed since it was read.")
                 self._refresh_counts(conn, session_id)
         return self.get_message(message_id)
 
-    def set_important(self, message_id: int, important: bool = True) -> Message:
+    def set_important(self, message_id: int, important: bool = True, *,
+                      expected: bool | None = None) -> Message:
+        """Mark or unmark a message; with ``expected``, only while its mark is that
+        (:class:`ChangedElsewhereError` otherwise, checked by the UPDATE itself)."""
+        statement = _SET_IMPORTANT
+        if expected is not None:
+            statement = statement.where(_M.important == bool(expected))
         with self.db.write() as conn:
             session_id = self._message_session(conn, message_id)
-            conn.execute(_SET_IMPORTANT, {"mid": message_id, "flag": bool(important)})
+            if not conn.execute(statement, {"mid": message_id,
+                                            "flag": bool(important)}).rowcount:
+                raise ChangedElsewhereError(
+                    f"Message {message_id} was changed since it was read.")
             self._touch(conn, session_id)
         return self.get_message(message_id)
 

@@ -26,7 +26,7 @@ from workbench.core.conversation import (
     SessionInfo,
     utcnow,
 )
-from workbench.errors import NotFoundError
+from workbench.errors import ChangedElsewhereError, NotFoundError
 from workbench.store.agent_store import AgentStore
 from workbench.store.rows import (
     SESSION_JOIN,
@@ -214,18 +214,31 @@ class SessionStore(AgentStore):
         written = '"' + needle if prefix else needle
         return and_(self.dialect.contains_text(SESSIONS.c.tags, written), item)
 
-    def rename_session(self, session_id: int, title: str) -> SessionInfo:
-        return self._update_session(session_id, title=title)
+    # ``expected``: the field's value the caller last saw (an undo: what it wrote). The
+    # change is written only while the field still holds it, in the one UPDATE that
+    # writes it (:class:`ChangedElsewhereError` otherwise), so another desktop's change
+    # in between is never written over.
 
-    def set_pinned(self, session_id: int, pinned: bool) -> SessionInfo:
-        return self._update_session(session_id, pinned=bool(pinned))
+    def rename_session(self, session_id: int, title: str, *,
+                       expected: str | None = None) -> SessionInfo:
+        return self._update_session(session_id, _unless_changed("title", expected),
+                                    title=title)
 
-    def set_archived(self, session_id: int, archived: bool) -> SessionInfo:
-        return self._update_session(session_id, archived=bool(archived))
+    def set_pinned(self, session_id: int, pinned: bool, *,
+                   expected: bool | None = None) -> SessionInfo:
+        return self._update_session(session_id, _unless_changed("pinned", expected),
+                                    pinned=bool(pinned))
 
-    def set_tags(self, session_id: int, tags: Sequence[str]) -> SessionInfo:
+    def set_archived(self, session_id: int, archived: bool, *,
+                     expected: bool | None = None) -> SessionInfo:
+        return self._update_session(session_id, _unless_changed("archived", expected),
+                                    archived=bool(archived))
+
+    def set_tags(self, session_id: int, tags: Sequence[str], *,
+                 expected: Sequence[str] | None = None) -> SessionInfo:
         clean = [t.strip() for t in tags if t and t.strip()]
-        return self._update_session(session_id, tags=json_text(list(dict.fromkeys(clean))))
+        return self._update_session(session_id, _unless_changed("tags", expected),
+                                    tags=json_text(list(dict.fromkeys(clean))))
 
     def add_tag(self, session_id: int, tag: str) -> SessionInfo:
         info = self.get_session(session_id)
@@ -238,13 +251,18 @@ class SessionStore(AgentStore):
     def set_overrides(self, session_id: int, overrides: dict[str, Any]) -> SessionInfo:
         return self._update_session(session_id, overrides=json_text(overrides))
 
-    def _update_session(self, session_id: int, **values: Any) -> SessionInfo:
+    def _update_session(self, session_id: int, unchanged: ColumnElement[bool] | None = None,
+                        **values: Any) -> SessionInfo:
+        statement = update(SESSIONS).where(SESSIONS.c.id == session_id)
+        if unchanged is not None:
+            statement = statement.where(unchanged)
         with self.db.write() as conn:
             self._require(conn, "sessions", session_id, "session")
-            conn.execute(
-                update(SESSIONS).where(SESSIONS.c.id == session_id)
-                .values(**values, updated_at=time_to_text(utcnow()))
-            )
+            written = conn.execute(
+                statement.values(**values, updated_at=time_to_text(utcnow()))).rowcount
+            if not written:
+                raise ChangedElsewhereError(
+                    f"Session {session_id} was changed since it was read.")
             self.db.changed(conn, (session_id,))
         return self.get_session(session_id)
 
@@ -255,3 +273,18 @@ class SessionStore(AgentStore):
             conn.execute(_DELETE_SESSION, {"id": session_id})
             self.db.changed(conn, (session_id,))
 
+
+def _unless_changed(field: str, expected: Any) -> ColumnElement[bool] | None:
+    """The condition that the session's ``field`` still holds ``expected`` (None: no
+    condition). Tags compare as the text they are stored as; no tags may be NULL."""
+    if expected is None:
+        return None
+    column = SESSIONS.c[field]
+    if field == "tags":
+        written = json_text(list(dict.fromkeys(expected)))
+        if not expected:
+            return or_(column.is_(None), column == written)
+        return column == written
+    if field in ("pinned", "archived"):
+        return column == bool(expected)
+    return column == str(expected)
