@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from workbench.core.conversation import SessionInfo
@@ -20,7 +21,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
 from protocol_server import Fault, ProtocolServer  # noqa: E402
 
-from tests.gui.journey import click, click_into, named, press, type_text  # noqa: E402
+from tests.gui.journey import (  # noqa: E402
+    click,
+    click_into,
+    named,
+    press,
+    replace_text,
+    type_text,
+)
 
 REPLY = "Hello from the protocol server."
 
@@ -398,3 +406,37 @@ def test_with_no_provider_the_error_points_to_the_settings(
     assert "Settings → Providers" in text and "--kind" not in text
     assert stored(workspace, info.id) == [("user", "Earlier")]
     assert named(window, "Prompt").toPlainText() == "Hello?"
+
+
+def test_the_no_provider_error_goes_once_a_provider_is_saved(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], server: ProtocolServer,
+) -> None:
+    # The walk: Ctrl+Enter with no provider, then Settings → Providers, a server added
+    # and saved; back in the window the red line still said no server was set up.
+    info = make_session(workspace, "Chat", [("user", "Earlier")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Hello?")
+    press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert named(window, "Chat error").isVisible()
+
+    dialog = window.show_providers()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
+    replace_text(qtbot, dialog, "Provider name", "local")
+    replace_text(qtbot, dialog, "Base URL", server.url)
+    replace_text(qtbot, dialog, "Model", server.model)
+    click(qtbot, dialog, "Save the provider")
+    qtbot.waitUntil(lambda: [c.name for c in ProviderSettings(workspace.db).list()] == ["local"])
+    dialog.close()
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+
+    qtbot.waitUntil(lambda: window.composer.provider() == "local")
+    assert not window.composer.error_label.isVisible()
+    click_into(qtbot, named(window, "Prompt"))
+    press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: stored(workspace, info.id)[-1] == ("assistant", REPLY),
+                    timeout=10_000)
+    assert stored(workspace, info.id)[1] == ("user", "Hello?")

@@ -57,6 +57,8 @@ DRAFT_SAVE_MS = 400
 KEEP_STOPPED_KEY = "chat/keep_stopped_replies"
 GAUGE_DELAY_MS = 500
 _GAUGE_JOB = "gauge"  # with the panel, the key of the measurement under way
+NO_PROVIDER = ("No model server is set up yet: add one in Settings → Providers… (a local "
+               "llama.cpp, Ollama or LM Studio server, or a hosted API).")
 
 
 class ComposerPanel(QWidget):
@@ -197,6 +199,8 @@ class ComposerPanel(QWidget):
         if not names:
             self.provider_box.addItem("(no provider)", None)
         self.provider_box.setEnabled(bool(names))
+        if names and self.error_label.text() == NO_PROVIDER:
+            self.error_label.hide()  # no longer true
         chosen = current if current in names else choose_provider(
             self.ctx.workspace, self.ctx.current_session_id or None)
         if chosen in names:
@@ -335,8 +339,7 @@ class ComposerPanel(QWidget):
             return False
         provider = self.provider()
         if not provider:
-            self._fail("No model server is set up yet: add one in Settings → Providers… "
-                       "(a local llama.cpp, Ollama or LM Studio server, or a hosted API).")
+            self._fail(NO_PROVIDER)
             return False
         session_id = self.ctx.current_session_id
         if not session_id:
@@ -563,8 +566,7 @@ class ComposerPanel(QWidget):
             return
         provider = self.provider()
         if not provider:
-            self._fail("No model server is set up yet: add one in Settings → Providers… "
-                       "(a local llama.cpp, Ollama or LM Studio server, or a hosted API).")
+            self._fail(NO_PROVIDER)
             return
         session_id = self.ctx.current_session_id
         user, _after = last_turn(self.ctx.workspace, session_id)
