@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
+from tests.gui.conftest import settle
 from workbench.core.compaction import CompactionPolicy
 from workbench.core.conversation import SessionInfo
 from workbench.core.provider import ProviderConfig
@@ -539,3 +540,38 @@ def test_after_a_preview_no_control_of_the_panel_covers_another(
     assert panel.save_button.geometry().bottom() < status.top()
     # The status shows its whole text at the width it has.
     assert status.height() >= panel.policy_status.heightForWidth(status.width())
+
+
+def test_a_preview_that_folds_nothing_but_tidies_the_context_says_so(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: the sample session (12 messages, a completed task) previewed with
+    # Ctrl+Shift+K read "Folds 0 messages into the summary and keeps 0 messages",
+    # "Folded: ." and "Kept: none.", over an empty summary box.
+    sample = workspace.ensure_sample_session()
+    assert sample is not None
+    window = open_window(workspace)
+    window.open_session(sample.id)
+    settle(window)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    panel = window.compaction_panel
+    with qtbot.waitSignal(panel.preview_shown, timeout=TIMEOUT):
+        qtbot.keyClick(window, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier
+                       | Qt.KeyboardModifier.ShiftModifier)
+    plan = panel.plan
+    assert plan is not None and plan.changed and plan.folded_ids == []
+    said = panel.result_label.text()
+    assert said.startswith("Nothing folds: the session has ")
+    assert "Folds 0" not in said and "keeps 0" not in said
+    assert "Applying only tidies the session's context" in said
+    assert panel.ranges_label.text() == "" and panel.kept_label.text() == ""
+    assert "completed task" in panel.context_label.text()
+    assert not panel.summary_edit.isVisible()
+    assert not panel.show_button.isEnabled()
+    # Apply does what it says: the context is tidied, every message stays active.
+    active = [m.id for m in workspace.repo.list_messages(sample.id) if m.state == "active"]
+    qtbot.mouseClick(panel.apply_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(_applied(workspace, sample.id)) == 1, timeout=TIMEOUT)
+    assert [m.id for m in workspace.repo.list_messages(sample.id)
+            if m.state == "active"] == active

@@ -751,6 +751,21 @@ class CompactionPanel(QWidget):
             self._update_buttons()
             self.preview_shown.emit(plan)
             return
+        if not plan.folded_ids:
+            # No message folds, yet applying changes the context (the engine tidies the
+            # facts and prunes completed tasks with every compaction): say that, not
+            # "folds 0 messages" over an empty range.
+            self.result_label.setText(
+                _escape(plan.reason or "No message folds.")
+                + " Applying only tidies the session's context:")
+            self.ranges_label.setText("")
+            self.kept_label.setText("")
+            self.context_label.setText(_context_changes(plan))
+            self._set_summary("")
+            self._tint(None)
+            self._update_buttons()
+            self.preview_shown.emit(plan)
+            return
         kept = len(plan.kept)
         self.result_label.setText(
             f"Folds <b>{_plural(plan.folded_count, 'message')}</b> into the summary and keeps "
@@ -963,10 +978,11 @@ class CompactionPanel(QWidget):
                      and (self.plan.lowers_tokens or not self.plan.folded_ids))
         self.apply_button.setEnabled(can_apply)
         self.discard_button.setEnabled(self.plan is not None)
-        self.show_button.setEnabled(self.plan is not None and self.plan.changed)
+        folds = self.plan is not None and bool(self.plan.folded_ids)
+        self.show_button.setEnabled(folds)
         self.summary_edit.setReadOnly(not can_apply)
         for widget in (self.summary_heading, self.summary_edit, self.summary_note):
-            widget.setVisible(self.plan is not None and self.plan.changed)
+            widget.setVisible(folds)
         # Undo picks the newest compaction from the history: not while it is being read.
         has_applied = self._history_job is None and any(not r.undone for r in self.history)
         self.undo_button.setEnabled(has_session and has_applied and self._applying == 0)
