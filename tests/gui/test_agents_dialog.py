@@ -9,6 +9,7 @@ import pytest
 from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
+import workbench.gui.dialogs.settings_form as settings_form
 from workbench.core.conversation import Agent
 from workbench.core.policy import MemoryPolicy
 from workbench.core.provider import ProviderConfig
@@ -154,7 +155,7 @@ def test_removing_an_agent_takes_its_memories_and_refuses_one_with_sessions(
     repo.create_session(title="Busy's session", agent_id=busy.id)
     answers = iter([QMessageBox.StandardButton.No, QMessageBox.StandardButton.Yes,
                     QMessageBox.StandardButton.Yes, QMessageBox.StandardButton.Yes])
-    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: next(answers))
+    monkeypatch.setattr(settings_form, "message_box", lambda *a, **k: next(answers))
     window = open_window(workspace)
     dialog = _open(window, qtbot)
 
@@ -190,7 +191,8 @@ def test_switching_agents_with_unsaved_edits_asks_first(
         asked.append(text)
         return next(answers)
 
-    monkeypatch.setattr(QMessageBox, "question", question)
+    monkeypatch.setattr(settings_form, "message_box",
+                        lambda parent, _icon, title, text, *a: question(parent, title, text))
     window = open_window(workspace)
     dialog = _open(window, qtbot)
     assert dialog.select(default.name)

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
+import workbench.gui.dialogs.settings_form as settings_form
 from tests.memory_keyring import MemoryKeyring
 from workbench.core.provider import ProviderConfig
 from workbench.engine.providers import ProviderSettings
@@ -35,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
 from protocol_server import ProtocolServer, free_port  # noqa: E402
 
-from tests.gui.journey import click, named, replace_text  # noqa: E402
+from tests.gui.journey import click, named, replace_text, with_modal_dialog  # noqa: E402
 
 SECRET = "sk-test-GUI-SENTINEL-93c1f0aa55e2"
 
@@ -218,7 +219,8 @@ def test_remove_asks_first_and_then_removes(
         asked.append(text)
         return answer[0]
 
-    monkeypatch.setattr(QMessageBox, "question", question)
+    monkeypatch.setattr(settings_form, "message_box",
+                        lambda parent, _icon, title, text, *a: question(parent, title, text))
     dialog.remove_button.click()
     window.ctx.workers.wait_idle()
     assert len(asked) == 1 and "'second'" in asked[0]
@@ -273,7 +275,8 @@ def test_switching_providers_with_unsaved_edits_asks_first(
         asked.append(text)
         return next(answers)
 
-    monkeypatch.setattr(QMessageBox, "question", question)
+    monkeypatch.setattr(settings_form, "message_box",
+                        lambda parent, _icon, title, text, *a: question(parent, title, text))
     window = open_window(workspace)
     dialog = _open(window, qtbot)
     assert dialog.select("alpha") and dialog.select("beta") and asked == []
@@ -346,3 +349,45 @@ def test_detect_after_a_failure_clears_the_old_error(
         click(qtbot, dialog, "Detect the context window")
     assert dialog.window_spin.value() == server.n_ctx
     assert "base URL" not in status.text()
+
+
+def test_the_remove_question_shows_a_name_that_looks_like_html_as_typed(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="<i>Local</i>", kind="openai", base_url="http://127.0.0.1:9/v1", model="m"))
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    assert dialog.select("<i>Local</i>")
+    seen: list[tuple[Qt.TextFormat, str]] = []
+
+    def answer_no(box: QWidget) -> None:
+        assert isinstance(box, QMessageBox)
+        seen.append((box.textFormat(), box.text()))
+        click(qtbot, box, "No")
+
+    with_modal_dialog(qtbot, lambda: click(qtbot, dialog, "Remove the selected provider"),
+                      answer_no)
+    assert seen and seen[0][0] == Qt.TextFormat.PlainText
+    assert "'<i>Local</i>'" in seen[0][1]
+    assert [c.name for c in ProviderSettings(workspace.db).list()] == ["<i>Local</i>"]
+
+
+def test_an_error_box_shows_a_title_that_looks_like_html_as_typed(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import workbench.gui.main_window as main_window_module
+
+    monkeypatch.setattr(main_window_module, "error_boxes_shown", lambda: True)
+    window = open_window(workspace)
+    seen: list[tuple[Qt.TextFormat, str]] = []
+
+    def close(box: QWidget) -> None:
+        assert isinstance(box, QMessageBox)
+        seen.append((box.textFormat(), box.text()))
+        click(qtbot, box, "OK")
+
+    said = "The title of the session “Porto <i>weekend</i>” was changed elsewhere."
+    with_modal_dialog(qtbot, lambda: window.ctx.report_error(said), close)
+    assert seen == [(Qt.TextFormat.PlainText, said)]

@@ -734,7 +734,8 @@ def test_a_change_while_the_server_is_unreachable_says_so_once(
         qtbot.wait(300)
 
     monkeypatch.setattr(main_window_module, "error_boxes_shown", lambda: True)
-    monkeypatch.setattr(main_window_module.QMessageBox, "warning", staticmethod(box))
+    monkeypatch.setattr(main_window_module, "message_box",
+                        lambda parent, _icon, title, text, *a: box(parent, title, text))
     name = pg_db_url.rsplit("/", 1)[1]
     admin = sa.create_engine(pg_server.url(), isolation_level="AUTOCOMMIT")
     try:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFormLayout, QLabel, QLineEdit, QWidget
+from PySide6.QtWidgets import QFormLayout, QLabel, QLineEdit, QMessageBox, QWidget
 
 W = TypeVar("W", bound=QWidget)
 
@@ -73,3 +73,17 @@ def add_rows(form: QFormLayout, rows: list[tuple[str, QWidget]]) -> QFormLayout:
     for label, widget in rows:
         form.addRow(label, widget)
     return form
+
+
+def message_box(parent: QWidget | None, icon: QMessageBox.Icon, title: str, text: str,
+                buttons: QMessageBox.StandardButton = QMessageBox.StandardButton.Ok,
+                default: QMessageBox.StandardButton = QMessageBox.StandardButton.NoButton,
+                ) -> QMessageBox.StandardButton:
+    """Show a message box and return the button pressed. Its text is plain text: a
+    sentence naming a title, a file or a provider shows them as typed, where
+    ``QMessageBox.warning`` would render one that looks like HTML as markup."""
+    box = QMessageBox(icon, title, text, buttons, parent)
+    box.setTextFormat(Qt.TextFormat.PlainText)
+    if default != QMessageBox.StandardButton.NoButton:
+        box.setDefaultButton(default)
+    return QMessageBox.StandardButton(box.exec())

@@ -41,7 +41,7 @@ from workbench.engine.workspace import Workspace, export_format_names
 from workbench.errors import NotFoundError, WorkbenchError
 from workbench.gui.context import AppContext
 from workbench.gui.context_menu_key import open_context_menu
-from workbench.gui.controls import single_shot
+from workbench.gui.controls import message_box, single_shot
 from workbench.gui.db_watch import DatabaseWatcher
 from workbench.gui.delegates.markdown import visible_text
 from workbench.gui.dialogs.import_progress import ImportProgressDialog
@@ -804,7 +804,7 @@ class MainWindow(QMainWindow):
             return
         if self.isVisible() and error_boxes_shown():
             self._error_boxed = text
-            QMessageBox.warning(self, APP_TITLE, text)
+            message_box(self, QMessageBox.Icon.Warning, APP_TITLE, text)
 
     def show_shortcuts(self) -> ShortcutsDialog:
         """Help → Keyboard Shortcuts: one window, raised and given the keyboard when it
@@ -983,6 +983,7 @@ class MainWindow(QMainWindow):
             return ""
         box = QMessageBox(QMessageBox.Icon.Question, APP_TITLE,
                           "A reply is still arriving.", parent=self)
+        box.setTextFormat(Qt.TextFormat.PlainText)
         box.setInformativeText(composer.stop_note())
         stop = box.addButton(stop_text, QMessageBox.ButtonRole.AcceptRole)
         box.addButton(QMessageBox.StandardButton.Cancel)

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.gui.controls import named, note_label
+from workbench.gui.controls import message_box, named, note_label
 from workbench.gui.errors import describe_error
 
 _GOOD = "color: #2e7d32;"
@@ -207,8 +207,8 @@ class SettingsFormDialog(QDialog):
 
     def confirm_discard(self, name: str) -> bool:
         """Ask whether the unsaved edits to the entry ``name`` may be dropped."""
-        answer = QMessageBox.question(
-            self, "Unsaved changes",
+        answer = message_box(
+            self, QMessageBox.Icon.Question, "Unsaved changes",
             f"Discard the unsaved changes to {self.entry_kind} {name!r}?",
             QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel,
             QMessageBox.StandardButton.Cancel)
@@ -216,8 +216,9 @@ class SettingsFormDialog(QDialog):
 
     def confirm_remove(self, name: str) -> bool:
         """Ask whether to remove the entry ``name``."""
-        answer = QMessageBox.question(
-            self, f"Remove {self.entry_kind}", self.remove_question(name),
+        answer = message_box(
+            self, QMessageBox.Icon.Question, f"Remove {self.entry_kind}",
+            self.remove_question(name),
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
             QMessageBox.StandardButton.No)
         return answer == QMessageBox.StandardButton.Yes
