@@ -575,3 +575,37 @@ def test_a_preview_that_folds_nothing_but_tidies_the_context_says_so(
     qtbot.waitUntil(lambda: len(_applied(workspace, sample.id)) == 1, timeout=TIMEOUT)
     assert [m.id for m in workspace.repo.list_messages(sample.id)
             if m.state == "active"] == active
+
+
+def test_ctrl_shift_k_in_a_low_window_shows_the_result_and_apply(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk at 1024x700: Ctrl+Shift+K planned the compaction below the policy,
+    # out of sight, with the keyboard on the policy's first check box.
+    from tests.gui.journey import click_into, focus, named, press
+
+    info = _long_session(workspace, make_session, 40)
+    window = open_window(workspace, size=(1024, 700))
+    panel = _open(window, qtbot, info.id)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    click_into(qtbot, named(window, "Prompt"))
+    with qtbot.waitSignal(panel.preview_shown, timeout=TIMEOUT):
+        press(qtbot, Qt.Key.Key_K,
+              Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    QApplication.processEvents()
+    viewport = panel.scroll.viewport()
+
+    def shown(widget: QWidget) -> bool:
+        top = widget.mapTo(viewport, widget.rect().topLeft()).y()
+        return 0 <= top and top + widget.height() <= viewport.height()
+
+    assert shown(panel.result_label)
+    assert focus() is panel.preview_button
+    # Tab goes on through the result to Apply, each scrolled into sight.
+    for _ in range(12):
+        press(qtbot, Qt.Key.Key_Tab)
+        if focus() is panel.apply_button:
+            break
+    assert focus() is panel.apply_button and shown(panel.apply_button)

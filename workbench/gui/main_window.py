@@ -288,7 +288,10 @@ class MainWindow(QMainWindow):
     def preview_compaction(self) -> None:
         """Show the Compaction panel and preview a compaction of the open session."""
         self._show_panel_focused(self.compaction_dock)
-        self.compaction_panel.preview()
+        panel = self.compaction_panel
+        if panel.preview_button.isEnabled():  # Tab goes on to the result and Apply
+            panel.preview_button.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        panel.preview()
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()

@@ -30,6 +30,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QCheckBox,
     QComboBox,
     QFormLayout,
@@ -663,11 +664,22 @@ class CompactionPanel(QWidget):
         submit = self.ctx.workers.network if model else self.ctx.workers.read
         self._show_busy("Writing the summary with the model…" if model else "Planning…",
                         cancellable=True)
+        # Preview is off while it runs, and Qt moves the keyboard off a control that
+        # goes off: it comes back to Preview when the plan arrives (unless the person
+        # took it somewhere else meanwhile).
+        keyboard_here = self.preview_button.hasFocus()
+
+        def keyboard_back() -> None:
+            now = QApplication.focusWidget()
+            if keyboard_here and (now is None or now is self.scroll
+                                  or now is self.cancel_button):
+                self.preview_button.setFocus(Qt.FocusReason.OtherFocusReason)
 
         def done(plan: CompactionPlan) -> None:
             self._job = None
             self._hide_busy()
             self.show_plan(plan)
+            keyboard_back()
             if plan.unkept_lines:
                 self._keep_summary_lines(session_id)
 
@@ -677,6 +689,7 @@ class CompactionPanel(QWidget):
             self.result_label.setText(
                 _escape(describe_error(error, doing="preview the compaction")))
             self._update_buttons()
+            keyboard_back()
 
         # Cancelling the job (Cancel, a new preview, a session change) hangs up on the
         # model through the token and drops whatever the job still returns.
@@ -738,7 +751,16 @@ class CompactionPanel(QWidget):
                                       self._window())
 
     def show_plan(self, plan: CompactionPlan) -> None:
-        """Show a plan: counts, ranges, reasons, tokens, summary, and tint the timeline."""
+        """Show a plan: counts, ranges, reasons, tokens, summary, and tint the timeline;
+        the panel scrolls to the result (below the policy in a low window)."""
+        self._show_plan(plan)
+        content = self.scroll.widget()
+        if content is not None and content.layout() is not None:
+            content.layout().activate()  # the result's new lines placed before scrolling
+        self.scroll.ensureWidgetVisible(self.apply_button, 0, 8)
+        self.scroll.ensureWidgetVisible(self.result_label, 0, 8)
+
+    def _show_plan(self, plan: CompactionPlan) -> None:
         self.plan = plan
         self.token_bar.set_values(plan.tokens_before, plan.tokens_after, self._window())
         if not plan.changed:
