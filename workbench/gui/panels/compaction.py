@@ -26,7 +26,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -754,9 +754,14 @@ class CompactionPanel(QWidget):
         """Show a plan: counts, ranges, reasons, tokens, summary, and tint the timeline;
         the panel scrolls to the result (below the policy in a low window)."""
         self._show_plan(plan)
-        content = self.scroll.widget()
-        if content is not None and content.layout() is not None:
-            content.layout().activate()  # the result's new lines placed before scrolling
+        for label in (self.ranges_label, self.kept_label, self.context_label):
+            label.setVisible(bool(label.text()))  # an empty one leaves no gap
+        # Once the scroll area has laid the grown content out (a posted layout request).
+        QTimer.singleShot(0, self._reveal_result)
+
+    def _reveal_result(self) -> None:
+        if self.plan is None:
+            return
         self.scroll.ensureWidgetVisible(self.apply_button, 0, 8)
         self.scroll.ensureWidgetVisible(self.result_label, 0, 8)
 
