@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
 from protocol_server import Fault, ProtocolServer  # noqa: E402
 
+from tests.gui.conftest import settle  # noqa: E402
 from tests.gui.journey import (  # noqa: E402
     click,
     click_into,
@@ -440,3 +441,39 @@ def test_the_no_provider_error_goes_once_a_provider_is_saved(
     qtbot.waitUntil(lambda: stored(workspace, info.id)[-1] == ("assistant", REPLY),
                     timeout=10_000)
     assert stored(workspace, info.id)[1] == ("user", "Hello?")
+
+
+def test_an_error_line_in_a_low_window_squeezes_no_control(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk at 1024x700: the three-line "could not be reached" sentence took its
+    # room from the prompt and the buttons (Send, Stop and Regenerate 13 px high).
+    from protocol_server import free_port
+
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="gone", kind="openai", base_url=f"http://127.0.0.1:{free_port()}/v1",
+        model="m"))
+    info = make_session(workspace, "Chat", [("user", "Earlier")])
+    window = open_window(workspace, size=(1024, 700))
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Hello?")
+    with qtbot.waitSignal(composer.turn_failed, timeout=30_000):
+        press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    error = named(window, "Chat error")
+    controls = [named(window, name) for name in ("Send prompt", "Stop reply",
+                                                 "Regenerate last reply", "Prompt")]
+
+    def squeezed() -> list[str]:
+        return [f"{c.accessibleName()} {c.height()} < {c.minimumSizeHint().height()}"
+                for c in controls if c.height() < c.minimumSizeHint().height()]
+
+    settle(window)
+    qtbot.waitUntil(lambda: error.height() >= error.heightForWidth(error.width())
+                    and not squeezed(), timeout=3_000)
+    assert squeezed() == []
+    # The window did not grow past the screen's 700 pixels to make the room.
+    assert window.height() <= 700

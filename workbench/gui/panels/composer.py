@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, Signal
+from PySide6.QtGui import QAction, QKeyEvent, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -138,6 +138,7 @@ class ComposerPanel(QWidget):
         layout.addLayout(selectors)
         layout.addWidget(self.error_label)
         layout.addLayout(body, 1)
+        self._selectors, self._body = selectors, body
 
         self.send_action = QAction("Send &Prompt", self)
         self.send_action.setShortcuts([QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter")])
@@ -180,6 +181,31 @@ class ComposerPanel(QWidget):
         ctx.workspace_replaced.connect(self.refresh_providers)
         self.refresh_providers()
         self._set_streaming(False)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        """At least the height the wrapped lines (the selectors, an error sentence) take
+        at the width the panel has, above the prompt and the buttons at their minimum.
+
+        Qt's own minimum counts a wrapped label at its narrowest, and the splitter over
+        the panel asks for no more: a three-line error took its room from the buttons.
+        """
+        hint = super().minimumSizeHint()
+        layout = self.layout()
+        if layout is None or self.width() <= 0:
+            return hint
+        m = layout.contentsMargins()
+        inner = max(1, self.width() - m.left() - m.right())
+        gap = max(0, layout.spacing())
+        needed = (m.top() + m.bottom() + self._selectors.heightForWidth(inner) + gap
+                  + self._body.minimumSize().height())
+        if self.error_label.isVisibleTo(self):
+            needed += self.error_label.heightForWidth(inner) + gap
+        return QSize(hint.width(), max(hint.height(), needed))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self.updateGeometry()  # the wrapped lines' height follows the width
 
     # -- providers -----------------------------------------------------------------------
 
