@@ -477,3 +477,35 @@ def test_an_error_line_in_a_low_window_squeezes_no_control(
     assert squeezed() == []
     # The window did not grow past the screen's 700 pixels to make the room.
     assert window.height() <= 700
+
+
+def test_a_draft_stays_with_its_database_when_another_is_opened(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    # The walk: a prompt left in session 1 of one database showed up in the new
+    # session 1 of the database opened next (it was saved there on the switch).
+    first = make_session(workspace, "Lisbon", [("user", "Hi")])
+    window = open_window(workspace)
+    window.open_session(first.id)
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Still there?")
+    home = workspace.location
+
+    window.open_database(tmp_path / "other.db")
+    qtbot.waitUntil(lambda: "other.db" in window.database_label.text(), timeout=10_000)
+    settle(window)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    press(qtbot, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)  # New Session
+    qtbot.waitUntil(lambda: window.ctx.current_session_id != 0, timeout=10_000)
+    settle(window)
+    assert window.ctx.current_session_id == first.id  # the same id, in another database
+    assert named(window, "Prompt").toPlainText() == ""
+
+    window.open_database(home)
+    qtbot.waitUntil(lambda: window.ctx.workspace.location == home, timeout=10_000)
+    settle(window)
+    window.open_session(first.id)
+    settle(window)
+    assert named(window, "Prompt").toPlainText() == "Still there?"

@@ -82,6 +82,8 @@ class ComposerPanel(QWidget):
         self._regenerating = False  # whether the turn under way regenerates the last reply
         self._reply_note = "receiving…"  # what the arriving reply's header says
         self._draft_session = 0  # the session whose draft the prompt box holds
+        # ...and its database: another database's session of the same id is another.
+        self._draft_database = ctx.workspace.location
         self._carried_prompt: str | None = None  # a prompt moving into a new session
         # The session created for the turn under way (undone if the turn stores nothing).
         self._new_session: NewSessionCommand | None = None
@@ -260,12 +262,16 @@ class ComposerPanel(QWidget):
     def save_draft(self) -> None:
         """Keep what the prompt box holds as the draft of its session."""
         self._draft_timer.stop()
-        save_draft(self._database(), self._draft_session, self.prompt.toPlainText())
+        save_draft(self._draft_database, self._draft_session, self.prompt.toPlainText())
+
+    def _holds_draft_of(self, session_id: int) -> bool:
+        return (self._draft_database, self._draft_session) == (self._database(), session_id)
 
     def _switch_draft(self, session_id: int, *, save: bool = True) -> None:
-        if save and session_id != self._draft_session:
-            self.save_draft()
+        if save and not self._holds_draft_of(session_id):
+            self.save_draft()  # into the database it was typed in
         self._draft_session = session_id
+        self._draft_database = self._database()
         carried, self._carried_prompt = self._carried_prompt, None
         self.prompt.blockSignals(True)
         self.prompt.setPlainText(carried if carried is not None
@@ -278,7 +284,7 @@ class ComposerPanel(QWidget):
         request."""
         if self.streaming:
             self.stop()
-        if session_id != self._draft_session:
+        if not self._holds_draft_of(session_id):
             self._switch_draft(session_id)
         name = choose_provider(self.ctx.workspace, session_id or None)
         if name is not None:
