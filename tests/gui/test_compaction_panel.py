@@ -609,3 +609,32 @@ def test_ctrl_shift_k_in_a_low_window_shows_the_result_and_apply(
         if focus() is panel.apply_button:
             break
     assert focus() is panel.apply_button and shown(panel.apply_button)
+
+
+def test_an_undone_compaction_stays_readable_after_a_switch_to_the_dark_theme(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: after View → Theme → Dark the undone row of Past compactions kept the
+    # light theme's grey: near-black on the dark table.
+    from PySide6.QtGui import QPalette
+
+    info = _long_session(workspace, make_session, 40)
+    compaction.apply(workspace, compaction.preview(workspace, info.id, keep=10))
+    record = compaction.undo(workspace, info.id)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    table = panel.history_table
+    qtbot.waitUntil(lambda: table.rowCount() == 1 and table.item(0, 6) is not None
+                    and table.item(0, 6).text() == "undone", timeout=TIMEOUT)
+    assert table.item(0, 0).text() == str(record.id)
+    try:
+        window.theme_actions["dark"].trigger()
+        QApplication.processEvents()
+        base = table.palette().color(QPalette.ColorRole.Base)
+        for column in range(table.columnCount()):
+            shown = table.item(0, column).foreground().color()
+            assert abs(shown.lightness() - base.lightness()) >= 80, (
+                column, shown.name(), base.name())
+    finally:
+        window.theme_actions["light"].trigger()

@@ -26,7 +26,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -946,6 +946,11 @@ class CompactionPanel(QWidget):
             name="read the compaction history", key=(self, "history"), on_done=done,
             on_error=failed)
         self._update_buttons()
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt's name
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and self.history:
+            self._show_history(self.history)  # the undone rows' grey is the palette's
 
     def _show_history(self, records: list[CompactionRecord]) -> None:
         table = self.history_table
