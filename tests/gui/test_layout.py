@@ -266,6 +266,27 @@ def layout_problems(container: QWidget, where: str) -> list[str]:
             problems.append(f"{what} scrolls sideways")
         if isinstance(widget, QTableView):
             problems += [f"{what}: {p}" for p in _table_problems(widget)]
+    return problems + _overlap_problems(container, where)
+
+
+def _overlap_problems(container: QWidget, where: str) -> list[str]:
+    """Shown controls that lie over a sibling (a row laid out one line too short puts a
+    button over the text under it)."""
+    problems: list[str] = []
+    for parent in [container, *container.findChildren(QWidget)]:
+        if not parent.isVisible() or isinstance(parent, QAbstractScrollArea | QComboBox
+                                                | QAbstractSpinBox):
+            continue
+        shown = [w for w in parent.findChildren(
+                     QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
+                 if w.isVisible() and not w.isWindow() and w.width() > 0 and w.height() > 0
+                 and not _is_part_of_another_control(w)]
+        for i, one in enumerate(shown):
+            for other in shown[i + 1:]:
+                if one.geometry().intersects(other.geometry()):
+                    problems.append(f"{where}: {_describe(one)} {one.geometry().getRect()} "
+                                    f"lies over {_describe(other)} "
+                                    f"{other.geometry().getRect()}")
     return problems
 
 
