@@ -41,7 +41,9 @@ from workbench.store.db_postgresql import IMPORTED_TABLES, MERGE_SEARCH_INDEX
 from workbench.store.migrations import (
     FTS_PAUSE_SETTING,
     MESSAGE_CALLS_FILL,
+    ORPHAN_RESULTS_FILL,
     PG_CALLS_LISTED_SETTING,
+    PG_ORPHAN_RESULTS_FILL,
     PG_SEARCH_CHARS,
 )
 from workbench.store.rows import MESSAGE_COLUMNS, TIME_MISSING, context_params
@@ -310,6 +312,8 @@ def _insert_batch_sqlite(
         _index_messages(conn, first_message)
         # The tool calls of the new assistant messages (their trigger is paused too).
         conn.exec_driver_sql(MESSAGE_CALLS_FILL, (first_message, first_message))
+        # And the tool results among them whose call is missing (0014, paused alike).
+        conn.exec_driver_sql(ORPHAN_RESULTS_FILL, (first_message,))
     conn.exec_driver_sql("DELETE FROM settings WHERE key = ?", (FTS_PAUSE_SETTING,))
     _insert_rows(conn, _CONTEXT_INSERT, context_rows)
     return ids
@@ -488,6 +492,8 @@ _ROLE = _ROW_COLUMNS.index("role")
 _POSITION = _ROW_COLUMNS.index("position")
 _TOOL_CALLS = _ROW_COLUMNS.index("tool_calls")
 _CALLS_LISTED = text("SELECT set_config(:setting, :value, true)")
+_ORPHANS_LISTED = text(PG_ORPHAN_RESULTS_FILL.replace(
+    "ANY(:sids)", "ANY(CAST(:sids AS integer[]))"))
 # Each message is looked up by its session and position: one index lookup per row (a
 # LATERAL subquery with a LIMIT, which the planner cannot turn into a join: a join let
 # it sort the whole table to merge it with the list).
@@ -606,8 +612,11 @@ def _insert_batch_postgresql(
     calls = _CallRows()
     _copy_rows(conn, _copy_statement("messages", (*_ROW_COLUMNS, "search", "symbols")),
                _message_rows(ids, batch, calls))
-    conn.execute(_CALLS_LISTED, {"setting": PG_CALLS_LISTED_SETTING, "value": "off"})
     calls.write(conn)
+    # The orphaned tool results of these sessions, in one statement (0014): their insert
+    # triggers stood aside for this import's rows, as the calls' did.
+    conn.execute(_ORPHANS_LISTED, {"sids": ids})
+    conn.execute(_CALLS_LISTED, {"setting": PG_CALLS_LISTED_SETTING, "value": "off"})
     _copy_rows(
         conn,
         _copy_statement("session_context", _PG_CONTEXT_COLUMNS),
