@@ -30,10 +30,16 @@ def test_a_compaction_and_its_undo_keep_the_orphans(workspace: Workspace) -> Non
     assert len(before) == 4
     result = compaction.compact(workspace, info.id)
     assert result.changed
+    # The folded strays leave the list (only active results are kept); any left is active.
     folded = _check(workspace.db)
-    assert {r[3] for r in folded} >= {"folded"}
+    assert len(folded) < len(before)
+    assert {r[3] for r in folded} <= {"active"}
     compaction.undo(workspace, info.id)
     assert _check(workspace.db) == before
+    # The triggers are back at work after both: a stray appended now is listed.
+    workspace.repo.append_messages(info.id, [Message(role="tool", content="late stray",
+                                                     tool_call_id="never")])
+    assert len(_check(workspace.db)) == len(before) + 1
 
 
 def test_preflight_names_the_orphan_far_back_in_a_long_left_out_stretch(

@@ -43,8 +43,8 @@ def _listed(db: Database) -> list[tuple[Any, ...]]:
 
 
 def _expected(db: Database) -> list[tuple[Any, ...]]:
-    """The orphans worked out in Python: a tool result is one when no call of its session
-    and state, with its call id, is listed at an earlier position (the calls as
+    """The orphans worked out in Python: an active tool result is one when no active call
+    of its session, with its call id, is listed at an earlier position (the calls as
     message_calls lists them, which test_message_calls checks against the messages)."""
     with db.read() as conn:
         results = conn.exec_driver_sql(
@@ -59,6 +59,8 @@ def _expected(db: Database) -> list[tuple[Any, ...]]:
         earliest[key] = min(position, earliest.get(key, position))
     out = []
     for mid, sid, position, state, cid in results:
+        if state != "active":  # the only state kept: what requests carry
+            continue
         first = earliest.get((sid, state, cid or ""))
         if first is None or first >= position:
             out.append((mid, sid, position, state, cid or ""))

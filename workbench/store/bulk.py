@@ -561,7 +561,8 @@ def listed_calls(calls: str | None) -> list[str] | None:
 class _CallRows:
     """The calls of a batch's assistant messages, noted while their rows are sent (the
     server stores the rows meanwhile) and written after them; and the tool results no
-    earlier call of their session and state answers (0014's orphans), told on the way.
+    earlier call of their session answers among the active ones (0014's orphans), told
+    on the way.
     A session with calls only the server can read has its orphans found by the server."""
 
     def __init__(self) -> None:
@@ -584,7 +585,8 @@ class _CallRows:
         self._last = position
         if role == "tool":
             made = self._made.get(row[_STATE])
-            if made is None or (row[_TOOL_CALL_ID] or "") not in made:
+            if row[_STATE] == "active" and (made is None
+                                           or (row[_TOOL_CALL_ID] or "") not in made):
                 self.orphans[0].append(session_id)
                 self.orphans[1].append(position)
             return

@@ -34,6 +34,7 @@ from workbench.core.conversation import (
     ROLES,
     STATES,
     Message,
+    MessageState,
     utcnow,
 )
 from workbench.core.summarizers import line_cache
@@ -380,9 +381,12 @@ class MessageStore(ContextStore):
         ``asked`` those assistant messages made. Found by the database in the orphans
         ``orphan_results`` lists and the calls ``message_calls`` lists (as many rows as
         there are exceptions, whatever the stretch's length), so only the exceptions
-        reach Python. ``None`` when a message's calls there are not JSON (or
-        the database cannot run the query): the caller then reads the messages instead.
+        reach Python. ``None`` when a message's calls there are not JSON, for a state
+        other than active, or when the database cannot run the query: the caller then
+        reads the messages instead.
         """
+        if state != MessageState.ACTIVE.value:
+            return None  # orphan_results keeps the active state's alone
         span = {"sid": session_id, "state": state, "after": _bound(after_position),
                 "last": _bound(last_position)}
         # The calls are listed one per row in message_calls (0007_message_calls) and the

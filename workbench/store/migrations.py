@@ -865,16 +865,20 @@ _PG_CALLS_LISTED_BY_IMPORT = [
 ]
 
 
-# The tool results whose call is missing, one row each, kept by triggers (0014), so that
-# preflight finds the orphans among the left-out history by reading them alone instead of
-# looking up the call of every tool result there (which grew with the session). A tool
-# result is listed when no message_calls row of its session and state, with its call id
-# (a result without one asks for ''), lies at an earlier position. Every change that can
-# alter that answers for itself: a result written or changed is tested again, a call
-# listed removes the later results it answers, a call removed or moved lists the later
-# results no other earlier call answers. Each row repeats its result's session,
-# position, state and call id. The bulk imports pause the test on insert and list the
-# orphans of a batch in one statement (ORPHAN_RESULTS_FILL, PG_ORPHAN_RESULTS_FILL).
+# The active tool results whose call is missing, one row each, kept by triggers (0014),
+# so that preflight finds the orphans among the left-out history by reading them alone
+# instead of looking up the call of every tool result there (which grew with the
+# session). An active tool result is listed when no active message_calls row of its
+# session with its call id (a result without one asks for '') lies at an earlier
+# position. Only the active state is kept: it is what requests carry, and folding or
+# evicting thousands of messages then costs one delete per tool result it takes away.
+# Every change that can alter that answers for itself: a result written or changed is
+# tested again, a call listed removes the later results it answers, a call removed or
+# moved lists the later results no other earlier call answers. Each row repeats its
+# result's session, position, state and call id. SQLite's bulk import pauses the test on
+# insert and lists the orphans of a batch in one statement (ORPHAN_RESULTS_FILL); a team
+# store's tells them in Python (workbench.store.bulk), or has the server find them
+# (PG_ORPHAN_RESULTS_FILL) for a session with calls only the server reads exactly.
 ORPHAN_COLUMNS = "message_id, session_id, position, state, call_id"
 
 
@@ -895,7 +899,7 @@ def _list_if_orphan(row: str, condition: str = "1 = 1") -> str:
     return f"""
         INSERT INTO orphan_results ({ORPHAN_COLUMNS})
         SELECT {row}.id, {row}.session_id, {row}.position, {row}.state, {call}
-        WHERE {condition} AND {_no_call_before(row, call)}"""
+        WHERE {condition} AND {row}.state = 'active' AND {_no_call_before(row, call)}"""
 
 
 def _answered_by(call: str) -> str:
@@ -927,7 +931,8 @@ _ORPHANS_OF = f"""
     INSERT INTO orphan_results ({ORPHAN_COLUMNS})
     SELECT m.id, m.session_id, m.position, m.state, coalesce(m.tool_call_id, '')
     FROM messages m
-    WHERE m.role = 'tool' AND {{where}} AND {_no_call_before("m", "coalesce(m.tool_call_id, '')")}
+    WHERE m.role = 'tool' AND m.state = 'active' AND {{where}}
+        AND {_no_call_before("m", "coalesce(m.tool_call_id, '')")}
 """
 #: The orphans among the messages from id ``?`` on (SQLite's bulk import).
 ORPHAN_RESULTS_FILL = _ORPHANS_OF.format(where="m.id >= ?")
@@ -958,28 +963,39 @@ _ORPHAN_TABLE = [
 ]
 
 _RESULT_CHANGED = """
-    (new.role = 'tool' OR old.role = 'tool')
+    (new.role = 'tool' OR old.role = 'tool') AND (new.state = 'active' OR old.state = 'active')
     AND (new.role IS NOT old.role OR new.tool_call_id IS NOT old.tool_call_id
          OR new.session_id IS NOT old.session_id OR new.position IS NOT old.position
          OR new.state IS NOT old.state)
 """
 _CALL_MOVED = """
-    new.session_id IS NOT old.session_id OR new.position IS NOT old.position
-    OR new.state IS NOT old.state OR new.call_id IS NOT old.call_id
+    (new.state = 'active' OR old.state = 'active')
+    AND (new.session_id IS NOT old.session_id OR new.position IS NOT old.position
+         OR new.state IS NOT old.state OR new.call_id IS NOT old.call_id)
 """
+_ACTIVE_CALL = "{call}.call_id IS NOT NULL AND {call}.state = 'active'"
+#: While a write that changes many messages of one session at once (a compaction and its
+#: undo) holds this setting, the triggers of changes stand aside and the write lists the
+#: session's orphans again afterwards, in one statement (workbench.store.orphans).
+ORPHANS_PAUSE_SETTING = "orphans_paused"
+PG_ORPHANS_PAUSE_SETTING = "workbench.orphans_paused"
+_NOT_PAUSED = f"NOT EXISTS (SELECT 1 FROM settings WHERE key = '{ORPHANS_PAUSE_SETTING}')"
+_PG_NOT_PAUSED = f"current_setting('{PG_ORPHANS_PAUSE_SETTING}', true) IS DISTINCT FROM 'on'"
+#: The orphans of one session (``:sid``), listed anew after such a write.
+ORPHANS_OF_SESSION = _ORPHANS_OF.format(where="m.session_id = :sid")
 
 _ORPHAN_RESULTS = [
     *_ORPHAN_TABLE,
     f"""
     CREATE TRIGGER orphan_results_insert AFTER INSERT ON messages
-    WHEN new.role = 'tool'
+    WHEN new.role = 'tool' AND new.state = 'active'
         AND NOT EXISTS (SELECT 1 FROM settings WHERE key = '{FTS_PAUSE_SETTING}')
     BEGIN {_list_if_orphan("new")}; END
     """,
     f"""
     CREATE TRIGGER orphan_results_change
     AFTER UPDATE OF role, tool_call_id, session_id, position, state ON messages
-    WHEN {_RESULT_CHANGED}
+    WHEN {_RESULT_CHANGED} AND {_NOT_PAUSED}
     BEGIN
         DELETE FROM orphan_results WHERE message_id = old.id;
         {_list_if_orphan("new", "new.role = 'tool'")};
@@ -987,21 +1003,21 @@ _ORPHAN_RESULTS = [
     """,
     f"""
     CREATE TRIGGER orphan_results_call_listed AFTER INSERT ON message_calls
-    WHEN new.call_id IS NOT NULL
+    WHEN new.call_id IS NOT NULL AND new.state = 'active' AND {_NOT_PAUSED}
     BEGIN {_answered_by("new")}; END
     """,
     f"""
     CREATE TRIGGER orphan_results_call_removed AFTER DELETE ON message_calls
-    WHEN old.call_id IS NOT NULL
+    WHEN old.call_id IS NOT NULL AND old.state = 'active' AND {_NOT_PAUSED}
     BEGIN {_left_without("old")}; END
     """,
     f"""
     CREATE TRIGGER orphan_results_call_moved
     AFTER UPDATE OF session_id, position, state, call_id ON message_calls
-    WHEN {_CALL_MOVED}
+    WHEN {_CALL_MOVED} AND {_NOT_PAUSED}
     BEGIN
-        {_left_without("old", also="AND old.call_id IS NOT NULL")};
-        {_answered_by("new")} AND new.call_id IS NOT NULL;
+        {_left_without("old", also="AND " + _ACTIVE_CALL.format(call="old"))};
+        {_answered_by("new")} AND {_ACTIVE_CALL.format(call="new")};
     END
     """,
     ORPHAN_RESULTS_FILL.replace("?", "0"),
@@ -1045,36 +1061,37 @@ _PG_ORPHAN_RESULTS = [
                          _left_without("old", postgresql=True)),
     _pg_trigger_function(
         "workbench_orphan_results_call_moved",
-        "IF old.call_id IS NOT NULL THEN\n"
+        f"IF {_ACTIVE_CALL.format(call='old')} THEN\n"
         + _left_without("old", postgresql=True)
-        + ";\nEND IF;\nIF new.call_id IS NOT NULL THEN\n"
+        + f";\nEND IF;\nIF {_ACTIVE_CALL.format(call='new')} THEN\n"
         + _answered_by("new") + ";\nEND IF",
     ),
     f"""
     CREATE TRIGGER orphan_results_insert AFTER INSERT ON messages FOR EACH ROW
-    WHEN (new.role = 'tool' AND {_PG_NOT_LISTED_BY_IMPORT})
+    WHEN (new.role = 'tool' AND new.state = 'active' AND {_PG_NOT_LISTED_BY_IMPORT})
     EXECUTE FUNCTION workbench_orphan_results_insert()
     """,
     f"""
     CREATE TRIGGER orphan_results_change
     AFTER UPDATE OF role, tool_call_id, session_id, position, state ON messages FOR EACH ROW
-    WHEN ({_PG_RESULT_CHANGED})
+    WHEN ({_PG_RESULT_CHANGED} AND {_PG_NOT_PAUSED})
     EXECUTE FUNCTION workbench_orphan_results_change()
     """,
     f"""
     CREATE TRIGGER orphan_results_call_listed AFTER INSERT ON message_calls FOR EACH ROW
-    WHEN (new.call_id IS NOT NULL AND {_PG_NOT_LISTED_BY_IMPORT})
+    WHEN ({_ACTIVE_CALL.format(call="new")} AND {_PG_NOT_LISTED_BY_IMPORT}
+          AND {_PG_NOT_PAUSED})
     EXECUTE FUNCTION workbench_orphan_results_call_listed()
     """,
-    """
+    f"""
     CREATE TRIGGER orphan_results_call_removed AFTER DELETE ON message_calls FOR EACH ROW
-    WHEN (old.call_id IS NOT NULL)
+    WHEN (old.call_id IS NOT NULL AND old.state = 'active' AND {_PG_NOT_PAUSED})
     EXECUTE FUNCTION workbench_orphan_results_call_removed()
     """,
     f"""
     CREATE TRIGGER orphan_results_call_moved
     AFTER UPDATE OF session_id, position, state, call_id ON message_calls FOR EACH ROW
-    WHEN ({_PG_CALL_MOVED})
+    WHEN ({_PG_CALL_MOVED} AND {_PG_NOT_PAUSED})
     EXECUTE FUNCTION workbench_orphan_results_call_moved()
     """,
     _ORPHANS_OF.format(where="1 = 1"),
