@@ -33,7 +33,7 @@ from workbench.store.repository import Repository
 __all__ = ["Editing", "IdAliases", "MessageChange", "SessionChange", "SessionTrash"]
 
 _CHANGED_SINCE = ("{what} was changed in another window or on another desktop since, so "
-                  "this change was not written over it.")
+                  "it was left as that change made it.")
 
 
 @contextmanager
