@@ -428,8 +428,9 @@ def test_the_no_provider_error_goes_once_a_provider_is_saved(
     replace_text(qtbot, dialog, "Provider name", "local")
     replace_text(qtbot, dialog, "Base URL", server.url)
     replace_text(qtbot, dialog, "Model", server.model)
-    click(qtbot, dialog, "Save the provider")
-    qtbot.waitUntil(lambda: [c.name for c in ProviderSettings(workspace.db).list()] == ["local"])
+    with qtbot.waitSignal(dialog.provider_saved, timeout=10_000):
+        click(qtbot, dialog, "Save the provider")
+    assert [c.name for c in ProviderSettings(workspace.db).list()] == ["local"]
     dialog.close()
     window.activateWindow()
     qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
