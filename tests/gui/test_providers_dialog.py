@@ -391,3 +391,41 @@ def test_an_error_box_shows_a_title_that_looks_like_html_as_typed(
     said = "The title of the session “Porto <i>weekend</i>” was changed elsewhere."
     with_modal_dialog(qtbot, lambda: window.ctx.report_error(said), close)
     assert seen == [(Qt.TextFormat.PlainText, said)]
+
+
+def test_closing_the_dialog_while_its_save_runs_asks_nothing_and_saves(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The walk: Save, then Esc before the save had come back asked to discard
+    # "unsaved changes" (on the team store a save takes a round trip or more).
+    import threading
+
+    asked: list[str] = []
+    monkeypatch.setattr(settings_form, "message_box",
+                        lambda _p, _i, _t, text, *a: asked.append(text)
+                        or QMessageBox.StandardButton.Cancel)
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    held = threading.Event()
+    window.ctx.workers.write(held.wait, name="another write first")  # the save waits
+    try:
+        replace_text(qtbot, dialog, "Provider name", "local")
+        replace_text(qtbot, dialog, "Base URL", "http://127.0.0.1:9/v1")
+        replace_text(qtbot, dialog, "Model", "m")
+        click(qtbot, dialog, "Save the provider")
+        assert ProviderSettings(workspace.db).list() == []  # still waiting
+        named(dialog, "Model").setFocus()
+        qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+        assert asked == [] and not dialog.isVisible()
+    finally:
+        held.set()
+    qtbot.waitUntil(lambda: [c.name for c in ProviderSettings(workspace.db).list()]
+                    == ["local"], timeout=10_000)
+    # An edit typed after Save is still asked about.
+    window.ctx.workers.wait_idle()
+    dialog = _open(window, qtbot)
+    assert dialog.select("local")
+    replace_text(qtbot, dialog, "Model", "other")
+    qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+    assert len(asked) == 1 and "'local'" in asked[0] and dialog.isVisible()

@@ -68,6 +68,7 @@ class AgentsDialog(SettingsFormDialog):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__("Agents", parent)
         self.ctx = ctx
+        self.failed_while_closed.connect(ctx.report_error)
         self._stored: Agent | None = None  # the agent in the form (None: a new one)
         self._provider_models: dict[str, str] = {}  # provider name -> its model
 
@@ -266,6 +267,7 @@ class AgentsDialog(SettingsFormDialog):
             return ws.update_agent(stored.id, **fields)
 
         def done(agent: Agent) -> None:
+            self._saving_ended()
             self.reload(agent.id)
             self._say(f"Saved agent {agent.name!r}.", ok=True)
             self.agent_saved.emit(agent)
@@ -273,6 +275,7 @@ class AgentsDialog(SettingsFormDialog):
             self.ctx.sessions_changed.emit()
 
         self._say("Saving…")
+        self._saving_started()
         self.ctx.workers.write(run, name="save the agent", on_done=done,
                                on_error=self._failed("save the agent"))
         return True

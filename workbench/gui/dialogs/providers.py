@@ -80,6 +80,7 @@ class ProvidersDialog(SettingsFormDialog):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__("Providers", parent)
         self.ctx = ctx
+        self.failed_while_closed.connect(ctx.report_error)
         self._stored: ProviderConfig | None = None  # the config in the form (None: new)
         self.keyring_usable, self.keyring_why = keyring_state()
 
@@ -283,6 +284,7 @@ class ProvidersDialog(SettingsFormDialog):
             return settings.update(original.name, **config.to_json())
 
         def done(stored: ProviderConfig) -> None:
+            self._saving_ended()
             self.key_edit.clear()
             self.reload(select=stored.name)
             self._say(f"Saved provider {stored.name!r}.", ok=True)
@@ -292,6 +294,7 @@ class ProvidersDialog(SettingsFormDialog):
                 then(stored)
 
         self._say("Saving…")
+        self._saving_started()
         self.ctx.workers.write(run, name="save the provider", on_done=done,
                                on_error=self._failed("save the provider"))
         return True

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -38,6 +38,8 @@ class SettingsFormDialog(QDialog):
     :meth:`form_state` and asks about removing in :meth:`remove_question`.
     """
 
+    failed_while_closed = Signal(str)  # what went wrong, when nobody sees the dialog
+
     entry_kind = "entry"  # "provider", "agent": how questions name what is edited
     # Accessible names of the shared controls: list, add, remove, name, save, status.
     accessible_names: dict[str, str] = {}
@@ -46,6 +48,9 @@ class SettingsFormDialog(QDialog):
         super().__init__(parent)
         self._ask_before_closing = True
         self._baseline: Any = None
+        # The form's state a save on the writer is storing: closing the dialog then is
+        # not "dropping unsaved edits" (a failure is still said, see _failed).
+        self._saving: Any = None
         self.setObjectName(f"{title}Dialog")
         self.setWindowTitle(title)
         self.setAccessibleName(title)
@@ -170,7 +175,14 @@ class SettingsFormDialog(QDialog):
 
     def edited(self) -> bool:
         """Whether the form was changed since it was filled (from the store or blank)."""
-        return self.form_state() != self._baseline
+        state = self.form_state()
+        return state != self._baseline and state != self._saving
+
+    def _saving_started(self) -> None:
+        self._saving = self.form_state()
+
+    def _saving_ended(self) -> None:
+        self._saving = None
 
     def edited_name(self) -> str:
         """How the question names the entry being edited."""
@@ -184,7 +196,11 @@ class SettingsFormDialog(QDialog):
     def _failed(self, doing: str) -> Callable[[BaseException], None]:
         """A worker's error callback saying in the status line what went wrong."""
         def show(error: BaseException) -> None:
-            self._say(describe_error(error, doing=doing), ok=False)
+            self._saving = None
+            text = describe_error(error, doing=doing)
+            self._say(text, ok=False)
+            if not self.isVisible():  # closed while saving: said in the window instead
+                self.failed_while_closed.emit(text)
         return show
 
     # -- asking ------------------------------------------------------------------------
