@@ -638,3 +638,21 @@ def test_an_undone_compaction_stays_readable_after_a_switch_to_the_dark_theme(
                 column, shown.name(), base.name())
     finally:
         window.theme_actions["light"].trigger()
+
+
+def test_the_note_under_the_summary_shows_only_once_the_summary_is_edited(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    from tests.gui.journey import click_into, type_text
+
+    info = _long_session(workspace, make_session, 40)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    _preview(qtbot, panel, keep=10)
+    assert panel.summary_edit.isVisible()
+    assert not panel.summary_note.isVisible()  # empty: no gap under the summary
+    click_into(qtbot, panel.summary_edit)
+    type_text(qtbot, " Also: oak.")
+    assert panel.summary_note.isVisible()
+    assert panel.summary_note.text().startswith("Edited:")

@@ -816,12 +816,14 @@ class CompactionPanel(QWidget):
         self.summary_edit.set_text(text)
         self.summary_edit.blockSignals(False)
         self.summary_note.setText("")
+        self.summary_note.hide()  # an empty line would leave a gap under the summary
 
     def _summary_edited(self) -> None:
         if self.plan is not None and self.plan.changed:
             edited = self.summary_edit.text() != self.plan.summary
             self.summary_note.setText("Edited: the tokens after are counted again for your "
                                       "text when it is applied." if edited else "")
+            self.summary_note.setVisible(edited and self.summary_edit.isVisible())
 
     def _tint(self, ids: Any) -> None:
         if self.timeline is not None:
@@ -1013,8 +1015,9 @@ class CompactionPanel(QWidget):
         folds = self.plan is not None and bool(self.plan.folded_ids)
         self.show_button.setEnabled(folds)
         self.summary_edit.setReadOnly(not can_apply)
-        for widget in (self.summary_heading, self.summary_edit, self.summary_note):
+        for widget in (self.summary_heading, self.summary_edit):
             widget.setVisible(folds)
+        self.summary_note.setVisible(folds and bool(self.summary_note.text()))
         # Undo picks the newest compaction from the history: not while it is being read.
         has_applied = self._history_job is None and any(not r.undone for r in self.history)
         self.undo_button.setEnabled(has_session and has_applied and self._applying == 0)
