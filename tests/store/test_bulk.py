@@ -264,6 +264,38 @@ def test_a_conversation_that_grew_gets_the_new_turns_appended(
     assert len(repo.list_messages(first.session.id)) == 4
 
 
+def test_a_sessions_own_export_read_back_adds_no_turn_twice(
+    repo: Repository, conv: ConvFactory, msg: Callable[..., Message],
+    check_counts: CountCheck,
+) -> None:
+    # The walk: the sample session (imported with 9 turns) got 4 more by chatting, was
+    # exported, and the export imported again: the 4 turns were appended a second time.
+    first = repo.import_conversation(
+        conv("chat", [("user", "q1"), ("assistant", "a1")], source_id="log-1"))
+    sid = first.session.id
+    repo.append_message(sid, msg("user", "q2"))  # chatted in the workbench
+    repo.append_message(sid, msg("assistant", "a2"))
+    exported = conv("chat", [("user", "q1"), ("assistant", "a1"), ("user", "q2"),
+                             ("assistant", "a2")], source_id="log-1")
+    (outcome,) = repo.import_many([exported])
+    assert outcome.session.id == sid and outcome.status == "unchanged"
+    assert [m.content for m in repo.list_messages(sid)] == ["q1", "a1", "q2", "a2"]
+    # The source grew past what the session holds: only the turns after it come in.
+    grown = conv("chat", [("user", "q1"), ("assistant", "a1"), ("user", "q2"),
+                          ("assistant", "a2"), ("user", "q3")], source_id="log-1")
+    assert repo.import_conversation(grown).status == "updated"
+    assert [m.content for m in repo.list_messages(sid)] == ["q1", "a1", "q2", "a2", "q3"]
+    check_counts(sid)
+    # Turns added here that the source does not have are kept, and the source's new
+    # ones still come in after them, as before.
+    repo.append_message(sid, msg("user", "mine only"))
+    other = conv("chat", [("user", "q1"), ("assistant", "a1"), ("user", "q2"),
+                          ("assistant", "a2"), ("user", "q3"), ("assistant", "a3")],
+                 source_id="log-1")
+    assert repo.import_conversation(other).status == "updated"
+    assert [m.content for m in repo.list_messages(sid)][-2:] == ["mine only", "a3"]
+
+
 def test_replace_only_replaces_a_session_from_the_same_file(
     repo: Repository, conv: ConvFactory
 ) -> None:

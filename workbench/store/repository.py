@@ -203,8 +203,10 @@ class Repository(MessageStore):
                 self._replace_imported(conn, session_id, conversation)
             elif action == "append":
                 assert target is not None
-                session_id, status = target.session_id, "updated"
-                self._append_imported(conn, session_id, conversation, target.count or 0)
+                session_id = target.session_id
+                grew = self._append_imported(conn, session_id, conversation,
+                                             target.count or 0)
+                status = "updated" if grew else "unchanged"
             else:
                 status = "created"
                 times = [m.created_at for m in conversation.messages if m.created_at]
@@ -324,9 +326,24 @@ class Repository(MessageStore):
 
     def _append_imported(
         self, conn: Connection, session_id: int, conversation: Conversation, known: int
-    ) -> None:
-        """Append the messages after the first ``known`` to an imported session."""
-        new = conversation.messages[known:]
+    ) -> bool:
+        """Append the messages after the first ``known`` to an imported session; returns
+        whether the session changed.
+
+        A session that grew in the workbench since its import (a chat) may hold some of
+        them already: its own export read back holds the turns the chat added. Those are
+        not added a second time: only the messages after what the session holds, when
+        the session's messages are the conversation's first ones."""
+        held = self._held_of(conn, session_id, conversation, known)
+        new = conversation.messages[held:]
+        if not new:
+            if not self._context_differs(conn, session_id, conversation.context):
+                self._set_identity(conn, session_id, conversation)
+                return False
+            self._write_context(conn, session_id, conversation.context)
+            self._set_identity(conn, session_id, conversation)
+            self.db.changed(conn, (session_id,))
+            return True
         start = self._next_position(conn, session_id)
         self._insert_messages(conn, session_id, start, new, keep_missing_time=True)
         if conversation.context != SessionContext():
@@ -341,6 +358,22 @@ class Repository(MessageStore):
                 _UPDATED_NOT_BEFORE,
                 {"session_id": session_id, "latest": time_to_text(latest)},
             )
+        return True
+
+    def _held_of(self, conn: Connection, session_id: int, conversation: Conversation,
+                 known: int) -> int:
+        """How many of the conversation's first messages the session holds: ``known``
+        (those it was imported with), or more when the messages added to it since are
+        the conversation's next ones."""
+        rows = conn.execute(_SESSION_MESSAGES, {"session_id": session_id}).all()
+        shared = min(len(rows), len(conversation.messages))
+        if shared <= known:
+            return known
+        stored = [message_from_row(r) for r in rows[:shared]]
+        if fingerprint_messages(stored) == fingerprint_messages(conversation.messages,
+                                                                shared):
+            return shared
+        return known
 
     def import_many(
         self,
