@@ -237,3 +237,31 @@ def test_a_folder_with_nothing_to_read_still_says_what_is_known(tmp_path: Path) 
     write(folder / "notes.txt", "not a conversation")
     with pytest.raises(UnknownFormatError, match="known formats"):
         list(read_conversations(folder))
+
+
+def test_a_folder_read_as_one_export_names_the_files_of_other_formats(
+    tmp_path: Path,
+) -> None:
+    # The walk: Import Folder on a folder holding a ChatGPT export's conversations.json,
+    # a JSONL of chats and a context file read the ChatGPT export only, without a word
+    # about the two other files (or, before that, every *.json as a context file).
+    from tests.own_samples import chatgpt_fork_export
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    chatgpt_fork_export(folder / "conversations.json")
+    write(folder / "chats.jsonl", json.dumps({"messages": MESSAGES}) + "\n")
+    write(folder / "trip.json", json.dumps({"session_id": "trip", "recent_history": [
+        {"role": "user", "content": "hi"}]}))
+    write(folder / "user.json", json.dumps({"id": "user-1"}))  # an export's own file
+    items = list(read_conversations(folder))
+    conversations = [i for i in items if isinstance(i, Conversation)]
+    skipped = {i.entry: i.reason for i in items if not isinstance(i, Conversation)}
+    assert conversations and all(c.source == "chatgpt" for c in conversations)
+    assert "chats.jsonl" in skipped and "trip.json" in skipped
+    assert "import it on its own" in skipped["chats.jsonl"]
+    assert "context-json" in skipped["trip.json"]
+    assert "user.json" not in skipped
+    # Each named file reads whole on its own.
+    assert [c.source for c in read_conversations(folder / "trip.json")
+            if isinstance(c, Conversation)] == ["context-json"]

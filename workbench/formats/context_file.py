@@ -101,6 +101,7 @@ _ENTRY_KEYS = frozenset(
 # Keys that, next to ``session_id``, only a context file has.
 _CONTEXT_CUES = frozenset(_SESSION_KEYS - {"session_id", "title", "tags", "created_at"})
 _DIRECTORY_SNIFF_LIMIT = 20
+_OTHER_SUFFIXES = (".jsonl", ".zip", ".db")  # conversation files that are not context files
 
 
 # --------------------------------------------------------------------------- detection
@@ -433,13 +434,22 @@ class ContextFileImporter:
     def sniff(self, path: Path, head: bytes) -> bool:
         """A JSON object (or array of objects) with context keys, or a directory of them."""
         if path.is_dir():
+            # Only a folder of context files: one holding another format's file too (a
+            # ChatGPT conversations.json, a JSONL) is read file by file, each in its own
+            # format, instead of every *.json as a context file and the rest not at all.
+            if any(p.suffix.lower() in _OTHER_SUFFIXES and not p.name.startswith(".")
+                   and p.is_file() for p in path.iterdir()):
+                return False
+            found = False
             for candidate in _json_files(path)[:_DIRECTORY_SNIFF_LIMIT]:
                 try:
-                    if looks_like_context(peek_json(read_head(candidate))):
-                        return True
+                    value = peek_json(read_head(candidate))
                 except FormatError:
-                    continue
-            return False
+                    continue  # unreadable: reported by the read as a skipped file
+                if not looks_like_context(value):
+                    return False
+                found = True
+            return found
         return looks_like_context(peek_json(head))
 
     def read(self, path: Path) -> Iterator[ImportItem]:

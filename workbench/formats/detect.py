@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from workbench.core.conversation import Conversation, SkippedEntry
@@ -78,7 +78,31 @@ def read_conversations(path: Path, format: str | None = None) -> Iterator[Import
     sink = NoteSink()
     with sink.active():
         items = importer.read(path) if importer is not None else _read_folder_files(path)
+    if importer is not None and format is None and path.is_dir():
+        items = _and_files_left(items, path, importer)
     return _with_notes(iter(items), sink)
+
+
+def _and_files_left(items: Iterable[ImportItem], path: Path,
+                    importer: Importer) -> Iterator[ImportItem]:
+    """``items``, then a skipped entry for each file of the folder that another importer
+    reads (a JSONL beside a ChatGPT export's conversations.json): the folder was read as
+    one export, and such a file is not dropped without a word. Files of no known format
+    (an export's user.json) are not named."""
+    yield from items
+    for file in _folder_files(path):
+        if _is_empty_file(file):
+            continue
+        try:
+            other = detect_format(file)
+        except (FormatError, OSError):
+            continue
+        if other.name != importer.name:
+            yield SkippedEntry(
+                entry=file.name,
+                reason=f"not read: the folder was read as {importer.name} "
+                       f"({importer.description}), and this file is {other.name}; "
+                       "import it on its own.")
 
 
 def _with_notes(items: Iterator[ImportItem], sink: NoteSink) -> Iterator[ImportItem]:
