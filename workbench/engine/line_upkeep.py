@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from workbench.core.gcpause import collector_paused
 from workbench.errors import WorkbenchError
 from workbench.store.db import Database
 from workbench.store.repository import Repository
@@ -120,7 +121,10 @@ def keep_missing_lines(
                     on_session(session, written.pop(session, 0))
                 continue
             batch_started = time.perf_counter()
-            count = keep_lines_of(db, [mid for mid, _ in found])
+            # The batch's messages live for the batch: the collector need not walk them
+            # (its full passes hold every thread, the window's too; see core.gcpause).
+            with collector_paused():
+                count = keep_lines_of(db, [mid for mid, _ in found])
             report.lines += count
             written[session] = written.get(session, 0) + count
             after[session] = found[-1][1]
