@@ -89,6 +89,9 @@ def test_a_database_without_kept_lines_gets_them_in_the_background_and_previews_
             assert plan.to_json() | {"created_at": None} == \
                 before[sid].to_json() | {"created_at": None}
         assert lines_kept(ws.repo)
+        # Not announced as this process's changes (no view shows them): a window that
+        # sees the database change meanwhile takes it for another writer's.
+        assert ws.db.local_writes == 0
     # The next open reads one setting and starts nothing.
     with Workspace.open(db_target) as ws:
         upkeep = ws.keep_summary_lines()

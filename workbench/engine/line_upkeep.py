@@ -40,6 +40,7 @@ from workbench.store.repository import Repository
 from workbench.store.summary_lines import (
     LINES_KEPT_SETTING,
     keep_lines_of,
+    record_lines_kept,
     sessions_by_change,
     unkept_lines,
 )
@@ -134,7 +135,7 @@ def keep_missing_lines(
             return report
         if every:
             report.complete = True
-            Repository(db).set_setting(LINES_KEPT_SETTING, True)
+            record_lines_kept(db)
     except WorkbenchError as exc:  # busy or gone for longer than a write waits: later
         report.error = str(exc)
         log.info("Keeping the summary lines stopped: %s", exc)

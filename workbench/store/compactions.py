@@ -226,7 +226,7 @@ def _statements(dialect: Dialect) -> _Statements:
     columns = None
     if not dialect.is_postgresql:
         rows = table.subquery()
-        values = [rows.c[name] for name in rows.c.keys()]
+        values: list[ColumnElement[Any]] = list(rows.c)
         values[7] = values[7].concat(literal_column("''"))
         columns = select(*(func.json_group_array(value) for value in values))
     return _Statements(

@@ -32,13 +32,14 @@ from workbench.core.conversation import Message
 from workbench.core.summarizers import line_cache
 from workbench.store.db import Database
 from workbench.store.dialect import Dialect
-from workbench.store.schema import MESSAGES, SESSIONS
-from workbench.store.types import json_value
+from workbench.store.schema import MESSAGES, SESSIONS, SETTINGS
+from workbench.store.types import json_text, json_value
 
 __all__ = [
     "LINES_KEPT_SETTING",
     "keep_lines_of",
     "keep_summary_lines",
+    "record_lines_kept",
     "sessions_by_change",
     "unkept_lines",
 ]
@@ -111,7 +112,7 @@ def keep_summary_lines(db: Database, session_id: int, *, batch: int = 10_000) ->
     written = 0
     after = 0
     while True:
-        with db.write() as conn:
+        with db.write(shown=False) as conn:  # no view shows them: see keep_lines_of
             rows = conn.execute(
                 _MISSING, {"sid": session_id, "after": after, "limit": batch}
             ).all()
@@ -122,6 +123,15 @@ def keep_summary_lines(db: Database, session_id: int, *, batch: int = 10_000) ->
         after = rows[-1][0]
         if len(rows) < batch:
             return written
+
+
+def record_lines_kept(db: Database) -> None:
+    """Record :data:`LINES_KEPT_SETTING` (not announced either, see keep_lines_of)."""
+    insert = db.dialect.insert(SETTINGS).values(key=LINES_KEPT_SETTING,
+                                                value=json_text(True))
+    with db.write(shown=False) as conn:
+        conn.execute(insert.on_conflict_do_update(
+            index_elements=[SETTINGS.c.key], set_={"value": insert.excluded.value}))
 
 
 def sessions_by_change(db: Database) -> list[int]:
@@ -141,10 +151,12 @@ def unkept_lines(db: Database, session_id: int, *, after: int = -1,
 
 def keep_lines_of(db: Database, ids: Sequence[int]) -> int:
     """Keep the summary lines of the messages ``ids`` that still have none, in one short
-    write transaction (the rows read inside it); returns how many were written."""
+    write transaction (the rows read inside it); returns how many were written. No view
+    shows the lines: the write is not announced (``Database.write(shown=False)``), so a
+    window never takes it for its own change and overlooks another process's."""
     if not ids:
         return 0
-    with db.write() as conn:
+    with db.write(shown=False) as conn:
         rows = conn.execute(_missing_by_id(db.dialect), {"ids": json.dumps(list(ids))}).all()
         if rows:
             _write_lines(conn, rows)
