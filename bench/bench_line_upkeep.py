@@ -9,7 +9,7 @@ changed itself.
 Figures:
 
 * **open**: ``Workspace.open`` of the copy and the upkeep's start (one setting read on
-  the calling thread), as the window's start runs them.
+  its thread), as the window's start runs them.
 * **upkeep**: the pass as the window runs it (:class:`workbench.engine.line_upkeep.LineUpkeep`,
   256 messages per write transaction, resting as long as each batch took): wall clock to
   the end, its thread's CPU, lines and sessions; when the session a window shows (one of
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             waits.append(time.perf_counter() - asked)
         report = upkeep.report
         print(f"  open {_common.ms(opened)}, upkeep started in {_common.ms(start_cost)} "
-              f"(one setting read); {missing:,} messages without a line")
+              f"(a thread; it reads one setting first); {missing:,} messages without a line")
         print(f"  upkeep: {report.lines:,} lines in {report.sessions:,} sessions in "
               f"{report.seconds:.1f} s wall, {report.cpu_seconds:.1f} s CPU of its thread "
               f"({report.cpu_seconds / max(report.seconds, 1e-9):.0%} of a core); complete "
@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         again = LineUpkeep(ws.db)
         again.start()
+        again.finished.wait()
         print(f"  the next open: upkeep skipped {again.report.skipped} in "
               f"{_common.ms(time.perf_counter() - began)}")
     finally:

@@ -509,7 +509,9 @@ def test_a_preview_has_the_summary_lines_the_session_lacks_kept_for_the_next(
     first = compaction.preview(workspace, info.id, keep=20)
     assert first.unkept_lines == 60
     window = open_window(workspace)
-    assert window.ctx.workspace.keep_summary_lines().report.skipped
+    upkeep = window.ctx.workspace.keep_summary_lines()
+    qtbot.waitUntil(upkeep.finished.is_set, timeout=TIMEOUT)
+    assert upkeep.report.skipped
     panel = _open(window, qtbot, info.id)
 
     _preview(qtbot, panel, keep=20)

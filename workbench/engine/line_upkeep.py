@@ -14,6 +14,12 @@ most about half a core. Stopping (:meth:`LineUpkeep.stop`, called by
 :meth:`Workspace.close`) takes effect between two batches; the work done is kept and
 the next open goes on from there.
 
+No view shows the lines, so the writes are not announced as this process's own
+(``Database.write(shown=False)``): a window that sees the file change while only they
+were written takes it for another writer's change and compares what it shows (a window
+that took them for its own would overlook another process's change made meanwhile), and
+on the team store the other desktops are not told of them.
+
 Once a whole pass found nothing left to keep, the database records it
 (:data:`~workbench.store.summary_lines.LINES_KEPT_SETTING`) and later opens skip the pass:
 every message written since 0003 keeps its line, so the check costs one setting's read.
@@ -148,10 +154,11 @@ def keep_missing_lines(
 class LineUpkeep:
     """The background pass of :func:`keep_missing_lines` over one open database.
 
-    :meth:`start` runs it on a daemon thread unless the database says every line is
-    kept; :meth:`stop` ends it between two batches and returns once the thread is out
-    of the database. :attr:`finished` is set when the pass has ended (or was not
-    needed); :attr:`report` then says what it did.
+    :meth:`start` runs it on a daemon thread, which ends at once when the database says
+    every line is kept; :meth:`stop` ends it between two batches and returns once the
+    thread is out of the database. :attr:`finished` is set when the pass has ended (or
+    was not needed); :attr:`report` then says what it did. Its writes are not announced
+    (``Database.write(shown=False)``): no view shows summary lines.
     """
 
     def __init__(self, db: Database, *, batch: int = BATCH, rest: float = 1.0,
@@ -173,18 +180,13 @@ class LineUpkeep:
         return self._thread is not None and not self.finished.is_set()
 
     def start(self) -> bool:
-        """Start the pass (once) unless every line is known to be kept; whether a
-        thread was started. The check reads one setting, on the calling thread."""
+        """Start the pass on its thread (once); whether it was started now. The thread
+        first reads whether every line is known to be kept (then it ends at once, with
+        :attr:`LineUpkeepReport.skipped`): nothing here waits on the database, which
+        may be a server."""
         if self._thread is not None or self.finished.is_set():
             return False
-        try:
-            kept = lines_kept(Repository(self.db))
-        except WorkbenchError as exc:
-            log.info("Cannot tell whether the summary lines are kept: %s", exc)
-            kept = False
-        if kept or self._stop.is_set():
-            self.report.skipped = kept
-            self.report.complete = kept
+        if self._stop.is_set():
             self.finished.set()
             return False
         self._thread = threading.Thread(target=self._run, name="workbench-summary-lines",
@@ -212,10 +214,16 @@ class LineUpkeep:
 
     def _run(self) -> None:
         try:
+            if lines_kept(Repository(self.db)):
+                self.report = LineUpkeepReport(complete=True, skipped=True)
+                return
             self.report = keep_missing_lines(
                 self.db, stop=self._stop, preferred=self._next_preferred,
                 on_session=self._session_done, batch=self.batch, rest=self.rest,
             )
+        except WorkbenchError as exc:  # the setting unreadable: the database is away
+            self.report = LineUpkeepReport(error=str(exc))
+            log.info("Keeping the summary lines did not start: %s", exc)
         except Exception:  # a bug must not pass silently, nor keep stop() waiting
             log.exception("Keeping the summary lines failed")
         finally:
