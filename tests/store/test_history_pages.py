@@ -46,3 +46,25 @@ def test_what_fits_is_counted_as_the_repository_counts_it(repo: Repository) -> N
         for room in (-1, 0, 1, 4, 5, 6, 12, 13, 100, 299, 300, 301, 5_000, 30_000, 10**9):
             assert count_fitting(repo.db, info.id, state=state, room=room) == (
                 repo.count_fitting(info.id, state=state, room=room)), (state, room)
+
+
+def test_what_fits_is_counted_across_pages_of_costs(repo: Repository) -> None:
+    """More messages than a team store's first page of costs: the walk goes on into the
+    next page, past positions left by folded messages, and stops where the room ends."""
+    from workbench.store.history_pages import count_fitting
+
+    info = repo.create_session("long")
+    stored = repo.append_messages(info.id, [
+        Message("user", f"m{i}", token_count=1 + i % 3, token_encoding="o200k_base")
+        for i in range(3000)])
+    repo.set_state([m.id for m in stored[2000:2100]], "folded")  # type: ignore[misc]
+    active = [1 + i % 3 for i in range(3000) if not 2000 <= i < 2100]
+    for room in (0, 1000, 1800, 2500, 4000, 5700, sum(active) - 1, sum(active), 10**9):
+        used, expected = 0, None
+        for n, cost in enumerate(reversed(active)):
+            used += cost
+            if used > room:
+                expected = n
+                break
+        assert count_fitting(repo.db, info.id, state="active", room=room) == expected, room
+        assert repo.count_fitting(info.id, state="active", room=room) == expected, room

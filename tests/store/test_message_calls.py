@@ -138,7 +138,8 @@ def test_the_migration_lists_the_calls_of_messages_written_before(
         with db.read() as conn:
             indexes = {r[0] for r in conn.exec_driver_sql(
                 "SELECT name FROM sqlite_master WHERE type = 'index'")}
-        assert {"ix_message_calls_lookup", "ix_messages_tool_results"} <= indexes
+            # 0014 replaced 0007's index of tool results with one by call id.
+            assert {"ix_message_calls_lookup", "ix_messages_results_by_call"} <= indexes
     finally:
         db.close()
 

@@ -41,7 +41,9 @@ from workbench.store.db_postgresql import IMPORTED_TABLES, MERGE_SEARCH_INDEX
 from workbench.store.migrations import (
     FTS_PAUSE_SETTING,
     MESSAGE_CALLS_FILL,
+    ORPHAN_RESULTS_FILL,
     PG_CALLS_LISTED_SETTING,
+    PG_ORPHAN_RESULTS_FILL,
     PG_SEARCH_CHARS,
 )
 from workbench.store.rows import MESSAGE_COLUMNS, TIME_MISSING, context_params
@@ -310,6 +312,8 @@ def _insert_batch_sqlite(
         _index_messages(conn, first_message)
         # The tool calls of the new assistant messages (their trigger is paused too).
         conn.exec_driver_sql(MESSAGE_CALLS_FILL, (first_message, first_message))
+        # And the tool results among them whose call is missing (0014, paused alike).
+        conn.exec_driver_sql(ORPHAN_RESULTS_FILL, (first_message,))
     conn.exec_driver_sql("DELETE FROM settings WHERE key = ?", (FTS_PAUSE_SETTING,))
     _insert_rows(conn, _CONTEXT_INSERT, context_rows)
     return ids
@@ -487,7 +491,19 @@ _NO_CALLS = frozenset({'""', "0", "false", "0.0"})
 _ROLE = _ROW_COLUMNS.index("role")
 _POSITION = _ROW_COLUMNS.index("position")
 _TOOL_CALLS = _ROW_COLUMNS.index("tool_calls")
+_TOOL_CALL_ID = _ROW_COLUMNS.index("tool_call_id")
+_STATE = _ROW_COLUMNS.index("state")
 _CALLS_LISTED = text("SELECT set_config(:setting, :value, true)")
+_ORPHANS_LISTED = text(PG_ORPHAN_RESULTS_FILL.replace(
+    "ANY(:sids)", "ANY(CAST(:sids AS integer[]))"))
+_INSERT_ORPHANS = text(
+    "INSERT INTO orphan_results (message_id, session_id, position, state, call_id)"
+    " SELECT m.id, m.session_id, m.position, m.state, coalesce(m.tool_call_id, '')"
+    " FROM unnest(CAST(:sids AS integer[]), CAST(:positions AS integer[]))"
+    "     AS v(sid, pos)"
+    " CROSS JOIN LATERAL (SELECT m.id, m.session_id, m.position, m.state, m.tool_call_id"
+    " FROM messages m WHERE m.session_id = v.sid AND m.position = v.pos LIMIT 1) AS m"
+)
 # Each message is looked up by its session and position: one index lookup per row (a
 # LATERAL subquery with a LIMIT, which the planner cannot turn into a join: a join let
 # it sort the whole table to merge it with the list).
@@ -544,25 +560,49 @@ def listed_calls(calls: str | None) -> list[str] | None:
 
 class _CallRows:
     """The calls of a batch's assistant messages, noted while their rows are sent (the
-    server stores the rows meanwhile) and written after them."""
+    server stores the rows meanwhile) and written after them; and the tool results no
+    earlier call of their session answers among the active ones (0014's orphans), told
+    on the way.
+    A session with calls only the server can read has its orphans found by the server."""
 
     def __init__(self) -> None:
         self.sids: list[int] = []
         self.positions: list[int] = []
         self.call_ids: list[str] = []
         self.left: tuple[list[int], list[int]] = ([], [])  # for the server's function
+        self.orphans: tuple[list[int], list[int]] = ([], [])
+        self.unsure: list[int] = []  # sessions whose orphans the server finds
+        self._session: int | None = None
+        self._made: dict[str, set[str]] = {}  # call ids made so far, by state
+        self._last = -1
 
     def note(self, session_id: int, row: tuple[Any, ...]) -> None:
-        if row[_TOOL_CALLS] is None or row[_ROLE] != "assistant":
+        if session_id != self._session:
+            self._session, self._made, self._last = session_id, {}, -1
+        position, role = row[_POSITION], row[_ROLE]
+        if position <= self._last and (not self.unsure or self.unsure[-1] != session_id):
+            self.unsure.append(session_id)  # not in order: the server tells
+        self._last = position
+        if role == "tool":
+            made = self._made.get(row[_STATE])
+            if row[_STATE] == "active" and (made is None
+                                           or (row[_TOOL_CALL_ID] or "") not in made):
+                self.orphans[0].append(session_id)
+                self.orphans[1].append(position)
+            return
+        if row[_TOOL_CALLS] is None or role != "assistant":
             return
         listed = listed_calls(row[_TOOL_CALLS])
         if listed is None:
             self.left[0].append(session_id)
-            self.left[1].append(row[_POSITION])
+            self.left[1].append(position)
+            if not self.unsure or self.unsure[-1] != session_id:
+                self.unsure.append(session_id)
             return
+        self._made.setdefault(row[_STATE], set()).update(listed)
         for call_id in listed:
             self.sids.append(session_id)
-            self.positions.append(row[_POSITION])
+            self.positions.append(position)
             self.call_ids.append(call_id)
 
     def write(self, conn: Connection) -> None:
@@ -572,6 +612,14 @@ class _CallRows:
         if self.left[0]:
             conn.execute(_LIST_CALLS_ON_SERVER,
                          {"sids": self.left[0], "positions": self.left[1]}).all()
+        unsure = set(self.unsure)
+        sids, positions = self.orphans
+        if unsure:
+            kept = [i for i, sid in enumerate(sids) if sid not in unsure]
+            sids, positions = [sids[i] for i in kept], [positions[i] for i in kept]
+            conn.execute(_ORPHANS_LISTED, {"sids": sorted(unsure)})
+        if sids:
+            conn.execute(_INSERT_ORPHANS, {"sids": sids, "positions": positions})
 
 
 def _message_rows(
@@ -606,8 +654,10 @@ def _insert_batch_postgresql(
     calls = _CallRows()
     _copy_rows(conn, _copy_statement("messages", (*_ROW_COLUMNS, "search", "symbols")),
                _message_rows(ids, batch, calls))
-    conn.execute(_CALLS_LISTED, {"setting": PG_CALLS_LISTED_SETTING, "value": "off"})
+    # With the orphaned tool results (0014), whose insert triggers stood aside for this
+    # import's rows as the calls' did.
     calls.write(conn)
+    conn.execute(_CALLS_LISTED, {"setting": PG_CALLS_LISTED_SETTING, "value": "off"})
     _copy_rows(
         conn,
         _copy_statement("session_context", _PG_CONTEXT_COLUMNS),

@@ -70,6 +70,7 @@ from workbench.store.base import StoreBase
 from workbench.store.db import Database
 from workbench.store.dialect import Dialect, unindexed
 from workbench.store.driver_rows import driver_rows
+from workbench.store.orphans import orphans_listed_after
 from workbench.store.schema import COMPACTIONS, MESSAGES, SESSION_CONTEXT, SESSIONS
 from workbench.store.types import json_text, json_value, text_to_time, time_to_text
 
@@ -533,9 +534,10 @@ def apply_plan(db: Database, plan: CompactionPlan, *, tokens_after: int | None =
                 },
             ).scalar_one()
         )
-        folded = conn.execute(
-            statements.fold, {"cid": compaction_id, "ids": ids_json, "sid": session_id}
-        ).rowcount
+        with orphans_listed_after(conn, session_id):
+            folded = conn.execute(
+                statements.fold, {"cid": compaction_id, "ids": ids_json, "sid": session_id}
+            ).rowcount
         if folded != plan.folded_count:
             # Rolled back by the transaction: a message was deleted, moved or already
             # out of view since the preview.
@@ -605,7 +607,8 @@ def undo_compaction(
         snapshot = json_value(
             conn.execute(_BEFORE_CONTEXT, {"id": record.id}).scalar_one()
         ) or {}
-        conn.execute(_UNFOLD, {"sid": session_id, "cid": record.id})
+        with orphans_listed_after(conn, session_id):
+            conn.execute(_UNFOLD, {"sid": session_id, "cid": record.id})
         prior = record.details.get("prior_compaction_ids") or {}
         if prior:
             conn.execute(

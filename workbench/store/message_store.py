@@ -34,6 +34,7 @@ from workbench.core.conversation import (
     ROLES,
     STATES,
     Message,
+    MessageState,
     utcnow,
 )
 from workbench.core.summarizers import line_cache
@@ -52,7 +53,7 @@ from workbench.store.rows import (
     message_from_row,
     message_values,
 )
-from workbench.store.schema import MESSAGE_CALLS, MESSAGES, SESSIONS
+from workbench.store.schema import MESSAGE_CALLS, MESSAGES, ORPHAN_RESULTS, SESSIONS
 from workbench.store.types import json_text, json_value
 
 
@@ -377,23 +378,33 @@ class MessageStore(ContextStore):
         ``last_position``, all left out of a request: ``(id, position, reason)`` of the
         tool results whose call no earlier assistant message there made and, with
         ``exclude_system``, of the system messages, in order; and which of the call ids
-        ``asked`` those assistant messages made. Found by the database in the calls
-        ``message_calls`` lists (an index lookup per tool result), so only the
-        exceptions reach Python. ``None`` when a message's calls there are not JSON (or
-        the database cannot run the query): the caller then reads the messages instead.
+        ``asked`` those assistant messages made. Found by the database in the orphans
+        ``orphan_results`` lists and the calls ``message_calls`` lists (as many rows as
+        there are exceptions, whatever the stretch's length), so only the exceptions
+        reach Python. ``None`` when a message's calls there are not JSON, for a state
+        other than active, or when the database cannot run the query: the caller then
+        reads the messages instead.
         """
+        if state != MessageState.ACTIVE.value:
+            return None  # orphan_results keeps the active state's alone
         span = {"sid": session_id, "state": state, "after": _bound(after_position),
                 "last": _bound(last_position)}
-        # The calls are listed one per row in message_calls (0007_message_calls, kept by
-        # triggers on both backends), so each tool result of the stretch costs one lookup
-        # in an index, and no JSON is read.
+        # The calls are listed one per row in message_calls (0007_message_calls) and the
+        # orphaned results in orphan_results (0014), both kept by triggers on both
+        # backends: no JSON is read, and no tool result is looked at one by one.
         try:
             with self.db.read() as conn:
                 if conn.execute(_UNREADABLE_CALLS, span).first() is not None:
                     return None
+                orphans = {(int(r[0]), int(r[1])) for r in conn.execute(_LISTED_ORPHANS, span)}
+                before = [r[0] for r in conn.execute(_CALLS_BEFORE, span)]
+                for chunk in range(0, len(before), 500):
+                    orphans.update(
+                        (int(r[0]), int(r[1])) for r in conn.execute(
+                            _ANSWERED_BEFORE_ONLY, {**span, "calls": before[chunk:chunk + 500]})
+                    )
                 rows: list[tuple[int, int, str]] = [
-                    (int(r[0]), int(r[1]), REASON_ORPHAN_RESULT)
-                    for r in conn.execute(_ORPHAN_RESULTS, span)
+                    (mid, position, REASON_ORPHAN_RESULT) for mid, position in orphans
                 ]
                 if exclude_system:
                     rows += [
@@ -774,18 +785,35 @@ _UNREADABLE_CALLS = (
            _C.position <= bindparam("last"))
     .limit(1)
 )
-_RESULT = indexed_alias(MESSAGES, "t", "ix_messages_tool_results")
+# The orphans are listed by triggers (0014_orphan_results): those of the stretch are
+# read from that list, as many rows as there are orphans. A result whose only earlier
+# calls lie before the stretch is an orphan of the stretch too: those calls are read
+# first (none when the stretch starts the session's history in that state, as
+# preflight's does), then the results they answer, by call id.
+_O = ORPHAN_RESULTS.c
+_LISTED_ORPHANS = select(_O.message_id, _O.position).where(
+    _O.session_id == bindparam("sid"), _O.state == bindparam("state"),
+    _O.position > bindparam("after"), _O.position <= bindparam("last"),
+)
+_BEFORE = indexed_alias(MESSAGE_CALLS, "b", "ix_message_calls_place")
+_CALLS_BEFORE = (
+    select(_BEFORE.c.call_id).distinct()
+    .where(_BEFORE.c.session_id == bindparam("sid"), _BEFORE.c.state == bindparam("state"),
+           _BEFORE.c.position <= bindparam("after"), _BEFORE.c.call_id.is_not(None))
+)
+_RESULT = indexed_alias(MESSAGES, "t", "ix_messages_results_by_call")
 _CALL = indexed_alias(MESSAGE_CALLS, "c", "ix_message_calls_lookup")
-_ORPHAN_RESULTS = select(_RESULT.c.id, _RESULT.c.position).where(
+_RESULT_CALL_ID = func.coalesce(_RESULT.c.tool_call_id, literal_column("''"))
+_ANSWERED_BEFORE_ONLY = select(_RESULT.c.id, _RESULT.c.position).where(
     _RESULT.c.session_id == bindparam("sid"),
+    _RESULT_CALL_ID.in_(bindparam("calls", expanding=True)),
     _RESULT.c.state == bindparam("state"),
     _RESULT.c.role == literal_column("'tool'"),
     _RESULT.c.position > bindparam("after"),
     _RESULT.c.position <= bindparam("last"),
-    # SELECT 1, not *: the lookup then reads the index alone, never the table.
     ~select(literal_column("1")).where(
         _CALL.c.session_id == _RESULT.c.session_id,
-        _CALL.c.call_id == func.coalesce(_RESULT.c.tool_call_id, literal_column("''")),
+        _CALL.c.call_id == _RESULT_CALL_ID,
         _CALL.c.state == _RESULT.c.state,
         _CALL.c.position > bindparam("after"),
         _CALL.c.position < _RESULT.c.position,

@@ -865,6 +865,239 @@ _PG_CALLS_LISTED_BY_IMPORT = [
 ]
 
 
+# The active tool results whose call is missing, one row each, kept by triggers (0014),
+# so that preflight finds the orphans among the left-out history by reading them alone
+# instead of looking up the call of every tool result there (which grew with the
+# session). An active tool result is listed when no active message_calls row of its
+# session with its call id (a result without one asks for '') lies at an earlier
+# position. Only the active state is kept: it is what requests carry, and folding or
+# evicting thousands of messages then costs one delete per tool result it takes away.
+# Every change that can alter that answers for itself: a result written or changed is
+# tested again, a call listed removes the later results it answers, a call removed or
+# moved lists the later results no other earlier call answers. Each row repeats its
+# result's session, position, state and call id. SQLite's bulk import pauses the test on
+# insert and lists the orphans of a batch in one statement (ORPHAN_RESULTS_FILL); a team
+# store's tells them in Python (workbench.store.bulk), or has the server find them
+# (PG_ORPHAN_RESULTS_FILL) for a session with calls only the server reads exactly.
+ORPHAN_COLUMNS = "message_id, session_id, position, state, call_id"
+
+
+def _no_call_before(row: str, call_id: str) -> str:
+    """SQL true when no call ``call_id`` of ``row``'s session and state precedes it."""
+    return f"""NOT EXISTS (
+        SELECT 1 FROM message_calls c WHERE c.session_id = {row}.session_id
+            AND c.call_id = {call_id} AND c.state = {row}.state
+            AND c.position < {row}.position)"""
+
+
+_RESULT_CALL = "coalesce({row}.tool_call_id, '')"
+
+
+def _list_if_orphan(row: str, condition: str = "1 = 1") -> str:
+    """INSERT of ``row`` (a tool result) into orphan_results when no call precedes it."""
+    call = _RESULT_CALL.format(row=row)
+    return f"""
+        INSERT INTO orphan_results ({ORPHAN_COLUMNS})
+        SELECT {row}.id, {row}.session_id, {row}.position, {row}.state, {call}
+        WHERE {condition} AND {row}.state = 'active' AND {_no_call_before(row, call)}"""
+
+
+def _answered_by(call: str) -> str:
+    """DELETE of the orphans ``call`` (a message_calls row) answers."""
+    return f"""
+        DELETE FROM orphan_results WHERE session_id = {call}.session_id
+            AND call_id = {call}.call_id AND state = {call}.state
+            AND position > {call}.position"""
+
+
+def _left_without(call: str, *, also: str = "", postgresql: bool = False) -> str:
+    """INSERT of the later results of ``call``'s id that no earlier call answers once
+    ``call`` (a message_calls row removed or moved away) no longer does; results listed
+    already stay as they are."""
+    verb = "INSERT INTO" if postgresql else "INSERT OR IGNORE INTO"
+    tail = "ON CONFLICT (message_id) DO NOTHING" if postgresql else ""
+    return f"""
+        {verb} orphan_results ({ORPHAN_COLUMNS})
+        SELECT m.id, m.session_id, m.position, m.state, {call}.call_id
+        FROM messages m
+        WHERE m.session_id = {call}.session_id AND m.role = 'tool'
+            AND coalesce(m.tool_call_id, '') = {call}.call_id AND m.state = {call}.state
+            AND m.position > {call}.position AND {_no_call_before("m", f"{call}.call_id")}
+            {also}
+        {tail}"""
+
+
+_ORPHANS_OF = f"""
+    INSERT INTO orphan_results ({ORPHAN_COLUMNS})
+    SELECT m.id, m.session_id, m.position, m.state, coalesce(m.tool_call_id, '')
+    FROM messages m
+    WHERE m.role = 'tool' AND m.state = 'active' AND {{where}}
+        AND {_no_call_before("m", "coalesce(m.tool_call_id, '')")}
+"""
+#: The orphans among the messages from id ``?`` on (SQLite's bulk import).
+ORPHAN_RESULTS_FILL = _ORPHANS_OF.format(where="m.id >= ?")
+#: The orphans of the sessions ``:sids`` (a team store's bulk import).
+PG_ORPHAN_RESULTS_FILL = _ORPHANS_OF.format(where="m.session_id = ANY(:sids)")
+
+_ORPHAN_TABLE = [
+    """
+    CREATE TABLE orphan_results (
+        message_id INTEGER NOT NULL PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+        session_id INTEGER NOT NULL,
+        position INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        call_id TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX ix_orphan_results_place ON orphan_results (session_id, state, position)",
+    "CREATE INDEX ix_orphan_results_call ON orphan_results (session_id, call_id, state, position)",
+    # The results of one call id (for the triggers below and preflight), replacing the
+    # index 0007 made for the lookup per result.
+    "DROP INDEX ix_messages_tool_results",
+    """
+    CREATE INDEX ix_messages_results_by_call
+    ON messages (session_id, (coalesce(tool_call_id, '')), state, position) WHERE role = 'tool'
+    """,
+    # The calls at or before a place (preflight's calls made before the left-out stretch).
+    "CREATE INDEX ix_message_calls_place ON message_calls (session_id, state, position)",
+]
+
+_RESULT_CHANGED = """
+    (new.role = 'tool' OR old.role = 'tool') AND (new.state = 'active' OR old.state = 'active')
+    AND (new.role IS NOT old.role OR new.tool_call_id IS NOT old.tool_call_id
+         OR new.session_id IS NOT old.session_id OR new.position IS NOT old.position
+         OR new.state IS NOT old.state)
+"""
+_CALL_MOVED = """
+    (new.state = 'active' OR old.state = 'active')
+    AND (new.session_id IS NOT old.session_id OR new.position IS NOT old.position
+         OR new.state IS NOT old.state OR new.call_id IS NOT old.call_id)
+"""
+_ACTIVE_CALL = "{call}.call_id IS NOT NULL AND {call}.state = 'active'"
+#: While a write that changes many messages of one session at once (a compaction and its
+#: undo) holds this setting, the triggers of changes stand aside and the write lists the
+#: session's orphans again afterwards, in one statement (workbench.store.orphans).
+ORPHANS_PAUSE_SETTING = "orphans_paused"
+PG_ORPHANS_PAUSE_SETTING = "workbench.orphans_paused"
+_NOT_PAUSED = f"NOT EXISTS (SELECT 1 FROM settings WHERE key = '{ORPHANS_PAUSE_SETTING}')"
+_PG_NOT_PAUSED = f"current_setting('{PG_ORPHANS_PAUSE_SETTING}', true) IS DISTINCT FROM 'on'"
+#: The orphans of one session (``:sid``), listed anew after such a write.
+ORPHANS_OF_SESSION = _ORPHANS_OF.format(where="m.session_id = :sid")
+
+_ORPHAN_RESULTS = [
+    *_ORPHAN_TABLE,
+    f"""
+    CREATE TRIGGER orphan_results_insert AFTER INSERT ON messages
+    WHEN new.role = 'tool' AND new.state = 'active'
+        AND NOT EXISTS (SELECT 1 FROM settings WHERE key = '{FTS_PAUSE_SETTING}')
+    BEGIN {_list_if_orphan("new")}; END
+    """,
+    f"""
+    CREATE TRIGGER orphan_results_change
+    AFTER UPDATE OF role, tool_call_id, session_id, position, state ON messages
+    WHEN {_RESULT_CHANGED} AND {_NOT_PAUSED}
+    BEGIN
+        DELETE FROM orphan_results WHERE message_id = old.id;
+        {_list_if_orphan("new", "new.role = 'tool'")};
+    END
+    """,
+    f"""
+    CREATE TRIGGER orphan_results_call_listed AFTER INSERT ON message_calls
+    WHEN new.call_id IS NOT NULL AND new.state = 'active' AND {_NOT_PAUSED}
+    BEGIN {_answered_by("new")}; END
+    """,
+    f"""
+    CREATE TRIGGER orphan_results_call_removed AFTER DELETE ON message_calls
+    WHEN old.call_id IS NOT NULL AND old.state = 'active' AND {_NOT_PAUSED}
+    BEGIN {_left_without("old")}; END
+    """,
+    f"""
+    CREATE TRIGGER orphan_results_call_moved
+    AFTER UPDATE OF session_id, position, state, call_id ON message_calls
+    WHEN {_CALL_MOVED} AND {_NOT_PAUSED}
+    BEGIN
+        {_left_without("old", also="AND " + _ACTIVE_CALL.format(call="old"))};
+        {_answered_by("new")} AND {_ACTIVE_CALL.format(call="new")};
+    END
+    """,
+    ORPHAN_RESULTS_FILL.replace("?", "0"),
+]
+
+
+_PG_RESULT_CHANGED = (
+    _RESULT_CHANGED.replace("IS NOT old", "IS DISTINCT FROM old")
+)
+_PG_CALL_MOVED = _CALL_MOVED.replace("IS NOT old", "IS DISTINCT FROM old")
+_PG_NOT_LISTED_BY_IMPORT = (
+    f"current_setting('{PG_CALLS_LISTED_SETTING}', true) IS DISTINCT FROM 'on'"
+)
+
+
+def _pg_trigger_function(name: str, body: str) -> str:
+    return f"""
+    CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    BEGIN
+        {body};
+        RETURN NULL;
+    END
+    $fn$
+    """
+
+
+# The same on PostgreSQL. A bulk import lists its calls itself (0013), and with them the
+# orphans of its sessions in one statement: for the rows of its own statements (the
+# transaction-local setting of 0013) the insert triggers stand aside.
+_PG_ORPHAN_RESULTS = [
+    *_ORPHAN_TABLE,
+    _pg_trigger_function("workbench_orphan_results_insert",
+                         _list_if_orphan("new")),
+    _pg_trigger_function(
+        "workbench_orphan_results_change",
+        "DELETE FROM orphan_results WHERE message_id = old.id;\n"
+        + _list_if_orphan("new", "new.role = 'tool'"),
+    ),
+    _pg_trigger_function("workbench_orphan_results_call_listed", _answered_by("new")),
+    _pg_trigger_function("workbench_orphan_results_call_removed",
+                         _left_without("old", postgresql=True)),
+    _pg_trigger_function(
+        "workbench_orphan_results_call_moved",
+        f"IF {_ACTIVE_CALL.format(call='old')} THEN\n"
+        + _left_without("old", postgresql=True)
+        + f";\nEND IF;\nIF {_ACTIVE_CALL.format(call='new')} THEN\n"
+        + _answered_by("new") + ";\nEND IF",
+    ),
+    f"""
+    CREATE TRIGGER orphan_results_insert AFTER INSERT ON messages FOR EACH ROW
+    WHEN (new.role = 'tool' AND new.state = 'active' AND {_PG_NOT_LISTED_BY_IMPORT})
+    EXECUTE FUNCTION workbench_orphan_results_insert()
+    """,
+    f"""
+    CREATE TRIGGER orphan_results_change
+    AFTER UPDATE OF role, tool_call_id, session_id, position, state ON messages FOR EACH ROW
+    WHEN ({_PG_RESULT_CHANGED} AND {_PG_NOT_PAUSED})
+    EXECUTE FUNCTION workbench_orphan_results_change()
+    """,
+    f"""
+    CREATE TRIGGER orphan_results_call_listed AFTER INSERT ON message_calls FOR EACH ROW
+    WHEN ({_ACTIVE_CALL.format(call="new")} AND {_PG_NOT_LISTED_BY_IMPORT}
+          AND {_PG_NOT_PAUSED})
+    EXECUTE FUNCTION workbench_orphan_results_call_listed()
+    """,
+    f"""
+    CREATE TRIGGER orphan_results_call_removed AFTER DELETE ON message_calls FOR EACH ROW
+    WHEN (old.call_id IS NOT NULL AND old.state = 'active' AND {_PG_NOT_PAUSED})
+    EXECUTE FUNCTION workbench_orphan_results_call_removed()
+    """,
+    f"""
+    CREATE TRIGGER orphan_results_call_moved
+    AFTER UPDATE OF session_id, position, state, call_id ON message_calls FOR EACH ROW
+    WHEN ({_PG_CALL_MOVED} AND {_PG_NOT_PAUSED})
+    EXECUTE FUNCTION workbench_orphan_results_call_moved()
+    """,
+    _ORPHANS_OF.format(where="1 = 1"),
+]
+
+
 @dataclass(frozen=True)
 class Migration:
     """A named, ordered schema change: its statements on SQLite and on PostgreSQL."""
@@ -894,6 +1127,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0011_search_plans_postgresql", (), tuple(_PG_SEARCH_PLANS)),
     Migration("0012_symbol_runs_postgresql", (), tuple(_PG_SYMBOL_RUNS)),
     Migration("0013_calls_listed_by_import_postgresql", (), tuple(_PG_CALLS_LISTED_BY_IMPORT)),
+    Migration("0014_orphan_results", tuple(_ORPHAN_RESULTS), tuple(_PG_ORPHAN_RESULTS)),
 )
 
 

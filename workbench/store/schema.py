@@ -23,6 +23,7 @@ from workbench.store.tables import (
     MemoryEntryRow,
     MessageCallRow,
     MessageRow,
+    OrphanResultRow,
     ProviderConfigRow,
     SessionContextRow,
     SessionRow,
@@ -51,3 +52,4 @@ COMPACTIONS = storage_table(CompactionRow)
 PROVIDER_CONFIGS = storage_table(ProviderConfigRow)
 SETTINGS = storage_table(SettingRow)
 MESSAGE_CALLS = storage_table(MessageCallRow)
+ORPHAN_RESULTS = storage_table(OrphanResultRow)

@@ -214,3 +214,19 @@ class MessageCallRow(SQLModel, table=True):
     state: str
     # The call's id ('' when it has none); NULL when the message's calls are not JSON.
     call_id: str | None = None
+
+
+class OrphanResultRow(SQLModel, table=True):
+    """A tool result whose call no earlier assistant message of its session, in its
+    state, makes (0014_orphan_results): kept by triggers with the result's session,
+    position, state and call id, so preflight reads the orphans of a stretch of left-out
+    history instead of looking up the call of each of its tool results."""
+
+    __tablename__ = "orphan_results"
+
+    message_id: int = Field(primary_key=True, foreign_key="messages.id", ondelete="CASCADE")
+    session_id: int
+    position: int
+    state: str
+    # The result's tool_call_id, '' when it has none.
+    call_id: str
