@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
               f"(a thread; it reads one setting first); {missing:,} messages without a line")
         print(f"  upkeep: {report.lines:,} lines in {report.sessions:,} sessions in "
               f"{report.seconds:.1f} s wall, {report.cpu_seconds:.1f} s CPU of its thread "
-              f"({report.cpu_seconds / max(report.seconds, 1e-9):.0%} of a core); complete "
+              f"({report.cpu_seconds / max(report.seconds, 1e-9):.0%} of a core), longest "
+              f"batch {_common.ms(report.longest_batch)}; complete "
               f"{report.complete}{', error ' + report.error if report.error else ''}")
         if shown_at:
             print(f"  the shown session {shown} ({info.meta['big_size']:,} messages, asked for "

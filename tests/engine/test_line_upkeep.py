@@ -152,7 +152,7 @@ def test_an_edit_between_finding_and_keeping_a_line_is_not_given_a_stale_line(
 ) -> None:
     sid = _session(workspace, "trip", 20)
     _written_before_lines(workspace)
-    found = [mid for mid, _ in unkept_lines(workspace.db, sid)]
+    found = [mid for mid, _, _ in unkept_lines(workspace.db, sid)]
     messages = workspace.repo.list_messages(sid)
     # Another writer changes two texts after the upkeep found their rows: one through
     # the engine's edit, one as an older writer would (the text alone, no line).

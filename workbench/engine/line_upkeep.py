@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from workbench.core.gcpause import collector_paused
+from workbench.core.tokens import KNOWN_ENCODINGS, get_counter
 from workbench.errors import WorkbenchError
 from workbench.store.db import Database
 from workbench.store.repository import Repository
@@ -62,9 +63,9 @@ BATCH = 256
 @dataclass
 class LineUpkeepReport:
     """What a pass did: the sessions it went through to the end, the lines it wrote,
-    how long it ran (wall clock and the CPU of its thread), whether it went through
-    every session (``complete``; then the database records it) and, when it ended early
-    on an error, the error's sentence."""
+    how long it ran (wall clock and the CPU of its thread; its longest batch), whether
+    it went through every session (``complete``; then the database records it) and,
+    when it ended early on an error, the error's sentence."""
 
     sessions: int = 0
     lines: int = 0
@@ -73,6 +74,7 @@ class LineUpkeepReport:
     complete: bool = False
     skipped: bool = False  # the database said every line was kept already
     error: str = ""
+    longest_batch: float = 0.0  # seconds: the longest write transaction of the pass
 
 
 def lines_kept(repo: Repository) -> bool:
@@ -110,6 +112,7 @@ def keep_missing_lines(
         done: set[int] = set()
         after: dict[int, int] = {}  # where a session left for a preferred one goes on
         written: dict[int, int] = {}
+        ready: set[str | None] = set()  # token encodings whose counter is loaded
         while not stop.is_set():
             wanted = preferred() if preferred is not None else None
             if wanted is not None and wanted not in done:
@@ -127,12 +130,19 @@ def keep_missing_lines(
                 if on_session is not None:
                     on_session(session, written.pop(session, 0))
                 continue
+            for encoding in {enc for _, _, enc in found} - ready:
+                ready.add(encoding)
+                if encoding in KNOWN_ENCODINGS:
+                    # Its vocabulary loaded now (a third of a second), not in the write.
+                    get_counter(encoding).count_text("ready")
             batch_started = time.perf_counter()
             # The batch's messages live for the batch: the collector need not walk them
             # (its full passes hold every thread, the window's too; see core.gcpause).
             with collector_paused():
-                count = keep_lines_of(db, [mid for mid, _ in found])
+                count = keep_lines_of(db, [mid for mid, _, _ in found])
             report.lines += count
+            report.longest_batch = max(report.longest_batch,
+                                       time.perf_counter() - batch_started)
             written[session] = written.get(session, 0) + count
             after[session] = found[-1][1]
             if rest > 0:

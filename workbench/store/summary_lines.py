@@ -66,7 +66,7 @@ _SESSIONS_BY_CHANGE = select(SESSIONS.c.id).order_by(SESSIONS.c.updated_at.desc(
                                                      SESSIONS.c.id.desc())
 # Along the (session, position) index: a session whose lines are all kept is read once.
 _UNKEPT = (
-    select(_M.id, _M.position)
+    select(_M.id, _M.position, _M.token_encoding)
     .where(_M.session_id == bindparam("sid"), _M.position > bindparam("after"),
            _M.summary_line.is_(None))
     .order_by(_M.position).limit(bindparam("limit"))
@@ -141,11 +141,12 @@ def sessions_by_change(db: Database) -> list[int]:
 
 
 def unkept_lines(db: Database, session_id: int, *, after: int = -1,
-                 limit: int = 500) -> list[tuple[int, int]]:
-    """``(id, position)`` of up to ``limit`` messages of ``session_id`` after position
-    ``after`` that keep no summary line, in order (a plain read: nothing is locked)."""
+                 limit: int = 500) -> list[tuple[int, int, str | None]]:
+    """``(id, position, token encoding)`` of up to ``limit`` messages of ``session_id``
+    after position ``after`` that keep no summary line, in order (a plain read: nothing
+    is locked)."""
     with db.query() as conn:
-        return [(int(r[0]), int(r[1])) for r in conn.execute(
+        return [(int(r[0]), int(r[1]), r[2]) for r in conn.execute(
             _UNKEPT, {"sid": session_id, "after": after, "limit": limit})]
 
 
