@@ -33,6 +33,7 @@ from workbench.gui.models.timeline import (
     WillFoldRole,
 )
 from workbench.gui.panels.compaction import CompactionPanel
+from workbench.store.summary_lines import LINES_KEPT_SETTING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
@@ -478,15 +479,41 @@ def test_what_a_left_session_was_reading_never_lands(
     assert panel.session_id == second.id and panel.plan is None and not panel.busy
 
 
+def test_a_database_written_before_summary_lines_gets_them_while_the_window_is_open(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # Imported sessions, as a database written before summary lines were kept has them.
+    infos = [_long_session(workspace, make_session, title=f"Kitchen {k}") for k in range(3)]
+    first = {info.id: compaction.preview(workspace, info.id, keep=20) for info in infos}
+    assert all(plan.unkept_lines == 60 for plan in first.values())
+    window = open_window(workspace)
+    # The window's workspace keeps them on the engine's own thread, none of the workers.
+    upkeep = window.ctx.workspace.keep_summary_lines()
+    qtbot.waitUntil(upkeep.finished.is_set, timeout=TIMEOUT)
+    assert upkeep.report.complete and upkeep.report.lines == 180
+    panel = _open(window, qtbot, infos[1].id)
+    _preview(qtbot, panel, keep=20)
+    assert panel.plan is not None and panel.plan.unkept_lines == 0
+    assert panel.summary_edit.toPlainText() == first[infos[1].id].summary
+    assert panel.plan.tokens_after == first[infos[1].id].tokens_after
+    assert compaction.history(workspace, infos[1].id) == []  # nothing else was written
+
+
 def test_a_preview_has_the_summary_lines_the_session_lacks_kept_for_the_next(
     qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
     open_window: Callable[..., MainWindow],
 ) -> None:
-    # An imported session, as a database written before summary lines were kept has it.
+    # Lines missing although the database was found keeping every line (the background
+    # upkeep does not run again): the panel keeps them after a preview that met them.
+    workspace.repo.set_setting(LINES_KEPT_SETTING, True)
     info = _long_session(workspace, make_session)
     first = compaction.preview(workspace, info.id, keep=20)
     assert first.unkept_lines == 60
     window = open_window(workspace)
+    upkeep = window.ctx.workspace.keep_summary_lines()
+    qtbot.waitUntil(upkeep.finished.is_set, timeout=TIMEOUT)
+    assert upkeep.report.skipped
     panel = _open(window, qtbot, info.id)
 
     _preview(qtbot, panel, keep=20)

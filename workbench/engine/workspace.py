@@ -9,7 +9,7 @@ Use cases that join layers live here or in the modules this one calls: importing
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from workbench.core.conversation import (
 from workbench.engine.editing import Editing, SessionTrash
 from workbench.engine.import_report import ImportReport, ProgressCallback
 from workbench.engine.importing import count_missing_tokens, import_conversations
+from workbench.engine.line_upkeep import LineUpkeep
 from workbench.engine.resources import sample_session_path
 from workbench.errors import WorkbenchError
 from workbench.store.db import Database, OpenProgress
@@ -69,6 +70,7 @@ class Workspace:
     def __init__(self, db: Database):
         self.db = db
         self.repo = Repository(db)
+        self._line_upkeep: LineUpkeep | None = None
 
     @classmethod
     def open(cls, db_path: Path | str | None = None, *,
@@ -95,7 +97,33 @@ class Workspace:
         return self.db.is_file
 
     def close(self) -> None:
+        """Stop the background work on the database (see :meth:`keep_summary_lines`),
+        then close it."""
+        if self._line_upkeep is not None:
+            self._line_upkeep.stop()
         self.db.close()
+
+    # -- background upkeep -------------------------------------------------------------
+
+    def keep_summary_lines(self, *, on_session: Callable[[int, int], object] | None = None,
+                           ) -> LineUpkeep:
+        """Keep, on a background thread, the summary lines a database written before
+        they were kept lacks (see :mod:`workbench.engine.line_upkeep`), so that compaction
+        previews read them; started once per workspace (later calls return the same
+        upkeep), stopped by :meth:`close`. Nothing runs when the database says every line
+        is kept. ``on_session`` hears ``(session id, lines written)`` on that thread
+        each time a session is done."""
+        if self._line_upkeep is None:
+            self._line_upkeep = LineUpkeep(self.db, on_session=on_session)
+            self._line_upkeep.start()
+        return self._line_upkeep
+
+    def prefer_summary_lines(self, session_id: int) -> None:
+        """Have the background upkeep keep ``session_id``'s lines next (the session a
+        window shows, which may be previewed soon); nothing when none runs."""
+        upkeep = self._line_upkeep
+        if upkeep is not None and upkeep.running:
+            upkeep.prefer(session_id)
 
     def __enter__(self) -> Workspace:
         return self

@@ -47,6 +47,9 @@ class AppContext(QObject):
         self.trash = workspace.session_trash()
         self.current_session_id = 0
         self.workers.error_reported.connect(self._job_failed)
+        # A database written before summary lines were kept gets them on the engine's
+        # own thread, so compaction previews read them (stopped when it is closed).
+        workspace.keep_summary_lines()
 
     def _job_failed(self, name: str, error: BaseException) -> None:
         self.report_error(error, doing=name)
@@ -70,6 +73,7 @@ class AppContext(QObject):
         self.editing = workspace.editing()
         self.trash = workspace.session_trash()
         self.current_session_id = 0
+        workspace.keep_summary_lines()
         self.workspace_replaced.emit()
         return old
 

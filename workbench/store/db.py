@@ -413,12 +413,15 @@ class Database:
     # -- transactions ------------------------------------------------------------------
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self, *, shown: bool = True) -> Iterator[Connection]:
         """A connection inside ``BEGIN IMMEDIATE``; commits on success, else rolls back.
 
         Every write of this process goes through one connection kept for them (see
         :meth:`change_mark`). Errors from SQLite come out as :class:`StorageError`
-        sentences.
+        sentences. ``shown=False`` is for a change no view shows (the summary lines the
+        background upkeep keeps): it is left out of :attr:`local_writes` and of what
+        :meth:`message_changes` tells, so a window that sees the file change while only
+        such writes were made takes it for another process's change, as it may be.
         """
         with self._write_lock, self._translated():
             conn = self._writer_connection()
@@ -441,8 +444,9 @@ class Database:
                 if self._close_writer:
                     self._close_writer = False
                     self._drop_writer()
-            self._writes += 1
-            self._changes.append((self._writes, touched))
+            if shown:
+                self._writes += 1
+                self._changes.append((self._writes, touched))
 
     def _writer_connection(self) -> Connection:
         """The connection this process writes through (held with the write lock)."""

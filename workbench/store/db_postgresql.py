@@ -231,16 +231,19 @@ class PostgresDatabase(Database):
     # -- transactions ------------------------------------------------------------------
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self, *, shown: bool = True) -> Iterator[Connection]:
         """A transaction holding the store's write lock; commits on success (sending the
-        change notice with it), else rolls back."""
+        change notice with it), else rolls back. ``shown=False`` is for a change no view
+        shows (the summary lines the background upkeep keeps): no notice is sent, and it
+        is left out of :attr:`local_writes`."""
         with self._write_lock, self._translated(), self.engine.connect() as conn:
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": WRITE_LOCK})
             changed: set[int] = set()
             conn.info[_CHANGED] = changed
             try:
                 yield conn
-                notify(conn, self.origin, changed)
+                if shown:
+                    notify(conn, self.origin, changed)
             except BaseException:
                 conn.info.pop(_CHANGED, None)
                 conn.info.pop(MERGE_SEARCH_INDEX, None)
@@ -249,7 +252,8 @@ class PostgresDatabase(Database):
             conn.info.pop(_CHANGED, None)
             merge = conn.info.pop(MERGE_SEARCH_INDEX, False)
             conn.commit()
-            self._writes += 1
+            if shown:
+                self._writes += 1
         if merge:
             self._merger.request()
 

@@ -458,6 +458,9 @@ class CompactionPanel(QWidget):
         font = self.title_label.font()
         font.setBold(bool(title))
         self.title_label.setFont(font)
+        # Its summary lines first, when a database written before they were kept is
+        # still getting them: it is the session a preview is asked for next.
+        self.ctx.workspace.prefer_summary_lines(session_id)
         self.load_policy()
         self.load_history()
         self._update_buttons()
