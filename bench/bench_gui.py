@@ -80,6 +80,22 @@ class StallProbe:
         return max(0.0, (max(self.gaps) * 1000) - PROBE_MS)
 
 
+def wait_for_line_upkeep(app: object, workspace: object) -> None:
+    """Wait, the window's events served, for the summary-line upkeep it started. The
+    corpus keeps no summary lines (written as a database from before they were kept):
+    the window's background upkeep keeps them first, so the figures are measured after
+    it, as the window is after its first minutes on such a database (a no-op once they
+    are kept)."""
+    upkeep = workspace.keep_summary_lines()
+    waited = time.perf_counter()
+    while not upkeep.finished.wait(0.05):
+        app.processEvents()
+    kept = "skipped, every line kept" if upkeep.report.skipped \
+        else f"{upkeep.report.lines:,} lines kept"
+    print(f"summary-line upkeep the window started: {kept}; waited "
+          f"{time.perf_counter() - waited:.1f} s for it before measuring")
+
+
 def pump(app: object, seconds: float) -> None:
     """Run the event loop for a while (the probe and workers need it)."""
     deadline = time.perf_counter() + seconds
@@ -143,17 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     settle_after_start()  # as run_gui does once the window is up
     pump(app, 0.3)
     window.ctx.workers.wait_idle(30)
-    # The corpus keeps no summary lines (written as a database from before they were
-    # kept): the window's background upkeep keeps them first. Measured after it, as the
-    # window is after its first minutes on such a database (a no-op once they are kept).
-    upkeep = workspace.keep_summary_lines()
-    waited = time.perf_counter()
-    while not upkeep.finished.wait(0.05):
-        app.processEvents()
-    kept = "skipped, every line kept" if upkeep.report.skipped \
-        else f"{upkeep.report.lines:,} lines kept"
-    print(f"summary-line upkeep the window started: {kept}; waited "
-          f"{time.perf_counter() - waited:.1f} s for it before measuring")
+    wait_for_line_upkeep(app, workspace)
     timeline = window.timeline
     view = timeline.view
     repaint = view.viewport().repaint

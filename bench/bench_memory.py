@@ -26,7 +26,7 @@ import time
 
 import _common
 import make_corpus
-from bench_gui import pump, rss_mb
+from bench_gui import pump, rss_mb, wait_for_line_upkeep
 
 GOAL_MB = 400.0
 
@@ -68,17 +68,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     window.request_dock.raise_()
     pump(app, 0.3)
     window.ctx.workers.wait_idle(60)
-    # The corpus keeps no summary lines (written as a database from before they were
-    # kept): the window's background upkeep keeps them first. Measured after it, as the
-    # window is after its first minutes on such a database (a no-op once they are kept).
-    upkeep = workspace.keep_summary_lines()
-    waited = time.perf_counter()
-    while not upkeep.finished.wait(0.05):
-        app.processEvents()
-    kept = "skipped, every line kept" if upkeep.report.skipped \
-        else f"{upkeep.report.lines:,} lines kept"
-    print(f"summary-line upkeep the window started: {kept}; waited "
-          f"{time.perf_counter() - waited:.1f} s for it before measuring")
+    wait_for_line_upkeep(app, workspace)
     opened = rss_mb()[0]
     after: list[tuple[int, float, float]] = []
     big = info.big_session_ids

@@ -368,16 +368,23 @@ def test_regenerate_is_disabled_until_the_session_holds_a_prompt(
     assert stored(chat_workspace, full.id) == [("user", "Hi"), ("assistant", REPLY)]
 
 
-def test_an_unreachable_server_is_told_once_with_the_gui_step(
-    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
-    open_window: Callable[..., MainWindow],
-) -> None:
+def _chat_with_a_dead_server(
+    workspace: Workspace, make_session: Callable[..., SessionInfo]
+) -> SessionInfo:
+    """A provider on a port nothing listens on, and a session to chat in."""
     from protocol_server import free_port
 
     ProviderSettings(workspace.db).add(ProviderConfig(
         name="gone", kind="openai", base_url=f"http://127.0.0.1:{free_port()}/v1",
         model="m"))
-    info = make_session(workspace, "Chat", [("user", "Earlier")])
+    return make_session(workspace, "Chat", [("user", "Earlier")])
+
+
+def test_an_unreachable_server_is_told_once_with_the_gui_step(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    info = _chat_with_a_dead_server(workspace, make_session)
     window = open_window(workspace)
     window.open_session(info.id)
     composer = window.composer
@@ -450,12 +457,7 @@ def test_an_error_line_in_a_low_window_squeezes_no_control(
 ) -> None:
     # The walk at 1024x700: the three-line "could not be reached" sentence took its
     # room from the prompt and the buttons (Send, Stop and Regenerate 13 px high).
-    from protocol_server import free_port
-
-    ProviderSettings(workspace.db).add(ProviderConfig(
-        name="gone", kind="openai", base_url=f"http://127.0.0.1:{free_port()}/v1",
-        model="m"))
-    info = make_session(workspace, "Chat", [("user", "Earlier")])
+    info = _chat_with_a_dead_server(workspace, make_session)
     window = open_window(workspace, size=(1024, 700))
     window.open_session(info.id)
     composer = window.composer

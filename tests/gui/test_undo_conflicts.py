@@ -50,18 +50,25 @@ def _in_the_list(qtbot: QtBot, window: MainWindow) -> None:
     qtbot.waitUntil(lambda: focus() is window.browser.view)
 
 
+def _rename_in_place(
+    qtbot: QtBot, window: MainWindow, workspace: Workspace, session_id: int, title: str
+) -> None:
+    """F2 on the session in the list, the new title typed, Enter; until it is stored."""
+    _in_the_list(qtbot, window)
+    press(qtbot, Qt.Key.Key_F2)
+    press(qtbot, Qt.Key.Key_A, CTRL)
+    type_text(qtbot, title)
+    press(qtbot, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: workspace.get_session(session_id).title == title)
+
+
 def test_ctrl_z_of_a_rename_leaves_another_desktops_rename(
     qtbot: QtBot, workspace: Workspace, other_desktop: Workspace,
     make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
 ) -> None:
     info = make_session(workspace, "Lisbon", CHAT)
     window, said = _window(qtbot, workspace, open_window)
-    _in_the_list(qtbot, window)
-    press(qtbot, Qt.Key.Key_F2)
-    press(qtbot, Qt.Key.Key_A, CTRL)
-    type_text(qtbot, "Lisbon, May")
-    press(qtbot, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: workspace.get_session(info.id).title == "Lisbon, May")
+    _rename_in_place(qtbot, window, workspace, info.id, "Lisbon, May")
     settle(window)
 
     other_desktop.editing().rename_session(info.id, "Lisbon trip")  # the other desktop
@@ -87,12 +94,7 @@ def test_ctrl_z_of_a_rename_nobody_else_touched_still_undoes(
 ) -> None:
     info = make_session(workspace, "Lisbon", CHAT)
     window, said = _window(qtbot, workspace, open_window)
-    _in_the_list(qtbot, window)
-    press(qtbot, Qt.Key.Key_F2)
-    press(qtbot, Qt.Key.Key_A, CTRL)
-    type_text(qtbot, "Lisbon, May")
-    press(qtbot, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: workspace.get_session(info.id).title == "Lisbon, May")
+    _rename_in_place(qtbot, window, workspace, info.id, "Lisbon, May")
     other_desktop.editing().set_pinned(info.id, True)  # another field: no conflict
     press(qtbot, Qt.Key.Key_Z, CTRL)
     settle(window)

@@ -14,8 +14,9 @@ undone); closing the window removes them for good.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from PySide6.QtCore import QByteArray, QChildEvent, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QGuiApplication, QKeySequence
@@ -63,6 +64,7 @@ _EXPORT_FILTERS = {
     "markdown": "Markdown transcript (*.md)",
 }
 _SETTINGS_VERSION = 1
+_D = TypeVar("_D", bound=QDialog)
 
 
 # The last team store opened (its URL without any password), offered next time.
@@ -809,32 +811,32 @@ class MainWindow(QMainWindow):
             self._error_boxed = text
             message_box(self, QMessageBox.Icon.Warning, APP_TITLE, text)
 
-    def show_shortcuts(self) -> ShortcutsDialog:
-        """Help → Keyboard Shortcuts: one window, raised and given the keyboard when it
-        is open already, made again (the actions of this moment) when it is not."""
-        dialog: ShortcutsDialog | None = getattr(self, "_shortcuts_dialog", None)
+    def _one_dialog(self, attribute: str, make: Callable[[], _D]) -> _D:
+        """The window's one dialog kept in ``attribute``, made anew by ``make`` when it is
+        not shown (the closed one is let go), then shown, raised and activated."""
+        dialog: _D | None = getattr(self, attribute, None)
         if dialog is None or not dialog.isVisible():
             if dialog is not None:
                 dialog.deleteLater()
-            dialog = ShortcutsDialog(list(self.findChildren(QAction)), self)
-            self._shortcuts_dialog = dialog
+            dialog = make()
+            setattr(self, attribute, dialog)
         dialog.show()
         dialog.raise_()
         dialog.activateWindow()
+        return dialog
+
+    def show_shortcuts(self) -> ShortcutsDialog:
+        """Help → Keyboard Shortcuts: one window, raised and given the keyboard when it
+        is open already, made again (the actions of this moment) when it is not."""
+        dialog = self._one_dialog(
+            "_shortcuts_dialog", lambda: ShortcutsDialog(list(self.findChildren(QAction)), self))
         dialog.table.setFocus(Qt.FocusReason.OtherFocusReason)
         return dialog
 
     def show_status_messages(self) -> StatusLogDialog:
         """View → Status Messages: the status bar's messages, whole (one window)."""
-        dialog: StatusLogDialog | None = getattr(self, "_status_dialog", None)
-        if dialog is None or not dialog.isVisible():
-            if dialog is not None:
-                dialog.deleteLater()
-            dialog = StatusLogDialog(self.status_log, self)
-            self._status_dialog = dialog
-        dialog.show()
-        dialog.raise_()
-        dialog.activateWindow()
+        dialog = self._one_dialog("_status_dialog",
+                                  lambda: StatusLogDialog(self.status_log, self))
         dialog.text.setFocus(Qt.FocusReason.OtherFocusReason)
         return dialog
 

@@ -571,7 +571,7 @@ class _CallRows:
         self.call_ids: list[str] = []
         self.left: tuple[list[int], list[int]] = ([], [])  # for the server's function
         self.orphans: tuple[list[int], list[int]] = ([], [])
-        self.unsure: list[int] = []  # sessions whose orphans the server finds
+        self.unsure: set[int] = set()  # sessions whose orphans the server finds
         self._session: int | None = None
         self._made: dict[str, set[str]] = {}  # call ids made so far, by state
         self._last = -1
@@ -580,8 +580,8 @@ class _CallRows:
         if session_id != self._session:
             self._session, self._made, self._last = session_id, {}, -1
         position, role = row[_POSITION], row[_ROLE]
-        if position <= self._last and (not self.unsure or self.unsure[-1] != session_id):
-            self.unsure.append(session_id)  # not in order: the server tells
+        if position <= self._last:
+            self.unsure.add(session_id)  # not in order: the server tells
         self._last = position
         if role == "tool":
             made = self._made.get(row[_STATE])
@@ -596,8 +596,7 @@ class _CallRows:
         if listed is None:
             self.left[0].append(session_id)
             self.left[1].append(position)
-            if not self.unsure or self.unsure[-1] != session_id:
-                self.unsure.append(session_id)
+            self.unsure.add(session_id)
             return
         self._made.setdefault(row[_STATE], set()).update(listed)
         for call_id in listed:
@@ -612,7 +611,7 @@ class _CallRows:
         if self.left[0]:
             conn.execute(_LIST_CALLS_ON_SERVER,
                          {"sids": self.left[0], "positions": self.left[1]}).all()
-        unsure = set(self.unsure)
+        unsure = self.unsure
         sids, positions = self.orphans
         if unsure:
             kept = [i for i, sid in enumerate(sids) if sid not in unsure]
