@@ -105,6 +105,10 @@ def open_window(qtbot: QtBot) -> Iterator[Callable[[Workspace], MainWindow]]:
     yield make
     for window in windows:
         if window.isVisible():
+            # A reply still finishing (its end not yet heard on the UI thread) would
+            # have the close ask "A reply is still arriving" in a box nobody answers.
+            if window.composer is not None:
+                window.composer.stop_and_wait()
             window.close()
 
 
