@@ -329,6 +329,23 @@ def test_export_several_sessions_to_openai_jsonl(
     assert [len(json.loads(line)["messages"]) for line in lines] == [2, 3]
 
 
+@pytest.mark.parametrize("fmt", ["context-json", "openai-jsonl", "markdown"])
+def test_export_to_a_dash_prints_the_file_and_nothing_else(
+    cli: Callable[..., Any], loaded: dict[str, int], tmp_path: Path, fmt: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = tmp_path / "file"
+    assert cli("export", loaded["Soup"], loaded["Bread"], "--format", fmt, "-o", out).code == 0
+    monkeypatch.chdir(tmp_path)
+    result = cli("export", loaded["Soup"], loaded["Bread"], "--format", fmt, "-o", "-")
+    assert result.code == 0, result.err
+    assert result.out == out.read_text(encoding="utf-8")
+    assert not (tmp_path / "-").exists()
+    both = cli("export", loaded["Soup"], "--format", fmt, "-o", "-", "--json")
+    assert both.code != 0 and both.out == ""
+    assert len(both.err.strip().splitlines()) == 1 and "-o PATH" in both.err
+
+
 # -- choosing the database ------------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from workbench.cli.common import (
 )
 from workbench.core.conversation import ROLES, STATES, format_time, parse_time
 from workbench.core.identity import metadata_lines
+from workbench.errors import WorkbenchError
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
@@ -199,6 +200,18 @@ class _ProgressLine:
 
 def cmd_export(args: argparse.Namespace) -> int:
     notes: list[str] = []
+    if args.output == "-":
+        # The export is the output: nothing else goes to standard output.
+        if args.json:
+            raise WorkbenchError("--json and -o - both print to standard output; "
+                                 "give the export a file with -o PATH.")
+        with open_workspace(args) as ws:
+            text = ws.export_text(args.session, args.format, notes=notes)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        for note in notes:
+            print(f"Not written ({args.format} cannot hold it): {note}.", file=sys.stderr)
+        return 0
     with open_workspace(args) as ws:
         infos = ws.export_sessions(args.session, args.format, Path(args.output), notes=notes)
     if args.json:
@@ -323,7 +336,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--format", required=True, metavar="F",
                    help=", ".join(export_format_names()))
     p.add_argument("-o", "--output", required=True, metavar="PATH",
-                   help="the file (or folder) to write")
+                   help="the file to write; - for standard output")
     p.set_defaults(func=cmd_export)
 
     p = subparsers.add_parser("search", parents=[common], help="full-text search")

@@ -35,6 +35,7 @@ from workbench.store.searching import SearchQuery, search
 
 if TYPE_CHECKING:
     from workbench.engine.providers import ProviderSettings
+    from workbench.formats import Exporter, ExportSession
 
 SAMPLE_SETTING = "sample_session_offered"
 
@@ -338,11 +339,36 @@ class Workspace:
         session is read; returning False stops the export before anything is written
         (the file, new or existing, is left as it was) and an empty list is returned.
         """
+        read = self._export_bundles(refs, format, progress, notes)
+        if read is None:
+            return []
+        exporter, bundles = read
+        exporter.write(bundles, Path(path))
+        return [b.info for b in bundles]
+
+    def export_text(
+        self, refs: Sequence[str | int], format: str, *, notes: list[str] | None = None
+    ) -> str:
+        """The text :meth:`export_sessions` would write to a file (for standard output,
+        a pipe); ``notes`` as there."""
+        read = self._export_bundles(refs, format, None, notes)
+        assert read is not None  # no progress callback, so never stopped
+        exporter, bundles = read
+        return exporter.render(bundles)
+
+    def _export_bundles(
+        self,
+        refs: Sequence[str | int],
+        format: str,
+        progress: ProgressCallback | None,
+        notes: list[str] | None,
+    ) -> tuple[Exporter, list[ExportSession]] | None:
+        """The exporter of ``format`` and the sessions ``refs`` names, read whole; None
+        when ``progress`` stopped the reading."""
         from workbench.formats import ExportSession, get_exporter
 
         exporter = get_exporter(format)
         bundles = []
-        infos = []
         for done, ref in enumerate(refs, start=1):
             info, messages, context = self.session_view(ref)
             bundles.append(
@@ -353,14 +379,12 @@ class Workspace:
                     metadata=self.repo.session_metadata(info.id),
                 )
             )
-            infos.append(info)
             if progress is not None and progress(done, len(refs)) is False:
-                return []
-        exporter.write(bundles, Path(path))
+                return None
         cannot_hold = getattr(exporter, "cannot_hold", None)
         if notes is not None and cannot_hold is not None:
             notes.extend(cannot_hold(bundles))
-        return infos
+        return exporter, bundles
 
     # -- search ------------------------------------------------------------------------
 

@@ -98,6 +98,10 @@ class Exporter(Protocol):
     name: str
     suffix: str
 
+    def render(self, sessions: Sequence[ExportSession]) -> str:
+        """``sessions`` as the text :meth:`write` puts in the file."""
+        ...
+
     def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
         """Write ``sessions`` to ``path`` atomically; raises ``FormatError`` on failure."""
         ...
