@@ -202,3 +202,41 @@ def test_every_option_has_help_text() -> None:
 def test_each_new_command_has_help(cli: CliRunner, command: str) -> None:
     result = cli(command, "--help", db=None)
     assert result.code == 0 and "usage:" in result.out
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["search"], "required: query"),
+        (["search", "Porto", "--limit", "x"], "--limit"),
+        (["search", "Porto", "--limit", "0"], "above zero"),
+        (["sessions", "--limit", "-1"], "above zero"),
+        (["message", "move", "Trip"], "invalid choice: 'move'"),
+        (["message", "edit", "Trip"], "required: message"),
+        (["compact", "Trip", "--keep", "-1"], "0 or more"),
+        (["bogus"], "invalid choice"),
+        (["memory", "forget", "abc"], "invalid int value"),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_help(
+    cli: CliRunner, workspace: Workspace, args: list[str], reason: str
+) -> None:
+    _session(workspace)
+    result = cli(*args)
+    assert result.code == 2 and result.out == ""
+    lines = result.err.splitlines()
+    assert len(lines) == 1, result.err
+    assert reason in lines[0] and lines[0].startswith("workbench") and "--help" in lines[0]
+
+
+def test_a_query_that_starts_with_a_dash_is_explained_and_found_after_the_dashes(
+    cli: CliRunner, workspace: Workspace, db_target: Any
+) -> None:
+    sid = _session(workspace)
+    workspace.repo.append_messages(sid, [Message("user", "call self->next now")])
+    refused = cli("search", "->")
+    assert refused.code == 2 and len(refused.err.splitlines()) == 1
+    assert "-- ->" in refused.err
+    found = cli("search", "--db", str(db_target), "--json", "--", "->", db=None)
+    assert found.code == 0, found.err
+    assert [h["snippet"] for h in found.json()] == ["call self«->»next now"]

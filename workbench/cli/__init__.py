@@ -25,7 +25,7 @@ from workbench.cli import (
     providers,
     session,
 )
-from workbench.cli.common import EXIT_ERROR, EXIT_USAGE
+from workbench.cli.common import EXIT_ERROR, EXIT_USAGE, Parser
 from workbench.errors import WorkbenchError
 
 __all__ = ["EXIT_ERROR", "EXIT_USAGE", "build_parser", "main", "run"]
@@ -39,7 +39,7 @@ COMMANDS = (library, providers, preflight, chat, compact, message, session, cont
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     # SUPPRESS: a --db given before the subcommand must not be reset by this default.
     common.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS,
                         help="database file or team store postgresql://user@host/database "
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "user data folder)")
     common.add_argument("--json", action="store_true", help="print JSON")
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="workbench",
         description="Conversation Workbench: browse, edit, compact and continue LLM "
         "conversations. With no command, opens the desktop window.",
@@ -111,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments) and return the exit status."""
     global _quick_exit
     parser = build_parser()
+    Parser.words = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.version:
         from workbench import __version__

@@ -10,14 +10,32 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 from workbench.core.conversation import Message, SessionInfo, format_time
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line on stderr (SPEC §8): the
+    reason and where to read more, without the usage block."""
+
+    # The words of the command line being parsed (set by :func:`workbench.cli.main`),
+    # for the hint about values that start with "-".
+    words: Sequence[str] = ()
+
+    def error(self, message: str) -> NoReturn:
+        hint = ""
+        dashed = [w for w in self.words if w.startswith("-") and len(w) > 1
+                  and w != "--" and not w.lstrip("-").replace(".", "", 1).isdigit()
+                  and w.split("=", 1)[0] not in self._option_string_actions]
+        if dashed and "required" in message:
+            hint = f"; to give {dashed[0]!r} as a value, end the command with: -- {dashed[0]}"
+        self.exit(EXIT_USAGE, f"{self.prog}: {message}{hint} (see: {self.prog} --help)\n")
 
 
 def print_json(data: Any) -> None:

@@ -14,6 +14,7 @@ from workbench.cli.common import (
     EXIT_ERROR,
     message_json,
     open_workspace,
+    positive_int,
     print_json,
     session_json,
     shorten,
@@ -313,7 +314,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser("sessions", parents=[common], help="list sessions")
     p.add_argument("--all", action="store_true", help="include archived sessions")
     p.add_argument("--filter", metavar="TEXT", help="only titles or tags containing TEXT")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
+    p.add_argument("--limit", type=positive_int, default=None, metavar="N",
                    help="show at most N sessions")
     p.set_defaults(func=cmd_sessions)
 
@@ -340,13 +341,14 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_export)
 
     p = subparsers.add_parser("search", parents=[common], help="full-text search")
-    p.add_argument("query", help='words, "a phrase", prefix*, OR, NOT')
+    p.add_argument("query", help='words, "a phrase", prefix*, OR, NOT; a query that '
+                   "starts with - goes last, after --: workbench search -- '->'")
     p.add_argument("--role", action="append", choices=ROLES, help="only this role (repeatable)")
     p.add_argument("--state", action="append", choices=STATES, help="only this state")
     p.add_argument("--session", metavar="S", help="only this session")
     p.add_argument("--since", type=_date, metavar="DATE", help="messages from this date on")
     p.add_argument("--until", type=_date, metavar="DATE", help="messages before this date")
-    p.add_argument("--limit", type=int, default=50, metavar="N",
+    p.add_argument("--limit", type=positive_int, default=50, metavar="N",
                    help="show at most N hits (default 50)")
     p.set_defaults(func=cmd_search)
 
