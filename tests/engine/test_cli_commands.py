@@ -153,6 +153,25 @@ def test_agents_list_show_edit(cli: CliRunner, workspace: Workspace) -> None:
         "current_time", "recall_memory"]
 
 
+def test_an_agent_is_never_given_a_provider_that_does_not_exist(
+    cli: CliRunner, workspace: Workspace
+) -> None:
+    _session(workspace)
+    name = cli("agents", "list", "--json").json()[0]["name"]
+    refused = cli("agents", "edit", name, "--provider", "nope", "--model", "m-2")
+    refused.assert_one_line_error()
+    assert "no provider named 'nope'" in refused.err and "providers add" in refused.err
+    assert cli("providers", "add", "local", "--kind", "openai", "--base-url",
+               "http://127.0.0.1:9/v1", "--model", "m-1").code == 0
+    again = cli("agents", "edit", name, "--provider", "nope")
+    again.assert_one_line_error()
+    assert "the providers are: local." in again.err
+    agent = cli("agents", "show", name, "--json").json()
+    assert agent["provider"] is None and agent["model"] is None
+    chosen = cli("agents", "edit", name, "--provider", "local", "--json")
+    assert chosen.code == 0 and chosen.json()["provider"] == "local"
+
+
 def test_sessions_filter_with_no_match_says_so(cli: CliRunner, workspace: Workspace) -> None:
     _session(workspace)
     result = cli("sessions", "--filter", "zzz")
