@@ -188,6 +188,20 @@ def test_search_hits_name_the_session_title(cli: CliRunner, workspace: Workspace
     assert cli("search", "Pendular", "--json").json()[0]["session_title"] == "Trip"
 
 
+def test_search_keeps_to_the_agent_named(cli: CliRunner, workspace: Workspace) -> None:
+    mine = _session(workspace, "Mine")
+    helper = workspace.repo.create_agent("Helper")
+    theirs = workspace.repo.create_session("Theirs", agent_id=helper.id)
+    workspace.repo.append_messages(theirs.id, [Message("user", "Is the Pendular late?")])
+    everywhere = {h["session_id"] for h in cli("search", "Pendular", "--json").json()}
+    assert everywhere == {mine, theirs.id}
+    by_name = cli("search", "Pendular", "--agent", "Helper", "--json")
+    assert by_name.code == 0, by_name.err
+    assert {h["session_id"] for h in by_name.json()} == {theirs.id}
+    assert "Theirs" in cli("search", "Pendular", "--agent", str(helper.id)).out
+    cli("search", "Pendular", "--agent", "nobody").assert_one_line_error()
+
+
 def test_a_closed_pipe_is_silent(workspace: Workspace, db_target: Any) -> None:
     for i in range(300):
         workspace.repo.create_session(f"Session number {i}")

@@ -227,17 +227,20 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from workbench.engine.agents import find_agent
     from workbench.engine.workspace import SEARCH_KINDS as KINDS
     from workbench.engine.workspace import SearchQuery
 
     message_filters = bool(args.role or args.state or args.since or args.until)
     with open_workspace(args) as ws:
         session_id = ws.find_session(args.session).id if args.session else None
+        agent_id = find_agent(ws, args.agent).id if args.agent else None
         query = SearchQuery(
             text=args.query,
             roles=args.role or None,
             states=args.state or None,
             session_id=session_id,
+            agent_id=agent_id,
             date_from=args.since,
             date_to=args.until,
             limit=args.limit,
@@ -346,6 +349,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--role", action="append", choices=ROLES, help="only this role (repeatable)")
     p.add_argument("--state", action="append", choices=STATES, help="only this state")
     p.add_argument("--session", metavar="S", help="only this session")
+    p.add_argument("--agent", metavar="A", help="only sessions of this agent (name or id)")
     p.add_argument("--since", type=_date, metavar="DATE", help="messages from this date on")
     p.add_argument("--until", type=_date, metavar="DATE", help="messages before this date")
     p.add_argument("--limit", type=positive_int, default=50, metavar="N",
