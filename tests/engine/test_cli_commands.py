@@ -202,6 +202,33 @@ def test_search_keeps_to_the_agent_named(cli: CliRunner, workspace: Workspace) -
     cli("search", "Pendular", "--agent", "nobody").assert_one_line_error()
 
 
+def test_human_lists_fit_80_columns(
+    cli: CliRunner, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    long_title = "How could I implement a minesweeper solver that never guesses wrongly"
+    sid = _session(workspace, long_title)
+    workspace.repo.append_messages(sid, [
+        Message("user", "Pendular " + "and then the train goes on along the coast " * 6),
+        *[Message("user" if i % 2 else "assistant", f"turn {i}") for i in range(20)],
+    ])
+    assert cli("session", "tag", sid, "a-rather-long-tag", "another-long-tag").code == 0
+    assert cli("session", "pin", sid).code == 0
+    assert cli("compact", sid, "--range", "1", "12").code == 0
+    assert cli("agents", "edit", "Default", "--tools",
+               "search_conversations,recall_memory,remember_fact,current_time").code == 0
+    for args in (["sessions"], ["search", "Pendular"], ["compactions", sid],
+                 ["agents", "list"]):
+        result = cli(*args)
+        assert result.code == 0, result.err
+        long = [line for line in result.out.splitlines() if len(line) > 80]
+        assert long == [], args
+    listed = cli("sessions").out
+    assert "* How could I" in listed and "[a-rath" in listed and f"{sid}" in listed
+    hits = cli("search", "Pendular").out.splitlines()
+    assert f"(session {sid})" in hits[0] and "«Pendular»" in hits[1]
+
+
 def test_a_closed_pipe_is_silent(workspace: Workspace, db_target: Any) -> None:
     for i in range(300):
         workspace.repo.create_session(f"Session number {i}")

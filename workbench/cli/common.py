@@ -95,6 +95,18 @@ def shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def line_width() -> int:
+    """The width human output fits in: the terminal's, else ``COLUMNS``, else 80."""
+    import shutil
+
+    return max(40, shutil.get_terminal_size((80, 24)).columns)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, an ellipsis marking the cut (spaces kept)."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
 def whole_number(text: str, *, least: int, what: str) -> int:
     """``text`` as an int of at least ``least``, else an argparse error naming ``what``."""
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import time
 from datetime import datetime
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import Any
 
 from workbench.cli.common import (
     EXIT_ERROR,
+    clip,
+    line_width,
     message_json,
     open_workspace,
     positive_int,
@@ -40,12 +43,15 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             print("No sessions yet. Import some with: workbench import PATH")
         return 0
     print(f"{'ID':>6}  {'MSGS':>7}  {'TOKENS':>9}  {'UPDATED':<16}  TITLE")
+    room = line_width() - 46  # what the columns before the title leave
     for s in sessions:
         flags = ("* " if s.pinned else "") + ("[archived] " if s.archived else "")
-        tags = f"  [{', '.join(s.tags)}]" if s.tags else ""
+        tags = clip(f"  [{', '.join(s.tags)}]", room // 3) if s.tags else ""
+        title = shorten(s.title, max(8, room - len(flags) - len(tags)))
         print(
             f"{s.id:>6}  {s.message_count:>7}  {s.token_count:>9}  "
-            f"{s.updated_at.strftime('%Y-%m-%d %H:%M'):<16}  {flags}{shorten(s.title, 60)}{tags}"
+            f"{s.updated_at.strftime('%Y-%m-%d %H:%M'):<16}  "
+            + clip(f"{flags}{title}{tags}", room)
         )
     return 0
 
@@ -271,7 +277,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not hits:
         print(f"Nothing found for {args.query!r}.")
         return 0
+    width = line_width()
     for h in hits:
+        # Where a hit is, then its snippet on up to two lines, each fitting the width.
         title = shorten(titles.get(h.session_id, ""), 40) if h.session_id else ""
         where = (
             f"{title!r} (session {h.session_id}) message {h.message_id} ({h.role})"
@@ -279,7 +287,10 @@ def cmd_search(args: argparse.Namespace) -> int:
             else f"session {title!r} ({h.session_id})" if h.kind == "session"
             else f"memory {h.memory_id}" + (f" of {title!r}" if title else "")
         )
-        print(f"{h.score:8.3f}  {where}: {shorten(h.snippet, 100)}")
+        print(clip(f"{h.score:8.3f}  {where}", width))
+        for line in textwrap.wrap(" ".join(h.snippet.split()), width - 10, max_lines=2,
+                                  placeholder=" …"):
+            print(" " * 10 + line)
     return 0
 
 
