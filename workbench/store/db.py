@@ -327,6 +327,14 @@ class Database:
                     ]
                 conn.rollback()
         except DBAPIError as exc:
+            if not os.access(self.path.parent, os.W_OK):
+                # SQLite writes its journal beside the file: a read-only folder (or
+                # file system) stops even reading, and says no more than "unable to open".
+                raise StorageError(
+                    f"Cannot open {self.path} as a database: its folder is read-only, and "
+                    f"SQLite needs to write its journal beside the file ({exc.orig}). Copy "
+                    "the file to a folder you can write to; it was left untouched."
+                ) from exc
             raise StorageError(
                 f"Cannot open {self.path} as a database: {exc.orig}. "
                 "The file may be damaged; it was left untouched."
@@ -567,6 +575,17 @@ class Database:
                 raise StorageError(
                     f"The database {self.path} is damaged ({reason}); nothing was changed. "
                     "Restore it from a backup copy beside it, or open another database."
+                ) from exc
+            if isinstance(exc.orig, sqlite3.OperationalError) and "locked" in reason:
+                raise StorageError(
+                    f"The database {self.path} is busy: another program kept it locked for "
+                    f"{BUSY_TIMEOUT_MS / 1000:g} s ({reason}); nothing was changed. Try again "
+                    "once it is done."
+                ) from exc
+            if "readonly" in reason or "read-only" in reason:
+                raise StorageError(
+                    f"The database {self.path} cannot be written: the file or its folder is "
+                    f"read-only ({reason}); nothing was changed."
                 ) from exc
             raise StorageError(f"The database {self.path} refused the change: {reason}.") from exc
 
