@@ -79,6 +79,38 @@ def test_store_refuses_duplicates_unknown_kinds_and_missing_names(
 
 
 @pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"timeouts": {"read": -5.0}}, "read timeout"),
+        ({"timeouts": {"connect": 0.0}}, "connect timeout"),
+        ({"timeouts": {"total": float("nan")}}, "total timeout"),
+        ({"temperature": -0.5}, "temperature"),
+        ({"temperature": float("inf")}, "temperature"),
+    ],
+)
+def test_store_refuses_timeouts_and_temperatures_no_server_takes(
+    settings: ProviderSettings, server: ProtocolServer, fields: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(StorageError, match=said):
+        settings.add(config(server, **fields))
+    assert settings.list() == []
+    settings.add(config(server))
+    with pytest.raises(StorageError, match=said):
+        settings.update("local", **fields)
+    assert settings.get("local").timeouts == config(server).timeouts
+
+
+def test_providers_add_with_a_negative_timeout_is_one_line_and_adds_nothing(
+    cli: Cli, server: ProtocolServer
+) -> None:
+    result = cli("providers", "add", "local", "--kind", "openai", "--base-url", server.url,
+                 "--model", "m", "--timeout-read", "-5")
+    assert result.code == 1 and len(result.err.strip().splitlines()) == 1
+    assert "above zero" in result.err
+    assert json.loads(cli("providers", "list", "--json").out) == []
+
+
+@pytest.mark.parametrize(
     "fields",
     [
         {"api_key_env": "sk-test-SENTINEL-4f9c2a7be1d34c55"},
