@@ -521,6 +521,11 @@ def test_a_file_with_only_bad_entries_fails_with_a_reason(
     assert [s["entry"] for s in result.json()["skipped"]] == ["line 1", "line 2"]
     result.assert_one_line_error()
     assert cli("stats", "--json").json()["sessions"] == 0
+    # As text, the failure is that one line, naming the count and the first reason.
+    text = cli("import", path)
+    line = text.assert_one_line_error()
+    assert text.out == ""
+    assert "2 entries were skipped" in line and "line 1" in line and "wizard" in line
 
 
 def test_directory_with_one_bad_file(

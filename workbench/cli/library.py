@@ -135,12 +135,13 @@ def cmd_import(args: argparse.Namespace) -> int:
                 counting(counted, total)
         if show:
             counting.finish()
+    failed = not report.sessions and bool(report.skipped)
     if args.json:
         data = report.to_json()
         for s in data["sessions"]:
             s.pop("created", None)
         print_json(data)
-    else:
+    elif not failed:  # a failure is the one line below (--json lists every entry)
         counts = report.counts()
         messages = sum(s.message_count for s, c in report.sessions if c)
         print(
@@ -163,7 +164,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             print(f"Changed {note.entry}: {note.note}", file=sys.stderr)
         for skipped in report.skipped:
             print(f"Skipped {skipped.entry}: {skipped.reason}", file=sys.stderr)
-    if not report.sessions and report.skipped:
+    if failed:
         first = report.skipped[0]
         print(
             f"workbench: nothing was imported from {args.path}: {len(report.skipped)} "
