@@ -568,6 +568,22 @@ def test_export_into_missing_folder_fails_cleanly(
     assert not target.exists()
 
 
+@pytest.mark.sqlite_only("the database is a file an export could name")
+def test_an_export_onto_the_database_file_is_refused_and_the_database_kept(
+    cli: Callable[..., Any], loaded: dict[str, int], db_target: Any, tmp_path: Path
+) -> None:
+    db_file = Path(db_target)
+    before = cli("sessions", "--json").json()
+    link = tmp_path / "looks-harmless.md"
+    link.symlink_to(db_file)
+    for target in (db_file, link, Path(f"{db_file}-wal")):
+        line = cli("export", loaded["Soup"], "--format", "markdown",
+                   "-o", target).assert_one_line_error()
+        assert "would destroy it" in line
+    assert db_file.read_bytes().startswith(b"SQLite format 3\x00")
+    assert cli("sessions", "--json").json() == before
+
+
 @pytest.mark.sqlite_only("a file that is not a database")
 def test_corrupt_database_file_is_refused_and_untouched(
     cli: Callable[..., Any], tmp_path: Path

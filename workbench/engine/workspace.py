@@ -9,6 +9,8 @@ Use cases that join layers live here or in the modules this one calls: importing
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +28,7 @@ from workbench.engine.import_report import ImportReport, ProgressCallback
 from workbench.engine.importing import count_missing_tokens, import_conversations
 from workbench.engine.line_upkeep import LineUpkeep
 from workbench.engine.resources import sample_session_path
-from workbench.errors import WorkbenchError
+from workbench.errors import RequestError, WorkbenchError
 from workbench.store.db import Database, OpenProgress
 from workbench.store.opening import open_database
 from workbench.store.repository import Repository
@@ -339,12 +341,33 @@ class Workspace:
         session is read; returning False stops the export before anything is written
         (the file, new or existing, is left as it was) and an empty list is returned.
         """
+        self._refuse_own_files(Path(path))
         read = self._export_bundles(refs, format, progress, notes)
         if read is None:
             return []
         exporter, bundles = read
         exporter.write(bundles, Path(path))
         return [b.info for b in bundles]
+
+    def _refuse_own_files(self, target: Path) -> None:
+        """Refuse to write over this database's own file or its journal companions."""
+        if not self.is_file:
+            return
+        own = self.db_path
+        target = Path(os.path.realpath(target))
+        for companion in ("", "-wal", "-shm", "-journal"):
+            mine = Path(os.path.realpath(f"{own}{companion}"))
+            same = target == mine
+            if not same and target.exists() and mine.exists():
+                with contextlib.suppress(OSError):
+                    same = os.path.samefile(target, mine)
+            if same:
+                what = "the database itself" if not companion else "a file of the database"
+                whose = "" if target == own else f" ({own})"
+                raise RequestError(
+                    f"{target} is {what}{whose}; an export there would destroy it. "
+                    "Choose another file."
+                )
 
     def export_text(
         self, refs: Sequence[str | int], format: str, *, notes: list[str] | None = None
