@@ -359,6 +359,31 @@ def _chat_child(db_path: Path, *args: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_chat_whose_reader_is_gone_still_stores_the_turn_quietly(
+    cli: Cli, server: ProtocolServer, db_path: Path, as_json: bool
+) -> None:
+    """``workbench chat … | head -1`` once head has gone: the model was asked and
+    answered, so the turn is stored; the closed pipe itself is silent."""
+    _add_provider(cli, server)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # no reader at all: the first write meets a closed pipe
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "workbench", "chat", "Trip", "Plan a trip", "--new",
+             "--db", str(db_path), *(["--json"] if as_json else [])],
+            cwd=REPO_ROOT, env=dict(os.environ), stdout=write_end, stderr=subprocess.PIPE,
+            text=True, timeout=120, check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    messages = _messages(cli, "Trip")
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[1]["content"] == "".join(server.reply_words).strip()
+
+
 def test_ctrl_c_stops_the_chat_and_leaves_the_session_unchanged(
     cli: Cli, server: ProtocolServer, db_path: Path
 ) -> None:

@@ -25,7 +25,7 @@ from workbench.cli import (
     providers,
     session,
 )
-from workbench.cli.common import EXIT_ERROR, EXIT_USAGE, Parser
+from workbench.cli.common import EXIT_ERROR, EXIT_USAGE, Parser, silence_stdout
 from workbench.errors import WorkbenchError
 
 __all__ = ["EXIT_ERROR", "EXIT_USAGE", "build_parser", "main", "run"]
@@ -63,16 +63,6 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         command.register(sub, common)
     return parser
-
-
-def _silence_stdout() -> None:
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # no real file descriptor (captured output)
-        pass
 
 
 # Set by main when a command that asks for it (``quick_exit`` in its defaults) has run to
@@ -133,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, and keep Python from
         # complaining when it flushes stdout on the way out.
-        _silence_stdout()
+        silence_stdout()
         return 0
     except WorkbenchError as exc:
         print(f"workbench: {exc}", file=sys.stderr)
