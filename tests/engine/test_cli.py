@@ -739,7 +739,9 @@ def test_console_script_runs(
 @pytest.mark.sqlite_only("a URL that is not a file, whatever the test's own backend")
 @pytest.mark.parametrize("how", ["--db", "WORKBENCH_DB"])
 @pytest.mark.parametrize("url", ["postgresql://wb:s3cret@db.invalid/team",
-                                 "mysql://wb:s3cret@db.invalid/team"])
+                                 "mysql://wb:s3cret@db.invalid/team",
+                                 "postgresql:wb:s3cret@db.invalid/team",
+                                 "postgres:/wb:s3cret@db.invalid/team"])
 def test_a_database_url_never_becomes_a_file(
     cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str,
     url: str,
@@ -756,9 +758,11 @@ def test_a_database_url_never_becomes_a_file(
     assert "s3cret" not in line
     if url.startswith("mysql"):
         assert "database URL" in line and "PostgreSQL" in line
+    elif "://" not in url:  # a PostgreSQL URL mistyped
+        assert "not a URL" in line and "postgresql://user@host:port/database" in line
     else:
         assert "postgresql://wb:***@db.invalid/team" in line and "db.invalid" in line
-    assert not any(p.name.startswith(("postgresql", "mysql")) for p in tmp_path.rglob("*"))
+    assert not any(p.name.startswith(("postgres", "mysql")) for p in tmp_path.rglob("*"))
 
 
 def test_subprocess_import_ends_quickly_with_its_output_and_database_whole(

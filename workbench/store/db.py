@@ -140,9 +140,17 @@ _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 POSTGRESQL_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 
 
+# A PostgreSQL scheme with a colon but not the two slashes (``postgresql:team``, or
+# ``postgresql:/wb@host/db`` as ``Path`` folds a URL): a URL mistyped, never a file name.
+_POSTGRESQL_MISTYPED = re.compile(r"^(postgresql\+psycopg|postgresql|postgres):(?!//)", re.I)
+
+
 def is_database_url(where: str | Path | None) -> bool:
-    """Whether ``where`` is a URL (``scheme://...``) rather than a file path."""
-    return where is not None and bool(_URL_SCHEME.match(str(where)))
+    """Whether ``where`` is a URL (``scheme://...``, or a PostgreSQL one mistyped)
+    rather than a file path."""
+    return where is not None and bool(
+        _URL_SCHEME.match(str(where)) or _POSTGRESQL_MISTYPED.match(str(where))
+    )
 
 
 def refuse_url(where: str | Path) -> None:
@@ -153,6 +161,14 @@ def refuse_url(where: str | Path) -> None:
     (``mysql://...``) is refused with a sentence instead.
     """
     text = str(where)
+    mistyped = _POSTGRESQL_MISTYPED.match(text)
+    if mistyped:
+        # Not echoed: what follows the scheme may hold a password.
+        raise StorageError(
+            f"The database given starts with '{mistyped.group(0)}' but is not a URL the "
+            "workbench can open: write it as postgresql://user@host:port/database (it was "
+            "not taken for a file name)."
+        )
     if _URL_SCHEME.match(text):
         scheme = text.split("://", 1)[0]
         if scheme.lower() in POSTGRESQL_SCHEMES:
