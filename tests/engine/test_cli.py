@@ -7,7 +7,9 @@ for a few, as a real ``python -m workbench`` child process with ``WORKBENCH_DB``
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -710,6 +712,40 @@ def test_subprocess_error_is_one_line_and_nonzero(run_workbench: Callable[..., A
     result = run_workbench("show", "4242", "--json")
     assert "4242" in result.assert_one_line_error()
     assert result.out == ""
+
+
+@pytest.mark.sqlite_only("one child process is enough to check the output's encoding")
+def test_an_output_that_cannot_encode_a_title_prints_question_marks_not_a_traceback(
+    db_target: Path | str, tmp_path: Path
+) -> None:
+    """A terminal whose encoding cannot show every character (here ASCII): text shows
+    ``?`` for them, JSON escapes them, an export to standard output stays UTF-8."""
+    with Workspace.open(db_target) as ws:
+        ws.import_path(_write(tmp_path / "ru.jsonl", json.dumps(
+            {"title": "Напиши функцию…", "messages": [{"role": "user", "content": "Привет"}]}
+        ) + "\n"))
+    env = dict(os.environ, PYTHONIOENCODING="ascii", WORKBENCH_DB=str(db_target),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([sys.executable, "-m", "workbench", *args], env=env,
+                              capture_output=True, timeout=120, check=False)
+
+    for args in (["sessions"], ["show", "1"], ["search", "Привет"]):
+        done = run(*args)
+        assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+        assert b"??????" in done.stdout
+    listed = run("sessions", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)[0]["title"] == "Напиши функцию…"
+    exported = run("export", "1", "--format", "markdown", "-o", "-")
+    assert exported.returncode == 0, exported.stderr
+    assert "# Напиши функцию…" in exported.stdout.decode("utf-8")
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def test_subprocess_db_option_overrides_environment(

@@ -25,7 +25,13 @@ from workbench.cli import (
     providers,
     session,
 )
-from workbench.cli.common import EXIT_ERROR, EXIT_USAGE, Parser, silence_stdout
+from workbench.cli.common import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    Parser,
+    silence_stdout,
+    tolerate_output_encoding,
+)
 from workbench.errors import WorkbenchError
 
 __all__ = ["EXIT_ERROR", "EXIT_USAGE", "build_parser", "main", "run"]
@@ -100,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``workbench`` command line with ``argv`` (default: the process's
     arguments) and return the exit status."""
     global _quick_exit
+    tolerate_output_encoding()
     parser = build_parser()
     Parser.words = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)

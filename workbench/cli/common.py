@@ -8,6 +8,7 @@ parser from them), so each imports it plainly and none imports the package.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -50,8 +51,39 @@ def silence_stdout() -> None:
         pass
 
 
+def _writes_unicode(stream: Any) -> bool:
+    """Whether ``stream`` encodes every character (UTF-8 or UTF-16/32)."""
+    encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("-", "")
+    return encoding.startswith("utf")
+
+
+def tolerate_output_encoding() -> None:
+    """On a terminal whose encoding cannot show every character (``LANG`` of Latin-1,
+    ``PYTHONIOENCODING=ascii``), print ``?`` for those characters instead of failing
+    with a traceback. JSON escapes them instead (see :func:`print_json`)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and not _writes_unicode(stream):
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="replace")
+
+
+def write_utf8(text: str) -> None:
+    """``text`` on standard output as UTF-8 whatever the terminal's encoding (an export
+    is a UTF-8 file, also when it goes through a pipe)."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None or _writes_unicode(sys.stdout):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    sys.stdout.flush()
+    buffer.write(text.encode("utf-8"))
+    buffer.flush()
+
+
 def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, ensure_ascii=False, indent=2)
+    # Escaped where the output's encoding could not carry a character: still the same JSON.
+    json.dump(data, sys.stdout, ensure_ascii=not _writes_unicode(sys.stdout), indent=2)
     sys.stdout.write("\n")
 
 

@@ -21,6 +21,7 @@ from workbench.cli.common import (
     print_json,
     session_json,
     shorten,
+    write_utf8,
 )
 from workbench.core.conversation import ROLES, STATES, format_time, parse_time
 from workbench.core.identity import metadata_lines
@@ -215,8 +216,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                                  "give the export a file with -o PATH.")
         with open_workspace(args) as ws:
             text = ws.export_text(args.session, args.format, notes=notes)
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_utf8(text)
         for note in notes:
             print(f"Not written ({args.format} cannot hold it): {note}.", file=sys.stderr)
         return 0
