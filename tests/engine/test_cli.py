@@ -556,7 +556,15 @@ def test_unknown_file_format_lists_known_formats(
     path.write_text(content, encoding="utf-8")
     line = cli("import", path).assert_one_line_error()
     assert "mystery.dat" in line
-    assert "context-json" in line and "openai" in line
+    names = ["context-json", "openai", "chatgpt", "claude", "openwebui", "llm", "sharegpt",
+             "markdown"]
+    assert f"known formats: {', '.join(names)}." in line
+    # Short enough to read (it used to carry every format's description, ~700
+    # characters); import --help describes each.
+    assert len(line) < len(str(path)) + 160
+    described = cli("import", "--help", db=None)
+    assert described.code == 0
+    assert "ShareGPT-style dataset" in described.out and "simonw/llm logs.db" in described.out
 
 
 def test_export_into_missing_folder_fails_cleanly(
