@@ -229,6 +229,21 @@ def test_human_lists_fit_80_columns(
     assert f"(session {sid})" in hits[0] and "«Pendular»" in hits[1]
 
 
+def test_json_and_db_may_come_before_the_command_or_its_action(
+    cli: CliRunner, workspace: Workspace, db_target: Any
+) -> None:
+    sid = _session(workspace)
+    assert [s["id"] for s in cli("--json", "sessions").json()] == [sid]
+    assert cli("session", "--json", "pin", sid).json()["pinned"] is True
+    assert cli("--json", "session", "unpin", sid).json()["pinned"] is False
+    assert cli("providers", "--json", "list").json() == []
+    placed = cli("--db", str(db_target), "message", "--json", "important", sid, "0", db=None)
+    assert placed.code == 0, placed.err
+    assert placed.json()["metadata"]["important"] is True
+    human = cli("session", "pin", sid)
+    assert human.code == 0 and human.out.startswith(f"Session {sid} pinned")
+
+
 def test_a_closed_pipe_is_silent(workspace: Workspace, db_target: Any) -> None:
     for i in range(300):
         workspace.repo.create_session(f"Session number {i}")

@@ -51,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="database file or team store postgresql://user@host/database "
                         "(default: WORKBENCH_DB, else WORKBENCH_HOME/workbench.db, else the "
                         "user data folder)")
-    common.add_argument("--json", action="store_true", help="print JSON")
+    # SUPPRESS as for --db: given before the subcommand (or its action), it stays given.
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print JSON")
 
     parser = Parser(
         prog="workbench",
@@ -60,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--db", metavar="PATH", help="database file for the GUI, or a team "
                         "store's postgresql://user@host:port/database URL")
+    parser.add_argument("--json", action="store_true", help="print JSON (for any command)")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--selftest", action="store_true",
                         help="check this installation offscreen on a temporary database, "
