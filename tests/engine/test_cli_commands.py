@@ -291,6 +291,9 @@ def test_each_new_command_has_help(cli: CliRunner, command: str) -> None:
         (["compact", "Trip", "--keep", "-1"], "0 or more"),
         (["bogus"], "invalid choice"),
         (["memory", "forget", "abc"], "invalid int value"),
+        (["preflight", "Trip", "hi", "--context-window", "-5"], "above zero"),
+        (["preflight", "Trip", "hi", "--context-window", "0"], "above zero"),
+        (["compact", "Trip", "--range", "-1", "2"], "positions start at 0"),
     ],
 )
 def test_a_usage_error_is_one_line_naming_the_help(
