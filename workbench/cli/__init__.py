@@ -29,6 +29,7 @@ from workbench.cli.common import (
     EXIT_ERROR,
     EXIT_USAGE,
     Parser,
+    log_to_stderr,
     silence_stdout,
     tolerate_output_encoding,
 )
@@ -127,7 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_gui(args.db or None)
     try:
-        code = int(args.func(args))
+        with log_to_stderr():
+            code = int(args.func(args))
         _quick_exit = bool(getattr(args, "quick_exit", False))
         return code
     except BrokenPipeError:
@@ -145,6 +147,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # A bug, not a situation the engine words: still one line, unless asked for
+        # the traceback (WORKBENCH_DEBUG=1).
+        if os.environ.get("WORKBENCH_DEBUG"):
+            raise
+        print(f"workbench: internal error ({type(exc).__name__}: "
+              f"{' '.join(str(exc).split())}); run again with WORKBENCH_DEBUG=1 for the "
+              "traceback, and please report it", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +38,41 @@ class Parser(argparse.ArgumentParser):
         if dashed and "required" in message:
             hint = f"; to give {dashed[0]!r} as a value, end the command with: -- {dashed[0]}"
         self.exit(EXIT_USAGE, f"{self.prog}: {message}{hint} (see: {self.prog} --help)\n")
+
+
+class _OneLineFormatter(logging.Formatter):
+    """A log record as one ``workbench: …`` line: its message, never a traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return "workbench: " + " ".join(record.getMessage().split())
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to ``sys.stderr`` as it is when a record comes (not when it was made)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+@contextmanager
+def log_to_stderr() -> Iterator[None]:
+    """While the block runs, warnings of the engine (a token cache rebuilt, a
+    background pass that failed) are one ``workbench:`` line each on stderr, never a
+    traceback."""
+    handler = _StderrHandler()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_OneLineFormatter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
 
 
 def silence_stdout() -> None:
