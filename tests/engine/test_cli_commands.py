@@ -5,6 +5,7 @@ range, help on every option, search hits naming the session)."""
 from __future__ import annotations
 
 import argparse
+import io
 import shlex
 import subprocess
 import sys
@@ -242,6 +243,38 @@ def test_json_and_db_may_come_before_the_command_or_its_action(
     assert placed.json()["metadata"]["important"] is True
     human = cli("session", "pin", sid)
     assert human.code == 0 and human.out.startswith(f"Session {sid} pinned")
+
+
+class _Terminal(io.StringIO):
+    """Captured output that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_control_characters_from_conversations_never_reach_a_terminal(
+    workspace: Workspace, db_target: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workbench.cli import main
+
+    info = workspace.repo.create_session("evil \x1b]0;pwned\x07 title")
+    workspace.repo.append_messages(info.id, [
+        Message("user", "red \x1b[31mPendular\x1b[0m and \r overwrite\n\tindented"),
+    ])
+    shown: dict[str, str] = {}
+    for args in (["sessions"], ["show", str(info.id)], ["search", "overwrite"]):
+        screen = _Terminal()
+        monkeypatch.setattr(sys, "stdout", screen)
+        assert main([*args, "--db", str(db_target)]) == 0
+        text = shown[args[0]] = screen.getvalue()
+        assert "\x1b" not in text and "\x07" not in text and "\r" not in text, args
+        assert "\\x1b" in text, args
+    assert "\n\tindented" in shown["show"]  # newlines and tabs are text
+    # Not a terminal (a pipe, a file), or JSON: the text as it is stored.
+    piped = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", piped)
+    assert main(["show", str(info.id), "--db", str(db_target)]) == 0
+    assert "red \x1b[31mPendular" in piped.getvalue()
 
 
 def test_a_closed_pipe_is_silent(workspace: Workspace, db_target: Any) -> None:

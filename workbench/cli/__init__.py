@@ -31,6 +31,7 @@ from workbench.cli.common import (
     Parser,
     log_to_stderr,
     silence_stdout,
+    terminal_safe_stdout,
     tolerate_output_encoding,
 )
 from workbench.errors import WorkbenchError
@@ -128,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_gui(args.db or None)
     try:
-        with log_to_stderr():
+        with log_to_stderr(), terminal_safe_stdout(not args.json):
             code = int(args.func(args))
         _quick_exit = bool(getattr(args, "quick_exit", False))
         return code
