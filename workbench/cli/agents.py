@@ -7,7 +7,8 @@ import argparse
 import json
 from typing import Any
 
-from workbench.cli.common import clip, fields_json, line_width, open_workspace, print_json
+from workbench.cli.common import fields_json, open_workspace, print_json
+from workbench.cli.output import clip, line_width
 from workbench.core.conversation import Agent
 from workbench.core.policy import CAPTURES, INJECTS, MODES, SCOPES
 from workbench.errors import WorkbenchError

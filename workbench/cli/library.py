@@ -13,16 +13,14 @@ from typing import Any
 
 from workbench.cli.common import (
     EXIT_ERROR,
-    clip,
-    line_width,
     message_json,
     open_workspace,
     positive_int,
     print_json,
     session_json,
     shorten,
-    write_utf8,
 )
+from workbench.cli.output import clip, line_width, write_utf8
 from workbench.core.conversation import ROLES, STATES, format_time, parse_time
 from workbench.core.identity import metadata_lines
 from workbench.errors import WorkbenchError
