@@ -277,6 +277,26 @@ def test_control_characters_from_conversations_never_reach_a_terminal(
     assert "red \x1b[31mPendular" in piped.getvalue()
 
 
+def test_an_import_that_fails_midway_on_a_terminal_gives_its_reason_a_line_of_its_own(
+    cli: CliRunner, workspace: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from workbench.errors import StorageError
+
+    def failing(self: Workspace, path: Any, **options: Any) -> Any:
+        options["progress"](3, None)  # the progress line is on screen
+        raise StorageError("The database refused the change: disk I/O error.")
+
+    monkeypatch.setattr(Workspace, "import_path", failing)
+    screen = _Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    source = tmp_path / "chats.jsonl"
+    source.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n', encoding="utf-8")
+    assert cli("import", source).code == 1
+    last = screen.getvalue().split("\r")[-1].splitlines()
+    assert last == ["Imported 3 conversation(s)…",
+                    "workbench: The database refused the change: disk I/O error."]
+
+
 def test_a_closed_pipe_is_silent(workspace: Workspace, db_target: Any) -> None:
     for i in range(300):
         workspace.repo.create_session(f"Session number {i}")

@@ -118,14 +118,17 @@ def cmd_import(args: argparse.Namespace) -> int:
         # Token counts are made while importing (on a thread of their own, overlapping
         # the parse and the writes) and stored with the rows, so when the command
         # returns every imported message has its count.
-        report = ws.import_path(
-            Path(args.path),
-            format=args.format,
-            replace=args.replace,
-            progress=progress,
-        )
-        if progress is not None:
-            progress.finish()
+        try:
+            report = ws.import_path(
+                Path(args.path),
+                format=args.format,
+                replace=args.replace,
+                progress=progress,
+            )
+        finally:
+            if progress is not None:
+                # Also when the import fails: the reason then starts a line of its own.
+                progress.finish()
         # Messages an older version stored without a count (its import counted them in
         # a pass of its own, which could be interrupted): counted now.
         counting = _ProgressLine("Counted the tokens of {done:,} of {total:,} message(s)…")
