@@ -297,6 +297,25 @@ def test_an_import_that_fails_midway_on_a_terminal_gives_its_reason_a_line_of_it
                     "workbench: The database refused the change: disk I/O error."]
 
 
+def test_deleting_by_a_title_two_sessions_share_asks_for_the_id(
+    cli: CliRunner, workspace: Workspace
+) -> None:
+    older = _session(workspace, "Trip")
+    newer = _session(workspace, "Trip")
+    refused = cli("session", "delete", "Trip", "--yes")
+    line = refused.assert_one_line_error()
+    assert f"'Trip' names 2 sessions ({newer}, {older})" in line
+    assert {s["id"] for s in cli("sessions", "--json").json()} == {older, newer}
+    # By id it goes; and a name only one session has is enough.
+    assert cli("session", "delete", str(newer), "--yes").code == 0
+    assert cli("session", "delete", "Trip", "--yes").code == 0
+    assert cli("sessions", "--json").json() == []
+    # Changes that can be taken back keep to the newest of equals, as before.
+    _session(workspace, "Walk")
+    newest = _session(workspace, "Walk")
+    assert cli("session", "pin", "Walk", "--json").json()["id"] == newest
+
+
 def test_a_closed_pipe_is_silent(workspace: Workspace, db_target: Any) -> None:
     for i in range(300):
         workspace.repo.create_session(f"Session number {i}")

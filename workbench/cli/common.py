@@ -53,11 +53,15 @@ def open_workspace(args: argparse.Namespace) -> Any:
 
 
 @contextmanager
-def session_editing(args: argparse.Namespace) -> Iterator[tuple[SessionInfo, Any]]:
+def session_editing(
+    args: argparse.Namespace, *, exact: bool = False
+) -> Iterator[tuple[SessionInfo, Any]]:
     """The session ``args.session`` names and the engine's editing of it, in an open
-    workspace (closed when the block ends)."""
+    workspace (closed when the block ends). ``exact``: a name several sessions share is
+    refused (for a change that cannot be taken back), not taken as the newest."""
     with open_workspace(args) as ws:
-        yield ws.find_session(args.session), ws.editing()
+        find = ws.find_one_session if exact else ws.find_session
+        yield find(args.session), ws.editing()
 
 
 def print_result(args: argparse.Namespace, data: Any, said: str) -> int:

@@ -178,6 +178,21 @@ class Workspace:
         :class:`~workbench.errors.NotFoundError` when none matches."""
         return self.repo.find_session(ref)
 
+    def find_one_session(self, ref: str | int) -> SessionInfo:
+        """As :meth:`find_session`, but a name (source id or title) that several sessions
+        share is refused with their ids rather than taken as the newest: for changes
+        that cannot be taken back."""
+        info = self.find_session(ref)
+        if str(ref).strip() != str(info.id):
+            named = self.repo.sessions_named(str(ref))
+            if len(named) > 1:
+                shown = ", ".join(str(i) for i in named[:10]) + (", …" if len(named) > 10 else "")
+                raise RequestError(
+                    f"{str(ref).strip()!r} names {len(named)} sessions ({shown}); give the id "
+                    "of the one you mean."
+                )
+        return info
+
     def create_session(self, title: str) -> SessionInfo:
         """Create an empty session with this title, for the default agent."""
         return self.repo.create_session(title)
