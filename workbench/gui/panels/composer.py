@@ -43,6 +43,7 @@ from workbench.engine.chat import (
     stream_turn,
 )
 from workbench.engine.model import Response, ToolFinished, ToolStarted
+from workbench.engine.providers import window_source_phrase
 from workbench.errors import OperationCancelledError, WorkbenchError
 from workbench.gui.commands import NewSessionCommand, RegenerateReplyCommand
 from workbench.gui.context import AppContext
@@ -89,7 +90,8 @@ class ComposerPanel(QWidget):
         self._new_session: NewSessionCommand | None = None
         self._turn_new_session: NewSessionCommand | None = None
         self._gauge: ContextGauge | None = None
-        self._windows: dict[tuple[str, str | None], int] = {}  # learned context windows
+        # Learned context windows and where they came from, per (provider, model).
+        self._windows: dict[tuple[str, str | None], tuple[int, str]] = {}
 
         self.provider_box = FittedComboBox(self)
         self.provider_box.setAccessibleName("Provider")
@@ -666,10 +668,11 @@ class ComposerPanel(QWidget):
 
         def measure() -> ContextGauge:
             gauge = context_gauge(workspace, session_id, provider=provider, model=model,
-                                  prompt=prompt, window=known)
+                                  prompt=prompt, window=known[0] if known else None,
+                                  window_source=known[1] if known else "unknown")
             if provider and gauge.window:
                 # Ask the server once per model, even when this measurement is superseded.
-                windows[key] = gauge.window
+                windows[key] = (gauge.window, gauge.window_source)
             return gauge
 
         def failed(error: BaseException) -> None:
@@ -717,6 +720,9 @@ class ComposerPanel(QWidget):
             tip = ("Tokens the next request would carry against the model's context window: "
                    "the instructions, the summary and context, the messages that fit and "
                    "the prompt. The status bar counts the session's active messages only.")
+            where = window_source_phrase(gauge.window_source, self.model_name() or "")
+            if gauge.window and where:
+                tip += f" The window, {gauge.window:,} tokens, is {where}."
             if gauge.estimated:
                 tip += " Estimated from the session's token count (a long session)."
             if gauge.left_out:
