@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
-from tests.gui.journey import named
+from tests.gui.journey import click, named, replace_text
 from workbench.engine.workspace import Workspace
 from workbench.gui.main_window import MainWindow
 
@@ -141,5 +141,46 @@ def test_the_cross_on_close_and_cancel_is_as_legible_as_button_text(
         assert _ink_contrast(made_before, QApplication.palette().color(
             QPalette.ColorRole.Button)) >= 4.5
         dialog.reject()
+    finally:
+        window.set_theme("light")
+
+
+def _text_contrast(label: QWidget) -> float:
+    """The contrast of ``label``'s text colour against the window behind it."""
+    QApplication.processEvents()  # a change of palette reaches the widgets by events
+    label.ensurePolished()
+    palette = label.palette()
+    return contrast(palette.color(QPalette.ColorRole.WindowText),
+                    label.window().palette().color(QPalette.ColorRole.Window))
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_a_saved_or_refused_provider_is_said_in_a_colour_that_can_be_read(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow], theme: str,
+) -> None:
+    # The walk: in the dark theme "Saved provider 'x'." (green) and a refusal (red) in
+    # the Providers dialog were 3:1 against the dark window, the red 2.9:1.
+    window = open_window(workspace)
+    window.theme_actions[theme].trigger()
+    try:
+        window.providers_action.trigger()
+        dialog = window._providers_dialog
+        assert dialog is not None
+        qtbot.waitExposed(dialog)
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=5_000)
+        status = named(dialog, "Provider status")
+        for said, url in (("base URL", "localhost:8080"), ("Saved provider", "http://h/v1")):
+            replace_text(qtbot, dialog, "Provider name", "local")
+            replace_text(qtbot, dialog, "Base URL", url)
+            replace_text(qtbot, dialog, "Model", "m")
+            click(qtbot, dialog, "Save the provider")
+            qtbot.waitUntil(lambda said=said: said in status.text(), timeout=10_000)
+            assert _text_contrast(status) >= 4.5, status.text()
+            # A change of theme with the sentence showing keeps it legible.
+            other = "light" if theme == "dark" else "dark"
+            window.theme_actions[other].trigger()
+            assert _text_contrast(status) >= 4.5, status.text()
+            window.theme_actions[theme].trigger()
+        dialog.close_without_asking()
     finally:
         window.set_theme("light")

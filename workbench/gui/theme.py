@@ -58,6 +58,37 @@ def role_color(role: str, dark: bool | None = None) -> QColor:
     return QColor(dark_hex if dark else light_hex)
 
 
+# Text that says a thing went well or wrong (light, dark): 4.5:1 or more against the
+# window and the fields of its theme. The dark theme's were the light ones, 3:1 at best.
+_TONES: dict[str, tuple[str, str]] = {
+    "good": ("#1b5e20", "#81c784"),
+    "bad": ("#c62828", "#ff8a80"),
+}
+TONE_PROPERTY = "workbenchTone"
+
+
+def tone_colour(tone: str, dark: bool | None = None) -> QColor:
+    """The colour of ``good`` or ``bad`` text on the current (or given) background."""
+    if dark is None:
+        dark = is_dark()
+    light_hex, dark_hex = _TONES[tone]
+    return QColor(dark_hex if dark else light_hex)
+
+
+def set_tone(widget: QWidget, tone: str | None) -> None:
+    """Colour ``widget``'s text ``good`` or ``bad`` (None: the theme's own), in the
+    theme in effect now and after a change of theme (:func:`apply_theme`)."""
+    widget.setProperty(TONE_PROPERTY, tone or "")
+    widget.setStyleSheet(f"color: {tone_colour(tone).name()};" if tone else "")
+
+
+def _retone(app: QApplication) -> None:
+    for widget in app.allWidgets():
+        tone = widget.property(TONE_PROPERTY)
+        if tone:
+            set_tone(widget, str(tone))
+
+
 def monospace_font(base: QFont | None = None) -> QFont:
     """The platform's fixed-pitch font at the size of ``base`` (default: the app font)."""
     font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
@@ -235,4 +266,5 @@ def apply_theme(app: QApplication, theme: str) -> str:
         app.setStyle(WorkbenchStyle())
     dark = theme == "dark" or (theme == "system" and system_prefers_dark())
     app.setPalette(_dark_palette() if dark else app.style().standardPalette())
+    _retone(app)
     return "dark" if dark else "light"

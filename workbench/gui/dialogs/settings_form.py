@@ -25,9 +25,7 @@ from PySide6.QtWidgets import (
 
 from workbench.gui.controls import message_box, named, note_label
 from workbench.gui.errors import describe_error
-
-_GOOD = "color: #2e7d32;"
-_BAD = "color: #c62828;"
+from workbench.gui.theme import set_tone
 
 
 class SettingsFormDialog(QDialog):
@@ -191,7 +189,7 @@ class SettingsFormDialog(QDialog):
     def _say(self, text: str, *, ok: bool | None = None) -> None:
         """Show ``text`` in the status line: green when ``ok``, red when not ok."""
         self.status_label.setText(text)
-        self.status_label.setStyleSheet("" if ok is None else _GOOD if ok else _BAD)
+        set_tone(self.status_label, None if ok is None else "good" if ok else "bad")
 
     def _failed(self, doing: str) -> Callable[[BaseException], None]:
         """A worker's error callback saying in the status line what went wrong."""

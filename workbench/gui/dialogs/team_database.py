@@ -25,9 +25,9 @@ from PySide6.QtWidgets import (
 from workbench.engine.team import EXAMPLE_URL, team_address
 from workbench.errors import WorkbenchError
 from workbench.gui.controls import named, note_label
+from workbench.gui.theme import set_tone
 
 TITLE = "Open Team Database"
-_BAD = "color: #c62828;"
 
 
 class TeamDatabaseDialog(QDialog):
@@ -63,7 +63,7 @@ class TeamDatabaseDialog(QDialog):
         form.addRow(password_label, self.password_edit)
         form.addRow("", self.remember_box)
         self.problem_label = note_label(self, "Address problem")
-        self.problem_label.setStyleSheet(_BAD)
+        set_tone(self.problem_label, "bad")
         self.problem_label.hide()
         hint = note_label(self, "Where the password comes from")
         hint.setText("Without a password here, the one in the system keyring, PGPASSWORD "

@@ -52,6 +52,7 @@ from workbench.gui.drafts import load_draft, save_draft
 from workbench.gui.errors import describe_error
 from workbench.gui.layout import FittedComboBox, FittedProgressBar, FlowLayout
 from workbench.gui.settings import gui_settings
+from workbench.gui.theme import set_tone
 
 REPAINT_MS = 40
 DRAFT_SAVE_MS = 400
@@ -123,7 +124,7 @@ class ComposerPanel(QWidget):
         self.regenerate_button = named(QPushButton("Regenerate", self), "Regenerate last reply",
                                        tip="Ask again for the last reply (Ctrl+Shift+R)")
         self.error_label = note_label(self, "Chat error", selectable=True)
-        self.error_label.setStyleSheet("color: #c62828;")
+        set_tone(self.error_label, "bad")
         self.error_label.hide()
 
         # The names are shown whole; a row too narrow for all of them wraps.
