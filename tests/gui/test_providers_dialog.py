@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
 from protocol_server import ProtocolServer, free_port  # noqa: E402
 
-from tests.gui.journey import click, named, replace_text, with_modal_dialog  # noqa: E402
+from tests.gui.journey import click, focus, named, replace_text, with_modal_dialog  # noqa: E402
 
 SECRET = "sk-test-GUI-SENTINEL-93c1f0aa55e2"
 
@@ -487,3 +487,25 @@ def test_the_dialog_says_a_window_set_by_the_user_is_the_one_the_gauge_uses(
     assert "The window, 6,000 tokens, is set by you." in tip
     assert field == "6,000 tokens"
     assert note == "Requests are measured against 6,000 tokens, set by you."
+
+
+def test_the_dialog_opened_again_does_not_repeat_the_last_visits_sentence(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: closed after a save and opened again later, it still said "Saved
+    # provider 'local'." as if something had just been saved.
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    replace_text(qtbot, dialog, "Provider name", "local")
+    replace_text(qtbot, dialog, "Base URL", "http://127.0.0.1:9/v1")
+    replace_text(qtbot, dialog, "Model", "m")
+    with qtbot.waitSignal(dialog.provider_saved, timeout=10_000):
+        click(qtbot, dialog, "Save the provider")
+    assert "Saved provider 'local'" in named(dialog, "Provider status").text()
+    qtbot.keyClick(focus(), Qt.Key.Key_Escape)
+    assert not dialog.isVisible()
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5_000)
+    again = _open(window, qtbot)
+    assert again.names() == ["local"]
+    assert again.status_label.text() == ""

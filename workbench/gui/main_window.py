@@ -886,7 +886,7 @@ class MainWindow(QMainWindow):
             dialog = cls(self.ctx, self)
             setattr(self, attribute, dialog)
         elif not dialog.isVisible():
-            dialog.reload()  # another database may be open, or the CLI changed things
+            dialog.reopen()
         dialog.show()
         dialog.raise_()
         dialog.activateWindow()

@@ -89,6 +89,10 @@ class SettingsFormDialog(QDialog):
 
     # -- to be given by the subclass ---------------------------------------------------
 
+    def reload(self) -> None:
+        """Read the stored entries again and fill the form."""
+        raise NotImplementedError
+
     def _load(self, entry: Any) -> None:
         """Fill the form with ``entry`` (None: a blank form for a new one)."""
         raise NotImplementedError
@@ -128,6 +132,12 @@ class SettingsFormDialog(QDialog):
             self.list.setCurrentItem(found)
         self.list.blockSignals(False)
         self._load(found.data(Qt.ItemDataRole.UserRole) if found is not None else None)
+
+    def reopen(self) -> None:
+        """Shown again after it was closed: read the entries again (another database may
+        be open, or the CLI changed things) and drop the last visit's status sentence."""
+        self._say("")
+        self.reload()
 
     def names(self) -> list[str]:
         """The names the list shows, in order."""
