@@ -353,3 +353,26 @@ def test_esc_in_the_settings_dialogs_asks_before_dropping_typed_edits(
     qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
     press(qtbot, Qt.Key.Key_Escape)
     assert not dialog.isVisible()
+
+
+def test_ctrl_n_from_a_side_panel_puts_the_keys_in_the_new_sessions_prompt(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: with the keyboard last in the Compaction panel, Ctrl+N opened a new
+    # session and the prompt typed next went into the panel's policy fields (a space
+    # ticked a box) instead of the prompt the empty session asks for.
+    info = make_session(workspace, "Chat", [("user", "Hi")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    _activate(qtbot, window)
+    press(qtbot, Qt.Key.Key_3, CTRL)
+    assert window.compaction_panel.isAncestorOf(focus())
+    before = {s.id for s in workspace.list_sessions()}
+    press(qtbot, Qt.Key.Key_N, CTRL)
+    qtbot.waitUntil(lambda: window.ctx.current_session_id not in (0, info.id), timeout=5_000)
+    assert window.ctx.current_session_id not in before
+    assert window.composer is not None
+    assert focus() is window.composer.prompt
+    type_text(qtbot, "Plan a trip to Porto ")
+    assert window.composer.prompt.toPlainText() == "Plan a trip to Porto "

@@ -97,6 +97,7 @@ class MainWindow(QMainWindow):
         self.setObjectName("MainWindow")
         self.settings = settings if settings is not None else gui_settings()
         self.ctx = AppContext(workspace, self)
+        self._prompt_on_open = False  # New Session: the keys go to the prompt once it opens
         self._error_boxed: str | None = None  # the last error shown in a box
         self._not_heard = ""  # why other desktops are not heard now ("": they are)
         self.dock_sizer = DockSharesSizer(self)
@@ -333,6 +334,7 @@ class MainWindow(QMainWindow):
         # File
         file_menu = menu_bar.addMenu("&File")
         self.new_session_action = self.browser.new_action
+        self.new_session_action.triggered.connect(self._prompt_when_the_new_session_opens)
         self.addAction(self.new_session_action)
         file_menu.addAction(self.new_session_action)
         self.import_action = self._action("&Import File…", self._import_file_interactively,
@@ -538,7 +540,14 @@ class MainWindow(QMainWindow):
             self.timeline.open_session(session_id, message_id, position)
         if session_id:
             self.browser.select_session(session_id)
+        if session_id and self._prompt_on_open and self.composer is not None:
+            # A new session is for typing a prompt (its empty timeline says so).
+            self._prompt_on_open = False
+            self.composer.prompt.setFocus(Qt.FocusReason.OtherFocusReason)
         self._refresh_session_status()
+
+    def _prompt_when_the_new_session_opens(self) -> None:
+        self._prompt_on_open = True
 
     def _session_updated(self, info: SessionInfo) -> None:
         if info.id == self.ctx.current_session_id:
