@@ -889,3 +889,37 @@ def test_a_refused_or_missing_password_and_a_missing_database_are_said_in_words(
     # The right password opens it.
     said = open_team(f"{address}/team", SECRET)
     assert not window.ctx.workspace.is_file, said
+
+
+def test_a_password_written_into_the_address_moves_where_it_is_not_shown(
+    qtbot: QtBot, workspace: Workspace, show_window: Callable[..., MainWindow],
+    memory_keyring: MemoryKeyring,
+) -> None:
+    # The walk: "postgresql://alice:pw@host/team" typed into the address stayed on the
+    # screen in clear beside a Password field that hides what is typed in it.
+    window = show_window(workspace)
+    _activate(qtbot, window)
+    port = _closed_port()
+    seen: list[tuple[str, str, QLineEdit.EchoMode, bool]] = []
+
+    def act(dialog: QWidget) -> None:
+        assert focus().accessibleName() == "Team database URL"
+        press(qtbot, Qt.Key.Key_A, CTRL)
+        type_text(qtbot, f"postgresql://alice:{SECRET}@127.0.0.1:{port}/team")
+        press(qtbot, Qt.Key.Key_Tab)
+        assert focus().accessibleName() == "Password"
+        password = named(dialog, "Password", QLineEdit)
+        seen.append((named(dialog, "Team database URL", QLineEdit).text(), password.text(),
+                     password.echoMode(),
+                     named(dialog, "Remember in the system keyring").isEnabled()))
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_O, CTRL | SHIFT), act)
+    assert seen == [(f"postgresql://alice@127.0.0.1:{port}/team", SECRET,
+                     QLineEdit.EchoMode.Password, True)]
+    # The open uses it, and says nothing of it.
+    dialog = _opening(window)
+    qtbot.waitUntil(lambda: dialog.error is not None, timeout=20_000)
+    assert "alice:***@127.0.0.1" in dialog.label.text() and SECRET not in dialog.label.text()
+    assert SECRET not in _settings_text(window)
+    dialog.reject()
