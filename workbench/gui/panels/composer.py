@@ -48,6 +48,7 @@ from workbench.errors import OperationCancelledError, WorkbenchError
 from workbench.gui.commands import NewSessionCommand, RegenerateReplyCommand
 from workbench.gui.context import AppContext
 from workbench.gui.controls import named, note_label, single_shot
+from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.drafts import load_draft, save_draft
 from workbench.gui.errors import describe_error
 from workbench.gui.layout import FittedComboBox, FittedProgressBar, FlowLayout
@@ -680,7 +681,8 @@ class ComposerPanel(QWidget):
             if session_id != self.ctx.current_session_id:
                 return
             self.gauge.setFormat("context: unknown")
-            self.gauge.setToolTip(describe_error(error, doing="measure the request"))
+            self.gauge.setToolTip(plain_tooltip(describe_error(error,
+                                                               doing="measure the request")))
 
         def done(gauge: ContextGauge) -> None:
             if session_id == self.ctx.current_session_id:  # never another session's figure
@@ -728,7 +730,7 @@ class ComposerPanel(QWidget):
                 tip += " Estimated from the session's token count (a long session)."
             if gauge.left_out:
                 tip += f" {gauge.left_out:,} older messages would be left out to fit."
-            self.gauge.setToolTip(tip)
+            self.gauge.setToolTip(plain_tooltip(tip))  # rich text wraps; a plain line ran off
             full = gauge.fraction is not None and gauge.fraction > 0.9
             self.gauge.setStyleSheet("QProgressBar::chunk { background: #c62828; }" if full
                                      else "")
