@@ -376,3 +376,39 @@ def test_ctrl_n_from_a_side_panel_puts_the_keys_in_the_new_sessions_prompt(
     assert focus() is window.composer.prompt
     type_text(qtbot, "Plan a trip to Porto ")
     assert window.composer.prompt.toPlainText() == "Plan a trip to Porto "
+
+
+def test_an_export_named_with_a_formats_ending_is_written_in_that_format(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    # The walk: "notes.md" typed under the first filter (Context file JSON) wrote JSON
+    # into notes.md; a name ending in .json got Markdown when that filter was chosen.
+    make_session(workspace, "Porto plan", [("user", "Where to eat?"), ("assistant", "Bolhão")])
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    press(qtbot, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    assert window.browser.selected_sessions()
+    written: dict[str, str] = {}
+    for name in ("notes.md", "chat.jsonl", "session.json", "plain"):
+        target = tmp_path / name
+
+        def choose(dialog: QWidget, target: Path = target) -> None:
+            assert isinstance(dialog, QFileDialog)
+            type_text(qtbot, str(target))
+            press(qtbot, Qt.Key.Key_Return)
+
+        _activate(qtbot, window)
+        with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_E, CTRL), choose)
+        window.ctx.workers.wait_idle()
+        qtbot.waitUntil(lambda: "Exported 1 session" in window.statusBar().currentMessage())
+        found = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(name))
+        assert len(found) == 1, found
+        written[found[0]] = (tmp_path / found[0]).read_text(encoding="utf-8")
+    assert written["notes.md"].lstrip().startswith("#")
+    assert json.loads(written["chat.jsonl"].splitlines()[0])["messages"][0]["content"] \
+        == "Where to eat?"
+    assert json.loads(written["session.json"])["recent_history"][1]["content"] == "Bolhão"
+    # No ending: the chosen filter's (the first, context-file JSON) is added.
+    assert json.loads(written["plain.json"])["recent_history"][0]["role"] == "user"

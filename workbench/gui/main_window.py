@@ -681,10 +681,15 @@ class MainWindow(QMainWindow):
         if not path:
             return
         self._remember_folder(path)
+        suffixes = {_EXPORT_FILTERS[n].split("*")[1].rstrip(")"): n for n in names}
         format = next((n for n in names if _EXPORT_FILTERS[n] == chosen), names[0])
-        suffix = _EXPORT_FILTERS[format].split("*")[1].rstrip(")")
-        if not Path(path).suffix:
-            path += suffix
+        typed = Path(path).suffix.lower()
+        if typed in suffixes:
+            # A name typed with a format's ending gets that format ("notes.md" under the
+            # JSON filter is Markdown), as the ending says what the file is.
+            format = suffixes[typed]
+        elif not typed:
+            path += next(s for s, n in suffixes.items() if n == format)
         self.export_sessions(ids, format, path)
 
     def open_database(self, path: Path | str, *, password: str | None = None,
