@@ -412,3 +412,54 @@ def test_an_export_named_with_a_formats_ending_is_written_in_that_format(
     assert json.loads(written["session.json"])["recent_history"][1]["content"] == "Bolhão"
     # No ending: the chosen filter's (the first, context-file JSON) is added.
     assert json.loads(written["plain.json"])["recent_history"][0]["role"] == "user"
+
+
+def test_a_markdown_export_is_listed_for_import_and_imports(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    # The walk: File → Import File listed .json, .jsonl, .zip and .db files only, so the
+    # Markdown transcript just exported could not be picked to import it again.
+    from PySide6.QtWidgets import QTreeView
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    source = Workspace.open(tmp_path / "source.db")
+    try:
+        info = make_session(source, "Porto plan", [("user", "Where to eat?"),
+                                                   ("assistant", "Bolhão market")])
+        source.export_sessions([info.id], "markdown", folder / "porto.md")
+    finally:
+        source.close()
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    listed: list[str] = []
+
+    def choose(dialog: QWidget) -> None:
+        assert isinstance(dialog, QFileDialog)
+        type_text(qtbot, str(folder))
+        press(qtbot, Qt.Key.Key_Return)  # into the folder
+        files = dialog.findChild(QTreeView, "treeView")
+        assert files is not None
+
+        def names() -> list[str]:
+            model, root = files.model(), files.rootIndex()
+            return [model.index(row, 0, root).data() for row in range(model.rowCount(root))]
+
+        qtbot.waitUntil(lambda: "porto.md" in names(), timeout=5_000)
+        listed.extend(names())
+        type_text(qtbot, "porto.md")
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_I, CTRL), choose)
+    assert listed == ["porto.md"]
+    dialogs = [w for w in QApplication.topLevelWidgets()
+               if isinstance(w, ImportProgressDialog) and w.isVisible()]
+    assert len(dialogs) == 1
+    qtbot.waitUntil(lambda: dialogs[0].label.text().startswith("Imported"), timeout=20_000)
+    window.ctx.workers.wait_idle()
+    sessions = workspace.list_sessions()
+    assert [s.title for s in sessions] == ["Porto plan"]
+    assert [m.content for m in workspace.repo.list_messages(sessions[0].id)] == [
+        "Where to eat?", "Bolhão market"]
+    dialogs[0].reject()

@@ -632,7 +632,7 @@ class MainWindow(QMainWindow):
     def _import_file_interactively(self) -> None:
         path, _filter = QFileDialog.getOpenFileName(
             self, "Import conversations", self._last_folder(),
-            "Conversation files (*.json *.jsonl *.zip *.db);;All files (*)")
+            "Conversation files (*.json *.jsonl *.md *.zip *.db);;All files (*)")
         if path:
             self._remember_folder(path)
             self.start_import(path)
