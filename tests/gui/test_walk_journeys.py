@@ -463,3 +463,31 @@ def test_a_markdown_export_is_listed_for_import_and_imports(
     assert [m.content for m in workspace.repo.list_messages(sessions[0].id)] == [
         "Where to eat?", "Bolhão market"]
     dialogs[0].reject()
+
+
+def test_typing_in_the_tags_box_adds_a_tag_and_keeps_the_others(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: Ctrl+Shift+T on a session tagged "sample" and typing "lisbon" left it
+    # tagged "lisbon" only: the box opened with every tag selected, so typing replaced them.
+    info = make_session(workspace, "Trip", [("user", "Hi")])
+    workspace.editing().set_tags(info.id, ["sample", "travel"])
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    press(qtbot, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    assert [s.id for s in window.browser.selected_sessions()] == [info.id]
+    shown: list[str] = []
+
+    def add(dialog: QWidget) -> None:
+        assert focus().accessibleName() == "Session tags"
+        qtbot.waitUntil(lambda: not focus().hasSelectedText())
+        shown.append(focus().text())
+        type_text(qtbot, "lisbon")
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_T, CTRL | SHIFT), add)
+    assert shown == ["sample, travel, "]
+    qtbot.waitUntil(lambda: workspace.get_session(info.id).tags == ["sample", "travel",
+                                                                     "lisbon"])
