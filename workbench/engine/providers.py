@@ -288,8 +288,8 @@ def context_window_in_use(
         provider.close()
     if not window:
         return WindowDetection(None, "unknown", (
-            f"No context window is known: the server does not say and {config.model} is "
-            "not in the table of known models. Set it here."))
+            f"No context window is known: the server gave none (or did not answer) and "
+            f"{config.model} is not in the table of known models. Set it here."))
     sentence = (f"Requests are measured against {window:,} tokens, "
                 f"{window_source_phrase(source, config.model)}.")
     if source != "configured" and config.context_window and config.context_window != window:
