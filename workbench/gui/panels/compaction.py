@@ -898,6 +898,10 @@ class CompactionPanel(QWidget):
         session_id = self.session_id
         command = ApplyCompactionCommand(self.ctx, plan, self.summary_edit.text(),
                                          self.aliases, on_changed=changed)
+        if self.apply_button.hasFocus():
+            # Apply goes grey at once: the keys stay on a control of the panel (Preview,
+            # for the next plan) instead of falling onto its scroll area.
+            self.preview_button.setFocus(Qt.FocusReason.OtherFocusReason)
         self.clear_preview(f"Applying: folding {_plural(plan.folded_count, 'message')}…")
         self._applying += 1
         self._show_busy("Applying…", cancellable=False)
