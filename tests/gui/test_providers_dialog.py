@@ -509,3 +509,33 @@ def test_the_dialog_opened_again_does_not_repeat_the_last_visits_sentence(
     again = _open(window, qtbot)
     assert again.names() == ["local"]
     assert again.status_label.text() == ""
+
+
+def test_keys_on_test_connection_wait_for_it_and_do_not_fall_on_close(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: Space on Test Connection greyed it out and the keys fell on Close, so a
+    # second Space closed the dialog; Space on Detect sent the digits typed next into
+    # Max output.
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=server.url, model=server.model))
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    # (Enter is Save anywhere in the form, as before; it is no longer Close.)
+    for name, signal, keys in (
+            ("Test the connection", dialog.connection_tested,
+             (Qt.Key.Key_Space, Qt.Key.Key_Return, Qt.Key.Key_4)),
+            ("Detect the context window", dialog.window_detected,
+             (Qt.Key.Key_Space, Qt.Key.Key_4))):
+        button = named(dialog, name, QAbstractButton)
+        button.setFocus()
+        with qtbot.waitSignal(signal, timeout=15_000):
+            qtbot.keyClick(focus(), Qt.Key.Key_Space)
+            assert not button.isEnabled()  # it runs on a worker
+            for key in keys:
+                qtbot.keyClick(focus(), key)
+            assert dialog.isVisible()
+        assert focus() is button and button.isEnabled()
+    assert dialog.max_output_spin.value() == 0
+    assert len([r for r in server.requests if r.path == "/v1/chat/completions"]) == 1

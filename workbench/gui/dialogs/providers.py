@@ -41,7 +41,7 @@ from workbench.engine.providers import (
 )
 from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
-from workbench.gui.controls import add_rows, named, note_label
+from workbench.gui.controls import add_rows, named, note_label, set_busy
 from workbench.gui.dialogs.settings_form import SettingsFormDialog
 from workbench.gui.errors import describe_error
 
@@ -334,9 +334,9 @@ class ProvidersDialog(SettingsFormDialog):
         say = super()._failed(doing)
 
         def show(error: BaseException) -> None:
-            self.test_button.setEnabled(True)
-            self.detect_button.setEnabled(True)
-            say(error)
+            say(error)  # first: the keys come back from the sentence it replaces
+            set_busy(self.test_button, False, self.status_label)
+            set_busy(self.detect_button, False, self.window_label)
         return show
 
     def remove(self) -> None:
@@ -366,26 +366,27 @@ class ProvidersDialog(SettingsFormDialog):
 
     def test_connection(self) -> None:
         """Save the form if it changed, then send a one-token request (on a worker)."""
-        self.test_button.setEnabled(False)
+        self._say("Testing the connection…")
+        set_busy(self.test_button, True, self.status_label)
         if self.dirty():
             if not self.save(then=lambda stored: self._start_test(stored.name)):
-                self.test_button.setEnabled(True)
+                set_busy(self.test_button, False, self.status_label)
         elif self._stored is not None:
             self._start_test(self._stored.name)
 
     def _start_test(self, name: str) -> None:
-        self.test_button.setEnabled(False)
         self._say(f"Testing the connection to {name!r}…")
+        set_busy(self.test_button, True, self.status_label)
         self.ctx.workers.network(self._settings().test, name, name="test the connection",
                                  on_done=self._tested,
                                  on_error=self._failed("test the connection"))
 
     def _tested(self, report: ConnectionReport) -> None:
-        self.test_button.setEnabled(True)
         text = report.sentence
         if report.notices:
             text += "\n" + "\n".join(report.notices)
         self._say(text, ok=report.ok)
+        set_busy(self.test_button, False, self.status_label)
         if (report.ok and report.context_window and not self.window_spin.value()
                 and self._stored is not None and not self.edited()):
             # The test found the window the form leaves unset: keep it, as Detect would.
@@ -399,15 +400,15 @@ class ProvidersDialog(SettingsFormDialog):
 
     def detect_window(self) -> None:
         """Ask the server of the form's config for its context window (on a worker)."""
-        self.detect_button.setEnabled(False)
         self.ctx.workers.cancel((self, _IN_USE_JOB))
         self.set_window_note("Asking the server…")
+        set_busy(self.detect_button, True, self.window_label)
         self.ctx.workers.network(self._settings().detect_window, self.form_config(),
                                  name="detect the context window", on_done=self._detected,
                                  on_error=self._detect_failed)
 
     def _detected(self, found: WindowDetection) -> None:
-        self.detect_button.setEnabled(True)
+        set_busy(self.detect_button, False, self.window_label)
         if found.window:
             self.window_spin.setValue(found.window)
             self._say("")  # an earlier failure no longer describes this form
@@ -415,5 +416,5 @@ class ProvidersDialog(SettingsFormDialog):
         self.window_detected.emit(found)
 
     def _detect_failed(self, error: BaseException) -> None:
-        self.detect_button.setEnabled(True)
+        set_busy(self.detect_button, False, self.window_label)
         self.set_window_note(describe_error(error, doing="detect the context window"))
