@@ -108,6 +108,14 @@ _importers: list[Importer] = []
 _exporters: list[Exporter] = []
 
 
+def pin_marks_note(sessions: Sequence[ExportSession]) -> list[str]:
+    """The sentence an exporter that does not keep pin and archive marks adds to what it
+    cannot hold (none when no session has one): they are the workbench's own marks, and
+    a session imported again starts unpinned and in the list."""
+    marked = sum(1 for s in sessions if s.info.pinned or s.info.archived)
+    return [f"the pin or archive mark of {marked} session(s)"] if marked else []
+
+
 def register_importer(importer: Importer) -> None:
     """Add an importer; one with the same name is replaced where it stands."""
     _register(_importers, importer)

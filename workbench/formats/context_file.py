@@ -12,6 +12,9 @@ carries something, so that a plain session stays plain:
 - on the session: ``title``, ``created_at`` and ``updated_at`` (when they differ from
   what the importer would derive) and ``tags``.
 
+The pin and archive marks are the workbench's own and are not written: an export of a
+pinned or archived session says so (a session imported again starts unpinned).
+
 Exporting one session writes one object; several are written as a JSON array, which the
 importer reads as well. What a file holds is written back as it was read: unknown keys
 of an entry go into its metadata (their names under ``entry_keys``) and come back beside
@@ -52,6 +55,7 @@ from workbench.formats.base import (
     dump_json,
     fingerprint,
     peek_json,
+    pin_marks_note,
     read_head,
     shorten,
     type_name,
@@ -523,6 +527,10 @@ class ContextFileExporter:
 
     name = NAME
     suffix = ".json"
+
+    def cannot_hold(self, sessions: Sequence[ExportSession]) -> list[str]:
+        """What this format leaves out of ``sessions``: the pin and archive marks."""
+        return pin_marks_note(sessions)
 
     def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
         """Write ``sessions`` to ``path`` atomically."""

@@ -48,6 +48,7 @@ from workbench.formats.base import (
     FileImporter,
     ImportItem,
     fingerprint,
+    pin_marks_note,
     read_text,
     write_atomic,
 )
@@ -325,8 +326,7 @@ def _iso(value: datetime | None) -> str | None:
 def cannot_hold(sessions: Sequence[ExportSession]) -> list[str]:
     """What a Markdown transcript leaves out of ``sessions`` (one sentence each): the
     pin and archive marks (token counts are left out too, but they are counted again)."""
-    pinned = sum(1 for s in sessions if s.info.pinned or s.info.archived)
-    return [f"the pin or archive mark of {pinned} session(s)"] if pinned else []
+    return pin_marks_note(sessions)
 
 
 class MarkdownExporter:

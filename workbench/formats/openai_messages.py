@@ -46,6 +46,7 @@ from workbench.formats.base import (
     dump_json,
     fingerprint,
     peek_json,
+    pin_marks_note,
     read_head,
     shorten,
     type_name,
@@ -521,7 +522,7 @@ def cannot_hold(sessions: Sequence[ExportSession]) -> list[str]:
     tagged = sum(1 for s in sessions if s.info.tags)
     if tagged:
         notes.append(f"the tags of {tagged} session(s)")
-    return notes
+    return notes + pin_marks_note(sessions)
 
 
 class OpenAIJsonlExporter:
