@@ -617,9 +617,18 @@ def tool_name(name: Any) -> str:
     return text[:64]
 
 
+_SMALLER_UNITS = 3
+"""Units below the second an epoch number may be counted in: ms, µs, ns."""
+
+
 def epoch_time(value: Any) -> datetime | None:
     """A time given as ISO text or as an epoch number in s, ms, µs or ns; ``None`` when
-    absent or unreadable (a bad time never stops an import)."""
+    absent or unreadable (a bad time never stops an import).
+
+    A number that is negative, not finite (``1e400`` decodes to infinity) or too large
+    to be nanoseconds before the year 5138 is unreadable: dividing it down until it
+    looks like seconds would make up a time the source never held.
+    """
     if type(value) is float and 0.0 <= value < 1e11:
         # The usual case (ChatGPT's seconds with a fraction), without the checks below.
         try:
@@ -629,8 +638,10 @@ def epoch_time(value: Any) -> datetime | None:
     try:
         if isinstance(value, float | int) and not isinstance(value, bool):
             number = float(value)
+            if not 0.0 <= number < 1e11 * 1000.0**_SMALLER_UNITS:  # NaN fails this too
+                return None
             # Tools disagree on the unit; a count of seconds stays below 1e11 until year 5138.
-            while abs(number) >= 1e11:
+            while number >= 1e11:
                 number /= 1000.0
             return datetime.fromtimestamp(number, UTC)
         return parse_time(value)

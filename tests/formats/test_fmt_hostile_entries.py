@@ -1,0 +1,133 @@
+"""Hostile values inside one entry of an export: the entry costs at most itself.
+
+Each test writes a small file of three conversations of one format, spoils the middle
+one (a time no clock can show, a value of the wrong type, a cycle in its tree…) and
+checks that the two others come in whole, that nothing hangs or raises, and that no
+time is made up.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workbench.core.conversation import Conversation, SkippedEntry
+from workbench.formats import read_conversations
+from workbench.formats._support import epoch_time
+
+T0 = 1_714_585_000
+
+# --------------------------------------------------------------------------- entries
+
+
+def chatgpt(i: int, **keys: Any) -> dict[str, Any]:
+    def node(node_id: str, parent: str | None, children: list[str],
+             role: str | None = None, text: str = "") -> dict[str, Any]:
+        message = None if role is None else {
+            "id": node_id, "author": {"role": role}, "create_time": T0 + len(children),
+            "content": {"content_type": "text", "parts": [text]}, "recipient": "all"}
+        return {"id": node_id, "parent": parent, "children": children, "message": message}
+
+    return {"title": f"chat {i}", "conversation_id": f"c-{i}", "create_time": T0,
+            "update_time": T0 + 9, "current_node": "a",
+            "mapping": {"root": node("root", None, ["u"]),
+                        "u": node("u", "root", ["a", "b"], "user", f"hello {i}"),
+                        "a": node("a", "u", [], "assistant", f"reply {i}"),
+                        "b": node("b", "u", [], "assistant", f"other reply {i}")},
+            **keys}
+
+
+def openwebui(i: int) -> dict[str, Any]:
+    return {"id": f"ow-{i}", "title": f"chat {i}", "created_at": T0, "updated_at": T0 + 9,
+            "chat": {"history": {"currentId": "a", "messages": {
+                "u": {"id": "u", "parentId": None, "childrenIds": ["a", "b"], "role": "user",
+                      "content": f"hello {i}", "timestamp": T0 + 1},
+                "a": {"id": "a", "parentId": "u", "childrenIds": [], "role": "assistant",
+                      "content": f"reply {i}", "timestamp": T0 + 2},
+                "b": {"id": "b", "parentId": "u", "childrenIds": [], "role": "assistant",
+                      "content": f"other reply {i}", "timestamp": T0 + 3}}}}}
+
+
+def claude(i: int) -> dict[str, Any]:
+    return {"uuid": f"cl-{i}", "name": f"chat {i}", "created_at": "2024-05-01T10:00:00Z",
+            "chat_messages": [
+                {"uuid": f"m{i}", "sender": "human", "text": f"hello {i}",
+                 "created_at": "2024-05-01T10:00:01Z"},
+                {"uuid": f"n{i}", "sender": "assistant", "text": f"reply {i}",
+                 "created_at": "2024-05-01T10:00:02Z"}]}
+
+
+def openai(i: int) -> dict[str, Any]:
+    return {"title": f"chat {i}", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": f"hello {i}"}]},
+        {"role": "assistant", "content": f"reply {i}"}]}
+
+
+def write(tmp_path: Path, entries: list[Any], name: str = "export.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(entries), encoding="utf-8")
+    return path
+
+
+def write_text(tmp_path: Path, text: str, name: str = "export.json") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def read(path: Path, fmt: str) -> list[Conversation | SkippedEntry]:
+    return list(read_conversations(path, fmt))
+
+
+def texts(items: list[Conversation | SkippedEntry]) -> list[str]:
+    return [m.content for c in items if isinstance(c, Conversation) for m in c.messages]
+
+
+def assert_neighbours_whole(items: list[Conversation | SkippedEntry]) -> None:
+    every = texts(items)
+    for i in (0, 2):
+        assert f"hello {i}" in every and f"reply {i}" in every
+
+
+# --------------------------------------------------------------------------- times
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, 1e300, 10**30, 10**400,
+                                   -1, -1.5, -1e20])
+def test_a_time_no_clock_can_show_is_no_time(value: Any) -> None:
+    # Infinity looped for ever (divided by 1000 until below 1e11); 1e300 became a day
+    # of 2001 and -1 a second before 1970: times the source never held.
+    assert epoch_time(value) is None
+
+
+@pytest.mark.parametrize("value, expected", [
+    (T0, T0), (T0 * 1000, T0), (T0 * 1_000_000, T0), (T0 * 1_000_000_000, T0),
+    (float(T0) + 0.5, T0 + 0.5),
+])
+def test_an_epoch_time_in_any_unit_reads_as_the_same_time(value: Any, expected: float) -> None:
+    assert epoch_time(value) == datetime.fromtimestamp(expected, UTC)
+
+
+@pytest.mark.parametrize("fmt, entry", [
+    ("chatgpt", lambda: chatgpt(1, create_time="@@", update_time="@@")),
+    ("openwebui", lambda: {**openwebui(1), "created_at": "@@"}),
+    ("claude", lambda: {**claude(1), "created_at": "@@"}),
+])
+@pytest.mark.parametrize("literal", ["1e400", "-1e400", "-5", "1e300"])
+def test_a_huge_or_negative_time_in_a_file_imports_without_a_time(
+    tmp_path: Path, fmt: str, entry: Any, literal: str
+) -> None:
+    builders = {"chatgpt": chatgpt, "openwebui": openwebui, "claude": claude}
+    text = json.dumps([builders[fmt](0), entry(), builders[fmt](2)])
+    path = write_text(tmp_path, text.replace('"@@"', literal))
+
+    items = read(path, fmt)
+
+    assert_neighbours_whole(items)
+    spoiled = [c for c in items if isinstance(c, Conversation) and c.title == "chat 1"]
+    assert spoiled and spoiled[0].created_at is None
