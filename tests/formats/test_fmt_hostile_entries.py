@@ -131,3 +131,39 @@ def test_a_huge_or_negative_time_in_a_file_imports_without_a_time(
     assert_neighbours_whole(items)
     spoiled = [c for c in items if isinstance(c, Conversation) and c.title == "chat 1"]
     assert spoiled and spoiled[0].created_at is None
+
+
+# --------------------------------------------------------------------------- trees
+
+
+def _chatgpt_cycle() -> dict[str, Any]:
+    entry = chatgpt(1)
+    entry["mapping"]["root"]["parent"] = "b"  # root -> b -> u -> root
+    entry["mapping"]["b"]["children"] = ["root"]
+    return entry
+
+
+def _openwebui_cycle() -> dict[str, Any]:
+    entry = openwebui(1)
+    nodes = entry["chat"]["history"]["messages"]
+    nodes["u"]["parentId"] = "b"  # u -> b -> u
+    nodes["b"]["childrenIds"] = ["u"]
+    return entry
+
+
+@pytest.mark.parametrize("fmt, build, spoiled", [
+    ("chatgpt", chatgpt, _chatgpt_cycle), ("openwebui", openwebui, _openwebui_cycle)])
+def test_a_cycle_in_a_tree_mixes_no_branch_into_another(
+    tmp_path: Path, fmt: str, build: Any, spoiled: Any
+) -> None:
+    # The walk up from a leaf went round the cycle: the session read 'other reply 1',
+    # 'hello 1', 'reply 1' (the other branch's answer above the question).
+    path = write(tmp_path, [build(0), spoiled(), build(2)])
+
+    items = read(path, fmt)
+
+    assert_neighbours_whole(items)
+    chats = {c.title: [m.content for m in c.messages]
+             for c in items if isinstance(c, Conversation)}
+    assert chats["chat 1"] == ["hello 1", "reply 1"]
+    assert chats["chat 1 (branch 1)"] == ["hello 1", "other reply 1"]

@@ -449,6 +449,7 @@ class MessageTree:
             node: parent if parent in known and parent != node else None
             for node, parent in parent_of.items()
         }
+        _cut_cycles(self.order, parents)
         children: dict[str, list[str]] = {node: [] for node in self.order}
         # A node is only ever listed under its own parent (the one its link names), so one
         # set of placed nodes tells whether it is already among that parent's children.
@@ -485,6 +486,30 @@ class MessageTree:
     def leaves(self) -> list[str]:
         """Nodes without children, in the order the source lists nodes."""
         return [node for node in self.order if not self.children.get(node)]
+
+
+def _cut_cycles(order: Sequence[str], parents: dict[str, str | None]) -> None:
+    """Make the first node (in source order) of each cycle of parent links a root.
+
+    Without this a walk up from a leaf runs round the cycle before it stops, and the
+    path it gives holds nodes of another branch above the root (the messages of two
+    branches mixed in one session).
+    """
+    walked: dict[str, int] = {}  # node -> the number of the walk that reached it first
+    for number, start in enumerate(order):
+        node: str | None = start
+        while node is not None and node not in walked:
+            walked[node] = number
+            node = parents.get(node)
+        if node is None or walked[node] != number:
+            continue  # reached a root, or a node an earlier walk settled
+        cycle = [node]  # this walk came round to one of its own nodes
+        above = parents[node]
+        while above is not None and above != node:
+            cycle.append(above)
+            above = parents[above]
+        rank = {n: i for i, n in enumerate(order)}
+        parents[min(cycle, key=lambda n: rank.get(n, len(rank)))] = None
 
 
 def latest_leaf(tree: MessageTree, time_of: Callable[[str], float | None]) -> str | None:
