@@ -167,3 +167,101 @@ def test_a_cycle_in_a_tree_mixes_no_branch_into_another(
              for c in items if isinstance(c, Conversation)}
     assert chats["chat 1"] == ["hello 1", "reply 1"]
     assert chats["chat 1 (branch 1)"] == ["hello 1", "other reply 1"]
+
+
+# --------------------------------------------------------------------------- wrong types
+
+
+def _chatgpt_role(value: Any) -> dict[str, Any]:
+    entry = chatgpt(1)
+    entry["mapping"]["a"]["message"]["author"]["role"] = value
+    return entry
+
+
+def _chatgpt_no_node_objects() -> dict[str, Any]:
+    return {**chatgpt(1), "mapping": {"a": [1], "b": "x"}}
+
+
+def _openwebui_role(value: Any) -> dict[str, Any]:
+    entry = openwebui(1)
+    entry["chat"]["history"]["messages"]["a"]["role"] = value
+    return entry
+
+
+def _openwebui_children(value: Any) -> dict[str, Any]:
+    entry = openwebui(1)
+    entry["chat"]["history"]["messages"]["u"]["childrenIds"] = value
+    return entry
+
+
+def _openwebui_no_message_objects() -> dict[str, Any]:
+    entry = openwebui(1)
+    entry["chat"]["history"]["messages"] = {"a": [1], "b": 2}
+    return entry
+
+
+def _openai_part_type(value: Any) -> dict[str, Any]:
+    entry = openai(1)
+    entry["messages"][0]["content"][0]["type"] = value
+    return entry
+
+
+@pytest.mark.parametrize("fmt, build, spoiled", [
+    ("chatgpt", chatgpt, lambda: _chatgpt_role({"name": "assistant"})),
+    ("chatgpt", chatgpt, lambda: _chatgpt_role(["assistant"])),
+    ("chatgpt", chatgpt, _chatgpt_no_node_objects),
+    ("openwebui", openwebui, lambda: _openwebui_role({"role": "assistant"})),
+    ("openwebui", openwebui, lambda: _openwebui_children(7)),
+    ("openwebui", openwebui, lambda: _openwebui_children(True)),
+    ("openwebui", openwebui, _openwebui_no_message_objects),
+    ("openai", openai, lambda: _openai_part_type({"kind": "text"})),
+    ("openai", openai, lambda: _openai_part_type(["text"])),
+])
+def test_a_value_of_a_type_nobody_expected_costs_at_most_its_entry(
+    tmp_path: Path, fmt: str, build: Any, spoiled: Any
+) -> None:
+    # Each of these raised TypeError (unhashable type, not iterable) or AssertionError:
+    # the import stopped there, and the entries after it were never read.
+    path = write(tmp_path, [build(0), spoiled(), build(2)])
+
+    items = read(path, fmt)
+
+    assert_neighbours_whole(items)
+    skipped = [i for i in items if isinstance(i, SkippedEntry)]
+    assert all(s.entry == "item 1" for s in skipped)
+    assert not any("could not be read (" in s.reason for s in skipped)
+
+
+def test_a_role_of_the_wrong_type_keeps_the_message_and_says_what_it_was(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, [_chatgpt_role({"name": "critic"})])
+
+    (session, _branch) = [c for c in read(path, "chatgpt") if isinstance(c, Conversation)]
+
+    reply = session.messages[-1]
+    assert (reply.role, reply.content) == ("assistant", "reply 1")
+    assert reply.metadata["original_role"] == {"name": "critic"}
+
+
+def test_an_unforeseen_fault_in_one_entry_skips_that_entry_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import workbench.formats.chatgpt as chatgpt_format
+
+    parse = chatgpt_format.parse_conversation
+
+    def fragile(item: Any, where: str, fallback_id: str) -> list[Any]:
+        if item.get("title") == "chat 1":
+            raise KeyError("a fault of the reader")
+        return parse(item, where, fallback_id)
+
+    monkeypatch.setattr(chatgpt_format, "parse_conversation", fragile)
+    path = write(tmp_path, [chatgpt(0), chatgpt(1), chatgpt(2)])
+
+    items = read(path, "chatgpt")
+
+    assert_neighbours_whole(items)
+    (skipped,) = [i for i in items if isinstance(i, SkippedEntry)]
+    assert skipped.entry == "item 1"
+    assert "KeyError" in skipped.reason and "a fault of the reader" in skipped.reason

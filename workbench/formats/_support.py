@@ -42,6 +42,7 @@ from workbench.formats.base import (
     peek_json,
     read_head,
     shorten,
+    unforeseen,
 )
 
 T = TypeVar("T")
@@ -304,7 +305,12 @@ def first_copies(
             yield item
             continue
         where = f"{entry_prefix}item {index}"
-        for result in parse(item, where, f"{stem}#{index}"):
+        try:
+            results = list(parse(item, where, f"{stem}#{index}"))
+        except Exception as exc:  # one entry's unforeseen fault costs that entry only
+            yield unforeseen(where, exc)
+            continue
+        for result in results:
             if isinstance(result, Conversation) and result.source_id is not None:
                 if result.source_id in seen:
                     yield SkippedEntry(

@@ -353,6 +353,16 @@ def type_name(value: Any) -> str:
     return _KIND_WORDS.get(kind, kind)
 
 
+def unforeseen(where: str, exc: Exception) -> SkippedEntry:
+    """The report of an entry whose reading failed in a way no check of its importer
+    foresaw (a value of a type nobody expected there): that entry is skipped and named,
+    and the entries after it are still read."""
+    return SkippedEntry(
+        entry=where,
+        reason=f"The entry could not be read ({type(exc).__name__}: {exc}); it was skipped.",
+    )
+
+
 def shorten(text: str, limit: int = 60) -> str:
     """``text`` on one line, cut at a word boundary to at most ``limit`` characters."""
     flat = " ".join(text.split())

@@ -79,7 +79,7 @@ from workbench.formats._support import (
     tool_call,
     with_branches,
 )
-from workbench.formats.base import ImportItem, type_name
+from workbench.formats.base import ImportItem, type_name, unforeseen
 
 NAME = "chatgpt"
 
@@ -288,7 +288,7 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
         _take_reasoning(message, state)
         return [message]
 
-    if role not in _CHAT_ROLES:
+    if not isinstance(role, str) or role not in _CHAT_ROLES:
         meta["original_role"] = role
         role = _ASSISTANT
     keeps_reasoning = role == _ASSISTANT and bool(state.reasoning)
@@ -448,7 +448,14 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
     guessed = not (isinstance(current, str) and current in tree.parent_of)
     if guessed:
         current = latest_leaf(tree, lambda node: _node_time(mapping, node))
-    assert isinstance(current, str)
+    if current is None:  # no node of the mapping is an object
+        return [
+            SkippedEntry(
+                entry=where,
+                reason=sentence(f"{label} has no node objects in its 'mapping': no messages "
+                                "to import"),
+            )
+        ]
     main_path = tree.path_to(current)
     messages = _path_messages(mapping, main_path)
 
@@ -519,7 +526,12 @@ class ChatGPTImporter(ExportImporter):
                 yield item
                 continue
             where = f"{document.entry_prefix}item {index}"
-            for result in parse_conversation(item, where, f"{stem}#{index}"):
+            try:
+                results = parse_conversation(item, where, f"{stem}#{index}")
+            except Exception as exc:  # one entry's unforeseen fault costs that entry only
+                yield unforeseen(where, exc)
+                continue
+            for result in results:
                 if isinstance(result, Conversation) and result.source_id is not None:
                     first = seen.get(result.source_id)
                     if first is not None:

@@ -55,6 +55,7 @@ from workbench.formats.base import (
     read_head,
     shorten,
     type_name,
+    unforeseen,
     write_atomic,
 )
 
@@ -502,15 +503,22 @@ def _sessions(
             yield parse_session(data, fallback_id=path.stem)
         except InvalidEntryError as exc:
             yield SkippedEntry(entry=whole, reason=_sentence(exc))
+        except Exception as exc:  # an unforeseen fault of the session costs it only
+            yield unforeseen(whole, exc)
         return
     for i, item in enumerate(data):
         if isinstance(item, SkippedEntry):  # unreadable: reported in its place
             yield item
             continue
         try:
-            yield parse_session(item, fallback_id=f"{path.name}#{i}")
+            session = parse_session(item, fallback_id=f"{path.name}#{i}")
         except InvalidEntryError as exc:
             yield SkippedEntry(entry=f"{prefix}item {i}", reason=_sentence(exc))
+            continue
+        except Exception as exc:  # one session's unforeseen fault costs that session only
+            yield unforeseen(f"{prefix}item {i}", exc)
+            continue
+        yield session
 
 
 def _sentence(exc: Exception) -> str:

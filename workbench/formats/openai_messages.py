@@ -49,6 +49,7 @@ from workbench.formats.base import (
     read_head,
     shorten,
     type_name,
+    unforeseen,
     write_atomic,
 )
 
@@ -94,7 +95,9 @@ def _content(value: Any, where: str) -> tuple[str, list[dict[str, Any]] | None]:
         if not isinstance(part, dict):
             raise InvalidEntryError(f"{where}content[{i}] must be an object, not {type_name(part)}")
         kind = part.get("type")
-        if kind in _TEXT_PART_TYPES or (kind is None and "text" in part):
+        if (isinstance(kind, str) and kind in _TEXT_PART_TYPES) or (
+            kind is None and "text" in part
+        ):
             text = part.get("text")
             if not isinstance(text, str):
                 raise InvalidEntryError(
@@ -357,9 +360,14 @@ class OpenAIMessagesImporter(FileImporter):
                 yield item
                 continue
             try:
-                yield parse_conversation(item, path.name, i)
+                conversation = parse_conversation(item, path.name, i)
             except InvalidEntryError as exc:
                 yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
+                continue
+            except Exception as exc:  # one entry's unforeseen fault costs that entry only
+                yield unforeseen(f"item {i}", exc)
+                continue
+            yield conversation
 
     def _read_messages(self, path: Path, data: Iterable[Any]) -> Iterator[ImportItem]:
         messages: list[Message] = []
@@ -373,6 +381,8 @@ class OpenAIMessagesImporter(FileImporter):
                     messages.append(parse_message(raw))
                 except InvalidEntryError as exc:
                     yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
+                except Exception as exc:  # one entry's unforeseen fault costs it only
+                    yield unforeseen(f"item {i}", exc)
         except BrokenJsonError as exc:
             # The messages before the break are the conversation; the break is reported.
             if not messages:
@@ -419,6 +429,8 @@ class OpenAIMessagesImporter(FileImporter):
             return parse_conversation(value, path.name, number - 1)
         except (ValueError, InvalidEntryError) as exc:
             return SkippedEntry(entry=where, reason=_sentence(exc))
+        except Exception as exc:  # one line's unforeseen fault costs that line only
+            return unforeseen(where, exc)
 
 
 def _sentence(exc: Exception) -> str:

@@ -258,7 +258,7 @@ def parse_message(raw: Any, msg_id: str) -> list[Message]:
                 Message(role=Role.ASSISTANT.value, content="", created_at=created, metadata=meta)
             ]
         return messages
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:
         meta["original_role"] = role
         role = Role.USER.value
     parts = _file_parts(raw.get("files"))
@@ -308,16 +308,19 @@ def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
         tree = MessageTree(
             order,
             {k: _str(nodes[k].get("parentId")) for k in order},
-            {
-                k: [c for c in nodes[k].get("childrenIds") or [] if isinstance(c, str)]
-                for k in order
-            },
+            {k: _str_list(nodes[k].get("childrenIds")) for k in order},
         )
         current = history.get("currentId")
         if not (isinstance(current, str) and current in tree.parent_of):
             guessed = True
             current = latest_leaf(tree, lambda n: epoch_seconds(nodes[n].get("timestamp")))
-        assert isinstance(current, str)
+        if current is None:  # no entry of history.messages is an object
+            return [
+                SkippedEntry(
+                    entry=where,
+                    reason=sentence(f"{label} has no message objects in 'history.messages'"),
+                )
+            ]
         main_path = tree.path_to(current)
         messages = _path_messages(nodes, main_path)
         branches = alternate_branches(
@@ -358,6 +361,10 @@ def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
         metadata=metadata,
     )
     return with_branches(main, branches)
+
+
+def _str_list(value: Any) -> list[str]:
+    return [c for c in value if isinstance(c, str)] if isinstance(value, list) else []
 
 
 def _str(value: Any) -> str | None:

@@ -54,6 +54,7 @@ from workbench.formats.base import (
     read_text,
     shorten,
     type_name,
+    unforeseen,
 )
 
 NAME = "sharegpt"
@@ -236,6 +237,13 @@ def parse_entry(entry: Any, where: str) -> list[ImportItem]:
     return results
 
 
+def _parsed(entry: Any, where: str) -> list[ImportItem]:
+    try:
+        return parse_entry(entry, where)
+    except Exception as exc:  # one entry's unforeseen fault costs that entry only
+        return [unforeseen(where, exc)]
+
+
 def _unique(items: Iterator[ImportItem]) -> Iterator[ImportItem]:
     """Give repeated source ids a ``~2``, ``~3``… suffix: datasets do hold duplicates."""
     counts: dict[str, int] = {}
@@ -290,7 +298,7 @@ class ShareGPTImporter(FileImporter):
             if isinstance(entry, SkippedEntry):  # unreadable: reported in its place
                 yield entry
                 continue
-            yield from parse_entry(entry, f"item {index}")
+            yield from _parsed(entry, f"item {index}")
 
     def _lines(self, text: str) -> Iterator[ImportItem]:
         for number, line in enumerate(text.splitlines(), start=1):
@@ -302,4 +310,4 @@ class ShareGPTImporter(FileImporter):
             except ValueError as exc:
                 yield SkippedEntry(entry=where, reason=sentence(str(exc)))
                 continue
-            yield from parse_entry(entry, where)
+            yield from _parsed(entry, where)
