@@ -265,3 +265,32 @@ def test_an_unforeseen_fault_in_one_entry_skips_that_entry_only(
     (skipped,) = [i for i in items if isinstance(i, SkippedEntry)]
     assert skipped.entry == "item 1"
     assert "KeyError" in skipped.reason and "a fault of the reader" in skipped.reason
+
+
+def context(i: int) -> dict[str, Any]:
+    return {"session_id": f"ctx-{i}", "title": f"chat {i}", "recent_history": [
+        {"timestamp": "2024-05-01T10:00:00Z", "role": "user", "content": f"hello {i}"},
+        {"timestamp": "2024-05-01T10:00:01Z", "role": "assistant", "content": f"reply {i}"}],
+        "tool_stats": {"total_calls": 1, "by_tool": {"f": 1}, "failures": 0},
+        "token_usage": {"total_input": 1, "total_output": 2}}
+
+
+@pytest.mark.parametrize("where", ["tool_stats.total_calls", "tool_stats.by_tool.f",
+                                   "tool_stats.failures", "token_usage.total_input"])
+def test_a_count_of_1e400_in_a_context_file_is_named_as_what_is_wrong(
+    tmp_path: Path, where: str
+) -> None:
+    # int(infinity) raised OverflowError, which no check of the context file caught.
+    entry = context(1)
+    *path, last = where.split(".")
+    holder = entry
+    for key in path:
+        holder = holder[key]
+    holder[last] = "@@"
+    text = json.dumps([context(0), entry, context(2)]).replace('"@@"', "1e400")
+
+    items = read(write_text(tmp_path, text), "context-json")
+
+    assert_neighbours_whole(items)
+    (skipped,) = [i for i in items if isinstance(i, SkippedEntry)]
+    assert skipped.entry == "item 1" and skipped.reason.startswith(path[0])

@@ -260,11 +260,11 @@ def _parse_context(raw: dict[str, Any]) -> SessionContext:
     usage_raw = _optional_dict(raw, "token_usage", "")
     try:
         tool_stats = ToolStats.from_json(stats_raw)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:  # 1e400 is infinity
         raise InvalidEntryError(f"tool_stats: {exc}") from exc
     try:
         token_usage = TokenUsage.from_json(usage_raw)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:  # 1e400 is infinity
         raise InvalidEntryError(f"token_usage: {exc}") from exc
     return SessionContext(
         facts=list(facts),
