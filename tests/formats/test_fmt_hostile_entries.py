@@ -294,3 +294,20 @@ def test_a_count_of_1e400_in_a_context_file_is_named_as_what_is_wrong(
     assert_neighbours_whole(items)
     (skipped,) = [i for i in items if isinstance(i, SkippedEntry)]
     assert skipped.entry == "item 1" and skipped.reason.startswith(path[0])
+
+
+@pytest.mark.parametrize("entry, fmt", [
+    ({"task_id": 1, "reward": "@@", "traj": [{"role": "user", "content": "hi"}]}, "openai"),
+    ({"id": "g", "score": "@@", "conversations": [{"from": "human", "value": "hi"}]},
+     "sharegpt"),
+])
+def test_a_file_python_wrote_with_nan_in_its_first_entry_is_recognised(
+    tmp_path: Path, entry: dict[str, Any], fmt: str
+) -> None:
+    # Detection read the head with its own small parser, which knew no NaN: 'Cannot tell
+    # the format of the file'.
+    from workbench.formats import detect_format
+
+    path = write_text(tmp_path, json.dumps([entry]).replace('"@@"', "NaN"))
+
+    assert detect_format(path).name == fmt

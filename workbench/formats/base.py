@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
@@ -379,7 +380,9 @@ def shorten(text: str, limit: int = 60) -> str:
 
 _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
-_LITERALS = {"true": True, "false": False, "null": None}
+# NaN and the infinities too: Python writes them into JSON, and the readers accept them.
+_LITERALS = {"true": True, "false": False, "null": None, "NaN": math.nan,
+             "Infinity": math.inf, "-Infinity": -math.inf}
 _MAX_DEPTH = 64
 
 
