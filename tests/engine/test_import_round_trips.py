@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from workbench.engine.workspace import Workspace
 
 EXPORT_FORMATS = ["context-json", "openai-jsonl", "markdown"]
@@ -51,3 +53,57 @@ def test_numbers_json_cannot_hold_are_kept_as_their_names_and_export(
     # The file read again is the same conversation: nothing new.
     again = cli("import", source, "--json").json()
     assert again["counts"] == {"created": 0, "updated": 0, "unchanged": 1, "skipped": 0}
+
+
+# --------------------------------------------------------------------------- ids
+
+
+def _chatgpt(conv_id: str, text: str) -> dict[str, Any]:
+    def node(node_id: str, parent: str | None, children: list[str], role: str | None,
+             words: str = "") -> dict[str, Any]:
+        message = None if role is None else {
+            "id": node_id, "author": {"role": role}, "create_time": 1_714_585_000,
+            "content": {"content_type": "text", "parts": [words]}}
+        return {"id": node_id, "parent": parent, "children": children, "message": message}
+
+    return {"title": text, "conversation_id": conv_id, "create_time": 1_714_585_000,
+            "current_node": "a", "mapping": {
+                "root": node("root", None, ["u"], None),
+                "u": node("u", "root", ["a"], "user", text),
+                "a": node("a", "u", [], "assistant", f"re: {text}")}}
+
+
+def _claude(conv_id: str, text: str) -> dict[str, Any]:
+    return {"uuid": conv_id, "name": text, "created_at": "2024-05-01T10:00:00Z",
+            "chat_messages": [{"sender": "human", "text": text},
+                              {"sender": "assistant", "text": f"re: {text}"}]}
+
+
+def _openwebui(conv_id: str, text: str) -> dict[str, Any]:
+    return {"id": conv_id, "title": text, "created_at": 1_714_585_000, "chat": {"history": {
+        "currentId": "a", "messages": {
+            "u": {"id": "u", "parentId": None, "childrenIds": ["a"], "role": "user",
+                  "content": text},
+            "a": {"id": "a", "parentId": "u", "childrenIds": [], "role": "assistant",
+                  "content": f"re: {text}"}}}}}
+
+
+@pytest.mark.parametrize("build", [_chatgpt, _claude, _openwebui])
+def test_another_conversation_under_an_id_already_read_is_imported_not_called_a_copy(
+    cli: Callable[..., Any], tmp_path: Path, build: Callable[[str, str], dict[str, Any]]
+) -> None:
+    # The second conversation was skipped as 'appears again; its first copy was
+    # imported' although it held other messages: recognised by its id alone.
+    source = tmp_path / "export.json"
+    source.write_text(json.dumps([build("same-id", "first"), build("same-id", "second"),
+                                  build("same-id", "first")]), encoding="utf-8")
+
+    report = cli("import", source, "--json").json()
+
+    assert report["counts"]["created"] == 2
+    # The true copy (item 2) is still skipped as one, naming where the first was.
+    (skipped,) = report["skipped"]
+    assert skipped["entry"] == "item 2" and "(item 0)" in skipped["reason"]
+    assert [s["title"] for s in _sessions(cli)] == ["first", "second"]
+    again = cli("import", source, "--json").json()
+    assert again["counts"]["created"] == 0 and again["counts"]["unchanged"] == 2

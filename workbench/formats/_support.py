@@ -297,9 +297,11 @@ def first_copies(
     what: str,
 ) -> Iterator[ImportItem]:
     """What ``parse`` makes of each of ``items`` (an unreadable one, a
-    :class:`SkippedEntry`, is passed on in its place), skipping a conversation whose
-    source id came before: ``what`` (``"Chat"``) names it in the reason."""
-    seen: set[str] = set()
+    :class:`SkippedEntry`, is passed on in its place), skipping a conversation that came
+    before (the same source id and the same messages): ``what`` (``"Chat"``) names it
+    in the reason. A different conversation under an id that came before is passed on
+    (the store keeps it as a session of its own and reports the reused id)."""
+    seen: dict[str, dict[int, str]] = {}
     for index, item in enumerate(items):
         if isinstance(item, SkippedEntry):
             yield item
@@ -311,16 +313,36 @@ def first_copies(
             yield unforeseen(where, exc)
             continue
         for result in results:
-            if isinstance(result, Conversation) and result.source_id is not None:
-                if result.source_id in seen:
+            if isinstance(result, Conversation):
+                first = first_copy(result, where, seen)
+                if first is not None:
                     yield SkippedEntry(
                         entry=where,
                         reason=f"{what} {result.source_id} appears again; "
-                        "its first copy was imported.",
+                        f"its first copy ({first}) was imported.",
                     )
                     continue
-                seen.add(result.source_id)
             yield result
+
+
+def first_copy(
+    conversation: Conversation, where: str, seen: dict[str, dict[int, str]]
+) -> str | None:
+    """Where the same conversation (the same source id and the same messages) came
+    before, among ``seen`` (source id -> key of the messages -> where); ``None`` when it
+    did not, and it is remembered as found at ``where``.
+
+    The id alone is not enough: an export may reuse an id for another conversation,
+    which must never be skipped as a copy of the first.
+    """
+    if conversation.source_id is None:
+        return None
+    key = hash(tuple((m.role, m.name, m.content, m.tool_call_id) for m in conversation.messages))
+    found = seen.setdefault(conversation.source_id, {})
+    if key in found:
+        return found[key]
+    found[key] = where
+    return None
 
 
 def export_documents(path: Path, what: str) -> list[ExportDocument]:

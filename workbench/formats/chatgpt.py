@@ -69,6 +69,7 @@ from workbench.formats._support import (
     epoch_seconds,
     epoch_time,
     export_documents,
+    first_copy,
     first_element,
     guarded,
     latest_leaf,
@@ -505,7 +506,7 @@ class ChatGPTImporter(ExportImporter):
         return primed(self._read_documents(path, documents))
 
     def _read_documents(self, path: Path, documents: list[ExportDocument]) -> Iterator[ImportItem]:
-        seen: dict[str, str] = {}
+        seen: dict[str, dict[int, str]] = {}
         started = False
         for document in documents:
             for item in guarded(
@@ -517,7 +518,7 @@ class ChatGPTImporter(ExportImporter):
                 yield item
 
     def _read_document(
-        self, path: Path, document: ExportDocument, seen: dict[str, str]
+        self, path: Path, document: ExportDocument, seen: dict[str, dict[int, str]]
     ) -> Iterator[ImportItem]:
         items = document_entries(document, path)
         stem = Path(document.label.rsplit(":", 1)[-1]).name
@@ -532,8 +533,8 @@ class ChatGPTImporter(ExportImporter):
                 yield unforeseen(where, exc)
                 continue
             for result in results:
-                if isinstance(result, Conversation) and result.source_id is not None:
-                    first = seen.get(result.source_id)
+                if isinstance(result, Conversation):
+                    first = first_copy(result, where, seen)
                     if first is not None:
                         yield SkippedEntry(
                             entry=where,
@@ -541,5 +542,4 @@ class ChatGPTImporter(ExportImporter):
                             f"its first copy ({first}) was imported.",
                         )
                         continue
-                    seen[result.source_id] = where
                 yield result
