@@ -311,3 +311,50 @@ def test_a_file_python_wrote_with_nan_in_its_first_entry_is_recognised(
     path = write_text(tmp_path, json.dumps([entry]).replace('"@@"', "NaN"))
 
     assert detect_format(path).name == fmt
+
+
+# --------------------------------------------------------------------------- JSON Lines
+
+
+def sharegpt(i: int) -> dict[str, Any]:
+    return {"id": f"g-{i}", "conversations": [{"from": "human", "value": f"hello {i}"},
+                                              {"from": "gpt", "value": f"reply {i}"}]}
+
+
+@pytest.mark.parametrize("fmt, build", [("openai", openai), ("sharegpt", sharegpt)])
+def test_bytes_that_are_not_utf8_in_a_jsonl_line_are_replaced_in_that_line_only(
+    tmp_path: Path, fmt: str, build: Any
+) -> None:
+    # The OpenAI reader skipped the whole line ('the line is not UTF-8 text'), the
+    # ShareGPT one refused the whole file ('is not UTF-8 text'); in a JSON array the
+    # same bytes are replaced with U+FFFD and noted.
+    lines = [json.dumps(build(i)).encode() for i in range(3)]
+    lines[1] = lines[1].replace(b"hello 1", b"hello \xff1")
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(b"\r\n".join(lines) + b"\r\n")
+
+    items = list(read_conversations(path, fmt))
+
+    assert_neighbours_whole(items)
+    assert "hello \ufffd1" in texts(items)
+    (note,) = [i for i in items if not isinstance(i, Conversation | SkippedEntry)]
+    assert note.entry == "line 2" and "0xFF" in note.note
+
+
+def test_a_line_separator_inside_a_sharegpt_jsonl_string_does_not_end_the_line(
+    tmp_path: Path,
+) -> None:
+    # JSON text holds U+2028, U+0085 and U+000C unescaped inside strings (Python writes
+    # them so with ensure_ascii=False); splitlines() cut the line there, and the
+    # conversation was skipped as two lines of broken JSON.
+    entries = [sharegpt(i) for i in range(3)]
+    entries[1]["conversations"][0]["value"] = "hello 1\u2028second\x85third\x0cfourth"
+    path = tmp_path / "data.jsonl"
+    path.write_text("\n".join(json.dumps(e, ensure_ascii=False) for e in entries) + "\n",
+                    encoding="utf-8")
+
+    items = list(read_conversations(path, "sharegpt"))
+
+    assert not [i for i in items if isinstance(i, SkippedEntry)]
+    assert "hello 1\u2028second\x85third\x0cfourth" in texts(items)
+    assert_neighbours_whole(items)

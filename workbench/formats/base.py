@@ -42,6 +42,7 @@ from workbench.formats._reading import (
     cannot_read,
     decode_text,
     decode_value,
+    holds_bad_bytes,
     problem,
     too_deep_reason,
 )
@@ -213,6 +214,19 @@ def read_text(path: Path) -> str:
     return decode_text(data, str(path), path)
 
 
+def read_text_keeping_bad_bytes(path: Path) -> tuple[str, bool]:
+    """The whole of ``path`` as text (a byte-order mark dropped) with each byte that is
+    not UTF-8 kept as a lone surrogate, and whether there was any: the entry holding one
+    repairs and notes it (see :func:`decode_json_line`) instead of the whole file being
+    refused."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise cannot_read(path, exc) from exc
+    text = data.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
+    return text, holds_bad_bytes(text)
+
+
 def load_json(path: Path) -> Any:
     """Parse ``path`` as one JSON document; malformed JSON names the file, line and column.
 
@@ -239,11 +253,13 @@ def parse_document(text: str, label: str, path: Path, where: str) -> Any:
         raise FormatError(f"{label}: {too_deep_reason('The document')}", path=str(path)) from exc
 
 
-def decode_json_line(text: str, where: str = "") -> Any:
+def decode_json_line(text: str, where: str = "", *, from_bytes: bool = False) -> Any:
     """Parse one JSON Lines line; raises ``ValueError`` with a sentence on bad JSON or on
-    a value nested too deep. Lone surrogates are replaced and noted under ``where``."""
+    a value nested too deep. Lone surrogates are replaced and noted under ``where``
+    (``from_bytes``: the line was decoded with ``surrogateescape`` and holds bytes that
+    are not UTF-8, named as such)."""
     try:
-        return decode_value(text, where)
+        return decode_value(text, where, from_bytes=from_bytes)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON: {problem(exc)} at column {exc.colno}") from exc
     except TooDeepError as exc:

@@ -36,7 +36,7 @@ from workbench.core.conversation import (
     parse_time,
 )
 from workbench.errors import FormatError, InvalidEntryError
-from workbench.formats._reading import BrokenJsonError
+from workbench.formats._reading import BrokenJsonError, holds_bad_bytes
 from workbench.formats._support import file_entries, first_char, guarded, primed
 from workbench.formats.base import (
     ExportSession,
@@ -417,15 +417,13 @@ class OpenAIMessagesImporter(FileImporter):
 
     def _jsonl_line(self, path: Path, number: int, raw: bytes) -> ImportItem | None:
         where = f"line {number}"
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return SkippedEntry(entry=where, reason="the line is not UTF-8 text.")
-        line = line.lstrip("\ufeff").strip()
+        # Bytes that are not UTF-8 are replaced (and noted) in the entry, as in a JSON
+        # array, rather than the whole line refused.
+        line = raw.decode("utf-8", "surrogateescape").lstrip("\ufeff").strip()
         if not line:
             return None
         try:
-            value = decode_json_line(line, where)
+            value = decode_json_line(line, where, from_bytes=holds_bad_bytes(line))
             return parse_conversation(value, path.name, number - 1)
         except (ValueError, InvalidEntryError) as exc:
             return SkippedEntry(entry=where, reason=_sentence(exc))
