@@ -358,3 +358,34 @@ def test_a_line_separator_inside_a_sharegpt_jsonl_string_does_not_end_the_line(
     assert not [i for i in items if isinstance(i, SkippedEntry)]
     assert "hello 1\u2028second\x85third\x0cfourth" in texts(items)
     assert_neighbours_whole(items)
+
+
+# --------------------------------------------------------------------------- kept data
+
+
+def test_chatgpt_custom_instructions_and_hidden_text_are_kept_in_the_session(
+    tmp_path: Path,
+) -> None:
+    # The custom instructions the model was given (user_editable_context) and the text
+    # of hidden messages were dropped without a word.
+    entry = chatgpt(1)
+    mapping = entry["mapping"]
+    mapping["root"]["children"] = ["ctx"]
+    mapping["ctx"] = {"id": "ctx", "parent": "root", "children": ["hid"], "message": {
+        "author": {"role": "user"}, "content": {
+            "content_type": "user_editable_context", "user_profile": "I am an SRE.",
+            "user_instructions": "Answer concisely."}}}
+    mapping["hid"] = {"id": "hid", "parent": "ctx", "children": ["u"], "message": {
+        "author": {"role": "system"}, "metadata": {"is_visually_hidden_from_conversation": True},
+        "content": {"content_type": "text", "parts": ["Today is Monday."]}}}
+    mapping["u"]["parent"] = "hid"
+
+    session, branch = [c for c in read(write(tmp_path, [entry]), "chatgpt")
+                       if isinstance(c, Conversation)]
+
+    assert [m.content for m in session.messages] == ["hello 1", "reply 1"]
+    assert session.metadata["user_editable_context"] == {
+        "user_profile": "I am an SRE.", "user_instructions": "Answer concisely."}
+    assert session.metadata["hidden_messages"] == [
+        {"node": "hid", "role": "system", "text": "Today is Monday."}]
+    assert "user_editable_context" not in branch.metadata

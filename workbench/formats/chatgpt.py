@@ -24,7 +24,10 @@ Nodes are read as follows:
 
 - hidden nodes (``metadata.is_visually_hidden_from_conversation``), the custom
   instructions (``user_editable_context``, ``model_editable_context``) and system or
-  other messages without text are skipped;
+  other messages without text are not messages of the session; what the hidden nodes
+  of the session's path told the model is kept in the session's metadata: the custom
+  instructions and memory under their content type (``user_profile``,
+  ``user_instructions``…), the text of other hidden messages as ``hidden_messages``;
 - ``text`` and ``code`` give their text; ``multimodal_text`` joins its text parts and
   puts ``[image]`` / ``[audio]`` / ``[file]`` where a non-text part was; the parts are
   kept in ``Message.parts``;
@@ -133,6 +136,9 @@ class _PathState:
     last_call: str | None = None
     """The id of the nearest tool call above the node in hand: in ChatGPT's tree a
     tool's answer hangs below the call it answers, so this is the call it answers."""
+    hidden: dict[str, Any] | None = None
+    """Where to keep what hidden nodes told the model (see :func:`_keep_hidden`), or
+    ``None`` when the path's hidden nodes are another path's too (a branch)."""
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -249,8 +255,12 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
         kind = "text" if "parts" in content or "text" in content else None
     raw_meta = raw.get("metadata")
     if isinstance(raw_meta, dict) and raw_meta.get("is_visually_hidden_from_conversation"):
+        if state.hidden is not None:
+            _keep_hidden(state.hidden, node_id, author.get("role"), kind, content)
         return []
     if kind in _HIDDEN_TYPES:
+        if state.hidden is not None:
+            _keep_hidden(state.hidden, node_id, author.get("role"), kind, content)
         return []
     if kind in _REASONING_TYPES:
         reasoning = _reasoning_text(kind, content)
@@ -301,6 +311,26 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
     if keeps_reasoning:
         _take_reasoning(message, state)
     return [message]
+
+
+def _keep_hidden(
+    hidden: dict[str, Any], node_id: str, role: Any, kind: Any, content: dict[str, Any]
+) -> None:
+    """Keep what a hidden node told the model without showing it in the conversation:
+    the custom instructions (``user_editable_context``: ``user_profile``,
+    ``user_instructions``) and the model's memory (``model_editable_context``) under
+    their content type, the text of any other hidden message under
+    ``hidden_messages``. Empty nodes (the usual hidden system message) add nothing."""
+    if kind in _HIDDEN_TYPES:
+        kept = {k: v for k, v in content.items()
+                if k != "content_type" and v not in (None, "", [], {})}
+        if kept:
+            hidden.setdefault(str(kind), {}).update(kept)
+        return
+    text = _text_parts(content)[0] if kind in (None, "text", "multimodal_text") else ""
+    if text.strip():
+        hidden.setdefault("hidden_messages", []).append(
+            {"node": node_id, "role": role, "text": text})
 
 
 def _output_images(raw_meta: Any) -> list[dict[str, Any]]:
@@ -379,8 +409,10 @@ def _take_reasoning(message: Message, state: _PathState) -> None:
     state.reasoning = []
 
 
-def _path_messages(mapping: dict[str, Any], path: list[str]) -> list[Message]:
-    state = _PathState()
+def _path_messages(
+    mapping: dict[str, Any], path: list[str], hidden: dict[str, Any] | None = None
+) -> list[Message]:
+    state = _PathState(hidden=hidden)
     messages: list[Message] = []
     for node_id in path:
         node = mapping.get(node_id)
@@ -458,7 +490,8 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
             )
         ]
     main_path = tree.path_to(current)
-    messages = _path_messages(mapping, main_path)
+    hidden: dict[str, Any] = {}
+    messages = _path_messages(mapping, main_path, hidden)
 
     source_id = conv_id or fallback_id
     title = title_of(raw_title, messages, f"ChatGPT conversation {source_id}")
@@ -471,6 +504,7 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
         metadata["archived"] = True
     if guessed:
         metadata["current_node_guessed"] = True
+    metadata.update(hidden)
     main = Conversation(
         title=title,
         messages=messages,
