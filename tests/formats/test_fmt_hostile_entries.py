@@ -389,3 +389,62 @@ def test_chatgpt_custom_instructions_and_hidden_text_are_kept_in_the_session(
     assert session.metadata["hidden_messages"] == [
         {"node": "hid", "role": "system", "text": "Today is Monday."}]
     assert "user_editable_context" not in branch.metadata
+
+
+def test_open_webui_keeps_the_files_system_prompt_rating_and_sources(tmp_path: Path) -> None:
+    # An image's data URL, the upload's record (with the text extracted from it), the
+    # chat's params (its system prompt), user_id, and the reply's sources, rating and
+    # the rest were dropped without a word: only model and usage were kept.
+    chat = openwebui(1)
+    chat.update(user_id="user-77", share_id="share-9", meta={"tags": ["work"], "note": "n"})
+    chat["chat"]["params"] = {"system": "You are terse.", "temperature": 0.3}
+    nodes = chat["chat"]["history"]["messages"]
+    image = {"type": "image", "url": "data:image/png;base64,iVBORw0KGgo=", "name": "shot.png"}
+    upload = {"type": "file", "name": "notes.txt",
+              "file": {"id": "f1", "data": {"content": "extracted notes"}}}
+    nodes["u"]["files"] = [image, upload]
+    nodes["a"].update(model="llama3", done=True, sources=[{"source": {"name": "kb"}}],
+                      annotation={"rating": -1, "comment": "too short"},
+                      statusHistory=[{"action": "web_search"}], error=None)
+
+    session, _branch = [c for c in read(write(tmp_path, [chat]), "openwebui")
+                        if isinstance(c, Conversation)]
+
+    assert session.metadata["params"] == {"system": "You are terse.", "temperature": 0.3}
+    assert session.metadata["user_id"] == "user-77" and session.metadata["share_id"] == "share-9"
+    assert session.metadata["meta"] == {"note": "n"} and session.tags == ["work"]
+    question, reply = session.messages
+    assert question.parts is not None and question.parts[1:] == [image, upload]
+    assert reply.metadata == {
+        "model": "llama3", "sources": [{"source": {"name": "kb"}}],
+        "annotation": {"rating": -1, "comment": "too short"},
+        "statusHistory": [{"action": "web_search"}]}
+
+
+def test_open_webui_turn_data_is_on_the_first_message_of_a_split_turn_only(
+    tmp_path: Path,
+) -> None:
+    chat = openwebui(1)
+    chat["chat"]["history"]["messages"]["a"].update(
+        model="m", usage={"total_tokens": 9}, sources=["s"], output=[
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "out"},
+            {"type": "message", "content": [{"type": "output_text", "text": "reply 1"}]}])
+
+    session = next(c for c in read(write(tmp_path, [chat]), "openwebui")
+                   if isinstance(c, Conversation))
+
+    calling, _result, answer = session.messages[1:]
+    assert calling.metadata == {"model": "m", "usage": {"total_tokens": 9}, "sources": ["s"]}
+    assert answer.metadata == {"model": "m"}
+
+
+def test_open_webui_time_that_cannot_be_read_is_kept_as_it_was(tmp_path: Path) -> None:
+    chat = openwebui(1)
+    chat["chat"]["history"]["messages"]["u"]["timestamp"] = "yesterday"
+
+    session = next(c for c in read(write(tmp_path, [chat]), "openwebui")
+                   if isinstance(c, Conversation))
+
+    assert session.messages[0].created_at is None
+    assert session.messages[0].metadata == {"timestamp": "yesterday"}
