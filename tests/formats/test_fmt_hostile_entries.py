@@ -448,3 +448,28 @@ def test_open_webui_time_that_cannot_be_read_is_kept_as_it_was(tmp_path: Path) -
 
     assert session.messages[0].created_at is None
     assert session.messages[0].metadata == {"timestamp": "yesterday"}
+
+
+def test_chatgpt_keeps_the_attachments_ids_and_the_sources_an_answer_cites(
+    tmp_path: Path,
+) -> None:
+    # An attachment kept only its name, type and size (its id, which names its file in
+    # the export's ZIP, was dropped), and the citations of an answer were dropped.
+    entry = chatgpt(1)
+    attachment = {"id": "file-abc123", "name": "plan.pdf", "size": 2048,
+                  "mime_type": "application/pdf", "file_token_size": 900}
+    entry["mapping"]["u"]["message"]["metadata"] = {"attachments": [attachment],
+                                                    "request_id": "req-1"}
+    cites = [{"start_ix": 0, "end_ix": 7, "metadata": {"url": "https://example.org/a"}}]
+    refs = [{"matched_text": "[1]", "items": [{"url": "https://example.org/a"}]}]
+    entry["mapping"]["a"]["message"]["metadata"] = {
+        "model_slug": "gpt-4o", "citations": cites, "content_references": refs,
+        "timestamp_": "absolute"}
+
+    session = next(c for c in read(write(tmp_path, [entry]), "chatgpt")
+                   if isinstance(c, Conversation))
+
+    question, answer = session.messages
+    assert question.metadata == {"attachments": [attachment]}
+    assert answer.metadata == {"model": "gpt-4o", "citations": cites,
+                               "content_references": refs}

@@ -43,7 +43,10 @@ Nodes are read as follows:
 - reasoning (``thoughts``, ``reasoning_recap``) becomes ``{"type": "reasoning"}`` parts
   of the next assistant message (an assistant message of its own when none follows);
 - ``create_time`` (may be null) is the message time; ``metadata.model_slug`` goes into
-  the message metadata as ``model``.
+  the message metadata as ``model``, a finish other than ``stop`` as ``finish_reason``,
+  and ``attachments``, ``citations``, ``content_references``, ``search_result_groups``
+  and ``safe_urls`` as they are (the rest of ``metadata`` is the service's bookkeeping:
+  request ids, padding, flags).
 
 An entry without ``mapping`` (or with an empty one) is reported as skipped and the
 others are imported. JSON that breaks before the first conversation raises
@@ -98,6 +101,11 @@ _REASONING_TYPES = frozenset({"thoughts", "reasoning_recap"})
 _TOOL_OUTPUT_TYPES = frozenset(
     {"execution_output", "tether_browsing_display", "tether_quote", "system_error"}
 )
+# Message metadata kept as it is: the uploads, and the sources an answer cites. The rest
+# of a message's metadata is the service's bookkeeping (request_id, timestamp_, pad,
+# parent_id, message_type, is_complete, model_switcher_deny…) and is not kept.
+_KEPT_META = ("attachments", "citations", "content_references", "search_result_groups",
+              "safe_urls")
 _PLACEHOLDERS = {
     "image_asset_pointer": "[image]",
     "audio_asset_pointer": "[audio]",
@@ -227,13 +235,11 @@ def _message_metadata(raw: dict[str, Any], raw_meta: Any, kind: str | None) -> d
             reason = finish.get("type")
             if isinstance(reason, str) and reason not in ("stop", ""):
                 meta["finish_reason"] = reason
-        attachments = raw_meta.get("attachments")
-        if isinstance(attachments, list) and attachments:
-            meta["attachments"] = [
-                {k: a.get(k) for k in ("name", "mime_type", "mimeType", "size") if k in a}
-                for a in attachments
-                if isinstance(a, dict)
-            ]
+        # Whole: an attachment's id names its file in the export's ZIP.
+        for key in _KEPT_META:
+            value = raw_meta.get(key)
+            if value:
+                meta[key] = value
     status = raw.get("status")
     if isinstance(status, str) and status not in ("finished_successfully", ""):
         meta["status"] = status
