@@ -473,3 +473,85 @@ def test_chatgpt_keeps_the_attachments_ids_and_the_sources_an_answer_cites(
     assert question.metadata == {"attachments": [attachment]}
     assert answer.metadata == {"model": "gpt-4o", "citations": cites,
                                "content_references": refs}
+
+
+ROOT = "00000000-0000-4000-8000-000000000000"
+
+
+def _claude_message(uuid: str, parent: str, sender: str, text: str, minute: int) -> dict[str, Any]:
+    return {"uuid": uuid, "parent_message_uuid": parent, "sender": sender, "text": text,
+            "created_at": f"2024-05-01T10:{minute:02d}:00Z"}
+
+
+def _claude_edited(**keys: Any) -> dict[str, Any]:
+    # q1 -> a1 -> q2 -> a2, then q2 edited into q2b -> a2b: both branches in the list.
+    return {"uuid": "conv", "name": "Edited", "created_at": "2024-05-01T10:00:00Z",
+            "chat_messages": [
+                _claude_message("q1", ROOT, "human", "first question", 0),
+                _claude_message("a1", "q1", "assistant", "first answer", 1),
+                _claude_message("q2", "a1", "human", "second question", 2),
+                _claude_message("a2", "q2", "assistant", "second answer", 3),
+                _claude_message("q2b", "a1", "human", "second question, edited", 4),
+                _claude_message("a2b", "q2b", "assistant", "answer to the edit", 5)],
+            **keys}
+
+
+def test_a_claude_conversation_with_an_edited_question_keeps_its_branches_apart(
+    tmp_path: Path,
+) -> None:
+    # chat_messages holds the abandoned branch beside the live one (parent links say
+    # which is which): read as a list, the session asked the second question twice and
+    # had both answers in a row.
+    items = read(write(tmp_path, [_claude_edited()]), "claude")
+
+    session, branch = [c for c in items if isinstance(c, Conversation)]
+    assert [m.content for m in session.messages] == [
+        "first question", "first answer", "second question, edited", "answer to the edit"]
+    assert session.metadata["current_leaf_guessed"] is True
+    assert [m.content for m in branch.messages] == [
+        "first question", "first answer", "second question", "second answer"]
+    assert branch.source_id == "conv#branch-a2" and branch.title == "Edited (branch 1)"
+
+
+def test_a_claude_conversation_follows_its_current_leaf(tmp_path: Path) -> None:
+    items = read(write(tmp_path, [_claude_edited(current_leaf_message_uuid="a2")]), "claude")
+
+    session, branch = [c for c in items if isinstance(c, Conversation)]
+    assert [m.content for m in session.messages][2:] == ["second question", "second answer"]
+    assert "current_leaf_guessed" not in session.metadata
+    assert [m.content for m in branch.messages][2:] == [
+        "second question, edited", "answer to the edit"]
+
+
+def test_a_claude_conversation_in_one_line_reads_in_list_order(tmp_path: Path) -> None:
+    entry = _claude_edited()
+    entry["chat_messages"] = entry["chat_messages"][:4]
+
+    (session,) = [c for c in read(write(tmp_path, [entry]), "claude")
+                  if isinstance(c, Conversation)]
+
+    assert [m.content for m in session.messages] == [
+        "first question", "first answer", "second question", "second answer"]
+
+
+def test_claude_keeps_citations_attachment_ids_and_why_an_answer_stopped(
+    tmp_path: Path,
+) -> None:
+    cites = [{"url": "https://example.org/y", "title": "a source"}]
+    entry = claude(1)
+    question, answer = entry["chat_messages"]
+    question["attachments"] = [{"id": "att-1", "file_name": "notes.txt", "file_size": 5,
+                                "file_type": "text/plain", "extracted_content": "notes"}]
+    answer.update(stop_reason="max_tokens", truncated=True,
+                  content=[{"type": "text", "text": "reply 1", "citations": cites}])
+
+    (session,) = [c for c in read(write(tmp_path, [entry]), "claude")
+                  if isinstance(c, Conversation)]
+
+    first, second = session.messages
+    assert first.parts is not None and first.parts[1] == {
+        "type": "attachment", "file_name": "notes.txt", "text": "notes", "id": "att-1",
+        "file_size": 5, "file_type": "text/plain"}
+    assert second.content == "reply 1"
+    assert second.parts == [{"type": "text", "text": "reply 1", "citations": cites}]
+    assert second.metadata["stop_reason"] == "max_tokens" and second.metadata["truncated"]
