@@ -107,3 +107,71 @@ def test_another_conversation_under_an_id_already_read_is_imported_not_called_a_
     assert [s["title"] for s in _sessions(cli)] == ["first", "second"]
     again = cli("import", source, "--json").json()
     assert again["counts"]["created"] == 0 and again["counts"]["unchanged"] == 2
+
+
+# --------------------------------------------------------------------------- exports
+
+
+def _import_two_chatgpt_chats(cli: Callable[..., Any], tmp_path: Path) -> list[dict[str, Any]]:
+    source = tmp_path / "conversations.json"
+    source.write_text(json.dumps([_chatgpt("conv-a", "alpha"), _chatgpt("conv-b", "beta")]),
+                      encoding="utf-8")
+    assert cli("import", source).code == 0
+    return _sessions(cli)
+
+
+@pytest.mark.parametrize("fmt", ["context-json", "openai-jsonl"])
+def test_an_export_read_back_into_its_database_adds_nothing(
+    cli: Callable[..., Any], tmp_path: Path, fmt: str
+) -> None:
+    # The export did not say where its sessions came from: read back, each ChatGPT chat
+    # was a new context-json (or openai) conversation, and came in a second time.
+    sessions = _import_two_chatgpt_chats(cli, tmp_path)
+    out = tmp_path / f"backup.{fmt}"
+    assert cli("export", *[s["id"] for s in sessions], "--format", fmt, "-o", out).code == 0
+
+    report = cli("import", out, "--json").json()
+
+    assert report["counts"] == {"created": 0, "updated": 0, "unchanged": 2, "skipped": 0}
+    assert len(_sessions(cli)) == 2
+
+
+@pytest.mark.parametrize("fmt", ["context-json", "openai-jsonl"])
+def test_an_export_read_into_another_database_keeps_where_its_sessions_came_from(
+    cli: Callable[..., Any], tmp_path: Path, fmt: str
+) -> None:
+    sessions = _import_two_chatgpt_chats(cli, tmp_path)
+    out = tmp_path / f"backup.{fmt}"
+    assert cli("export", *[s["id"] for s in sessions], "--format", fmt, "-o", out).code == 0
+    other = tmp_path / "other.db"
+
+    assert cli("import", out, db=other).code == 0
+
+    moved = sorted(cli("sessions", "--json", db=other).json(), key=lambda s: s["title"])
+    shown = [cli("show", s["id"], "--json", db=other).json() for s in moved]
+    assert [(s["source"], s["source_id"]) for s in shown] == [
+        ("chatgpt", "conv-a"), ("chatgpt", "conv-b")]
+    # The ChatGPT export itself is then known there too.
+    again = cli("import", tmp_path / "conversations.json", "--json", db=other).json()
+    assert again["counts"]["unchanged"] == 2 and again["counts"]["created"] == 0
+
+
+def test_a_context_file_export_writes_no_session_time_its_source_never_gave(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    # A session whose source had no time holds the import's time (marked time_missing);
+    # the context-file export wrote it as the session's own created_at and updated_at.
+    source = tmp_path / "data.json"
+    source.write_text(json.dumps([{"conversations": [{"from": "human", "value": "hi"},
+                                                     {"from": "gpt", "value": "hello"}]}]),
+                      encoding="utf-8")
+    assert cli("import", source).code == 0
+    (session,) = _sessions(cli)
+    out = tmp_path / "session.json"
+
+    assert cli("export", session["id"], "--format", "context-json", "-o", out).code == 0
+
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert "created_at" not in written and "updated_at" not in written
+    assert [e["timestamp"] for e in written["recent_history"]] == [None, None]
+    assert written["time_missing"] is True

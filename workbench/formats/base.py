@@ -370,6 +370,33 @@ def type_name(value: Any) -> str:
     return _KIND_WORDS.get(kind, kind)
 
 
+IMPORTED_FROM = "imported_from"
+"""The key under which the context-file and openai-jsonl exports write where a session
+was imported from (``{"source", "source_id"}``), so that importing the export again,
+into the same database or another, recognises the conversation as the source did."""
+
+
+def imported_from(source: str | None, source_id: str | None, own: str) -> dict[str, str] | None:
+    """The value an export writes under :data:`IMPORTED_FROM` for a session imported
+    from ``source`` (``None`` for a session made here or read from the ``own`` format,
+    whose own id says it)."""
+    if not source or not source_id or source == own:
+        return None
+    return {"source": source, "source_id": source_id}
+
+
+def read_imported_from(metadata: dict[str, Any]) -> tuple[str, str] | None:
+    """The source and source id an export wrote under :data:`IMPORTED_FROM` (removed
+    from ``metadata``), or ``None`` when there is none as it writes it."""
+    value = metadata.get(IMPORTED_FROM)
+    if not (isinstance(value, dict) and isinstance(value.get("source"), str)
+            and isinstance(value.get("source_id"), str)
+            and value["source"] and value["source_id"]):
+        return None
+    del metadata[IMPORTED_FROM]
+    return value["source"], value["source_id"]
+
+
 def unforeseen(where: str, exc: Exception) -> SkippedEntry:
     """The report of an entry whose reading failed in a way no check of its importer
     foresaw (a value of a type nobody expected there): that entry is skipped and named,

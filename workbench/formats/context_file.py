@@ -10,7 +10,10 @@ carries something, so that a plain session stays plain:
 - on a history entry: ``name``, ``tool_calls``, ``tool_call_id``, ``parts``, ``state``
   (when not ``active``), ``metadata`` (with ``important``) and ``token_encoding``;
 - on the session: ``title``, ``created_at`` and ``updated_at`` (when they differ from
-  what the importer would derive) and ``tags``.
+  what the importer would derive, and never a time the session's source did not give),
+  ``tags``, and ``imported_from`` (``{"source", "source_id"}``) for a session imported
+  from another format: read back, the session has that source and id again, so the
+  conversation is recognised as the one its source holds.
 
 Exporting one session writes one object; several are written as a JSON array, which the
 importer reads as well. What a file holds is written back as it was read: unknown keys
@@ -47,12 +50,15 @@ from workbench.errors import FormatError, InvalidEntryError
 from workbench.formats._reading import JsonStream, open_file
 from workbench.formats._support import guarded, primed
 from workbench.formats.base import (
+    IMPORTED_FROM,
     ExportSession,
     ImportItem,
     dump_json,
     fingerprint,
+    imported_from,
     peek_json,
     read_head,
+    read_imported_from,
     shorten,
     type_name,
     unforeseen,
@@ -325,16 +331,19 @@ def parse_session(raw: Any, fallback_id: str) -> Conversation:
     first, last = _derived_times(messages)
     created_at = _time(raw, "created_at", "") if "created_at" in raw else first
     updated_at = _time(raw, "updated_at", "") if "updated_at" in raw else last
+    metadata = {k: v for k, v in raw.items() if k not in _SESSION_KEYS}
+    source, source_id = read_imported_from(metadata) or (
+        NAME, sid if sid is not None else fingerprint(messages))
     return Conversation(
         title=title,
         messages=messages,
         context=context,
-        source=NAME,
-        source_id=sid if sid is not None else fingerprint(messages),
+        source=source,
+        source_id=source_id,
         created_at=created_at,
         updated_at=updated_at,
         tags=list(tags),
-        metadata={k: v for k, v in raw.items() if k not in _SESSION_KEYS},
+        metadata=metadata,
     )
 
 
@@ -411,10 +420,15 @@ def session_json(session: ExportSession) -> dict[str, Any]:
     if info.tags:
         obj["tags"] = list(info.tags)
     first, last = _derived_times(session.messages)
-    if info.created_at != first:
-        obj["created_at"] = format_time(info.created_at)
-    if info.updated_at != last:
-        obj["updated_at"] = format_time(info.updated_at)
+    # A session whose source gave no time holds the import's time: not written as its own.
+    if session.metadata.get("time_missing") is not True:
+        if info.created_at != first:
+            obj["created_at"] = format_time(info.created_at)
+        if info.updated_at != last:
+            obj["updated_at"] = format_time(info.updated_at)
+    origin = imported_from(info.source, info.source_id, NAME)
+    if origin is not None:
+        obj[IMPORTED_FROM] = origin
     # What the source said about the session: a context file's own extra keys, or
     # another format's conversation data, beside the context keys (read back the same).
     for key, value in session.metadata.items():

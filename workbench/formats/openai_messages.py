@@ -39,14 +39,17 @@ from workbench.errors import FormatError, InvalidEntryError
 from workbench.formats._reading import BrokenJsonError, holds_bad_bytes
 from workbench.formats._support import file_entries, first_char, guarded, primed
 from workbench.formats.base import (
+    IMPORTED_FROM,
     ExportSession,
     FileImporter,
     ImportItem,
     decode_json_line,
     dump_json,
     fingerprint,
+    imported_from,
     peek_json,
     read_head,
+    read_imported_from,
     shorten,
     type_name,
     unforeseen,
@@ -238,11 +241,12 @@ def parse_conversation(item: Any, file_name: str, index: int) -> Conversation:
                 del metadata[time_key]
             except ValueError:
                 pass
+    source, source_id = read_imported_from(metadata) or (NAME, _source_id(messages))
     return Conversation(
         title=_title(item, messages, fallback),
         messages=messages,
-        source=NAME,
-        source_id=_source_id(messages),
+        source=source,
+        source_id=source_id,
         created_at=times.get("created_at"),
         updated_at=times.get("updated_at"),
         metadata=metadata,
@@ -551,14 +555,18 @@ class OpenAIJsonlExporter:
 
 
 def session_line(session: ExportSession) -> dict[str, Any]:
-    """One session as a JSONL object: ``messages``, ``title``, its times, and the keys of the
-    session's metadata beside them (as tau-bench writes ``task_id``, ``reward``,
-    ``info``), which the importer reads back into the metadata."""
+    """One session as a JSONL object: ``messages``, ``title``, its times, ``imported_from``
+    (``{"source", "source_id"}``) for a session imported from another format, and the
+    keys of the session's metadata beside them (as tau-bench writes ``task_id``,
+    ``reward``, ``info``), which the importer reads back into the metadata."""
     line: dict[str, Any] = {"messages": [message_json(m) for m in session.messages]}
     line["title"] = session.info.title
     if session.metadata.get("time_missing") is not True:
         line["created_at"] = format_time(session.info.created_at)
         line["updated_at"] = format_time(session.info.updated_at)
+    origin = imported_from(session.info.source, session.info.source_id, NAME)
+    if origin is not None:
+        line[IMPORTED_FROM] = origin
     for key, value in session.metadata.items():
         if key not in line and key not in _LIST_KEYS:
             line[key] = value
