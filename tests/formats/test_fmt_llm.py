@@ -495,3 +495,17 @@ def test_a_blob_where_llm_writes_text_is_read_as_text(log_db: LogDb) -> None:
     assert reply.metadata["model"] == "gpt-4o"
     assert reply.metadata["resolved_model"] == "gpt-4o-2024\ufffd"
     json.dumps(reply.metadata)  # storable
+
+
+def test_a_cycle_of_parent_links_repeats_no_message(log_db: LogDb) -> None:
+    # The chain from the tip went round the cycle down to the depth limit: the session
+    # held the two messages again and again.
+    hashes = build_thread(log_db)
+    log_db.conn.execute("UPDATE messages SET parent_hash = ? WHERE hash = ?",
+                        (hashes["answer"], hashes["system"]))
+    log_db.close()
+
+    (conv,) = convs(log_db.path)
+
+    assert [m.content for m in conv.messages].count("Aye, we sail.") == 1
+    assert len(conv.messages) == 5

@@ -302,6 +302,10 @@ class _NewSchema:
         self.conn = conn
         self.lookups = lookups
         self.turn_keys = _columns(conn, "turns")
+        # No chain is longer than the log has messages (one that would be goes round a
+        # cycle of parent links): the walk up from a tip stops there.
+        (count,) = conn.execute("SELECT count(*) FROM messages").fetchone()
+        self.depth_limit = min(int(count), _MAX_DEPTH)
         self.turns_by_tip: dict[str, list[sqlite3.Row]] = {}
         for row in conn.execute("SELECT * FROM turns ORDER BY datetime_utc, id"):
             if row["tip_message_hash"]:
@@ -340,10 +344,20 @@ class _NewSchema:
             " SELECT m.hash, m.parent_hash, m.role, chain.depth + 1"
             " FROM messages AS m JOIN chain ON m.hash = chain.parent_hash"
             " WHERE chain.depth < ?)"
-            " SELECT hash, parent_hash, role FROM chain ORDER BY depth DESC",
-            (tip, _MAX_DEPTH),
+            " SELECT hash, parent_hash, role FROM chain ORDER BY depth",
+            (tip, self.depth_limit),
         ).fetchall()
-        return list(rows)
+        # A cycle of parent links (a damaged log) would repeat its messages down to the
+        # depth limit: the chain ends where it comes round to a message it holds.
+        chain: list[sqlite3.Row] = []
+        seen: set[str] = set()
+        for row in rows:
+            if row["hash"] in seen:
+                break
+            seen.add(row["hash"])
+            chain.append(row)
+        chain.reverse()
+        return chain
 
     def _parts(self, message_hash: str) -> list[sqlite3.Row]:
         return self.conn.execute(
