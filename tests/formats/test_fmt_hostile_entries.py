@@ -555,3 +555,32 @@ def test_claude_keeps_citations_attachment_ids_and_why_an_answer_stopped(
     assert second.content == "reply 1"
     assert second.parts == [{"type": "text", "text": "reply 1", "citations": cites}]
     assert second.metadata["stop_reason"] == "max_tokens" and second.metadata["truncated"]
+
+
+# --------------------------------------------------------------------------- folders
+
+
+def test_a_folder_read_file_by_file_reads_markdown_transcripts_and_names_inner_folders(
+    tmp_path: Path, session_factory: Any
+) -> None:
+    # The workbench's own Markdown transcripts beside a JSON file were passed over
+    # without a word (only .json, .jsonl, .zip and .db were tried), and so was a folder
+    # inside (a Claude export unpacked there).
+    from workbench.core.conversation import Message
+    from workbench.formats import get_exporter
+
+    folder = tmp_path / "mixed"
+    (folder / "claude-export").mkdir(parents=True)
+    write(folder / "claude-export", [claude(1)], "conversations.json")
+    write(folder, [openai(0)], "chats.json")
+    transcript = session_factory([Message(role="user", content="hello 2", position=0),
+                                  Message(role="assistant", content="reply 2", position=1)])
+    get_exporter("markdown").write([transcript], folder / "session.md")
+
+    items = list(read_conversations(folder))
+
+    assert_neighbours_whole(items)
+    assert "hello 1" not in texts(items)
+    skipped = {i.entry: i.reason for i in items if isinstance(i, SkippedEntry)}
+    assert set(skipped) == {"claude-export/"}
+    assert "import it on its own" in skipped["claude-export/"]
