@@ -584,3 +584,25 @@ def test_a_folder_read_file_by_file_reads_markdown_transcripts_and_names_inner_f
     skipped = {i.entry: i.reason for i in items if isinstance(i, SkippedEntry)}
     assert set(skipped) == {"claude-export/"}
     assert "import it on its own" in skipped["claude-export/"]
+
+
+def test_a_byte_that_is_not_utf8_in_a_markdown_transcript_costs_one_character(
+    tmp_path: Path, session_factory: Any
+) -> None:
+    # The whole transcript was refused ('is not UTF-8 text'), every session in it lost.
+    from workbench.core.conversation import Message
+    from workbench.formats import get_exporter
+
+    sessions = [session_factory([Message(role="user", content=f"hello {i}", position=0),
+                                 Message(role="assistant", content=f"reply {i}", position=1)],
+                                title=f"chat {i}") for i in range(3)]
+    path = tmp_path / "chats.md"
+    get_exporter("markdown").write(sessions, path)
+    path.write_bytes(path.read_bytes().replace(b"hello 1", b"hello \xff1"))
+
+    items = list(read_conversations(path))
+
+    assert_neighbours_whole(items)
+    assert "hello \ufffd1" in texts(items)
+    notes = [i for i in items if not isinstance(i, Conversation | SkippedEntry)]
+    assert len(notes) == 1 and "0xFF" in notes[0].note

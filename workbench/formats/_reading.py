@@ -261,6 +261,12 @@ def holds_bad_bytes(text: str) -> bool:
     return not text.isascii() and _SURROGATE.search(text) is not None
 
 
+def first_bad_byte(text: str) -> int:
+    """Where the first byte kept as a lone surrogate is in ``text`` (-1: none)."""
+    found = _SURROGATE.search(text)
+    return -1 if found is None else found.start()
+
+
 def decode_value(text: str, entry: str, *, from_bytes: bool = False) -> Any:
     """One whole JSON value (a document or a JSON Lines line), checked and repaired.
 
