@@ -606,3 +606,16 @@ def test_a_byte_that_is_not_utf8_in_a_markdown_transcript_costs_one_character(
     assert "hello \ufffd1" in texts(items)
     notes = [i for i in items if not isinstance(i, Conversation | SkippedEntry)]
     assert len(notes) == 1 and "0xFF" in notes[0].note
+
+
+def test_open_webui_keeps_the_files_of_a_reply(tmp_path: Path) -> None:
+    # A reply's files (an image the model generated) were dropped: only a user
+    # message's files were read.
+    chat = openwebui(1)
+    made = [{"type": "image", "url": "/api/v1/files/abc/content"}]
+    chat["chat"]["history"]["messages"]["a"]["files"] = made
+
+    session = next(c for c in read(write(tmp_path, [chat]), "openwebui")
+                   if isinstance(c, Conversation))
+
+    assert session.messages[1].metadata["files"] == made

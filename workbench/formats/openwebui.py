@@ -268,6 +268,8 @@ def parse_message(raw: Any, msg_id: str) -> list[Message]:
     created = epoch_time(raw.get("timestamp"))
     meta = _message_meta(raw, created)
     if role == Role.ASSISTANT.value:
+        if _has_value(raw.get("files")):
+            meta["files"] = raw["files"]  # what the reply made (a generated image)
         turn = _Turn(created, meta)
         output = raw.get("output")
         if isinstance(output, list) and any(isinstance(o, dict) for o in output):
