@@ -21,7 +21,8 @@ import json
 import math
 import os
 import re
-import tempfile
+import secrets
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +99,10 @@ class Exporter(Protocol):
 
     name: str
     suffix: str
+
+    def render(self, sessions: Sequence[ExportSession]) -> str:
+        """``sessions`` as the text :meth:`write` puts in the file."""
+        ...
 
     def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
         """Write ``sessions`` to ``path`` atomically; raises ``FormatError`` on failure."""
@@ -278,20 +283,37 @@ def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and ``os.replace``.
 
     Readers never see a half-written file, and a failed write leaves an existing file
-    untouched.
+    untouched. A symbolic link is written through (the file it points to changes, the
+    link stays); what is not a regular file (``/dev/stdout``, a named pipe, a device) is
+    written in place, never replaced by a file. A new file gets the permissions the
+    user's umask gives new files, an existing one keeps its own.
     """
-    directory = path.parent if str(path.parent) else Path(".")
-    remove_stale_temporaries(path)
+    target = Path(os.path.realpath(path))
+    try:
+        mode: int | None = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise FormatError(f"Cannot write {path}: {exc.strerror or exc}.", path=str(path)) from exc
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        try:
+            with open(target, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise FormatError(f"Cannot write {path}: {exc.strerror or exc}.",
+                              path=str(path)) from exc
+        return
+    remove_stale_temporaries(target)
     tmp_name: str | None = None
     try:
-        fd, tmp_name = tempfile.mkstemp(
-            prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=directory
-        )
+        fd, tmp_name = _temporary_beside(target, 0o666 if mode is None else mode & 0o777)
+        if mode is not None:
+            os.chmod(tmp_name, stat.S_IMODE(mode))  # the umask must not narrow it
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
+        os.replace(tmp_name, target)
         tmp_name = None
     except OSError as exc:
         raise FormatError(f"Cannot write {path}: {exc.strerror or exc}.", path=str(path)) from exc
@@ -299,6 +321,18 @@ def write_atomic(path: Path, text: str) -> None:
         if tmp_name is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
+
+
+def _temporary_beside(path: Path, mode: int) -> tuple[int, str]:
+    """A new file ``.NAME.PID.RANDOM.tmp`` beside ``path``, created with ``mode`` (less
+    the umask), open for writing: its descriptor and name."""
+    for _ in range(100):
+        name = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 def remove_stale_temporaries(path: Path) -> list[Path]:

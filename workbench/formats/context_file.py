@@ -554,8 +554,12 @@ class ContextFileExporter:
         """What this format leaves out of ``sessions``: the pin and archive marks."""
         return pin_marks_note(sessions)
 
-    def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
-        """Write ``sessions`` to ``path`` atomically."""
+    def render(self, sessions: Sequence[ExportSession]) -> str:
+        """``sessions`` as the text :meth:`write` puts in the file."""
         objects = [session_json(s) for s in sessions]
         payload: Any = objects[0] if len(objects) == 1 else objects
-        write_atomic(Path(path), dump_json(payload) + "\n")
+        return dump_json(payload) + "\n"
+
+    def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
+        """Write ``sessions`` to ``path`` atomically."""
+        write_atomic(Path(path), self.render(sessions))

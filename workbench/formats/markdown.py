@@ -337,10 +337,13 @@ class MarkdownExporter:
     reads = "Markdown"
     suffix = ".md"
 
+    def render(self, sessions: Sequence[ExportSession]) -> str:
+        """``sessions`` as the text :meth:`write` puts in the file."""
+        return "\n\n---\n\n".join(session_markdown(s) for s in sessions) + "\n"
+
     def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
         """Write ``sessions`` to ``path`` atomically."""
-        text = "\n\n---\n\n".join(session_markdown(s) for s in sessions)
-        write_atomic(Path(path), text + "\n")
+        write_atomic(Path(path), self.render(sessions))
 
     def cannot_hold(self, sessions: Sequence[ExportSession]) -> list[str]:
         """What this format leaves out of ``sessions``."""

@@ -549,10 +549,14 @@ class OpenAIJsonlExporter:
         """What this format leaves out of ``sessions``."""
         return cannot_hold(sessions)
 
+    def render(self, sessions: Sequence[ExportSession]) -> str:
+        """``sessions`` as the text :meth:`write` puts in the file: one JSON object a
+        line."""
+        return "".join(dump_json(session_line(s), indent=None) + "\n" for s in sessions)
+
     def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
         """Write ``sessions`` to ``path`` atomically, one JSON object per line."""
-        lines = [dump_json(session_line(s), indent=None) for s in sessions]
-        write_atomic(Path(path), "".join(line + "\n" for line in lines))
+        write_atomic(Path(path), self.render(sessions))
 
 
 def session_line(session: ExportSession) -> dict[str, Any]:
