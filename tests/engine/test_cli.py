@@ -7,7 +7,9 @@ for a few, as a real ``python -m workbench`` child process with ``WORKBENCH_DB``
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -329,6 +331,23 @@ def test_export_several_sessions_to_openai_jsonl(
     assert [len(json.loads(line)["messages"]) for line in lines] == [2, 3]
 
 
+@pytest.mark.parametrize("fmt", ["context-json", "openai-jsonl", "markdown"])
+def test_export_to_a_dash_prints_the_file_and_nothing_else(
+    cli: Callable[..., Any], loaded: dict[str, int], tmp_path: Path, fmt: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = tmp_path / "file"
+    assert cli("export", loaded["Soup"], loaded["Bread"], "--format", fmt, "-o", out).code == 0
+    monkeypatch.chdir(tmp_path)
+    result = cli("export", loaded["Soup"], loaded["Bread"], "--format", fmt, "-o", "-")
+    assert result.code == 0, result.err
+    assert result.out == out.read_text(encoding="utf-8")
+    assert not (tmp_path / "-").exists()
+    both = cli("export", loaded["Soup"], "--format", fmt, "-o", "-", "--json")
+    assert both.code != 0 and both.out == ""
+    assert len(both.err.strip().splitlines()) == 1 and "-o PATH" in both.err
+
+
 # -- choosing the database ------------------------------------------------------------------
 
 
@@ -504,6 +523,11 @@ def test_a_file_with_only_bad_entries_fails_with_a_reason(
     assert [s["entry"] for s in result.json()["skipped"]] == ["line 1", "line 2"]
     result.assert_one_line_error()
     assert cli("stats", "--json").json()["sessions"] == 0
+    # As text, the failure is that one line, naming the count and the first reason.
+    text = cli("import", path)
+    line = text.assert_one_line_error()
+    assert text.out == ""
+    assert "2 entries were skipped" in line and "line 1" in line and "wizard" in line
 
 
 def test_directory_with_one_bad_file(
@@ -544,6 +568,22 @@ def test_export_into_missing_folder_fails_cleanly(
     ).assert_one_line_error()
     assert "out.json" in line
     assert not target.exists()
+
+
+@pytest.mark.sqlite_only("the database is a file an export could name")
+def test_an_export_onto_the_database_file_is_refused_and_the_database_kept(
+    cli: Callable[..., Any], loaded: dict[str, int], db_target: Any, tmp_path: Path
+) -> None:
+    db_file = Path(db_target)
+    before = cli("sessions", "--json").json()
+    link = tmp_path / "looks-harmless.md"
+    link.symlink_to(db_file)
+    for target in (db_file, link, Path(f"{db_file}-wal")):
+        line = cli("export", loaded["Soup"], "--format", "markdown",
+                   "-o", target).assert_one_line_error()
+        assert "would destroy it" in line
+    assert db_file.read_bytes().startswith(b"SQLite format 3\x00")
+    assert cli("sessions", "--json").json() == before
 
 
 @pytest.mark.sqlite_only("a file that is not a database")
@@ -674,6 +714,40 @@ def test_subprocess_error_is_one_line_and_nonzero(run_workbench: Callable[..., A
     assert result.out == ""
 
 
+@pytest.mark.sqlite_only("one child process is enough to check the output's encoding")
+def test_an_output_that_cannot_encode_a_title_prints_question_marks_not_a_traceback(
+    db_target: Path | str, tmp_path: Path
+) -> None:
+    """A terminal whose encoding cannot show every character (here ASCII): text shows
+    ``?`` for them, JSON escapes them, an export to standard output stays UTF-8."""
+    with Workspace.open(db_target) as ws:
+        ws.import_path(_write(tmp_path / "ru.jsonl", json.dumps(
+            {"title": "Напиши функцию…", "messages": [{"role": "user", "content": "Привет"}]}
+        ) + "\n"))
+    env = dict(os.environ, PYTHONIOENCODING="ascii", WORKBENCH_DB=str(db_target),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([sys.executable, "-m", "workbench", *args], env=env,
+                              capture_output=True, timeout=120, check=False)
+
+    for args in (["sessions"], ["show", "1"], ["search", "Привет"]):
+        done = run(*args)
+        assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+        assert b"??????" in done.stdout
+    listed = run("sessions", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)[0]["title"] == "Напиши функцию…"
+    exported = run("export", "1", "--format", "markdown", "-o", "-")
+    assert exported.returncode == 0, exported.stderr
+    assert "# Напиши функцию…" in exported.stdout.decode("utf-8")
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def test_subprocess_db_option_overrides_environment(
     run_workbench: Callable[..., Any], tmp_path: Path, trip_file: Path, db_target: Path | str
 ) -> None:
@@ -701,7 +775,9 @@ def test_console_script_runs(
 @pytest.mark.sqlite_only("a URL that is not a file, whatever the test's own backend")
 @pytest.mark.parametrize("how", ["--db", "WORKBENCH_DB"])
 @pytest.mark.parametrize("url", ["postgresql://wb:s3cret@db.invalid/team",
-                                 "mysql://wb:s3cret@db.invalid/team"])
+                                 "mysql://wb:s3cret@db.invalid/team",
+                                 "postgresql:wb:s3cret@db.invalid/team",
+                                 "postgres:/wb:s3cret@db.invalid/team"])
 def test_a_database_url_never_becomes_a_file(
     cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str,
     url: str,
@@ -718,9 +794,11 @@ def test_a_database_url_never_becomes_a_file(
     assert "s3cret" not in line
     if url.startswith("mysql"):
         assert "database URL" in line and "PostgreSQL" in line
+    elif "://" not in url:  # a PostgreSQL URL mistyped
+        assert "not a URL" in line and "postgresql://user@host:port/database" in line
     else:
         assert "postgresql://wb:***@db.invalid/team" in line and "db.invalid" in line
-    assert not any(p.name.startswith(("postgresql", "mysql")) for p in tmp_path.rglob("*"))
+    assert not any(p.name.startswith(("postgres", "mysql")) for p in tmp_path.rglob("*"))
 
 
 def test_subprocess_import_ends_quickly_with_its_output_and_database_whole(

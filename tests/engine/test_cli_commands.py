@@ -153,6 +153,25 @@ def test_agents_list_show_edit(cli: CliRunner, workspace: Workspace) -> None:
         "current_time", "recall_memory"]
 
 
+def test_an_agent_is_never_given_a_provider_that_does_not_exist(
+    cli: CliRunner, workspace: Workspace
+) -> None:
+    _session(workspace)
+    name = cli("agents", "list", "--json").json()[0]["name"]
+    refused = cli("agents", "edit", name, "--provider", "nope", "--model", "m-2")
+    refused.assert_one_line_error()
+    assert "no provider named 'nope'" in refused.err and "providers add" in refused.err
+    assert cli("providers", "add", "local", "--kind", "openai", "--base-url",
+               "http://127.0.0.1:9/v1", "--model", "m-1").code == 0
+    again = cli("agents", "edit", name, "--provider", "nope")
+    again.assert_one_line_error()
+    assert "the providers are: local." in again.err
+    agent = cli("agents", "show", name, "--json").json()
+    assert agent["provider"] is None and agent["model"] is None
+    chosen = cli("agents", "edit", name, "--provider", "local", "--json")
+    assert chosen.code == 0 and chosen.json()["provider"] == "local"
+
+
 def test_sessions_filter_with_no_match_says_so(cli: CliRunner, workspace: Workspace) -> None:
     _session(workspace)
     result = cli("sessions", "--filter", "zzz")
@@ -167,6 +186,47 @@ def test_search_hits_name_the_session_title(cli: CliRunner, workspace: Workspace
     assert result.code == 0
     assert "'Trip'" in result.out and f"session {sid}" in result.out
     assert cli("search", "Pendular", "--json").json()[0]["session_title"] == "Trip"
+
+
+def test_search_keeps_to_the_agent_named(cli: CliRunner, workspace: Workspace) -> None:
+    mine = _session(workspace, "Mine")
+    helper = workspace.repo.create_agent("Helper")
+    theirs = workspace.repo.create_session("Theirs", agent_id=helper.id)
+    workspace.repo.append_messages(theirs.id, [Message("user", "Is the Pendular late?")])
+    everywhere = {h["session_id"] for h in cli("search", "Pendular", "--json").json()}
+    assert everywhere == {mine, theirs.id}
+    by_name = cli("search", "Pendular", "--agent", "Helper", "--json")
+    assert by_name.code == 0, by_name.err
+    assert {h["session_id"] for h in by_name.json()} == {theirs.id}
+    assert "Theirs" in cli("search", "Pendular", "--agent", str(helper.id)).out
+    cli("search", "Pendular", "--agent", "nobody").assert_one_line_error()
+
+
+def test_human_lists_fit_80_columns(
+    cli: CliRunner, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    long_title = "How could I implement a minesweeper solver that never guesses wrongly"
+    sid = _session(workspace, long_title)
+    workspace.repo.append_messages(sid, [
+        Message("user", "Pendular " + "and then the train goes on along the coast " * 6),
+        *[Message("user" if i % 2 else "assistant", f"turn {i}") for i in range(20)],
+    ])
+    assert cli("session", "tag", sid, "a-rather-long-tag", "another-long-tag").code == 0
+    assert cli("session", "pin", sid).code == 0
+    assert cli("compact", sid, "--range", "1", "12").code == 0
+    assert cli("agents", "edit", "Default", "--tools",
+               "search_conversations,recall_memory,remember_fact,current_time").code == 0
+    for args in (["sessions"], ["search", "Pendular"], ["compactions", sid],
+                 ["agents", "list"]):
+        result = cli(*args)
+        assert result.code == 0, result.err
+        long = [line for line in result.out.splitlines() if len(line) > 80]
+        assert long == [], args
+    listed = cli("sessions").out
+    assert "* How could I" in listed and "[a-rath" in listed and f"{sid}" in listed
+    hits = cli("search", "Pendular").out.splitlines()
+    assert f"(session {sid})" in hits[0] and "«Pendular»" in hits[1]
 
 
 def test_a_closed_pipe_is_silent(workspace: Workspace, db_target: Any) -> None:
@@ -202,3 +262,41 @@ def test_every_option_has_help_text() -> None:
 def test_each_new_command_has_help(cli: CliRunner, command: str) -> None:
     result = cli(command, "--help", db=None)
     assert result.code == 0 and "usage:" in result.out
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["search"], "required: query"),
+        (["search", "Porto", "--limit", "x"], "--limit"),
+        (["search", "Porto", "--limit", "0"], "above zero"),
+        (["sessions", "--limit", "-1"], "above zero"),
+        (["message", "move", "Trip"], "invalid choice: 'move'"),
+        (["message", "edit", "Trip"], "required: message"),
+        (["compact", "Trip", "--keep", "-1"], "0 or more"),
+        (["bogus"], "invalid choice"),
+        (["memory", "forget", "abc"], "invalid int value"),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_help(
+    cli: CliRunner, workspace: Workspace, args: list[str], reason: str
+) -> None:
+    _session(workspace)
+    result = cli(*args)
+    assert result.code == 2 and result.out == ""
+    lines = result.err.splitlines()
+    assert len(lines) == 1, result.err
+    assert reason in lines[0] and lines[0].startswith("workbench") and "--help" in lines[0]
+
+
+def test_a_query_that_starts_with_a_dash_is_explained_and_found_after_the_dashes(
+    cli: CliRunner, workspace: Workspace, db_target: Any
+) -> None:
+    sid = _session(workspace)
+    workspace.repo.append_messages(sid, [Message("user", "call self->next now")])
+    refused = cli("search", "->")
+    assert refused.code == 2 and len(refused.err.splitlines()) == 1
+    assert "-- ->" in refused.err
+    found = cli("search", "--db", str(db_target), "--json", "--", "->", db=None)
+    assert found.code == 0, found.err
+    assert [h["snippet"] for h in found.json()] == ["call self«->»next now"]

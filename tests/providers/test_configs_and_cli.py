@@ -79,6 +79,38 @@ def test_store_refuses_duplicates_unknown_kinds_and_missing_names(
 
 
 @pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"timeouts": {"read": -5.0}}, "read timeout"),
+        ({"timeouts": {"connect": 0.0}}, "connect timeout"),
+        ({"timeouts": {"total": float("nan")}}, "total timeout"),
+        ({"temperature": -0.5}, "temperature"),
+        ({"temperature": float("inf")}, "temperature"),
+    ],
+)
+def test_store_refuses_timeouts_and_temperatures_no_server_takes(
+    settings: ProviderSettings, server: ProtocolServer, fields: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(StorageError, match=said):
+        settings.add(config(server, **fields))
+    assert settings.list() == []
+    settings.add(config(server))
+    with pytest.raises(StorageError, match=said):
+        settings.update("local", **fields)
+    assert settings.get("local").timeouts == config(server).timeouts
+
+
+def test_providers_add_with_a_negative_timeout_is_one_line_and_adds_nothing(
+    cli: Cli, server: ProtocolServer
+) -> None:
+    result = cli("providers", "add", "local", "--kind", "openai", "--base-url", server.url,
+                 "--model", "m", "--timeout-read", "-5")
+    assert result.code == 1 and len(result.err.strip().splitlines()) == 1
+    assert "above zero" in result.err
+    assert json.loads(cli("providers", "list", "--json").out) == []
+
+
+@pytest.mark.parametrize(
     "fields",
     [
         {"api_key_env": "sk-test-SENTINEL-4f9c2a7be1d34c55"},
@@ -325,6 +357,31 @@ def _chat_child(db_path: Path, *args: str) -> subprocess.Popen[str]:
         cwd=REPO_ROOT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_chat_whose_reader_is_gone_still_stores_the_turn_quietly(
+    cli: Cli, server: ProtocolServer, db_path: Path, as_json: bool
+) -> None:
+    """``workbench chat … | head -1`` once head has gone: the model was asked and
+    answered, so the turn is stored; the closed pipe itself is silent."""
+    _add_provider(cli, server)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # no reader at all: the first write meets a closed pipe
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "workbench", "chat", "Trip", "Plan a trip", "--new",
+             "--db", str(db_path), *(["--json"] if as_json else [])],
+            cwd=REPO_ROOT, env=dict(os.environ), stdout=write_end, stderr=subprocess.PIPE,
+            text=True, timeout=120, check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    messages = _messages(cli, "Trip")
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[1]["content"] == "".join(server.reply_words).strip()
 
 
 def test_ctrl_c_stops_the_chat_and_leaves_the_session_unchanged(

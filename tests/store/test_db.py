@@ -482,3 +482,55 @@ def test_the_changes_of_this_process_are_told_by_session_and_position(db_path: P
         assert db.message_changes(mark, db.change_mark(), first.id) is None
     finally:
         db.close()
+
+
+# -- a file another program holds, a file that cannot be written ----------------------------
+
+
+@pytest.mark.sqlite_only("SQLite's file lock")
+def test_a_database_another_program_keeps_locked_says_so(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    database = Database.open(db_path)
+    repo = Repository(database)
+    session = repo.create_session("kept")
+    # The wait for the lock is SQLite's busy timeout; shortened, the refusal is the same.
+    monkeypatch.setattr(db_module, "BUSY_TIMEOUT_MS", 50)
+    other = sqlite3.connect(str(db_path), isolation_level=None)
+    try:
+        other.execute("BEGIN EXCLUSIVE")
+        fresh = Database.open(db_path)
+        try:
+            with pytest.raises(StorageError) as caught:
+                Repository(fresh).rename_session(session.id, "changed")
+        finally:
+            fresh.close()
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    message = str(caught.value)
+    assert "is busy: another program kept it locked" in message
+    assert "nothing was changed" in message and "\n" not in message
+    assert repo.get_session(session.id).title == "kept"
+    database.close()
+
+
+@pytest.mark.sqlite_only("file permissions")
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
+                    reason="permissions do not stop root")
+def test_a_database_in_a_read_only_folder_is_named_as_such(db_path: Path) -> None:
+    Database.open(db_path).close()
+    os.chmod(db_path, 0o444)
+    os.chmod(db_path.parent, 0o555)
+    try:
+        with pytest.raises(StorageError) as caught:
+            database = Database.open(db_path)
+            try:
+                Repository(database).create_session("new")
+            finally:
+                database.close()
+    finally:
+        os.chmod(db_path.parent, 0o755)
+        os.chmod(db_path, 0o644)
+    message = str(caught.value)
+    assert "read-only" in message and "damaged" not in message

@@ -25,7 +25,13 @@ from workbench.cli import (
     providers,
     session,
 )
-from workbench.cli.common import EXIT_ERROR, EXIT_USAGE
+from workbench.cli.common import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    Parser,
+    silence_stdout,
+    tolerate_output_encoding,
+)
 from workbench.errors import WorkbenchError
 
 __all__ = ["EXIT_ERROR", "EXIT_USAGE", "build_parser", "main", "run"]
@@ -39,7 +45,7 @@ COMMANDS = (library, providers, preflight, chat, compact, message, session, cont
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     # SUPPRESS: a --db given before the subcommand must not be reset by this default.
     common.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS,
                         help="database file or team store postgresql://user@host/database "
@@ -47,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "user data folder)")
     common.add_argument("--json", action="store_true", help="print JSON")
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="workbench",
         description="Conversation Workbench: browse, edit, compact and continue LLM "
         "conversations. With no command, opens the desktop window.",
@@ -63,16 +69,6 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         command.register(sub, common)
     return parser
-
-
-def _silence_stdout() -> None:
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # no real file descriptor (captured output)
-        pass
 
 
 # Set by main when a command that asks for it (``quick_exit`` in its defaults) has run to
@@ -110,7 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``workbench`` command line with ``argv`` (default: the process's
     arguments) and return the exit status."""
     global _quick_exit
+    tolerate_output_encoding()
     parser = build_parser()
+    Parser.words = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.version:
         from workbench import __version__
@@ -132,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, and keep Python from
         # complaining when it flushes stdout on the way out.
-        _silence_stdout()
+        silence_stdout()
         return 0
     except WorkbenchError as exc:
         print(f"workbench: {exc}", file=sys.stderr)

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from workbench.cli.common import fields_json, open_workspace, print_json
+from workbench.cli.common import clip, fields_json, line_width, open_workspace, print_json
 from workbench.core.conversation import Agent
 from workbench.core.policy import CAPTURES, INJECTS, MODES, SCOPES
 from workbench.errors import WorkbenchError
@@ -57,9 +57,13 @@ def cmd_agents(args: argparse.Namespace) -> int:
             if args.json:
                 print_json([_agent_json(a) for a in found])
             else:
+                width = line_width()
+                print(f"{'ID':>4}  {'NAME':<16}  {'PROVIDER':<12}  {'MODEL':<20}  TOOLS")
                 for a in found:
-                    print(f"{a.id:>4}  {a.name:<20}  {a.provider or '-':<12}  "
-                          f"{a.model or '-':<20}  tools: {', '.join(a.tools) or 'none'}")
+                    print(clip(f"{a.id:>4}  {clip(a.name, 16):<16}  "
+                               f"{clip(a.provider or '-', 12):<12}  "
+                               f"{clip(a.model or '-', 20):<20}  "
+                               f"{', '.join(a.tools) or 'none'}", width))
             return 0
         if args.action == "show":
             agent = agents.find_agent(ws, args.name)

@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Any
 
-from workbench.cli.common import open_workspace, positive_int, print_json
+from workbench.cli.common import open_workspace, positive_int, print_json, silence_stdout
 from workbench.core.provider import CancelToken
 from workbench.errors import NotFoundError, OperationCancelledError, WorkbenchError
 
@@ -70,13 +70,19 @@ def _remove_if_empty(ws: Any, session_id: int) -> None:
 def _run(model: Any, args: argparse.Namespace) -> int:
     cancel = CancelToken()
     outcome: dict[str, Any] = {}
-    printed = {"any": False, "newline": True}
+    printed = {"any": False, "newline": True, "closed": False}
 
     def show(text: str) -> None:
-        if args.json:
+        if args.json or printed["closed"]:
             return
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # The reader went away (``| head``): the turn goes on and is stored, quietly.
+            printed["closed"] = True
+            silence_stdout()
+            return
         printed["any"] = True
         printed["newline"] = text.endswith("\n")
 
@@ -107,11 +113,14 @@ def _run(model: Any, args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             interrupted = True
             cancel.cancel()
-    if printed["any"] and not printed["newline"]:
-        sys.stdout.write("\n")
-        sys.stdout.flush()
     error = outcome.get("error")
     response = outcome.get("response")
+    if printed["closed"]:
+        if error is None and not interrupted:
+            return 0  # stored; nobody is left to read more
+    elif printed["any"] and not printed["newline"]:
+        sys.stdout.write("\n")
+        sys.stdout.flush()
     if interrupted or isinstance(error, OperationCancelledError) or (response and response.stopped):
         if response is not None and response.stopped and response.appended:
             print("workbench: stopped; the partial reply was kept, marked as stopped.",

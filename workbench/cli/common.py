@@ -8,11 +8,12 @@ parser from them), so each imports it plainly and none imports the package.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 from workbench.core.conversation import Message, SessionInfo, format_time
 
@@ -20,8 +21,69 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line on stderr (SPEC §8): the
+    reason and where to read more, without the usage block."""
+
+    # The words of the command line being parsed (set by :func:`workbench.cli.main`),
+    # for the hint about values that start with "-".
+    words: Sequence[str] = ()
+
+    def error(self, message: str) -> NoReturn:
+        hint = ""
+        dashed = [w for w in self.words if w.startswith("-") and len(w) > 1
+                  and w != "--" and not w.lstrip("-").replace(".", "", 1).isdigit()
+                  and w.split("=", 1)[0] not in self._option_string_actions]
+        if dashed and "required" in message:
+            hint = f"; to give {dashed[0]!r} as a value, end the command with: -- {dashed[0]}"
+        self.exit(EXIT_USAGE, f"{self.prog}: {message}{hint} (see: {self.prog} --help)\n")
+
+
+def silence_stdout() -> None:
+    """Point standard output at the null device, so that nothing more written there (nor
+    Python's flush on the way out) complains about a reader that went away."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (captured output)
+        pass
+
+
+def _writes_unicode(stream: Any) -> bool:
+    """Whether ``stream`` encodes every character (UTF-8 or UTF-16/32)."""
+    encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("-", "")
+    return encoding.startswith("utf")
+
+
+def tolerate_output_encoding() -> None:
+    """On a terminal whose encoding cannot show every character (``LANG`` of Latin-1,
+    ``PYTHONIOENCODING=ascii``), print ``?`` for those characters instead of failing
+    with a traceback. JSON escapes them instead (see :func:`print_json`)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and not _writes_unicode(stream):
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="replace")
+
+
+def write_utf8(text: str) -> None:
+    """``text`` on standard output as UTF-8 whatever the terminal's encoding (an export
+    is a UTF-8 file, also when it goes through a pipe)."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None or _writes_unicode(sys.stdout):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    sys.stdout.flush()
+    buffer.write(text.encode("utf-8"))
+    buffer.flush()
+
+
 def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, ensure_ascii=False, indent=2)
+    # Escaped where the output's encoding could not carry a character: still the same JSON.
+    json.dump(data, sys.stdout, ensure_ascii=not _writes_unicode(sys.stdout), indent=2)
     sys.stdout.write("\n")
 
 
@@ -75,6 +137,18 @@ def message_json(m: Message) -> dict[str, Any]:
 def shorten(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def line_width() -> int:
+    """The width human output fits in: the terminal's, else ``COLUMNS``, else 80."""
+    import shutil
+
+    return max(40, shutil.get_terminal_size((80, 24)).columns)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, an ellipsis marking the cut (spaces kept)."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
 def whole_number(text: str, *, least: int, what: str) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.cli.common import open_workspace, print_json, whole_number
+from workbench.cli.common import clip, line_width, open_workspace, print_json, whole_number
 from workbench.core.compaction import SUMMARIZERS
 from workbench.errors import WorkbenchError
 
@@ -135,13 +135,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not records:
         print(f"Session {info.id} has never been compacted.")
         return 0
+    width = line_width()
     for r in records:
         state = " (undone)" if r.undone else ""
-        print(
-            f"#{r.id}  {r.created_at.strftime('%Y-%m-%d %H:%M')}  {r.summarizer:<10}  "
-            f"{r.folded_count:>6} folded  {r.tokens_before} -> {r.tokens_after} tokens  "
-            f"[{r.policy}]{state}"
-        )
+        print(clip(
+            f"#{r.id}  {r.created_at.strftime('%Y-%m-%d %H:%M')}  {r.summarizer}  "
+            f"{r.folded_count} folded  {r.tokens_before}->{r.tokens_after} tokens"
+            f"{state}  [{r.policy}]", width
+        ))
     return 0
 
 

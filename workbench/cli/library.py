@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import time
 from datetime import datetime
 from pathlib import Path
@@ -12,14 +13,19 @@ from typing import Any
 
 from workbench.cli.common import (
     EXIT_ERROR,
+    clip,
+    line_width,
     message_json,
     open_workspace,
+    positive_int,
     print_json,
     session_json,
     shorten,
+    write_utf8,
 )
 from workbench.core.conversation import ROLES, STATES, format_time, parse_time
 from workbench.core.identity import metadata_lines
+from workbench.errors import WorkbenchError
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
@@ -38,12 +44,15 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             print("No sessions yet. Import some with: workbench import PATH")
         return 0
     print(f"{'ID':>6}  {'MSGS':>7}  {'TOKENS':>9}  {'UPDATED':<16}  TITLE")
+    room = line_width() - 46  # what the columns before the title leave
     for s in sessions:
         flags = ("* " if s.pinned else "") + ("[archived] " if s.archived else "")
-        tags = f"  [{', '.join(s.tags)}]" if s.tags else ""
+        tags = clip(f"  [{', '.join(s.tags)}]", room // 3) if s.tags else ""
+        title = shorten(s.title, max(8, room - len(flags) - len(tags)))
         print(
             f"{s.id:>6}  {s.message_count:>7}  {s.token_count:>9}  "
-            f"{s.updated_at.strftime('%Y-%m-%d %H:%M'):<16}  {flags}{shorten(s.title, 60)}{tags}"
+            f"{s.updated_at.strftime('%Y-%m-%d %H:%M'):<16}  "
+            + clip(f"{flags}{title}{tags}", room)
         )
     return 0
 
@@ -127,12 +136,13 @@ def cmd_import(args: argparse.Namespace) -> int:
                 counting(counted, total)
         if show:
             counting.finish()
+    failed = not report.sessions and bool(report.skipped)
     if args.json:
         data = report.to_json()
         for s in data["sessions"]:
             s.pop("created", None)
         print_json(data)
-    else:
+    elif not failed:  # a failure is the one line below (--json lists every entry)
         counts = report.counts()
         messages = sum(s.message_count for s, c in report.sessions if c)
         print(
@@ -155,7 +165,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             print(f"Changed {note.entry}: {note.note}", file=sys.stderr)
         for skipped in report.skipped:
             print(f"Skipped {skipped.entry}: {skipped.reason}", file=sys.stderr)
-    if not report.sessions and report.skipped:
+    if failed:
         first = report.skipped[0]
         print(
             f"workbench: nothing was imported from {args.path}: {len(report.skipped)} "
@@ -199,6 +209,17 @@ class _ProgressLine:
 
 def cmd_export(args: argparse.Namespace) -> int:
     notes: list[str] = []
+    if args.output == "-":
+        # The export is the output: nothing else goes to standard output.
+        if args.json:
+            raise WorkbenchError("--json and -o - both print to standard output; "
+                                 "give the export a file with -o PATH.")
+        with open_workspace(args) as ws:
+            text = ws.export_text(args.session, args.format, notes=notes)
+        write_utf8(text)
+        for note in notes:
+            print(f"Not written ({args.format} cannot hold it): {note}.", file=sys.stderr)
+        return 0
     with open_workspace(args) as ws:
         infos = ws.export_sessions(args.session, args.format, Path(args.output), notes=notes)
     if args.json:
@@ -213,17 +234,20 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from workbench.engine.agents import find_agent
     from workbench.engine.workspace import SEARCH_KINDS as KINDS
     from workbench.engine.workspace import SearchQuery
 
     message_filters = bool(args.role or args.state or args.since or args.until)
     with open_workspace(args) as ws:
         session_id = ws.find_session(args.session).id if args.session else None
+        agent_id = find_agent(ws, args.agent).id if args.agent else None
         query = SearchQuery(
             text=args.query,
             roles=args.role or None,
             states=args.state or None,
             session_id=session_id,
+            agent_id=agent_id,
             date_from=args.since,
             date_to=args.until,
             limit=args.limit,
@@ -254,7 +278,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not hits:
         print(f"Nothing found for {args.query!r}.")
         return 0
+    width = line_width()
     for h in hits:
+        # Where a hit is, then its snippet on up to two lines, each fitting the width.
         title = shorten(titles.get(h.session_id, ""), 40) if h.session_id else ""
         where = (
             f"{title!r} (session {h.session_id}) message {h.message_id} ({h.role})"
@@ -262,7 +288,10 @@ def cmd_search(args: argparse.Namespace) -> int:
             else f"session {title!r} ({h.session_id})" if h.kind == "session"
             else f"memory {h.memory_id}" + (f" of {title!r}" if title else "")
         )
-        print(f"{h.score:8.3f}  {where}: {shorten(h.snippet, 100)}")
+        print(clip(f"{h.score:8.3f}  {where}", width))
+        for line in textwrap.wrap(" ".join(h.snippet.split()), width - 10, max_lines=2,
+                                  placeholder=" …"):
+            print(" " * 10 + line)
     return 0
 
 
@@ -300,7 +329,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p = subparsers.add_parser("sessions", parents=[common], help="list sessions")
     p.add_argument("--all", action="store_true", help="include archived sessions")
     p.add_argument("--filter", metavar="TEXT", help="only titles or tags containing TEXT")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
+    p.add_argument("--limit", type=positive_int, default=None, metavar="N",
                    help="show at most N sessions")
     p.set_defaults(func=cmd_sessions)
 
@@ -323,17 +352,19 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--format", required=True, metavar="F",
                    help=", ".join(export_format_names()))
     p.add_argument("-o", "--output", required=True, metavar="PATH",
-                   help="the file (or folder) to write")
+                   help="the file to write; - for standard output")
     p.set_defaults(func=cmd_export)
 
     p = subparsers.add_parser("search", parents=[common], help="full-text search")
-    p.add_argument("query", help='words, "a phrase", prefix*, OR, NOT')
+    p.add_argument("query", help='words, "a phrase", prefix*, OR, NOT; a query that '
+                   "starts with - goes last, after --: workbench search -- '->'")
     p.add_argument("--role", action="append", choices=ROLES, help="only this role (repeatable)")
     p.add_argument("--state", action="append", choices=STATES, help="only this state")
     p.add_argument("--session", metavar="S", help="only this session")
+    p.add_argument("--agent", metavar="A", help="only sessions of this agent (name or id)")
     p.add_argument("--since", type=_date, metavar="DATE", help="messages from this date on")
     p.add_argument("--until", type=_date, metavar="DATE", help="messages before this date")
-    p.add_argument("--limit", type=int, default=50, metavar="N",
+    p.add_argument("--limit", type=positive_int, default=50, metavar="N",
                    help="show at most N hits (default 50)")
     p.set_defaults(func=cmd_search)
 

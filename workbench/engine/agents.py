@@ -50,8 +50,9 @@ def find_agent(ws: Workspace, ref: str | int | None) -> Agent:
 
 def edit_agent(ws: Workspace, ref: str | int, **fields: Any) -> Agent:
     """Change the fields given (``instructions``, ``provider``, ``model``,
-    ``memory_policy`` merged into the stored one, ``tools``); bad values raise
-    :class:`RequestError` and change nothing."""
+    ``memory_policy`` merged into the stored one, ``tools``); bad values (a provider
+    or tool that does not exist, a wrong policy) raise :class:`RequestError` and
+    change nothing."""
     unknown = sorted(set(fields) - set(_EDITABLE))
     if unknown:
         raise RequestError(f"Agents have no field {unknown[0]!r}.")
@@ -71,6 +72,15 @@ def edit_agent(ws: Workspace, ref: str | int, **fields: Any) -> Agent:
     for key in ("provider", "model"):
         if key in changes and not str(changes[key]).strip():
             changes[key] = None  # an empty value clears it
+    if changes.get("provider") is not None:
+        names = [c.name for c in ws.provider_settings().list()]
+        if changes["provider"] not in names:
+            raise RequestError(
+                f"There is no provider named {changes['provider']!r}; "
+                + (f"the providers are: {', '.join(names)}." if names else
+                   "add one with: workbench providers add NAME --kind openai "
+                   "--base-url URL --model MODEL")
+            )
     if not changes:
         return agent
     return ws.repo.update_agent(agent.id, **changes)

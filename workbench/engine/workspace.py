@@ -9,6 +9,8 @@ Use cases that join layers live here or in the modules this one calls: importing
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +28,7 @@ from workbench.engine.import_report import ImportReport, ProgressCallback
 from workbench.engine.importing import count_missing_tokens, import_conversations
 from workbench.engine.line_upkeep import LineUpkeep
 from workbench.engine.resources import sample_session_path
-from workbench.errors import WorkbenchError
+from workbench.errors import RequestError, WorkbenchError
 from workbench.store.db import Database, OpenProgress
 from workbench.store.opening import open_database
 from workbench.store.repository import Repository
@@ -35,6 +37,7 @@ from workbench.store.searching import SearchQuery, search
 
 if TYPE_CHECKING:
     from workbench.engine.providers import ProviderSettings
+    from workbench.formats import Exporter, ExportSession
 
 SAMPLE_SETTING = "sample_session_offered"
 
@@ -338,11 +341,57 @@ class Workspace:
         session is read; returning False stops the export before anything is written
         (the file, new or existing, is left as it was) and an empty list is returned.
         """
+        self._refuse_own_files(Path(path))
+        read = self._export_bundles(refs, format, progress, notes)
+        if read is None:
+            return []
+        exporter, bundles = read
+        exporter.write(bundles, Path(path))
+        return [b.info for b in bundles]
+
+    def _refuse_own_files(self, target: Path) -> None:
+        """Refuse to write over this database's own file or its journal companions."""
+        if not self.is_file:
+            return
+        own = self.db_path
+        target = Path(os.path.realpath(target))
+        for companion in ("", "-wal", "-shm", "-journal"):
+            mine = Path(os.path.realpath(f"{own}{companion}"))
+            same = target == mine
+            if not same and target.exists() and mine.exists():
+                with contextlib.suppress(OSError):
+                    same = os.path.samefile(target, mine)
+            if same:
+                what = "the database itself" if not companion else "a file of the database"
+                whose = "" if target == own else f" ({own})"
+                raise RequestError(
+                    f"{target} is {what}{whose}; an export there would destroy it. "
+                    "Choose another file."
+                )
+
+    def export_text(
+        self, refs: Sequence[str | int], format: str, *, notes: list[str] | None = None
+    ) -> str:
+        """The text :meth:`export_sessions` would write to a file (for standard output,
+        a pipe); ``notes`` as there."""
+        read = self._export_bundles(refs, format, None, notes)
+        assert read is not None  # no progress callback, so never stopped
+        exporter, bundles = read
+        return exporter.render(bundles)
+
+    def _export_bundles(
+        self,
+        refs: Sequence[str | int],
+        format: str,
+        progress: ProgressCallback | None,
+        notes: list[str] | None,
+    ) -> tuple[Exporter, list[ExportSession]] | None:
+        """The exporter of ``format`` and the sessions ``refs`` names, read whole; None
+        when ``progress`` stopped the reading."""
         from workbench.formats import ExportSession, get_exporter
 
         exporter = get_exporter(format)
         bundles = []
-        infos = []
         for done, ref in enumerate(refs, start=1):
             info, messages, context = self.session_view(ref)
             bundles.append(
@@ -353,14 +402,12 @@ class Workspace:
                     metadata=self.repo.session_metadata(info.id),
                 )
             )
-            infos.append(info)
             if progress is not None and progress(done, len(refs)) is False:
-                return []
-        exporter.write(bundles, Path(path))
+                return None
         cannot_hold = getattr(exporter, "cannot_hold", None)
         if notes is not None and cannot_hold is not None:
             notes.extend(cannot_hold(bundles))
-        return infos
+        return exporter, bundles
 
     # -- search ------------------------------------------------------------------------
 

@@ -43,13 +43,14 @@ from workbench.core.conversation import (
     ToolStats,
     as_utc,
 )
+from workbench.formats._reading import first_bad_byte, repair_value
 from workbench.formats.base import (
     ExportSession,
     FileImporter,
     ImportItem,
     fingerprint,
     pin_marks_note,
-    read_text,
+    read_text_keeping_bad_bytes,
     write_atomic,
 )
 
@@ -336,10 +337,13 @@ class MarkdownExporter:
     reads = "Markdown"
     suffix = ".md"
 
+    def render(self, sessions: Sequence[ExportSession]) -> str:
+        """``sessions`` as the text :meth:`write` puts in the file."""
+        return "\n\n---\n\n".join(session_markdown(s) for s in sessions) + "\n"
+
     def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
         """Write ``sessions`` to ``path`` atomically."""
-        text = "\n\n---\n\n".join(session_markdown(s) for s in sessions)
-        write_atomic(Path(path), text + "\n")
+        write_atomic(Path(path), self.render(sessions))
 
     def cannot_hold(self, sessions: Sequence[ExportSession]) -> list[str]:
         """What this format leaves out of ``sessions``."""
@@ -591,7 +595,11 @@ class MarkdownImporter(FileImporter):
 
     def read_file(self, path: Path) -> Iterator[ImportItem]:
         """Each ``# Title`` section of the transcript as a conversation."""
-        text = read_text(path)
+        text, bad_bytes = read_text_keeping_bad_bytes(path)
+        if bad_bytes:
+            # Replaced with U+FFFD and noted (by the line of the first), not the file refused.
+            line = text.count("\n", 0, first_bad_byte(text)) + 1
+            text = repair_value(text, f"line {line}", from_bytes=True)
         if "\r\n" in text and text.count("\r\n") == text.count("\n"):
             # Saved by an editor with Windows line ends: every line has one. (A lone CR in
             # a message is the message's own and is kept.)

@@ -140,9 +140,17 @@ _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 POSTGRESQL_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 
 
+# A PostgreSQL scheme with a colon but not the two slashes (``postgresql:team``, or
+# ``postgresql:/wb@host/db`` as ``Path`` folds a URL): a URL mistyped, never a file name.
+_POSTGRESQL_MISTYPED = re.compile(r"^(postgresql\+psycopg|postgresql|postgres):(?!//)", re.I)
+
+
 def is_database_url(where: str | Path | None) -> bool:
-    """Whether ``where`` is a URL (``scheme://...``) rather than a file path."""
-    return where is not None and bool(_URL_SCHEME.match(str(where)))
+    """Whether ``where`` is a URL (``scheme://...``, or a PostgreSQL one mistyped)
+    rather than a file path."""
+    return where is not None and bool(
+        _URL_SCHEME.match(str(where)) or _POSTGRESQL_MISTYPED.match(str(where))
+    )
 
 
 def refuse_url(where: str | Path) -> None:
@@ -153,6 +161,14 @@ def refuse_url(where: str | Path) -> None:
     (``mysql://...``) is refused with a sentence instead.
     """
     text = str(where)
+    mistyped = _POSTGRESQL_MISTYPED.match(text)
+    if mistyped:
+        # Not echoed: what follows the scheme may hold a password.
+        raise StorageError(
+            f"The database given starts with '{mistyped.group(0)}' but is not a URL the "
+            "workbench can open: write it as postgresql://user@host:port/database (it was "
+            "not taken for a file name)."
+        )
     if _URL_SCHEME.match(text):
         scheme = text.split("://", 1)[0]
         if scheme.lower() in POSTGRESQL_SCHEMES:
@@ -327,6 +343,14 @@ class Database:
                     ]
                 conn.rollback()
         except DBAPIError as exc:
+            if not os.access(self.path.parent, os.W_OK):
+                # SQLite writes its journal beside the file: a read-only folder (or
+                # file system) stops even reading, and says no more than "unable to open".
+                raise StorageError(
+                    f"Cannot open {self.path} as a database: its folder is read-only, and "
+                    f"SQLite needs to write its journal beside the file ({exc.orig}). Copy "
+                    "the file to a folder you can write to; it was left untouched."
+                ) from exc
             raise StorageError(
                 f"Cannot open {self.path} as a database: {exc.orig}. "
                 "The file may be damaged; it was left untouched."
@@ -567,6 +591,17 @@ class Database:
                 raise StorageError(
                     f"The database {self.path} is damaged ({reason}); nothing was changed. "
                     "Restore it from a backup copy beside it, or open another database."
+                ) from exc
+            if isinstance(exc.orig, sqlite3.OperationalError) and "locked" in reason:
+                raise StorageError(
+                    f"The database {self.path} is busy: another program kept it locked for "
+                    f"{BUSY_TIMEOUT_MS / 1000:g} s ({reason}); nothing was changed. Try again "
+                    "once it is done."
+                ) from exc
+            if "readonly" in reason or "read-only" in reason:
+                raise StorageError(
+                    f"The database {self.path} cannot be written: the file or its folder is "
+                    f"read-only ({reason}); nothing was changed."
                 ) from exc
             raise StorageError(f"The database {self.path} refused the change: {reason}.") from exc
 

@@ -8,6 +8,7 @@ Refusal sentences never repeat the offending value.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -97,6 +98,20 @@ def check_config(config: ProviderConfig) -> None:
                         ("max output tokens", config.max_output_tokens)):
         if size is not None and size <= 0:
             raise StorageError(f"The {label} of provider {config.name!r} must be positive.")
+    for name, seconds in config.timeouts.items():
+        if seconds is not None and not (isinstance(seconds, int | float)
+                                        and math.isfinite(seconds) and seconds > 0):
+            raise StorageError(
+                f"The {name} timeout of provider {config.name!r} must be a number of seconds "
+                f"above zero, not {seconds!r}."
+            )
+    temperature = config.temperature
+    if temperature is not None and not (isinstance(temperature, int | float)
+                                        and math.isfinite(temperature) and temperature >= 0):
+        raise StorageError(
+            f"The temperature of provider {config.name!r} must be a number of 0 or more, "
+            f"not {temperature!r}."
+        )
 
 
 def _params(config: ProviderConfig) -> dict[str, Any]:
