@@ -546,6 +546,12 @@ class ContextFileExporter:
     name = NAME
     suffix = ".json"
 
+    def cannot_hold(self, sessions: Sequence[ExportSession]) -> list[str]:
+        """What this format leaves out of ``sessions``: the pin and archive marks (read
+        back, a session is neither), the one thing of a session it has no key for."""
+        marked = sum(1 for s in sessions if s.info.pinned or s.info.archived)
+        return [f"the pin or archive mark of {marked} session(s)"] if marked else []
+
     def write(self, sessions: Sequence[ExportSession], path: Path) -> None:
         """Write ``sessions`` to ``path`` atomically."""
         objects = [session_json(s) for s in sessions]

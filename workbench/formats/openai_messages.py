@@ -535,6 +535,9 @@ def cannot_hold(sessions: Sequence[ExportSession]) -> list[str]:
     tagged = sum(1 for s in sessions if s.info.tags)
     if tagged:
         notes.append(f"the tags of {tagged} session(s)")
+    marked = sum(1 for s in sessions if s.info.pinned or s.info.archived)
+    if marked:
+        notes.append(f"the pin or archive mark of {marked} session(s)")
     return notes
 
 
