@@ -619,3 +619,19 @@ def test_open_webui_keeps_the_files_of_a_reply(tmp_path: Path) -> None:
                    if isinstance(c, Conversation))
 
     assert session.messages[1].metadata["files"] == made
+
+
+def test_a_conversation_under_a_known_id_with_other_tool_calls_is_no_copy(
+    tmp_path: Path,
+) -> None:
+    def chat(arguments: str) -> dict[str, Any]:
+        entry = openwebui(1)
+        entry["chat"]["history"]["messages"]["a"]["output"] = [
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": arguments},
+            {"type": "function_call_output", "call_id": "c1", "output": "same"}]
+        return entry
+
+    items = read(write(tmp_path, [chat('{"city": "Paris"}'), chat('{"city": "Oslo"}')]),
+                 "openwebui")
+
+    assert not [i for i in items if isinstance(i, SkippedEntry)]

@@ -337,7 +337,10 @@ def first_copy(
     """
     if conversation.source_id is None:
         return None
-    key = hash(tuple((m.role, m.name, m.content, m.tool_call_id) for m in conversation.messages))
+    key = hash(tuple(
+        (m.role, m.name, m.content, m.tool_call_id,
+         json.dumps(m.tool_calls, sort_keys=True) if m.tool_calls else None)
+        for m in conversation.messages))
     found = seen.setdefault(conversation.source_id, {})
     if key in found:
         return found[key]
