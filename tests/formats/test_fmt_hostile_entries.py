@@ -626,7 +626,10 @@ def test_a_conversation_under_a_known_id_with_other_tool_calls_is_no_copy(
 ) -> None:
     def chat(arguments: str) -> dict[str, Any]:
         entry = openwebui(1)
-        entry["chat"]["history"]["messages"]["a"]["output"] = [
+        nodes = entry["chat"]["history"]["messages"]
+        del nodes["b"]  # no branch: only the session itself
+        nodes["u"]["childrenIds"] = ["a"]
+        nodes["a"]["output"] = [
             {"type": "function_call", "call_id": "c1", "name": "f", "arguments": arguments},
             {"type": "function_call_output", "call_id": "c1", "output": "same"}]
         return entry
