@@ -106,6 +106,24 @@ class PostgresServer:
         self._started = True
         return self
 
+    def require_password(self, password: str) -> None:
+        """Give the server's user ``password`` and restart the server asking for it on
+        every TCP connection (scram-sha-256); its socket stays trusted."""
+        psql = [str(self._bin / "psql"), "-h", str(self.root), "-p", str(self.port), "-U",
+                USER, "-d", "postgres", "-v", "ON_ERROR_STOP=1",
+                "-c", f"ALTER USER {USER} PASSWORD '{password}'"]
+        done = subprocess.run(psql, capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise ServerUnavailable(f"psql failed: {done.stderr.strip()}")
+        hba = self.data / "pg_hba.conf"
+        lines = [line.replace("trust", "scram-sha-256") if line.startswith("host") else line
+                 for line in hba.read_text().splitlines()]
+        with hba.open("r+") as file:  # in place: the file keeps its owner
+            file.write("\n".join(lines) + "\n")
+            file.truncate()
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60",
+                  "restart")
+
     def url(self, database: str = "postgres") -> str:
         """A SQLAlchemy URL (psycopg 3 driver) of ``database`` on this server."""
         return f"postgresql+psycopg://{USER}@127.0.0.1:{self.port}/{database}"

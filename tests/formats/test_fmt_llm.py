@@ -457,3 +457,55 @@ def test_a_file_that_is_not_sqlite_cannot_be_read_as_llm(tmp_path: Path) -> None
 
     with pytest.raises(FormatError):
         list(read_conversations(path, "llm"))
+
+
+# --------------------------------------------------------------------------- odd values
+
+
+def test_a_count_of_tokens_that_is_text_costs_no_conversation(log_db: LogDb) -> None:
+    # Summing the session's usage did int('many'): the reading stopped there, and every
+    # conversation after it was lost.
+    log_db.response("c1", "r1", "hello", "hi", "2025-01-02T10:00:00+00:00",
+                    input_tokens="many", output_tokens=3)
+    log_db.response("c2", "r2", "again", "yes", "2025-01-02T11:00:00+00:00",
+                    input_tokens=4, output_tokens=2)
+    build_thread(log_db)
+    log_db.conn.execute("UPDATE turns SET output_tokens = 'lots' WHERE id = 'turn1'")
+    log_db.close()
+
+    items = items_of(log_db.path)
+
+    assert not [i for i in items if isinstance(i, SkippedEntry)]
+    by_id = {c.source_id: c for c in items if isinstance(c, Conversation)}
+    assert set(by_id) == {"c1", "c2", "t1"}
+    assert by_id["c1"].messages[1].metadata["usage"]["input_tokens"] == "many"
+    assert by_id["c1"].context.token_usage.output_tokens == 3
+    assert by_id["t1"].context.token_usage.output_tokens == 5
+
+
+def test_a_blob_where_llm_writes_text_is_read_as_text(log_db: LogDb) -> None:
+    # A value of bytes went into the message's metadata, which could not be stored.
+    log_db.response("c1", "r1", "hello", "hi", "2025-01-02T10:00:00+00:00",
+                    model=b"gpt-4o", resolved_model=b"gpt-4o-2024\xff")
+    log_db.close()
+
+    (conv,) = convs(log_db.path)
+
+    reply = conv.messages[1]
+    assert reply.metadata["model"] == "gpt-4o"
+    assert reply.metadata["resolved_model"] == "gpt-4o-2024\ufffd"
+    json.dumps(reply.metadata)  # storable
+
+
+def test_a_cycle_of_parent_links_repeats_no_message(log_db: LogDb) -> None:
+    # The chain from the tip went round the cycle down to the depth limit: the session
+    # held the two messages again and again.
+    hashes = build_thread(log_db)
+    log_db.conn.execute("UPDATE messages SET parent_hash = ? WHERE hash = ?",
+                        (hashes["answer"], hashes["system"]))
+    log_db.close()
+
+    (conv,) = convs(log_db.path)
+
+    assert [m.content for m in conv.messages].count("Aye, we sail.") == 1
+    assert len(conv.messages) == 5

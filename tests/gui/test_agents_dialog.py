@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QComboBox, QMessageBox
 from pytestqt.qtbot import QtBot
 
 import workbench.gui.dialogs.settings_form as settings_form
+from tests.gui.journey import named
 from workbench.core.conversation import Agent
 from workbench.core.policy import MemoryPolicy
 from workbench.core.provider import ProviderConfig
@@ -55,7 +56,7 @@ def test_editing_an_agent_persists_every_field(
     dialog = _open(window, qtbot)
     assert dialog.names() == [default.name]
     assert [dialog.provider_box.itemText(i) for i in range(dialog.provider_box.count())] == [
-        "(none)", "claude", "local"]
+        "(none: the one chosen in the composer)", "claude", "local"]
 
     dialog.instructions_edit.clear()
     qtbot.keyClicks(dialog.instructions_edit, "You are a travel agent. Answer in one line.")
@@ -207,3 +208,22 @@ def test_switching_agents_with_unsaved_edits_asks_first(
     assert dialog.name_edit.text() == default.name
     assert {a.name: a.instructions for a in repo.list_agents()}["Other"] == (
         "Other's instructions.")
+
+
+def test_an_agent_without_a_provider_names_the_one_its_sessions_use(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: the Agents dialog said Provider "(none)" while the composer sent the
+    # agent's sessions to the only provider configured.
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url="http://127.0.0.1:9/v1", model="local-model"))
+    window = open_window(workspace)
+    assert window.composer is not None
+    assert window.composer.provider_box.currentText() == "local"
+    dialog = _open(window, qtbot)
+    box = named(dialog, "Provider", QComboBox)
+    assert box.currentText() == "(none: the only provider, local)"
+    assert box.currentData() is None
+    stored = _save(qtbot, dialog)
+    assert stored.provider is None  # naming it is still the person's choice
+    dialog.close_without_asking()

@@ -683,3 +683,32 @@ def test_the_note_under_the_summary_shows_only_once_the_summary_is_edited(
     type_text(qtbot, " Also: oak.")
     assert panel.summary_note.isVisible()
     assert panel.summary_note.text().startswith("Edited:")
+
+
+def test_apply_by_keyboard_leaves_the_keys_on_the_panels_preview_button(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: Ctrl+Shift+K, Tab to Apply, Space: Apply went grey and the keys fell onto
+    # the panel's scroll area, where nothing answers them.
+    from tests.gui.journey import focus, press
+
+    info = _long_session(workspace, make_session)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    with qtbot.waitSignal(panel.preview_shown, timeout=TIMEOUT):
+        press(qtbot, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier
+              | Qt.KeyboardModifier.ShiftModifier)
+    for _ in range(5):
+        if focus() is panel.apply_button:
+            break
+        press(qtbot, Qt.Key.Key_Tab)
+    assert focus() is panel.apply_button
+    press(qtbot, Qt.Key.Key_Space)
+    qtbot.waitUntil(lambda: len(_applied(workspace, info.id)) == 1 and window.ctx.workers.idle,
+                    timeout=TIMEOUT)
+    assert focus() is panel.preview_button and panel.preview_button.isEnabled()
+    press(qtbot, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: _applied(workspace, info.id) == [], timeout=TIMEOUT)

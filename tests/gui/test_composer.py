@@ -512,3 +512,37 @@ def test_a_draft_stays_with_its_database_when_another_is_opened(
     window.open_session(first.id)
     settle(window)
     assert named(window, "Prompt").toPlainText() == "Still there?"
+
+
+def test_the_gauges_tooltip_fits_on_the_screen(
+    qtbot: QtBot, chat_workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: hovering the gauge showed its explanation as one line running off the
+    # screen; the window's source, at its end, could not be read.
+    from PySide6.QtCore import QEvent
+    from PySide6.QtGui import QHelpEvent
+    from PySide6.QtGui import Qt as GuiQt  # mightBeRichText lives in QtGui's Qt
+    from PySide6.QtWidgets import QApplication
+
+    info = make_session(chat_workspace, "Chat", [("user", "Hi there"), ("assistant", "Hello")])
+    window = open_window(chat_workspace)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    with qtbot.waitSignal(composer.gauge_changed, timeout=15_000):
+        composer.refresh_gauge()
+    gauge = composer.gauge
+    centre = gauge.rect().center()
+    QApplication.sendEvent(gauge, QHelpEvent(QEvent.Type.ToolTip, centre,
+                                             gauge.mapToGlobal(centre)))
+    tips = [w for w in QApplication.topLevelWidgets()
+            if w.inherits("QLabel") and w.isVisible() and "context window" in w.text()]
+    assert len(tips) == 1
+    screen = gauge.screen().availableGeometry()
+    assert tips[0].width() <= screen.width() // 2
+    # Qt wraps a rich-text tip everywhere; a plain one only when wider than the screen
+    # (under X11 it ran 1,300 px and more, off a 1280-pixel screen).
+    assert GuiQt.mightBeRichText(gauge.toolTip()) and tips[0].wordWrap()
+    assert screen.contains(tips[0].geometry())
+    assert "is detected from the server" in tips[0].text()

@@ -381,3 +381,21 @@ def test_export_says_what_the_format_could_not_hold(
     assert "the context" in dialog.label.text()
     assert dialog.isVisible()  # left open so the note can be read
     assert target.exists()
+
+
+@pytest.mark.parametrize("format", ["context-json", "openai-jsonl", "markdown"])
+def test_exporting_a_pinned_session_says_the_pin_is_not_kept(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path, format: str,
+) -> None:
+    # The walk: a pinned session exported and imported again came back unpinned, and
+    # the context-file and JSONL exports had said nothing about it.
+    info = make_session(workspace, "Pinned", [("user", "the question")])
+    workspace.editing().set_pinned(info.id, True)
+    window = open_window(workspace)
+    dialog = window.export_sessions([info.id], format, tmp_path / "out")
+    assert dialog is not None
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: "could not hold" in dialog.label.text(), timeout=5_000)
+    assert "the pin or archive mark of 1 session(s)" in dialog.label.text()
+    assert dialog.isVisible()

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
 from protocol_server import ProtocolServer, free_port  # noqa: E402
 
-from tests.gui.journey import click, named, replace_text, with_modal_dialog  # noqa: E402
+from tests.gui.journey import click, focus, named, replace_text, with_modal_dialog  # noqa: E402
 
 SECRET = "sk-test-GUI-SENTINEL-93c1f0aa55e2"
 
@@ -429,3 +429,113 @@ def test_closing_the_dialog_while_its_save_runs_asks_nothing_and_saves(
     replace_text(qtbot, dialog, "Model", "other")
     qtbot.keyClick(dialog, Qt.Key.Key_Escape)
     assert len(asked) == 1 and "'local'" in asked[0] and dialog.isVisible()
+
+
+def _gauge_and_dialog(qtbot: QtBot, workspace: Workspace, window: MainWindow,
+                      session_id: int) -> tuple[str, str, str, str]:
+    """The gauge's text and tooltip, then the dialog's window field and note as shown."""
+    window.open_session(session_id)
+    composer = window.composer
+    assert composer is not None
+    with qtbot.waitSignal(composer.gauge_changed, timeout=15_000):
+        composer.refresh_gauge()
+    dialog = _open(window, qtbot)
+    note = dialog.window_label
+    qtbot.waitUntil(lambda: note.isVisibleTo(dialog) and "tokens" in note.text(),
+                    timeout=15_000)
+    field = named(dialog, "Context window", QAbstractSpinBox)
+    return composer.gauge.format(), composer.gauge.toolTip(), field.text(), note.text()
+
+
+def test_the_dialog_shows_the_window_detected_from_the_server_that_the_gauge_uses(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., object],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: "Context window: Not set" in the dialog while the gauge read "/ 8,192".
+    server = ProtocolServer(n_ctx=8192).start()
+    try:
+        ProviderSettings(workspace.db).add(ProviderConfig(
+            name="local", kind="openai", base_url=server.url, model=server.model))
+        info = make_session(workspace, "Chat", [("user", "Hi"), ("assistant", "Hello")])
+        window = open_window(workspace)
+        gauge, tip, field, note = _gauge_and_dialog(qtbot, workspace, window, info.id)
+    finally:
+        server.stop()
+    assert gauge.endswith("/ 8,192 tokens")
+    assert "The window, 8,192 tokens, is detected from the server." in tip
+    assert "Not set" not in field and "8,192" in field and "server" in field
+    assert note == "Requests are measured against 8,192 tokens, detected from the server."
+    # Showing it stored nothing: the server's figure stays the server's.
+    assert ProviderSettings(workspace.db).get("local").context_window is None
+
+
+def test_the_dialog_says_a_window_set_by_the_user_is_the_one_the_gauge_uses(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., object],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    server = ProtocolServer(n_ctx=None).start()  # a server that does not say
+    try:
+        ProviderSettings(workspace.db).add(ProviderConfig(
+            name="local", kind="openai", base_url=server.url, model=server.model,
+            context_window=6000))
+        info = make_session(workspace, "Chat", [("user", "Hi"), ("assistant", "Hello")])
+        window = open_window(workspace)
+        gauge, tip, field, note = _gauge_and_dialog(qtbot, workspace, window, info.id)
+    finally:
+        server.stop()
+    assert gauge.endswith("/ 6,000 tokens")
+    assert "The window, 6,000 tokens, is set by you." in tip
+    assert field == "6,000 tokens"
+    assert note == "Requests are measured against 6,000 tokens, set by you."
+
+
+def test_the_dialog_opened_again_does_not_repeat_the_last_visits_sentence(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: closed after a save and opened again later, it still said "Saved
+    # provider 'local'." as if something had just been saved.
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    replace_text(qtbot, dialog, "Provider name", "local")
+    replace_text(qtbot, dialog, "Base URL", "http://127.0.0.1:9/v1")
+    replace_text(qtbot, dialog, "Model", "m")
+    with qtbot.waitSignal(dialog.provider_saved, timeout=10_000):
+        click(qtbot, dialog, "Save the provider")
+    assert "Saved provider 'local'" in named(dialog, "Provider status").text()
+    qtbot.keyClick(focus(), Qt.Key.Key_Escape)
+    assert not dialog.isVisible()
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5_000)
+    again = _open(window, qtbot)
+    assert again.names() == ["local"]
+    assert again.status_label.text() == ""
+
+
+def test_keys_on_test_connection_wait_for_it_and_do_not_fall_on_close(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: Space on Test Connection greyed it out and the keys fell on Close, so a
+    # second Space closed the dialog; Space on Detect sent the digits typed next into
+    # Max output.
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=server.url, model=server.model))
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    # (Enter is Save anywhere in the form, as before; it is no longer Close.)
+    for name, signal, keys in (
+            ("Test the connection", dialog.connection_tested,
+             (Qt.Key.Key_Space, Qt.Key.Key_Return, Qt.Key.Key_4)),
+            ("Detect the context window", dialog.window_detected,
+             (Qt.Key.Key_Space, Qt.Key.Key_4))):
+        button = named(dialog, name, QAbstractButton)
+        button.setFocus()
+        with qtbot.waitSignal(signal, timeout=15_000):
+            qtbot.keyClick(focus(), Qt.Key.Key_Space)
+            assert not button.isEnabled()  # it runs on a worker
+            for key in keys:
+                qtbot.keyClick(focus(), key)
+            assert dialog.isVisible()
+        assert focus() is button and button.isEnabled()
+    assert dialog.max_output_spin.value() == 0
+    assert len([r for r in server.requests if r.path == "/v1/chat/completions"]) == 1

@@ -41,6 +41,7 @@ from tests.gui.journey import (
     with_modal_dialog,
 )
 from tests.memory_keyring import MemoryKeyring
+from tests.pg_server import PostgresServer, ServerUnavailable
 from workbench.core.conversation import SessionInfo
 from workbench.core.provider import ProviderConfig
 from workbench.engine import compaction
@@ -818,3 +819,107 @@ def test_another_desktops_change_is_read_off_the_window_thread(
         event.remove(engine, "before_cursor_execute", executed)
     assert theirs.timeline.title_label.full_text() == "Lisbon, three nights"
     assert on_window_thread == []
+
+
+@pytest.fixture(scope="module")
+def password_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server of its own that asks for the password (``SECRET``) and holds
+    a database ``team`` (the session's server trusts every connection)."""
+    try:
+        server = PostgresServer({}).start()
+    except ServerUnavailable as exc:
+        pytest.skip(f"PostgreSQL is not available here: {exc}")
+    try:
+        import sqlalchemy as sa
+
+        admin = sa.create_engine(server.url(), isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(sa.text("CREATE DATABASE team"))
+        admin.dispose()
+        server.require_password(SECRET)
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_refused_or_missing_password_and_a_missing_database_are_said_in_words(
+    qtbot: QtBot, workspace: Workspace, show_window: Callable[..., MainWindow],
+    memory_keyring: MemoryKeyring, password_server: PostgresServer,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    # The walk: a wrong password was said in libpq's words ("connection failed:
+    # connection to server at "127.0.0.1", port 5432 failed: FATAL:  password
+    # authentication failed…"), no password as "fe_sendauth: no password supplied".
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "no.pgpass"))
+    window = show_window(workspace)
+    address = f"postgresql://workbench@127.0.0.1:{password_server.port}"
+
+    def open_team(url: str, password: str) -> str:
+        _activate(qtbot, window)
+
+        def fill(dialog: QWidget) -> None:
+            replace_text(qtbot, dialog, "Team database URL", url)
+            replace_text(qtbot, dialog, "Password", password)
+            press(qtbot, Qt.Key.Key_Return)
+
+        with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_O, CTRL | SHIFT),
+                          fill)
+        opening = window._opening
+        assert opening is not None
+        qtbot.waitUntil(lambda: not opening.running, timeout=20_000)
+        said = opening.label.text()
+        opening.reject()
+        return said
+
+    wrong = "not-the-Pw-0451"
+    said = open_team(f"{address}/team", wrong)
+    assert 'the server refused the password for user "workbench"' in said, said
+    assert "FATAL" not in said and wrong not in said
+    said = open_team(f"{address}/team", "")
+    assert "the server asks for a password and none was given" in said, said
+    said = open_team(f"{address}/nosuch", SECRET)
+    assert f'127.0.0.1 port {password_server.port} has no database "nosuch"' in said, said
+    assert "createdb nosuch" in said and SECRET not in said
+    said = open_team(f"postgresql://workbench@127.0.0.1:{_closed_port()}/team", SECRET)
+    assert "nothing answers at 127.0.0.1 port" in said, said
+    assert window.ctx.workspace is workspace  # the window stayed on its database
+    for text in (_settings_text(window), window.statusBar().currentMessage()):
+        assert SECRET not in text and wrong not in text
+    # The right password opens it.
+    said = open_team(f"{address}/team", SECRET)
+    assert not window.ctx.workspace.is_file, said
+
+
+def test_a_password_written_into_the_address_moves_where_it_is_not_shown(
+    qtbot: QtBot, workspace: Workspace, show_window: Callable[..., MainWindow],
+    memory_keyring: MemoryKeyring,
+) -> None:
+    # The walk: "postgresql://alice:pw@host/team" typed into the address stayed on the
+    # screen in clear beside a Password field that hides what is typed in it.
+    window = show_window(workspace)
+    _activate(qtbot, window)
+    port = _closed_port()
+    seen: list[tuple[str, str, QLineEdit.EchoMode, bool]] = []
+
+    def act(dialog: QWidget) -> None:
+        assert focus().accessibleName() == "Team database URL"
+        press(qtbot, Qt.Key.Key_A, CTRL)
+        type_text(qtbot, f"postgresql://alice:{SECRET}@127.0.0.1:{port}/team")
+        press(qtbot, Qt.Key.Key_Tab)
+        assert focus().accessibleName() == "Password"
+        password = named(dialog, "Password", QLineEdit)
+        seen.append((named(dialog, "Team database URL", QLineEdit).text(), password.text(),
+                     password.echoMode(),
+                     named(dialog, "Remember in the system keyring").isEnabled()))
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_O, CTRL | SHIFT), act)
+    assert seen == [(f"postgresql://alice@127.0.0.1:{port}/team", SECRET,
+                     QLineEdit.EchoMode.Password, True)]
+    # The open uses it, and says nothing of it.
+    dialog = _opening(window)
+    qtbot.waitUntil(lambda: dialog.error is not None, timeout=20_000)
+    assert "alice:***@127.0.0.1" in dialog.label.text() and SECRET not in dialog.label.text()
+    assert SECRET not in _settings_text(window)
+    dialog.reject()

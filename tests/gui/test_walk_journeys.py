@@ -353,3 +353,141 @@ def test_esc_in_the_settings_dialogs_asks_before_dropping_typed_edits(
     qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog)
     press(qtbot, Qt.Key.Key_Escape)
     assert not dialog.isVisible()
+
+
+def test_ctrl_n_from_a_side_panel_puts_the_keys_in_the_new_sessions_prompt(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: with the keyboard last in the Compaction panel, Ctrl+N opened a new
+    # session and the prompt typed next went into the panel's policy fields (a space
+    # ticked a box) instead of the prompt the empty session asks for.
+    info = make_session(workspace, "Chat", [("user", "Hi")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    _activate(qtbot, window)
+    press(qtbot, Qt.Key.Key_3, CTRL)
+    assert window.compaction_panel.isAncestorOf(focus())
+    before = {s.id for s in workspace.list_sessions()}
+    press(qtbot, Qt.Key.Key_N, CTRL)
+    qtbot.waitUntil(lambda: window.ctx.current_session_id not in (0, info.id), timeout=5_000)
+    assert window.ctx.current_session_id not in before
+    assert window.composer is not None
+    assert focus() is window.composer.prompt
+    type_text(qtbot, "Plan a trip to Porto ")
+    assert window.composer.prompt.toPlainText() == "Plan a trip to Porto "
+
+
+def test_an_export_named_with_a_formats_ending_is_written_in_that_format(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    # The walk: "notes.md" typed under the first filter (Context file JSON) wrote JSON
+    # into notes.md; a name ending in .json got Markdown when that filter was chosen.
+    make_session(workspace, "Porto plan", [("user", "Where to eat?"), ("assistant", "Bolhão")])
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    press(qtbot, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    assert window.browser.selected_sessions()
+    written: dict[str, str] = {}
+    for name in ("notes.md", "chat.jsonl", "session.json", "plain"):
+        target = tmp_path / name
+
+        def choose(dialog: QWidget, target: Path = target) -> None:
+            assert isinstance(dialog, QFileDialog)
+            type_text(qtbot, str(target))
+            press(qtbot, Qt.Key.Key_Return)
+
+        _activate(qtbot, window)
+        with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_E, CTRL), choose)
+        window.ctx.workers.wait_idle()
+        qtbot.waitUntil(lambda: "Exported 1 session" in window.statusBar().currentMessage())
+        found = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(name))
+        assert len(found) == 1, found
+        written[found[0]] = (tmp_path / found[0]).read_text(encoding="utf-8")
+    assert written["notes.md"].lstrip().startswith("#")
+    assert json.loads(written["chat.jsonl"].splitlines()[0])["messages"][0]["content"] \
+        == "Where to eat?"
+    assert json.loads(written["session.json"])["recent_history"][1]["content"] == "Bolhão"
+    # No ending: the chosen filter's (the first, context-file JSON) is added.
+    assert json.loads(written["plain.json"])["recent_history"][0]["role"] == "user"
+
+
+def test_a_markdown_export_is_listed_for_import_and_imports(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    # The walk: File → Import File listed .json, .jsonl, .zip and .db files only, so the
+    # Markdown transcript just exported could not be picked to import it again.
+    from PySide6.QtWidgets import QTreeView
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    source = Workspace.open(tmp_path / "source.db")
+    try:
+        info = make_session(source, "Porto plan", [("user", "Where to eat?"),
+                                                   ("assistant", "Bolhão market")])
+        source.export_sessions([info.id], "markdown", folder / "porto.md")
+    finally:
+        source.close()
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    listed: list[str] = []
+
+    def choose(dialog: QWidget) -> None:
+        assert isinstance(dialog, QFileDialog)
+        type_text(qtbot, str(folder))
+        press(qtbot, Qt.Key.Key_Return)  # into the folder
+        files = dialog.findChild(QTreeView, "treeView")
+        assert files is not None
+
+        def names() -> list[str]:
+            model, root = files.model(), files.rootIndex()
+            return [model.index(row, 0, root).data() for row in range(model.rowCount(root))]
+
+        qtbot.waitUntil(lambda: "porto.md" in names(), timeout=5_000)
+        listed.extend(names())
+        type_text(qtbot, "porto.md")
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_I, CTRL), choose)
+    assert listed == ["porto.md"]
+    dialogs = [w for w in QApplication.topLevelWidgets()
+               if isinstance(w, ImportProgressDialog) and w.isVisible()]
+    assert len(dialogs) == 1
+    qtbot.waitUntil(lambda: dialogs[0].label.text().startswith("Imported"), timeout=20_000)
+    window.ctx.workers.wait_idle()
+    sessions = workspace.list_sessions()
+    assert [s.title for s in sessions] == ["Porto plan"]
+    assert [m.content for m in workspace.repo.list_messages(sessions[0].id)] == [
+        "Where to eat?", "Bolhão market"]
+    dialogs[0].reject()
+
+
+def test_typing_in_the_tags_box_adds_a_tag_and_keeps_the_others(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: Ctrl+Shift+T on a session tagged "sample" and typing "lisbon" left it
+    # tagged "lisbon" only: the box opened with every tag selected, so typing replaced them.
+    info = make_session(workspace, "Trip", [("user", "Hi")])
+    workspace.editing().set_tags(info.id, ["sample", "travel"])
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    press(qtbot, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    assert [s.id for s in window.browser.selected_sessions()] == [info.id]
+    shown: list[str] = []
+
+    def add(dialog: QWidget) -> None:
+        assert focus().accessibleName() == "Session tags"
+        qtbot.waitUntil(lambda: not focus().hasSelectedText())
+        shown.append(focus().text())
+        type_text(qtbot, "lisbon")
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_T, CTRL | SHIFT), add)
+    assert shown == ["sample, travel, "]
+    qtbot.waitUntil(lambda: workspace.get_session(info.id).tags == ["sample", "travel",
+                                                                     "lisbon"])

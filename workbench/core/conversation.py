@@ -249,6 +249,7 @@ class ToolStats:
         )
 
 
+_DEFAULT_USAGE_KEYS = ("total_input", "total_output", "total")
 _INPUT_KEYS = ("total_input", "input_tokens")
 _OUTPUT_KEYS = ("total_output", "output_tokens")
 
@@ -278,7 +279,7 @@ class TokenUsage:
             **dict.fromkeys(_OUTPUT_KEYS, self.output_tokens),
             "total": self.total,
         }
-        keys = self.keys if self.keys is not None else ("total_input", "total_output", "total")
+        keys = self.keys if self.keys is not None else _DEFAULT_USAGE_KEYS
         out: dict[str, Any] = {}
         for key in keys:
             if key in known:
@@ -296,7 +297,9 @@ class TokenUsage:
             input_tokens=int(data.get("total_input", data.get("input_tokens", 0)) or 0),
             output_tokens=int(data.get("total_output", data.get("output_tokens", 0)) or 0),
             extra=_unknown(data, known),
-            keys=tuple(data) if data else None,
+            # The default shape is no shape to remember: the workbench's own export reads
+            # back as the empty usage it was written from.
+            keys=tuple(data) if data and tuple(data) != _DEFAULT_USAGE_KEYS else None,
         )
 
 

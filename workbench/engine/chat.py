@@ -163,6 +163,7 @@ class ContextGauge:
     window: int | None
     estimated: bool = False  # True when taken from the session's cached count
     left_out: int = 0  # history messages the request would leave out
+    window_source: str = "unknown"  # server, known model, configured (see context_window_info)
 
     @property
     def fraction(self) -> float | None:
@@ -179,25 +180,28 @@ def context_gauge(
     model: str | None = None,
     prompt: str = "",
     window: int | None = None,
+    window_source: str = "unknown",
 ) -> ContextGauge:
     """The request's size against the window.
 
-    The provider is asked for its window (over the network) unless ``window`` is given.
+    The provider is asked for its window (over the network) unless ``window`` (with
+    ``window_source``, where it came from) is given.
     """
     info = ws.repo.get_session(session_id)
     client = _provider(ws, provider, model) if provider else None
     try:
         if window is None and client is not None:
-            window = client.context_window()
+            window, window_source = client.context_window_info()
         if info.message_count > GAUGE_PREFLIGHT_LIMIT:
             tokens = info.token_count + (get_counter().count_text(prompt) if prompt else 0)
-            return ContextGauge(tokens, window, estimated=True)
+            return ContextGauge(tokens, window, estimated=True, window_source=window_source)
         result = preflight_session(ws, session_id, prompt, provider=client,
                                    context_window=window)
         # Without a provider the window preflight assumes is not the model's: say none.
         known_window = (window or result.budget.context_window) if client is not None else None
         return ContextGauge(result.tokens.total, known_window,
-                            left_out=result.assembled.left_out_count)
+                            left_out=result.assembled.left_out_count,
+                            window_source=window_source if known_window else "unknown")
     finally:
         if client is not None:
             client.close()

@@ -258,6 +258,46 @@ def detect_context_window(
     return WindowDetection(window, source if window else "unknown", sentence)
 
 
+_WHERE_FROM = {"server": "detected from the server", "configured": "set by you"}
+
+
+def window_source_phrase(source: str, model: str = "") -> str:
+    """Where a window in use came from, as people say it: "detected from the server",
+    "set by you", "the published size of MODEL", or "" (a source of
+    :meth:`~workbench.providers.base.HttpProvider.context_window_info`)."""
+    if source == "known model":
+        return f"the published size of {model}" if model else "the published size of the model"
+    return _WHERE_FROM.get(source, "")  # unknown: nothing to say
+
+
+def context_window_in_use(
+    config: ProviderConfig, *, environ: Mapping[str, str] | None = None
+) -> WindowDetection:
+    """The window requests with ``config`` are measured against, and where it comes from:
+    the same choice the context gauge and preflight make (the server's, else the known
+    model's, else the user's value). The key is not needed to ask (see
+    :func:`detect_context_window`)."""
+    try:
+        provider = build_provider(config, environ=environ)
+    except AuthenticationError:
+        provider = build_provider(replace(config, api_key_env=None, api_key_keyring=None),
+                                  environ=environ)
+    try:
+        window, source = provider.context_window_info()
+    finally:
+        provider.close()
+    if not window:
+        return WindowDetection(None, "unknown", (
+            f"No context window is known: the server gave none (or did not answer) and "
+            f"{config.model} is not in the table of known models. Set it here."))
+    sentence = (f"Requests are measured against {window:,} tokens, "
+                f"{window_source_phrase(source, config.model)}.")
+    if source != "configured" and config.context_window and config.context_window != window:
+        sentence += (f" Your {config.context_window:,} is used only when the server is "
+                     "silent and the model unknown.")
+    return WindowDetection(window, source, sentence)
+
+
 class ProviderSettings:
     """The provider configs of one database, and the clients built from them."""
 
@@ -296,6 +336,11 @@ class ProviderSettings:
         """The context window of ``config`` (stored or not): see
         :func:`detect_context_window`."""
         return detect_context_window(config, environ=self.environ)
+
+    def window_in_use(self, name: str) -> WindowDetection:
+        """The window the config called ``name`` is used with: see
+        :func:`context_window_in_use`."""
+        return context_window_in_use(self.get(name), environ=self.environ)
 
     def choose(self, name: str | None = None, agent_provider: str | None = None) -> str:
         """The provider to use: the one named, else the agent's, else the only one."""

@@ -12,6 +12,7 @@ leaves the password out.
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import unquote
 
 from sqlalchemy.engine import URL
 
@@ -25,6 +26,7 @@ __all__ = [
     "is_team_url",
     "open_team_store",
     "remember_password",
+    "split_password",
     "team_address",
 ]
 
@@ -52,6 +54,17 @@ def _password_in(url: str) -> str | None:
         return None
     _user, colon, password = userinfo.partition(":")
     return password if colon and password else None
+
+
+def split_password(url: str) -> tuple[str, str | None]:
+    """``url`` without the password written into it, and that password (None, and
+    ``url`` as it is, when it holds none): a form moves it where it is not shown."""
+    password = _password_in(url)
+    if password is None:
+        return url, None
+    scheme, _sep, rest = url.partition("://")
+    userinfo, _at, host = rest.rpartition("@")
+    return f"{scheme}://{userinfo.partition(':')[0]}@{host}", unquote(password)
 
 
 def _without(text: str, secrets: tuple[str | None, ...]) -> str:

@@ -255,6 +255,18 @@ def problem(exc: json.JSONDecodeError) -> str:
     return exc.msg.removesuffix(" at").removesuffix(":")
 
 
+def holds_bad_bytes(text: str) -> bool:
+    """Whether ``text``, decoded from bytes with ``surrogateescape``, kept bytes that are
+    not UTF-8 (as lone surrogates, which valid UTF-8 cannot give)."""
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def first_bad_byte(text: str) -> int:
+    """Where the first byte kept as a lone surrogate is in ``text`` (-1: none)."""
+    found = _SURROGATE.search(text)
+    return -1 if found is None else found.start()
+
+
 def decode_value(text: str, entry: str, *, from_bytes: bool = False) -> Any:
     """One whole JSON value (a document or a JSON Lines line), checked and repaired.
 

@@ -42,6 +42,7 @@ from workbench.formats.base import (
     peek_json,
     read_head,
     shorten,
+    unforeseen,
 )
 
 T = TypeVar("T")
@@ -296,25 +297,55 @@ def first_copies(
     what: str,
 ) -> Iterator[ImportItem]:
     """What ``parse`` makes of each of ``items`` (an unreadable one, a
-    :class:`SkippedEntry`, is passed on in its place), skipping a conversation whose
-    source id came before: ``what`` (``"Chat"``) names it in the reason."""
-    seen: set[str] = set()
+    :class:`SkippedEntry`, is passed on in its place), skipping a conversation that came
+    before (the same source id and the same messages): ``what`` (``"Chat"``) names it
+    in the reason. A different conversation under an id that came before is passed on
+    (the store keeps it as a session of its own and reports the reused id)."""
+    seen: dict[str, dict[int, str]] = {}
     for index, item in enumerate(items):
         if isinstance(item, SkippedEntry):
             yield item
             continue
         where = f"{entry_prefix}item {index}"
-        for result in parse(item, where, f"{stem}#{index}"):
-            if isinstance(result, Conversation) and result.source_id is not None:
-                if result.source_id in seen:
+        try:
+            results = list(parse(item, where, f"{stem}#{index}"))
+        except Exception as exc:  # one entry's unforeseen fault costs that entry only
+            yield unforeseen(where, exc)
+            continue
+        for result in results:
+            if isinstance(result, Conversation):
+                first = first_copy(result, where, seen)
+                if first is not None:
                     yield SkippedEntry(
                         entry=where,
                         reason=f"{what} {result.source_id} appears again; "
-                        "its first copy was imported.",
+                        f"its first copy ({first}) was imported.",
                     )
                     continue
-                seen.add(result.source_id)
             yield result
+
+
+def first_copy(
+    conversation: Conversation, where: str, seen: dict[str, dict[int, str]]
+) -> str | None:
+    """Where the same conversation (the same source id and the same messages) came
+    before, among ``seen`` (source id -> key of the messages -> where); ``None`` when it
+    did not, and it is remembered as found at ``where``.
+
+    The id alone is not enough: an export may reuse an id for another conversation,
+    which must never be skipped as a copy of the first.
+    """
+    if conversation.source_id is None:
+        return None
+    key = hash(tuple(
+        (m.role, m.name, m.content, m.tool_call_id,
+         json.dumps(m.tool_calls, sort_keys=True) if m.tool_calls else None)
+        for m in conversation.messages))
+    found = seen.setdefault(conversation.source_id, {})
+    if key in found:
+        return found[key]
+    found[key] = where
+    return None
 
 
 def export_documents(path: Path, what: str) -> list[ExportDocument]:
@@ -449,6 +480,7 @@ class MessageTree:
             node: parent if parent in known and parent != node else None
             for node, parent in parent_of.items()
         }
+        _cut_cycles(self.order, parents)
         children: dict[str, list[str]] = {node: [] for node in self.order}
         # A node is only ever listed under its own parent (the one its link names), so one
         # set of placed nodes tells whether it is already among that parent's children.
@@ -485,6 +517,32 @@ class MessageTree:
     def leaves(self) -> list[str]:
         """Nodes without children, in the order the source lists nodes."""
         return [node for node in self.order if not self.children.get(node)]
+
+
+def _cut_cycles(order: Sequence[str], parents: dict[str, str | None]) -> None:
+    """Make the first node (in source order) of each cycle of parent links a root.
+
+    Without this a walk up from a leaf runs round the cycle before it stops, and the
+    path it gives holds nodes of another branch above the root (the messages of two
+    branches mixed in one session).
+    """
+    walked: dict[str, int] = {}  # node -> the number of the walk that reached it first
+    rank: dict[str, int] | None = None  # made once, when a first cycle is found
+    for number, start in enumerate(order):
+        node: str | None = start
+        while node is not None and node not in walked:
+            walked[node] = number
+            node = parents.get(node)
+        if node is None or walked[node] != number:
+            continue  # reached a root, or a node an earlier walk settled
+        cycle = [node]  # this walk came round to one of its own nodes
+        above = parents[node]
+        while above is not None and above != node:
+            cycle.append(above)
+            above = parents[above]
+        if rank is None:
+            rank = {n: i for i, n in enumerate(order)}
+        parents[min(cycle, key=rank.__getitem__)] = None
 
 
 def latest_leaf(tree: MessageTree, time_of: Callable[[str], float | None]) -> str | None:
@@ -617,9 +675,18 @@ def tool_name(name: Any) -> str:
     return text[:64]
 
 
+_SMALLER_UNITS = 3
+"""Units below the second an epoch number may be counted in: ms, µs, ns."""
+
+
 def epoch_time(value: Any) -> datetime | None:
     """A time given as ISO text or as an epoch number in s, ms, µs or ns; ``None`` when
-    absent or unreadable (a bad time never stops an import)."""
+    absent or unreadable (a bad time never stops an import).
+
+    A number that is negative, not finite (``1e400`` decodes to infinity) or too large
+    to be nanoseconds before the year 5138 is unreadable: dividing it down until it
+    looks like seconds would make up a time the source never held.
+    """
     if type(value) is float and 0.0 <= value < 1e11:
         # The usual case (ChatGPT's seconds with a fraction), without the checks below.
         try:
@@ -629,8 +696,10 @@ def epoch_time(value: Any) -> datetime | None:
     try:
         if isinstance(value, float | int) and not isinstance(value, bool):
             number = float(value)
+            if not 0.0 <= number < 1e11 * 1000.0**_SMALLER_UNITS:  # NaN fails this too
+                return None
             # Tools disagree on the unit; a count of seconds stays below 1e11 until year 5138.
-            while abs(number) >= 1e11:
+            while number >= 1e11:
                 number /= 1000.0
             return datetime.fromtimestamp(number, UTC)
         return parse_time(value)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
@@ -42,6 +43,7 @@ from workbench.formats._reading import (
     cannot_read,
     decode_text,
     decode_value,
+    holds_bad_bytes,
     problem,
     too_deep_reason,
 )
@@ -111,6 +113,14 @@ class Exporter(Protocol):
 
 _importers: list[Importer] = []
 _exporters: list[Exporter] = []
+
+
+def pin_marks_note(sessions: Sequence[ExportSession]) -> list[str]:
+    """The sentence an exporter that does not keep pin and archive marks adds to what it
+    cannot hold (none when no session has one): they are the workbench's own marks, and
+    a session imported again starts unpinned and in the list."""
+    marked = sum(1 for s in sessions if s.info.pinned or s.info.archived)
+    return [f"the pin or archive mark of {marked} session(s)"] if marked else []
 
 
 def register_importer(importer: Importer) -> None:
@@ -217,6 +227,19 @@ def read_text(path: Path) -> str:
     return decode_text(data, str(path), path)
 
 
+def read_text_keeping_bad_bytes(path: Path) -> tuple[str, bool]:
+    """The whole of ``path`` as text (a byte-order mark dropped) with each byte that is
+    not UTF-8 kept as a lone surrogate, and whether there was any: the entry holding one
+    repairs and notes it (see :func:`decode_json_line`) instead of the whole file being
+    refused."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise cannot_read(path, exc) from exc
+    text = data.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
+    return text, holds_bad_bytes(text)
+
+
 def load_json(path: Path) -> Any:
     """Parse ``path`` as one JSON document; malformed JSON names the file, line and column.
 
@@ -243,11 +266,13 @@ def parse_document(text: str, label: str, path: Path, where: str) -> Any:
         raise FormatError(f"{label}: {too_deep_reason('The document')}", path=str(path)) from exc
 
 
-def decode_json_line(text: str, where: str = "") -> Any:
+def decode_json_line(text: str, where: str = "", *, from_bytes: bool = False) -> Any:
     """Parse one JSON Lines line; raises ``ValueError`` with a sentence on bad JSON or on
-    a value nested too deep. Lone surrogates are replaced and noted under ``where``."""
+    a value nested too deep. Lone surrogates are replaced and noted under ``where``
+    (``from_bytes``: the line was decoded with ``surrogateescape`` and holds bytes that
+    are not UTF-8, named as such)."""
     try:
-        return decode_value(text, where)
+        return decode_value(text, where, from_bytes=from_bytes)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON: {problem(exc)} at column {exc.colno}") from exc
     except TooDeepError as exc:
@@ -387,6 +412,43 @@ def type_name(value: Any) -> str:
     return _KIND_WORDS.get(kind, kind)
 
 
+IMPORTED_FROM = "imported_from"
+"""The key under which the context-file and openai-jsonl exports write where a session
+was imported from (``{"source", "source_id"}``), so that importing the export again,
+into the same database or another, recognises the conversation as the source did."""
+
+
+def imported_from(source: str | None, source_id: str | None, own: str) -> dict[str, str] | None:
+    """The value an export writes under :data:`IMPORTED_FROM` for a session imported
+    from ``source`` (``None`` for a session made here or read from the ``own`` format,
+    whose own id says it)."""
+    if not source or not source_id or source == own:
+        return None
+    return {"source": source, "source_id": source_id}
+
+
+def read_imported_from(metadata: dict[str, Any]) -> tuple[str, str] | None:
+    """The source and source id an export wrote under :data:`IMPORTED_FROM` (removed
+    from ``metadata``), or ``None`` when there is none as it writes it."""
+    value = metadata.get(IMPORTED_FROM)
+    if not (isinstance(value, dict) and isinstance(value.get("source"), str)
+            and isinstance(value.get("source_id"), str)
+            and value["source"] and value["source_id"]):
+        return None
+    del metadata[IMPORTED_FROM]
+    return value["source"], value["source_id"]
+
+
+def unforeseen(where: str, exc: Exception) -> SkippedEntry:
+    """The report of an entry whose reading failed in a way no check of its importer
+    foresaw (a value of a type nobody expected there): that entry is skipped and named,
+    and the entries after it are still read."""
+    return SkippedEntry(
+        entry=where,
+        reason=f"The entry could not be read ({type(exc).__name__}: {exc}); it was skipped.",
+    )
+
+
 def shorten(text: str, limit: int = 60) -> str:
     """``text`` on one line, cut at a word boundary to at most ``limit`` characters."""
     flat = " ".join(text.split())
@@ -403,7 +465,9 @@ def shorten(text: str, limit: int = 60) -> str:
 
 _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
-_LITERALS = {"true": True, "false": False, "null": None}
+# NaN and the infinities too: Python writes them into JSON, and the readers accept them.
+_LITERALS = {"true": True, "false": False, "null": None, "NaN": math.nan,
+             "Infinity": math.inf, "-Infinity": -math.inf}
 _MAX_DEPTH = 64
 
 

@@ -24,7 +24,10 @@ Nodes are read as follows:
 
 - hidden nodes (``metadata.is_visually_hidden_from_conversation``), the custom
   instructions (``user_editable_context``, ``model_editable_context``) and system or
-  other messages without text are skipped;
+  other messages without text are not messages of the session; what the hidden nodes
+  of the session's path told the model is kept in the session's metadata: the custom
+  instructions and memory under their content type (``user_profile``,
+  ``user_instructions``…), the text of other hidden messages as ``hidden_messages``;
 - ``text`` and ``code`` give their text; ``multimodal_text`` joins its text parts and
   puts ``[image]`` / ``[audio]`` / ``[file]`` where a non-text part was; the parts are
   kept in ``Message.parts``;
@@ -40,7 +43,10 @@ Nodes are read as follows:
 - reasoning (``thoughts``, ``reasoning_recap``) becomes ``{"type": "reasoning"}`` parts
   of the next assistant message (an assistant message of its own when none follows);
 - ``create_time`` (may be null) is the message time; ``metadata.model_slug`` goes into
-  the message metadata as ``model``.
+  the message metadata as ``model``, a finish other than ``stop`` as ``finish_reason``,
+  and ``attachments``, ``citations``, ``content_references``, ``search_result_groups``
+  and ``safe_urls`` as they are (the rest of ``metadata`` is the service's bookkeeping:
+  request ids, padding, flags).
 
 An entry without ``mapping`` (or with an empty one) is reported as skipped and the
 others are imported. JSON that breaks before the first conversation raises
@@ -69,6 +75,7 @@ from workbench.formats._support import (
     epoch_seconds,
     epoch_time,
     export_documents,
+    first_copy,
     first_element,
     guarded,
     latest_leaf,
@@ -79,7 +86,7 @@ from workbench.formats._support import (
     tool_call,
     with_branches,
 )
-from workbench.formats.base import ImportItem, type_name
+from workbench.formats.base import ImportItem, type_name, unforeseen
 
 NAME = "chatgpt"
 
@@ -94,6 +101,11 @@ _REASONING_TYPES = frozenset({"thoughts", "reasoning_recap"})
 _TOOL_OUTPUT_TYPES = frozenset(
     {"execution_output", "tether_browsing_display", "tether_quote", "system_error"}
 )
+# Message metadata kept as it is: the uploads, and the sources an answer cites. The rest
+# of a message's metadata is the service's bookkeeping (request_id, timestamp_, pad,
+# parent_id, message_type, is_complete, model_switcher_deny…) and is not kept.
+_KEPT_META = ("attachments", "citations", "content_references", "search_result_groups",
+              "safe_urls")
 _PLACEHOLDERS = {
     "image_asset_pointer": "[image]",
     "audio_asset_pointer": "[audio]",
@@ -132,6 +144,9 @@ class _PathState:
     last_call: str | None = None
     """The id of the nearest tool call above the node in hand: in ChatGPT's tree a
     tool's answer hangs below the call it answers, so this is the call it answers."""
+    hidden: dict[str, Any] | None = None
+    """Where to keep what hidden nodes told the model (see :func:`_keep_hidden`), or
+    ``None`` when the path's hidden nodes are another path's too (a branch)."""
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -220,13 +235,11 @@ def _message_metadata(raw: dict[str, Any], raw_meta: Any, kind: str | None) -> d
             reason = finish.get("type")
             if isinstance(reason, str) and reason not in ("stop", ""):
                 meta["finish_reason"] = reason
-        attachments = raw_meta.get("attachments")
-        if isinstance(attachments, list) and attachments:
-            meta["attachments"] = [
-                {k: a.get(k) for k in ("name", "mime_type", "mimeType", "size") if k in a}
-                for a in attachments
-                if isinstance(a, dict)
-            ]
+        # Whole: an attachment's id names its file in the export's ZIP.
+        for key in _KEPT_META:
+            value = raw_meta.get(key)
+            if value:
+                meta[key] = value
     status = raw.get("status")
     if isinstance(status, str) and status not in ("finished_successfully", ""):
         meta["status"] = status
@@ -248,8 +261,12 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
         kind = "text" if "parts" in content or "text" in content else None
     raw_meta = raw.get("metadata")
     if isinstance(raw_meta, dict) and raw_meta.get("is_visually_hidden_from_conversation"):
+        if state.hidden is not None:
+            _keep_hidden(state.hidden, node_id, author.get("role"), kind, content)
         return []
     if kind in _HIDDEN_TYPES:
+        if state.hidden is not None:
+            _keep_hidden(state.hidden, node_id, author.get("role"), kind, content)
         return []
     if kind in _REASONING_TYPES:
         reasoning = _reasoning_text(kind, content)
@@ -288,7 +305,7 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
         _take_reasoning(message, state)
         return [message]
 
-    if role not in _CHAT_ROLES:
+    if not isinstance(role, str) or role not in _CHAT_ROLES:
         meta["original_role"] = role
         role = _ASSISTANT
     keeps_reasoning = role == _ASSISTANT and bool(state.reasoning)
@@ -300,6 +317,26 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
     if keeps_reasoning:
         _take_reasoning(message, state)
     return [message]
+
+
+def _keep_hidden(
+    hidden: dict[str, Any], node_id: str, role: Any, kind: Any, content: dict[str, Any]
+) -> None:
+    """Keep what a hidden node told the model without showing it in the conversation:
+    the custom instructions (``user_editable_context``: ``user_profile``,
+    ``user_instructions``) and the model's memory (``model_editable_context``) under
+    their content type, the text of any other hidden message under
+    ``hidden_messages``. Empty nodes (the usual hidden system message) add nothing."""
+    if kind in _HIDDEN_TYPES:
+        kept = {k: v for k, v in content.items()
+                if k != "content_type" and v not in (None, "", [], {})}
+        if kept:
+            hidden.setdefault(str(kind), {}).update(kept)
+        return
+    text = _text_parts(content)[0] if kind in (None, "text", "multimodal_text") else ""
+    if text.strip():
+        hidden.setdefault("hidden_messages", []).append(
+            {"node": node_id, "role": role, "text": text})
 
 
 def _output_images(raw_meta: Any) -> list[dict[str, Any]]:
@@ -378,8 +415,10 @@ def _take_reasoning(message: Message, state: _PathState) -> None:
     state.reasoning = []
 
 
-def _path_messages(mapping: dict[str, Any], path: list[str]) -> list[Message]:
-    state = _PathState()
+def _path_messages(
+    mapping: dict[str, Any], path: list[str], hidden: dict[str, Any] | None = None
+) -> list[Message]:
+    state = _PathState(hidden=hidden)
     messages: list[Message] = []
     for node_id in path:
         node = mapping.get(node_id)
@@ -448,9 +487,17 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
     guessed = not (isinstance(current, str) and current in tree.parent_of)
     if guessed:
         current = latest_leaf(tree, lambda node: _node_time(mapping, node))
-    assert isinstance(current, str)
+    if current is None:  # no node of the mapping is an object
+        return [
+            SkippedEntry(
+                entry=where,
+                reason=sentence(f"{label} has no node objects in its 'mapping': no messages "
+                                "to import"),
+            )
+        ]
     main_path = tree.path_to(current)
-    messages = _path_messages(mapping, main_path)
+    hidden: dict[str, Any] = {}
+    messages = _path_messages(mapping, main_path, hidden)
 
     source_id = conv_id or fallback_id
     title = title_of(raw_title, messages, f"ChatGPT conversation {source_id}")
@@ -463,6 +510,7 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
         metadata["archived"] = True
     if guessed:
         metadata["current_node_guessed"] = True
+    metadata.update(hidden)
     main = Conversation(
         title=title,
         messages=messages,
@@ -498,7 +546,7 @@ class ChatGPTImporter(ExportImporter):
         return primed(self._read_documents(path, documents))
 
     def _read_documents(self, path: Path, documents: list[ExportDocument]) -> Iterator[ImportItem]:
-        seen: dict[str, str] = {}
+        seen: dict[str, dict[int, str]] = {}
         started = False
         for document in documents:
             for item in guarded(
@@ -510,7 +558,7 @@ class ChatGPTImporter(ExportImporter):
                 yield item
 
     def _read_document(
-        self, path: Path, document: ExportDocument, seen: dict[str, str]
+        self, path: Path, document: ExportDocument, seen: dict[str, dict[int, str]]
     ) -> Iterator[ImportItem]:
         items = document_entries(document, path)
         stem = Path(document.label.rsplit(":", 1)[-1]).name
@@ -519,9 +567,14 @@ class ChatGPTImporter(ExportImporter):
                 yield item
                 continue
             where = f"{document.entry_prefix}item {index}"
-            for result in parse_conversation(item, where, f"{stem}#{index}"):
-                if isinstance(result, Conversation) and result.source_id is not None:
-                    first = seen.get(result.source_id)
+            try:
+                results = parse_conversation(item, where, f"{stem}#{index}")
+            except Exception as exc:  # one entry's unforeseen fault costs that entry only
+                yield unforeseen(where, exc)
+                continue
+            for result in results:
+                if isinstance(result, Conversation):
+                    first = first_copy(result, where, seen)
                     if first is not None:
                         yield SkippedEntry(
                             entry=where,
@@ -529,5 +582,4 @@ class ChatGPTImporter(ExportImporter):
                             f"its first copy ({first}) was imported.",
                         )
                         continue
-                    seen[result.source_id] = where
                 yield result

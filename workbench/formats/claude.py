@@ -18,6 +18,13 @@ created_at, attachments, files}`` with ``sender`` ``human`` or ``assistant``.
 - A ``null`` (or otherwise unreadable) message is reported as skipped, naming the
   conversation and the message index; the rest of that conversation is imported.
 - An empty ``name`` gives a title from the first human message.
+- Messages are a tree when they name their parent (``parent_message_uuid``; a root
+  names ``00000000-…`` or none): an edited question or a regenerated answer leaves the
+  abandoned branch in ``chat_messages`` beside the live one. The session is then the
+  path to ``current_leaf_message_uuid`` (without one, the leaf with the latest
+  ``created_at``), and the other branches become conversations of their own exactly as
+  in the ChatGPT importer (``"<title> (branch N)"``, source id
+  ``"<uuid>#branch-<leaf uuid>"``). Without parent links the list order is the session.
 """
 
 from __future__ import annotations
@@ -31,18 +38,23 @@ from workbench.errors import InvalidEntryError
 from workbench.formats._support import (
     ExportDocument,
     ExportImporter,
+    MessageTree,
+    alternate_branches,
     document_entries,
+    epoch_seconds,
     epoch_time,
     export_documents,
     first_copies,
     first_element,
     guarded,
+    latest_leaf,
     number_positions,
     primed,
     sentence,
     text_of,
     title_of,
     tool_call,
+    with_branches,
 )
 from workbench.formats.base import ImportItem, type_name
 
@@ -70,9 +82,13 @@ class _Builder:
         self._calls: list[dict[str, Any]] = []
         self._plain = True
 
-    def text(self, text: str) -> None:
+    def text(self, text: str, citations: Any = None) -> None:
         self._texts.append(text)
-        self._parts.append({"type": "text", "text": text})
+        part: dict[str, Any] = {"type": "text", "text": text}
+        if citations:  # the sources the text cites: kept with it
+            part["citations"] = citations
+            self._plain = False
+        self._parts.append(part)
 
     def part(self, part: dict[str, Any], placeholder: str | None = None) -> None:
         self._plain = False
@@ -138,6 +154,11 @@ def parse_message(raw: Any) -> list[Message]:
     uuid = raw.get("uuid")
     if isinstance(uuid, str) and uuid:
         meta["source_message_id"] = uuid
+    stop = raw.get("stop_reason")
+    if isinstance(stop, str) and stop:
+        meta["stop_reason"] = stop  # max_tokens: the answer was cut off
+    if raw.get("truncated") is True:
+        meta["truncated"] = True
     builder = _Builder(role, raw.get("created_at"), meta)
     blocks = raw.get("content")
     if isinstance(blocks, list) and blocks:
@@ -167,7 +188,7 @@ def _block(builder: _Builder, block: Any, index: int) -> None:
     if kind == "text":
         text = block.get("text")
         if isinstance(text, str):
-            builder.text(text)
+            builder.text(text, block.get("citations"))
     elif kind in ("thinking", "redacted_thinking"):
         thought = block.get("thinking")
         part: dict[str, Any] = {
@@ -197,9 +218,9 @@ def _attachments(builder: _Builder, raw: dict[str, Any]) -> None:
         extracted = attachment.get("extracted_content")
         text = extracted if isinstance(extracted, str) else ""
         part = {"type": "attachment", "file_name": name, "text": text}
-        for key in ("file_type", "file_size"):
-            if key in attachment:
-                part[key] = attachment[key]
+        for key, value in attachment.items():  # file_type, file_size, id…
+            if key != "extracted_content":
+                part.setdefault(key, value)
         builder.part(part, f"[Attachment: {name}]\n{text}" if text else f"[Attachment: {name}]")
     for entry in _objects(raw, "files"):
         name = str(entry.get("file_name") or "file")
@@ -250,6 +271,7 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
         ]
     results: list[ImportItem] = []
     messages: list[Message] = []
+    readable: list[Any] = []
     for index, raw in enumerate(raw_messages):
         try:
             messages.extend(parse_message(raw))
@@ -263,7 +285,20 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
                     ),
                 )
             )
+            continue
+        readable.append(raw)
     number_positions(messages)
+    tree = _message_tree(readable)
+    current: str | None = None
+    if tree is not None:
+        by_id = {raw["uuid"]: raw for raw in readable}
+        leaf = item.get("current_leaf_message_uuid")
+        current = leaf if isinstance(leaf, str) and leaf in tree.parent_of else None
+        if current is None:
+            current = latest_leaf(tree, lambda n: epoch_seconds(by_id[n].get("created_at")))
+        if current is not None:
+            main_path = tree.path_to(current)
+            messages = _path_messages(by_id, main_path)
     title = title_of(name, messages, f"Claude conversation {source_id}")
     metadata: dict[str, Any] = {"uuid": uuid}
     for key in ("summary", "model", "project_uuid"):
@@ -277,18 +312,54 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
         # What the workbench has no field for is kept as it was (SPEC §11).
         if key not in _READ_KEYS and value not in (None, "", [], {}):
             metadata.setdefault(key, value)
-    results.append(
-        Conversation(
-            title=title,
-            messages=messages,
-            source=NAME,
-            source_id=source_id,
-            created_at=epoch_time(item.get("created_at")),
-            updated_at=epoch_time(item.get("updated_at")),
-            metadata=metadata,
-        )
+    main = Conversation(
+        title=title,
+        messages=messages,
+        source=NAME,
+        source_id=source_id,
+        created_at=epoch_time(item.get("created_at")),
+        updated_at=epoch_time(item.get("updated_at")),
+        metadata=metadata,
     )
-    return results
+    if tree is None or current is None:
+        return [*results, main]
+    if not (isinstance(item.get("current_leaf_message_uuid"), str)
+            and item["current_leaf_message_uuid"] in tree.parent_of):
+        metadata["current_leaf_guessed"] = True
+    branches = alternate_branches(
+        tree, main_path, lambda path: _path_messages(by_id, path), messages)
+    return [*results, *with_branches(main, branches)]
+
+
+def _message_tree(messages: list[Any]) -> MessageTree | None:
+    """The tree the messages' parent links make, or ``None`` when they make a list (no
+    links, a message without an id, or no message with two children)."""
+    order: list[str] = []
+    parent_of: dict[str, str | None] = {}
+    for raw in messages:
+        uuid = raw.get("uuid")
+        parent = raw.get("parent_message_uuid")
+        if not isinstance(uuid, str) or not uuid or uuid in parent_of:
+            return None
+        if parent is not None and not isinstance(parent, str):
+            return None
+        order.append(uuid)
+        parent_of[uuid] = parent
+    if not any(p in parent_of for p in parent_of.values()):
+        return None  # no message names another as its parent: not a tree
+    tree = MessageTree(order, parent_of)
+    if all(len(children) <= 1 for children in tree.children.values()) and sum(
+        1 for p in tree.parent_of.values() if p is None
+    ) == 1:
+        return None  # one line from one root: the list order says the same
+    return tree
+
+
+def _path_messages(by_id: dict[str, Any], path: list[str]) -> list[Message]:
+    messages: list[Message] = []
+    for node in path:
+        messages.extend(parse_message(by_id[node]))  # read once already: it raises no more
+    return number_positions(messages)
 
 
 class ClaudeImporter(ExportImporter):

@@ -10,7 +10,13 @@ carries something, so that a plain session stays plain:
 - on a history entry: ``name``, ``tool_calls``, ``tool_call_id``, ``parts``, ``state``
   (when not ``active``), ``metadata`` (with ``important``) and ``token_encoding``;
 - on the session: ``title``, ``created_at`` and ``updated_at`` (when they differ from
-  what the importer would derive) and ``tags``.
+  what the importer would derive, and never a time the session's source did not give),
+  ``tags``, and ``imported_from`` (``{"source", "source_id"}``) for a session imported
+  from another format: read back, the session has that source and id again, so the
+  conversation is recognised as the one its source holds.
+
+The pin and archive marks are the workbench's own and are not written: an export of a
+pinned or archived session says so (a session imported again starts unpinned).
 
 Exporting one session writes one object; several are written as a JSON array, which the
 importer reads as well. What a file holds is written back as it was read: unknown keys
@@ -47,14 +53,19 @@ from workbench.errors import FormatError, InvalidEntryError
 from workbench.formats._reading import JsonStream, open_file
 from workbench.formats._support import guarded, primed
 from workbench.formats.base import (
+    IMPORTED_FROM,
     ExportSession,
     ImportItem,
     dump_json,
     fingerprint,
+    imported_from,
     peek_json,
+    pin_marks_note,
     read_head,
+    read_imported_from,
     shorten,
     type_name,
+    unforeseen,
     write_atomic,
 )
 
@@ -259,11 +270,11 @@ def _parse_context(raw: dict[str, Any]) -> SessionContext:
     usage_raw = _optional_dict(raw, "token_usage", "")
     try:
         tool_stats = ToolStats.from_json(stats_raw)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:  # 1e400 is infinity
         raise InvalidEntryError(f"tool_stats: {exc}") from exc
     try:
         token_usage = TokenUsage.from_json(usage_raw)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:  # 1e400 is infinity
         raise InvalidEntryError(f"token_usage: {exc}") from exc
     return SessionContext(
         facts=list(facts),
@@ -324,16 +335,19 @@ def parse_session(raw: Any, fallback_id: str) -> Conversation:
     first, last = _derived_times(messages)
     created_at = _time(raw, "created_at", "") if "created_at" in raw else first
     updated_at = _time(raw, "updated_at", "") if "updated_at" in raw else last
+    metadata = {k: v for k, v in raw.items() if k not in _SESSION_KEYS}
+    source, source_id = read_imported_from(metadata) or (
+        NAME, sid if sid is not None else fingerprint(messages))
     return Conversation(
         title=title,
         messages=messages,
         context=context,
-        source=NAME,
-        source_id=sid if sid is not None else fingerprint(messages),
+        source=source,
+        source_id=source_id,
         created_at=created_at,
         updated_at=updated_at,
         tags=list(tags),
-        metadata={k: v for k, v in raw.items() if k not in _SESSION_KEYS},
+        metadata=metadata,
     )
 
 
@@ -410,10 +424,15 @@ def session_json(session: ExportSession) -> dict[str, Any]:
     if info.tags:
         obj["tags"] = list(info.tags)
     first, last = _derived_times(session.messages)
-    if info.created_at != first:
-        obj["created_at"] = format_time(info.created_at)
-    if info.updated_at != last:
-        obj["updated_at"] = format_time(info.updated_at)
+    # A session whose source gave no time holds the import's time: not written as its own.
+    if session.metadata.get("time_missing") is not True:
+        if info.created_at != first:
+            obj["created_at"] = format_time(info.created_at)
+        if info.updated_at != last:
+            obj["updated_at"] = format_time(info.updated_at)
+    origin = imported_from(info.source, info.source_id, NAME)
+    if origin is not None:
+        obj[IMPORTED_FROM] = origin
     # What the source said about the session: a context file's own extra keys, or
     # another format's conversation data, beside the context keys (read back the same).
     for key, value in session.metadata.items():
@@ -502,15 +521,22 @@ def _sessions(
             yield parse_session(data, fallback_id=path.stem)
         except InvalidEntryError as exc:
             yield SkippedEntry(entry=whole, reason=_sentence(exc))
+        except Exception as exc:  # an unforeseen fault of the session costs it only
+            yield unforeseen(whole, exc)
         return
     for i, item in enumerate(data):
         if isinstance(item, SkippedEntry):  # unreadable: reported in its place
             yield item
             continue
         try:
-            yield parse_session(item, fallback_id=f"{path.name}#{i}")
+            session = parse_session(item, fallback_id=f"{path.name}#{i}")
         except InvalidEntryError as exc:
             yield SkippedEntry(entry=f"{prefix}item {i}", reason=_sentence(exc))
+            continue
+        except Exception as exc:  # one session's unforeseen fault costs that session only
+            yield unforeseen(f"{prefix}item {i}", exc)
+            continue
+        yield session
 
 
 def _sentence(exc: Exception) -> str:
@@ -523,6 +549,10 @@ class ContextFileExporter:
 
     name = NAME
     suffix = ".json"
+
+    def cannot_hold(self, sessions: Sequence[ExportSession]) -> list[str]:
+        """What this format leaves out of ``sessions``: the pin and archive marks."""
+        return pin_marks_note(sessions)
 
     def render(self, sessions: Sequence[ExportSession]) -> str:
         """``sessions`` as the text :meth:`write` puts in the file."""

@@ -133,7 +133,8 @@ def _with_notes(items: Iterator[ImportItem], sink: NoteSink) -> Iterator[ImportI
     yield from sink.drain()
 
 
-_FOLDER_SUFFIXES = (".json", ".jsonl", ".zip", ".db")
+# (.md: the workbench's own Markdown transcripts, which import back)
+_FOLDER_SUFFIXES = (".json", ".jsonl", ".zip", ".db", ".md")
 _DONE = object()
 
 
@@ -173,10 +174,10 @@ def _folder_files(path: Path) -> list[Path]:
 
 def _read_folder_files(path: Path) -> Iterator[ImportItem]:
     """A folder no importer reads as a whole: each conversation file in it (``*.json``,
-    ``*.jsonl``, ``*.zip``, ``*.db``, in name order) read in its own format. A file
-    whose format is unknown or that cannot be read is one skipped entry, named by the
-    file; the entries a file's importer skips, and the notes on what it changed, carry
-    the file's name too."""
+    ``*.jsonl``, ``*.zip``, ``*.db``, ``*.md``, in name order) read in its own format. A
+    file whose format is unknown or that cannot be read is one skipped entry, named by
+    the file; the entries a file's importer skips, and the notes on what it changed,
+    carry the file's name too. A folder inside it is not read, and named."""
     for file in _folder_files(path):
         if _is_empty_file(file):
             yield SkippedEntry(entry=file.name, reason="the file is empty.")
@@ -192,3 +193,6 @@ def _read_folder_files(path: Path) -> Iterator[ImportItem]:
                                "known format")
         except (FormatError, OSError) as exc:
             yield SkippedEntry(entry=file.name, reason=str(exc))
+    for inner in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        yield SkippedEntry(entry=f"{inner.name}/",
+                           reason="a folder inside the folder is not read; import it on its own.")

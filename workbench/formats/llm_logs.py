@@ -37,6 +37,7 @@ database again after llm was upgraded updates rather than duplicates (with ``rep
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -59,7 +60,7 @@ from workbench.formats._support import (
     title_of,
     tool_call,
 )
-from workbench.formats.base import ImportItem
+from workbench.formats.base import ImportItem, unforeseen
 
 NAME = "llm"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -84,7 +85,7 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
         except sqlite3.Error as exc:
             last = exc
             continue
-        conn.row_factory = sqlite3.Row
+        conn.row_factory = _row
         conn.text_factory = _text
         return conn
     raise FormatError(
@@ -101,6 +102,14 @@ def _text(data: bytes) -> str:
     except UnicodeDecodeError:
         flag_unclean_text()
         return data.decode("utf-8", errors="surrogateescape")
+
+
+def _row(cursor: sqlite3.Cursor, values: tuple[Any, ...]) -> sqlite3.Row:
+    """A row whose BLOB values (in a column llm writes text to) are read as text too: a
+    value of bytes in a conversation's metadata could not be stored."""
+    if any(type(v) is bytes for v in values):
+        values = tuple(_text(v) if type(v) is bytes else v for v in values)
+    return sqlite3.Row(cursor, values)
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
@@ -204,9 +213,17 @@ def _sum_usage(messages: list[Message]) -> SessionContext:
     for message in messages:
         usage = message.metadata.get("usage")
         if isinstance(usage, dict):
-            total_in += int(usage.get("input_tokens") or 0)
-            total_out += int(usage.get("output_tokens") or 0)
+            total_in += _token_count(usage.get("input_tokens"))
+            total_out += _token_count(usage.get("output_tokens"))
     return SessionContext(token_usage=TokenUsage(input_tokens=total_in, output_tokens=total_out))
+
+
+def _token_count(value: Any) -> int:
+    """A count of tokens as a number, 0 for anything else (text, infinity): the usage
+    as the log stored it stays in the message's metadata."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0
+    return int(value)
 
 
 def _times_from_responses(
@@ -285,6 +302,10 @@ class _NewSchema:
         self.conn = conn
         self.lookups = lookups
         self.turn_keys = _columns(conn, "turns")
+        # No chain is longer than the log has messages (one that would be goes round a
+        # cycle of parent links): the walk up from a tip stops there.
+        (count,) = conn.execute("SELECT count(*) FROM messages").fetchone()
+        self.depth_limit = min(int(count), _MAX_DEPTH)
         self.turns_by_tip: dict[str, list[sqlite3.Row]] = {}
         for row in conn.execute("SELECT * FROM turns ORDER BY datetime_utc, id"):
             if row["tip_message_hash"]:
@@ -308,7 +329,12 @@ class _NewSchema:
             "ORDER BY datetime_utc, id"
         ).fetchall()
         for thread in threads:
-            yield self.thread(thread)
+            try:
+                yield self.thread(thread)
+            except sqlite3.Error:
+                raise  # the database itself failed: said once, for the whole file
+            except Exception as exc:  # one thread's unforeseen fault costs that thread only
+                yield unforeseen(f"thread {thread['id']}", exc)
 
     def _chain(self, tip: str) -> list[sqlite3.Row]:
         rows = self.conn.execute(
@@ -318,10 +344,20 @@ class _NewSchema:
             " SELECT m.hash, m.parent_hash, m.role, chain.depth + 1"
             " FROM messages AS m JOIN chain ON m.hash = chain.parent_hash"
             " WHERE chain.depth < ?)"
-            " SELECT hash, parent_hash, role FROM chain ORDER BY depth DESC",
-            (tip, _MAX_DEPTH),
+            " SELECT hash, parent_hash, role FROM chain ORDER BY depth",
+            (tip, self.depth_limit),
         ).fetchall()
-        return list(rows)
+        # A cycle of parent links (a damaged log) would repeat its messages down to the
+        # depth limit: the chain ends where it comes round to a message it holds.
+        chain: list[sqlite3.Row] = []
+        seen: set[str] = set()
+        for row in rows:
+            if row["hash"] in seen:
+                break
+            seen.add(row["hash"])
+            chain.append(row)
+        chain.reverse()
+        return chain
 
     def _parts(self, message_hash: str) -> list[sqlite3.Row]:
         return self.conn.execute(
@@ -531,16 +567,34 @@ class _OldSchema:
             conv_id = row["conversation_id"]
             key = str(conv_id) if conv_id else f"response:{row['id']}"
             if group and key != group_id:
-                yield from self._conversation(
+                yield from self._guarded(
                     group_id, group, names, skip_conversations, skip_responses
                 )
                 group = []
             group_id = key
             group.append(row)
         if group:
-            yield from self._conversation(
+            yield from self._guarded(
                 group_id, group, names, skip_conversations, skip_responses
             )
+
+    def _guarded(
+        self,
+        key: str | None,
+        rows: list[sqlite3.Row],
+        names: dict[str, tuple[str | None, str | None]],
+        skip_conversations: set[str],
+        skip_responses: set[str],
+    ) -> Iterator[ImportItem]:
+        """:meth:`_conversation`, one conversation's unforeseen fault costing it only."""
+        try:
+            items = list(self._conversation(key, rows, names, skip_conversations,
+                                            skip_responses))
+        except sqlite3.Error:
+            raise  # the database itself failed: said once, for the whole file
+        except Exception as exc:
+            items = [unforeseen(f"conversation {key}", exc)]
+        yield from items
 
     def _conversation(
         self,

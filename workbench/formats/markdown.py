@@ -43,12 +43,14 @@ from workbench.core.conversation import (
     ToolStats,
     as_utc,
 )
+from workbench.formats._reading import first_bad_byte, repair_value
 from workbench.formats.base import (
     ExportSession,
     FileImporter,
     ImportItem,
     fingerprint,
-    read_text,
+    pin_marks_note,
+    read_text_keeping_bad_bytes,
     write_atomic,
 )
 
@@ -325,8 +327,7 @@ def _iso(value: datetime | None) -> str | None:
 def cannot_hold(sessions: Sequence[ExportSession]) -> list[str]:
     """What a Markdown transcript leaves out of ``sessions`` (one sentence each): the
     pin and archive marks (token counts are left out too, but they are counted again)."""
-    pinned = sum(1 for s in sessions if s.info.pinned or s.info.archived)
-    return [f"the pin or archive mark of {pinned} session(s)"] if pinned else []
+    return pin_marks_note(sessions)
 
 
 class MarkdownExporter:
@@ -594,7 +595,11 @@ class MarkdownImporter(FileImporter):
 
     def read_file(self, path: Path) -> Iterator[ImportItem]:
         """Each ``# Title`` section of the transcript as a conversation."""
-        text = read_text(path)
+        text, bad_bytes = read_text_keeping_bad_bytes(path)
+        if bad_bytes:
+            # Replaced with U+FFFD and noted (by the line of the first), not the file refused.
+            line = text.count("\n", 0, first_bad_byte(text)) + 1
+            text = repair_value(text, f"line {line}", from_bytes=True)
         if "\r\n" in text and text.count("\r\n") == text.count("\n"):
             # Saved by an editor with Windows line ends: every line has one. (A lone CR in
             # a message is the message's own and is kept.)

@@ -36,19 +36,24 @@ from workbench.core.conversation import (
     parse_time,
 )
 from workbench.errors import FormatError, InvalidEntryError
-from workbench.formats._reading import BrokenJsonError
+from workbench.formats._reading import BrokenJsonError, holds_bad_bytes
 from workbench.formats._support import file_entries, first_char, guarded, primed
 from workbench.formats.base import (
+    IMPORTED_FROM,
     ExportSession,
     FileImporter,
     ImportItem,
     decode_json_line,
     dump_json,
     fingerprint,
+    imported_from,
     peek_json,
+    pin_marks_note,
     read_head,
+    read_imported_from,
     shorten,
     type_name,
+    unforeseen,
     write_atomic,
 )
 
@@ -94,7 +99,9 @@ def _content(value: Any, where: str) -> tuple[str, list[dict[str, Any]] | None]:
         if not isinstance(part, dict):
             raise InvalidEntryError(f"{where}content[{i}] must be an object, not {type_name(part)}")
         kind = part.get("type")
-        if kind in _TEXT_PART_TYPES or (kind is None and "text" in part):
+        if (isinstance(kind, str) and kind in _TEXT_PART_TYPES) or (
+            kind is None and "text" in part
+        ):
             text = part.get("text")
             if not isinstance(text, str):
                 raise InvalidEntryError(
@@ -235,11 +242,12 @@ def parse_conversation(item: Any, file_name: str, index: int) -> Conversation:
                 del metadata[time_key]
             except ValueError:
                 pass
+    source, source_id = read_imported_from(metadata) or (NAME, _source_id(messages))
     return Conversation(
         title=_title(item, messages, fallback),
         messages=messages,
-        source=NAME,
-        source_id=_source_id(messages),
+        source=source,
+        source_id=source_id,
         created_at=times.get("created_at"),
         updated_at=times.get("updated_at"),
         metadata=metadata,
@@ -357,9 +365,14 @@ class OpenAIMessagesImporter(FileImporter):
                 yield item
                 continue
             try:
-                yield parse_conversation(item, path.name, i)
+                conversation = parse_conversation(item, path.name, i)
             except InvalidEntryError as exc:
                 yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
+                continue
+            except Exception as exc:  # one entry's unforeseen fault costs that entry only
+                yield unforeseen(f"item {i}", exc)
+                continue
+            yield conversation
 
     def _read_messages(self, path: Path, data: Iterable[Any]) -> Iterator[ImportItem]:
         messages: list[Message] = []
@@ -373,6 +386,8 @@ class OpenAIMessagesImporter(FileImporter):
                     messages.append(parse_message(raw))
                 except InvalidEntryError as exc:
                     yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
+                except Exception as exc:  # one entry's unforeseen fault costs it only
+                    yield unforeseen(f"item {i}", exc)
         except BrokenJsonError as exc:
             # The messages before the break are the conversation; the break is reported.
             if not messages:
@@ -407,18 +422,18 @@ class OpenAIMessagesImporter(FileImporter):
 
     def _jsonl_line(self, path: Path, number: int, raw: bytes) -> ImportItem | None:
         where = f"line {number}"
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return SkippedEntry(entry=where, reason="the line is not UTF-8 text.")
-        line = line.lstrip("\ufeff").strip()
+        # Bytes that are not UTF-8 are replaced (and noted) in the entry, as in a JSON
+        # array, rather than the whole line refused.
+        line = raw.decode("utf-8", "surrogateescape").lstrip("\ufeff").strip()
         if not line:
             return None
         try:
-            value = decode_json_line(line, where)
+            value = decode_json_line(line, where, from_bytes=holds_bad_bytes(line))
             return parse_conversation(value, path.name, number - 1)
         except (ValueError, InvalidEntryError) as exc:
             return SkippedEntry(entry=where, reason=_sentence(exc))
+        except Exception as exc:  # one line's unforeseen fault costs that line only
+            return unforeseen(where, exc)
 
 
 def _sentence(exc: Exception) -> str:
@@ -521,7 +536,7 @@ def cannot_hold(sessions: Sequence[ExportSession]) -> list[str]:
     tagged = sum(1 for s in sessions if s.info.tags)
     if tagged:
         notes.append(f"the tags of {tagged} session(s)")
-    return notes
+    return notes + pin_marks_note(sessions)
 
 
 class OpenAIJsonlExporter:
@@ -545,14 +560,18 @@ class OpenAIJsonlExporter:
 
 
 def session_line(session: ExportSession) -> dict[str, Any]:
-    """One session as a JSONL object: ``messages``, ``title``, its times, and the keys of the
-    session's metadata beside them (as tau-bench writes ``task_id``, ``reward``,
-    ``info``), which the importer reads back into the metadata."""
+    """One session as a JSONL object: ``messages``, ``title``, its times, ``imported_from``
+    (``{"source", "source_id"}``) for a session imported from another format, and the
+    keys of the session's metadata beside them (as tau-bench writes ``task_id``,
+    ``reward``, ``info``), which the importer reads back into the metadata."""
     line: dict[str, Any] = {"messages": [message_json(m) for m in session.messages]}
     line["title"] = session.info.title
     if session.metadata.get("time_missing") is not True:
         line["created_at"] = format_time(session.info.created_at)
         line["updated_at"] = format_time(session.info.updated_at)
+    origin = imported_from(session.info.source, session.info.source_id, NAME)
+    if origin is not None:
+        line[IMPORTED_FROM] = origin
     for key, value in session.metadata.items():
         if key not in line and key not in _LIST_KEYS:
             line[key] = value

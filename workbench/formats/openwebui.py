@@ -20,9 +20,11 @@ An assistant message is rebuilt in the shape the chat APIs use:
   holding the ``result`` attribute (or the block's body), HTML entities decoded. Text
   after a tool call starts a new assistant message.
 
-Times are epoch numbers (seconds, or milliseconds in some versions); ``model`` and
-``usage`` go into the message metadata and user ``files`` into ``parts`` (data URLs
-are not kept).
+Times are epoch numbers (seconds, or milliseconds in some versions). A message's other
+keys with a value (``model``, ``usage``, ``sources``, ``annotation``, ``error``…) go into
+its metadata (an assistant turn split at tool results: on its first message), user
+``files`` into ``parts`` whole (an image's data URL too); the chat's other keys
+(``user_id``, ``params`` with the system prompt…) into the session's metadata.
 """
 
 from __future__ import annotations
@@ -144,9 +146,10 @@ class _Turn:
         self.texts, self.parts, self.rich = [], [], False
 
     def _meta(self) -> dict[str, Any]:
-        # Usage counts the whole turn: it goes on the first message only, so sums stay right.
+        # What the source says of the turn (usage, sources, rating…) goes on its first
+        # message only, so sums stay right and nothing is there twice; the model on each.
         first = not any(m.role == Role.ASSISTANT.value for m in self.out)
-        return {k: v for k, v in self.meta.items() if first or k != "usage"}
+        return {k: v for k, v in self.meta.items() if first or k == "model"}
 
     def finish(self) -> list[Message]:
         self.close_calls()
@@ -217,20 +220,42 @@ def _from_output(turn: _Turn, output: list[Any]) -> None:
 
 
 def _file_parts(files: Any) -> list[dict[str, Any]]:
+    # Whole, with the image a data URL holds and the upload's record (``file``, with the
+    # text extracted from a document): the export holds no other copy of them.
     parts: list[dict[str, Any]] = []
     if not isinstance(files, list):
         return parts
     for entry in files:
         if not isinstance(entry, dict):
             continue
-        kept = {
-            k: v
-            for k, v in entry.items()
-            if not (isinstance(v, str) and v.startswith("data:")) and k != "file"
-        }
+        kept = dict(entry)
         kept["type"] = str(entry.get("type") or "file")
         parts.append(kept)
     return parts
+
+
+# Keys of a message that become the message itself; any other with a value is kept in
+# its metadata (model, usage, sources, statusHistory, annotation, error, info…).
+_MESSAGE_KEYS = frozenset(
+    {"id", "parentId", "childrenIds", "role", "content", "timestamp", "output", "files"})
+# Keys of a chat item (and of its ``chat``) read into the session; any other with a
+# value is kept in its metadata (user_id, share_id, params with the system prompt…).
+# ``chat.messages`` is the same messages as ``history`` again, flat.
+_ITEM_KEYS = frozenset({"id", "title", "chat", "created_at", "updated_at", "meta"})
+_CHAT_KEYS = frozenset({"id", "title", "history", "messages", "tags", "timestamp", "models"})
+
+
+def _has_value(value: Any) -> bool:
+    return value is not None and value != "" and value != [] and value != {}
+
+
+def _message_meta(raw: dict[str, Any], created: Any) -> dict[str, Any]:
+    meta = {k: v for k, v in raw.items() if k not in _MESSAGE_KEYS and _has_value(v)}
+    if meta.get("done") is True:
+        del meta["done"]  # every finished message says so; only an unfinished one is news
+    if created is None and _has_value(raw.get("timestamp")):
+        meta["timestamp"] = raw["timestamp"]  # a time that could not be read, as it was
+    return meta
 
 
 def parse_message(raw: Any, msg_id: str) -> list[Message]:
@@ -241,11 +266,10 @@ def parse_message(raw: Any, msg_id: str) -> list[Message]:
     content = raw.get("content")
     text = content if isinstance(content, str) else text_of(content)
     created = epoch_time(raw.get("timestamp"))
-    meta: dict[str, Any] = {}
-    for key in ("model", "usage"):
-        if raw.get(key):
-            meta[key] = raw[key]
+    meta = _message_meta(raw, created)
     if role == Role.ASSISTANT.value:
+        if _has_value(raw.get("files")):
+            meta["files"] = raw["files"]  # what the reply made (a generated image)
         turn = _Turn(created, meta)
         output = raw.get("output")
         if isinstance(output, list) and any(isinstance(o, dict) for o in output):
@@ -258,7 +282,7 @@ def parse_message(raw: Any, msg_id: str) -> list[Message]:
                 Message(role=Role.ASSISTANT.value, content="", created_at=created, metadata=meta)
             ]
         return messages
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:
         meta["original_role"] = role
         role = Role.USER.value
     parts = _file_parts(raw.get("files"))
@@ -308,27 +332,40 @@ def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
         tree = MessageTree(
             order,
             {k: _str(nodes[k].get("parentId")) for k in order},
-            {
-                k: [c for c in nodes[k].get("childrenIds") or [] if isinstance(c, str)]
-                for k in order
-            },
+            {k: _str_list(nodes[k].get("childrenIds")) for k in order},
         )
         current = history.get("currentId")
         if not (isinstance(current, str) and current in tree.parent_of):
             guessed = True
             current = latest_leaf(tree, lambda n: epoch_seconds(nodes[n].get("timestamp")))
-        assert isinstance(current, str)
+        if current is None:  # no entry of history.messages is an object
+            return [
+                SkippedEntry(
+                    entry=where,
+                    reason=sentence(f"{label} has no message objects in 'history.messages'"),
+                )
+            ]
         main_path = tree.path_to(current)
         messages = _path_messages(nodes, main_path)
         branches = alternate_branches(
             tree, main_path, lambda path: _path_messages(nodes, path), messages
         )
-    elif isinstance(chat.get("messages"), list):
+    elif isinstance(chat.get("messages"), list) and (chat["messages"] or not nodes):
         messages = []
         for index, raw in enumerate(chat["messages"]):
             raw_id = raw.get("id") if isinstance(raw, dict) else None
             messages.extend(parse_message(raw, str(raw_id or index)))
         number_positions(messages)
+    elif nodes is not None and not isinstance(nodes, dict):
+        # history.messages of the wrong kind, and no flat list to read instead: an empty
+        # session would hide that the chat's messages could not be read.
+        return [
+            SkippedEntry(
+                entry=where,
+                reason=sentence(f"{label}: history.messages is {type_name(nodes)}, not an "
+                                "object of messages"),
+            )
+        ]
     else:
         return [
             SkippedEntry(
@@ -339,12 +376,19 @@ def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
 
     title = title_of(raw_title, messages, f"Open WebUI chat {source_id}")
     metadata: dict[str, Any] = {"chat_id": chat_id}
-    for key in ("models",):
-        if chat.get(key):
-            metadata[key] = chat[key]
-    for key in ("pinned", "archived", "folder_id"):
-        if item.get(key):
-            metadata[key] = item[key]
+    if chat.get("models"):
+        metadata["models"] = chat["models"]
+    read = _ITEM_KEYS if chat is not item else _ITEM_KEYS | _CHAT_KEYS
+    for key, value in item.items():
+        if key not in read and value is not False and _has_value(value):
+            metadata[key] = value
+    meta = item.get("meta")
+    if isinstance(meta, dict) and any(k != "tags" and _has_value(v) for k, v in meta.items()):
+        metadata["meta"] = {k: v for k, v in meta.items() if k != "tags"}
+    if chat is not item:
+        for key, value in chat.items():
+            if key not in _CHAT_KEYS and key not in metadata and _has_value(value):
+                metadata[key] = value
     if guessed:
         metadata["current_id_guessed"] = True
     main = Conversation(
@@ -358,6 +402,10 @@ def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
         metadata=metadata,
     )
     return with_branches(main, branches)
+
+
+def _str_list(value: Any) -> list[str]:
+    return [c for c in value if isinstance(c, str)] if isinstance(value, list) else []
 
 
 def _str(value: Any) -> str | None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
 from workbench.errors import InvalidEntryError
-from workbench.formats._reading import safe_json
+from workbench.formats._reading import holds_bad_bytes, safe_json
 from workbench.formats._support import (
     file_entries,
     first_char,
@@ -51,9 +51,10 @@ from workbench.formats.base import (
     decode_json_line,
     peek_json,
     read_head,
-    read_text,
+    read_text_keeping_bad_bytes,
     shorten,
     type_name,
+    unforeseen,
 )
 
 NAME = "sharegpt"
@@ -236,6 +237,13 @@ def parse_entry(entry: Any, where: str) -> list[ImportItem]:
     return results
 
 
+def _parsed(entry: Any, where: str) -> list[ImportItem]:
+    try:
+        return parse_entry(entry, where)
+    except Exception as exc:  # one entry's unforeseen fault costs that entry only
+        return [unforeseen(where, exc)]
+
+
 def _unique(items: Iterator[ImportItem]) -> Iterator[ImportItem]:
     """Give repeated source ids a ``~2``, ``~3``… suffix: datasets do hold duplicates."""
     counts: dict[str, int] = {}
@@ -265,10 +273,10 @@ class ShareGPTImporter(FileImporter):
         # (JSON Lines whose first line is an array is JSON Lines, not one array)
         if first_char(head) == "[" and not self._is_jsonl(head):
             return primed(_unique(guarded(self._items(file_entries(path)))))
-        text = read_text(path)
+        text, bad_bytes = read_text_keeping_bad_bytes(path)
         label = str(path)
         if self._is_jsonl(text):
-            return primed(_unique(self._lines(text)))
+            return primed(_unique(self._lines(text, bad_bytes)))
         return primed(_unique(self._items(file_entries(path, label))))
 
     @staticmethod
@@ -290,16 +298,20 @@ class ShareGPTImporter(FileImporter):
             if isinstance(entry, SkippedEntry):  # unreadable: reported in its place
                 yield entry
                 continue
-            yield from parse_entry(entry, f"item {index}")
+            yield from _parsed(entry, f"item {index}")
 
-    def _lines(self, text: str) -> Iterator[ImportItem]:
-        for number, line in enumerate(text.splitlines(), start=1):
+    def _lines(self, text: str, bad_bytes: bool) -> Iterator[ImportItem]:
+        # Lines end at "\n" only: splitlines() also splits at U+2028, U+0085 and the
+        # like, which JSON text holds unescaped inside its strings.
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             where = f"line {number}"
             try:
-                entry = decode_json_line(line, where)
+                entry = decode_json_line(
+                    line, where, from_bytes=bad_bytes and holds_bad_bytes(line)
+                )
             except ValueError as exc:
                 yield SkippedEntry(entry=where, reason=sentence(str(exc)))
                 continue
-            yield from parse_entry(entry, where)
+            yield from _parsed(entry, where)

@@ -40,6 +40,29 @@ def note_label(parent: QWidget, name: str, *, selectable: bool = False) -> QLabe
     return label
 
 
+_KEYS_BACK = "workbenchKeysBack"
+
+
+def set_busy(button: QWidget, busy: bool, holder: QWidget) -> None:
+    """Grey ``button`` out while its job runs (``busy``), and enable it again after.
+
+    Keys that were on it wait on ``holder`` (the sentence saying what runs, which a
+    screen reader then reads) and come back to it once it is enabled again. Left to Qt
+    they fall on the next control: Close, where a second Space closes the dialog, or a
+    field that takes the digits typed next."""
+    if busy:
+        if button.hasFocus() and holder.isVisible():
+            button.setProperty(_KEYS_BACK, True)
+            holder.setFocus(Qt.FocusReason.OtherFocusReason)
+        button.setEnabled(False)
+        return
+    button.setEnabled(True)
+    if button.property(_KEYS_BACK):
+        button.setProperty(_KEYS_BACK, False)
+        if holder.hasFocus():
+            button.setFocus(Qt.FocusReason.OtherFocusReason)
+
+
 def single_shot(parent: QObject, interval_ms: int, slot: Callable[[], Any]) -> QTimer:
     """A single-shot timer calling ``slot``: each ``start()`` pushes the call back."""
     timer = QTimer(parent)

@@ -97,6 +97,7 @@ class MainWindow(QMainWindow):
         self.setObjectName("MainWindow")
         self.settings = settings if settings is not None else gui_settings()
         self.ctx = AppContext(workspace, self)
+        self._prompt_on_open = False  # New Session: the keys go to the prompt once it opens
         self._error_boxed: str | None = None  # the last error shown in a box
         self._not_heard = ""  # why other desktops are not heard now ("": they are)
         self.dock_sizer = DockSharesSizer(self)
@@ -333,6 +334,7 @@ class MainWindow(QMainWindow):
         # File
         file_menu = menu_bar.addMenu("&File")
         self.new_session_action = self.browser.new_action
+        self.new_session_action.triggered.connect(self._prompt_when_the_new_session_opens)
         self.addAction(self.new_session_action)
         file_menu.addAction(self.new_session_action)
         self.import_action = self._action("&Import File…", self._import_file_interactively,
@@ -538,7 +540,14 @@ class MainWindow(QMainWindow):
             self.timeline.open_session(session_id, message_id, position)
         if session_id:
             self.browser.select_session(session_id)
+        if session_id and self._prompt_on_open and self.composer is not None:
+            # A new session is for typing a prompt (its empty timeline says so).
+            self._prompt_on_open = False
+            self.composer.prompt.setFocus(Qt.FocusReason.OtherFocusReason)
         self._refresh_session_status()
+
+    def _prompt_when_the_new_session_opens(self) -> None:
+        self._prompt_on_open = True
 
     def _session_updated(self, info: SessionInfo) -> None:
         if info.id == self.ctx.current_session_id:
@@ -623,7 +632,7 @@ class MainWindow(QMainWindow):
     def _import_file_interactively(self) -> None:
         path, _filter = QFileDialog.getOpenFileName(
             self, "Import conversations", self._last_folder(),
-            "Conversation files (*.json *.jsonl *.zip *.db);;All files (*)")
+            "Conversation files (*.json *.jsonl *.md *.zip *.db);;All files (*)")
         if path:
             self._remember_folder(path)
             self.start_import(path)
@@ -672,10 +681,15 @@ class MainWindow(QMainWindow):
         if not path:
             return
         self._remember_folder(path)
+        suffixes = {_EXPORT_FILTERS[n].split("*")[1].rstrip(")"): n for n in names}
         format = next((n for n in names if _EXPORT_FILTERS[n] == chosen), names[0])
-        suffix = _EXPORT_FILTERS[format].split("*")[1].rstrip(")")
-        if not Path(path).suffix:
-            path += suffix
+        typed = Path(path).suffix.lower()
+        if typed in suffixes:
+            # A name typed with a format's ending gets that format ("notes.md" under the
+            # JSON filter is Markdown), as the ending says what the file is.
+            format = suffixes[typed]
+        elif not typed:
+            path += next(s for s, n in suffixes.items() if n == format)
         self.export_sessions(ids, format, path)
 
     def open_database(self, path: Path | str, *, password: str | None = None,
@@ -886,7 +900,7 @@ class MainWindow(QMainWindow):
             dialog = cls(self.ctx, self)
             setattr(self, attribute, dialog)
         elif not dialog.isVisible():
-            dialog.reload()  # another database may be open, or the CLI changed things
+            dialog.reopen()
         dialog.show()
         dialog.raise_()
         dialog.activateWindow()

@@ -7,13 +7,27 @@ when the platform reports one, and is light otherwise.
 Fusion draws the edges of check boxes, radio buttons, text fields, lists and progress
 bars a shade darker than the window; on a dark window that edge vanishes into the dark
 field (an unchecked check box could not be seen). :class:`WorkbenchStyle` draws those
-edges again in a colour that stands out from a dark background.
+edges again in a colour that stands out from a dark background. Its ✗ on Close (drawn
+black) and on Cancel (a dark red) vanished into a dark button too: the style draws those
+crosses itself, in the button's text colour and a red of the same contrast, in either
+theme (on platforms whose dialog buttons carry icons, such as Linux desktops).
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QFontDatabase, QGuiApplication, QPainter, QPalette, QPen
+from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, QSize, Qt
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontDatabase,
+    QGuiApplication,
+    QIcon,
+    QIconEngine,
+    QPainter,
+    QPalette,
+    QPen,
+    QPixmap,
+)
 from PySide6.QtWidgets import QApplication, QProxyStyle, QStyle, QStyleOption, QWidget
 
 THEMES = ("system", "light", "dark")
@@ -42,6 +56,37 @@ def role_color(role: str, dark: bool | None = None) -> QColor:
         dark = is_dark()
     light_hex, dark_hex = _ROLE_COLOURS.get(role, ("#555555", "#bbbbbb"))
     return QColor(dark_hex if dark else light_hex)
+
+
+# Text that says a thing went well or wrong (light, dark): 4.5:1 or more against the
+# window and the fields of its theme. The dark theme's were the light ones, 3:1 at best.
+_TONES: dict[str, tuple[str, str]] = {
+    "good": ("#1b5e20", "#81c784"),
+    "bad": ("#c62828", "#ff8a80"),
+}
+TONE_PROPERTY = "workbenchTone"
+
+
+def tone_colour(tone: str, dark: bool | None = None) -> QColor:
+    """The colour of ``good`` or ``bad`` text on the current (or given) background."""
+    if dark is None:
+        dark = is_dark()
+    light_hex, dark_hex = _TONES[tone]
+    return QColor(dark_hex if dark else light_hex)
+
+
+def set_tone(widget: QWidget, tone: str | None) -> None:
+    """Colour ``widget``'s text ``good`` or ``bad`` (None: the theme's own), in the
+    theme in effect now and after a change of theme (:func:`apply_theme`)."""
+    widget.setProperty(TONE_PROPERTY, tone or "")
+    widget.setStyleSheet(f"color: {tone_colour(tone).name()};" if tone else "")
+
+
+def _retone(app: QApplication) -> None:
+    for widget in app.allWidgets():
+        tone = widget.property(TONE_PROPERTY)
+        if tone:
+            set_tone(widget, str(tone))
 
 
 def monospace_font(base: QFont | None = None) -> QFont:
@@ -94,6 +139,55 @@ _INDICATORS = (QStyle.PrimitiveElement.PE_IndicatorCheckBox,
                QStyle.PrimitiveElement.PE_IndicatorRadioButton)
 
 
+# The ✗ of Cancel: red, as legible on its button as the button's text (WCAG 4.5:1 or more).
+CANCEL_CROSS = ("#c62828", "#ff8a80")  # light, dark
+
+
+class CrossIconEngine(QIconEngine):
+    """A ✗ drawn in the colour the application's palette gives it when painted, so it
+    follows a change of theme (``cancel``: red, else the buttons' text colour)."""
+
+    def __init__(self, cancel: bool = False) -> None:
+        super().__init__()
+        self.cancel = cancel
+
+    def colour(self, mode: QIcon.Mode = QIcon.Mode.Normal) -> QColor:
+        """The colour the cross is painted in for ``mode``."""
+        palette = QGuiApplication.palette()
+        if mode == QIcon.Mode.Disabled:
+            return palette.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.ButtonText)
+        if self.cancel:
+            return QColor(CANCEL_CROSS[1 if is_dark(palette) else 0])
+        return palette.color(QPalette.ColorRole.ButtonText)
+
+    def paint(self, painter: QPainter, rect: QRect, mode: QIcon.Mode,  # noqa: D102
+              state: QIcon.State) -> None:
+        side = min(rect.width(), rect.height())
+        inset = side * 0.22
+        box = QRectF(rect.x() + (rect.width() - side) / 2, rect.y() + (rect.height() - side) / 2,
+                     side, side).adjusted(inset, inset, -inset, -inset)
+        pen = QPen(self.colour(mode), max(1.6, side / 7))
+        pen.setCapStyle(Qt.PenCapStyle.RoundCap)
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        painter.setPen(pen)
+        painter.drawLine(box.topLeft(), box.bottomRight())
+        painter.drawLine(QPointF(box.right(), box.top()), QPointF(box.left(), box.bottom()))
+        painter.restore()
+
+    def pixmap(self, size: QSize, mode: QIcon.Mode, state: QIcon.State) -> QPixmap:  # noqa: D102
+        # Qt's default leaves the pixmap's pixels as they were: start from transparent.
+        pixmap = QPixmap(size)
+        pixmap.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(pixmap)
+        self.paint(painter, QRect(QPoint(0, 0), size), mode, state)
+        painter.end()
+        return pixmap
+
+    def clone(self) -> QIconEngine:  # noqa: D102
+        return CrossIconEngine(self.cancel)
+
+
 class WorkbenchStyle(QProxyStyle):
     """Fusion, with edges that can be seen on a dark palette (see the module docstring)."""
 
@@ -112,6 +206,15 @@ class WorkbenchStyle(QProxyStyle):
             self._edge(painter, option, DARK_FIELD_EDGE, radius=2.0)
         elif element == QStyle.PrimitiveElement.PE_Frame:  # lists, tables, text boxes
             self._edge(painter, option, DARK_FIELD_EDGE)
+
+    def standardIcon(self, standard_icon: QStyle.StandardPixmap,  # noqa: N802 - Qt's name
+                     option: QStyleOption | None = None,
+                     widget: QWidget | None = None) -> QIcon:
+        if standard_icon == QStyle.StandardPixmap.SP_DialogCloseButton:
+            return QIcon(CrossIconEngine())
+        if standard_icon == QStyle.StandardPixmap.SP_DialogCancelButton:
+            return QIcon(CrossIconEngine(cancel=True))
+        return super().standardIcon(standard_icon, option, widget)
 
     def drawControl(self, element: QStyle.ControlElement, option: QStyleOption,  # noqa: N802
                     painter: QPainter, widget: QWidget | None = None) -> None:
@@ -163,4 +266,5 @@ def apply_theme(app: QApplication, theme: str) -> str:
         app.setStyle(WorkbenchStyle())
     dark = theme == "dark" or (theme == "system" and system_prefers_dark())
     app.setPalette(_dark_palette() if dark else app.style().standardPalette())
+    _retone(app)
     return "dark" if dark else "light"

@@ -49,7 +49,7 @@ from workbench.store.migrations import (
 from workbench.store.rows import MESSAGE_COLUMNS, TIME_MISSING, context_params
 from workbench.store.schema import SETTINGS
 from workbench.store.search_postgresql import symbol_runs
-from workbench.store.types import time_to_text
+from workbench.store.types import finite, json_text, time_to_text
 
 # Each insert is (statement head, one row's VALUES tuple, bound values per row). Rows go
 # in hundreds to a statement: after each step SQLite hands back the interpreter lock,
@@ -97,13 +97,23 @@ def _json_encoder() -> Callable[[Any], str | None]:
     """
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
-        encode = _JSON_OPTIONS.encode
-        return lambda value: None if value is None else encode(value)
+        return json_text
+    markers: dict[int, Any] = {}
     chunks = make(
-        {}, _JSON_OPTIONS.default, json.encoder.encode_basestring, None, ":", ",",
-        False, False, True,
+        markers, _JSON_OPTIONS.default, json.encoder.encode_basestring, None, ":", ",",
+        False, False, False,  # allow_nan=False: a NaN is kept as text (types.finite)
     )
-    return lambda value: None if value is None else "".join(chunks(value, 0))
+
+    def encode(value: Any) -> str | None:
+        if value is None:
+            return None
+        try:
+            return "".join(chunks(value, 0))
+        except ValueError:
+            markers.clear()  # what the failed pass left in its bookkeeping
+            return "".join(chunks(finite(value), 0))
+
+    return encode
 
 
 def _time_text(value: datetime) -> str:

@@ -25,6 +25,7 @@ finds it itself in ``PGPASSWORD`` or ``~/.pgpass``.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -311,8 +312,8 @@ class PostgresDatabase(Database):
             if _unreachable(exc):
                 raise StorageError(
                     f"The team database {self.location} cannot be reached right now "
-                    f"({_reason(exc)}). The workbench connects again by itself once the "
-                    "server answers: try again then."
+                    f"({_reason(exc, hint=False)}). The workbench connects again by itself "
+                    "once the server answers: try again then."
                 ) from exc
             raise StorageError(
                 f"The database {self.location} refused the change: {_reason(exc)}."
@@ -426,7 +427,61 @@ def _unreachable(exc: DBAPIError) -> bool:
     return state is None or str(state).startswith(_CONNECTION_STATES)
 
 
-def _reason(exc: BaseException) -> str:
-    """A driver error's own sentence, without SQLAlchemy's wrapping or a trailing dot."""
+def _reason(exc: BaseException, *, hint: bool = True) -> str:
+    """A driver error's own sentence, without SQLAlchemy's wrapping or a trailing dot;
+    libpq's usual failures to connect are said in plain words (:func:`plain_reason`)."""
     orig: Any = getattr(exc, "orig", None) or exc
-    return (str(orig).strip().splitlines() or [type(orig).__name__])[0].rstrip(".")
+    return plain_reason(
+        (str(orig).strip().splitlines() or [type(orig).__name__])[0].rstrip("."), hint=hint)
+
+
+_AT_SERVER = re.compile(
+    r'^(?:connection failed: )?connection to server at "(?P<host>[^"]*)"(?: \([^)]*\))?, '
+    r"port (?P<port>\d+) failed: (?P<why>.*)$")
+_SOCKET = re.compile(
+    r'^(?:connection failed: )?connection to server on socket "[^"]*" failed: (?P<why>.*)$')
+_KEEP_PASSWORD = "the password given, the one in the system keyring, PGPASSWORD or ~/.pgpass"
+
+
+def plain_reason(text: str, *, hint: bool = True) -> str:
+    """libpq's words for a failed connection as a person reads them: the password
+    refused, none given, no such database, nothing listening, an unknown host, no
+    answer in time, with what to check in brackets (left out without ``hint``). Other
+    text is returned as it is (without libpq's ``FATAL:``)."""
+    said = _plain_reason(text)
+    return said if hint else re.sub(r" \([^()]*\)$", "", said)
+
+
+def _plain_reason(text: str) -> str:
+    host = port = ""
+    found = _AT_SERVER.match(text) or _SOCKET.match(text)
+    if found is not None:
+        why = found.group("why")
+        if "host" in found.groupdict():
+            host, port = found.group("host"), found.group("port")
+    else:
+        why = text
+    why = re.sub(r"^(?:FATAL|ERROR):\s+", "", why.strip())
+    where = f"{host} port {port}" if host else "the server"
+    said = re.match(r'password authentication failed for user "(?P<user>[^"]*)"', why)
+    if said:
+        return (f'the server refused the password for user "{said.group("user")}" (check '
+                f"{_KEEP_PASSWORD}, and the user name)")
+    if "no password supplied" in why:
+        return ("the server asks for a password and none was given (type it, or keep "
+                "it in the system keyring, PGPASSWORD or ~/.pgpass)")
+    said = re.match(r'database "(?P<name>[^"]*)" does not exist', why)
+    if said:
+        return (f'{where} has no database "{said.group("name")}" (check the name, or '
+                f"create it with createdb {said.group('name')})")
+    if why.startswith("Connection refused"):
+        return (f"nothing answers at {where} (check that PostgreSQL runs there and "
+                "listens on that port)")
+    said = re.match(r"failed to resolve host '(?P<name>[^']*)'", why)
+    if said:
+        return f'the host name "{said.group("name")}" is not known (check how it is spelt)'
+    if "timeout expired" in why:
+        return f"{where} did not answer in time"
+    if found is not None:
+        return f"the connection to {where} failed: {why}"
+    return why

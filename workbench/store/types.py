@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,10 +28,35 @@ def text_to_time(value: str) -> datetime:
 
 
 def json_text(value: Any) -> str | None:
-    """Compact JSON text for a column, ``None`` stays SQL NULL."""
+    """Compact JSON text for a column, ``None`` stays SQL NULL; a number JSON cannot
+    hold is kept as its name (see :func:`finite`)."""
     if value is None:
         return None
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(finite(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def finite(value: Any) -> Any:
+    """``value`` with each float JSON cannot hold replaced by its name as text: ``"NaN"``,
+    ``"Infinity"``, ``"-Infinity"`` (what Python's own JSON writes unquoted).
+
+    A file written by Python may hold ``NaN`` (a reward, a score), and ``1e400`` decodes
+    to infinity: stored as they came, the column would hold text that is not JSON, which
+    SQLite's and PostgreSQL's JSON functions refuse and every export then failed on.
+    """
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (math.inf, -math.inf):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(item) for item in value]
+    return value
 
 
 def json_value(text: str | None) -> Any:

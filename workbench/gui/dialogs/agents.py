@@ -55,6 +55,16 @@ def _choices(parent: QWidget, name: str, values: tuple[str, ...],
     return box
 
 
+def _no_provider_label(names: list[str]) -> str:
+    """What an agent that names no provider uses (as the composer chooses), so the form
+    never says "(none)" while a provider answers its sessions."""
+    if not names:
+        return "(none: add one in Settings → Providers)"
+    if len(names) == 1:
+        return f"(none: the only provider, {names[0]})"
+    return "(none: the one chosen in the composer)"
+
+
 class AgentsDialog(SettingsFormDialog):
     """Add and edit agents (see the module docstring)."""
 
@@ -155,7 +165,7 @@ class AgentsDialog(SettingsFormDialog):
                                    on_done=lambda agent: self.reload(agent.id))
         self.provider_box.blockSignals(True)
         self.provider_box.clear()
-        self.provider_box.addItem("(none)", None)
+        self.provider_box.addItem(_no_provider_label([c.name for c in providers]), None)
         self._provider_models = {c.name: c.model for c in providers}
         for config in providers:
             self.provider_box.addItem(config.name, config.name)

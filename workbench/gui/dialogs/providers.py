@@ -41,7 +41,7 @@ from workbench.engine.providers import (
 )
 from workbench.errors import WorkbenchError
 from workbench.gui.context import AppContext
-from workbench.gui.controls import add_rows, named, note_label
+from workbench.gui.controls import add_rows, named, note_label, set_busy
 from workbench.gui.dialogs.settings_form import SettingsFormDialog
 from workbench.gui.errors import describe_error
 
@@ -51,13 +51,15 @@ _KEY_SOURCES = ((KEY_NONE, "No key (a local server)"),
                 (KEY_KEYRING, "OS keyring entry"))
 _KIND_LABELS = {"openai": "OpenAI-compatible", "anthropic": "Anthropic"}
 MAX_TOKENS = 100_000_000
+NOT_SET = "Not set"
+_IN_USE_JOB = "window in use"
 
 
 def _token_spin(parent: QWidget, name: str) -> QSpinBox:
     spin = QSpinBox(parent)
     spin.setRange(0, MAX_TOKENS)
     spin.setSingleStep(1024)
-    spin.setSpecialValueText("Not set")
+    spin.setSpecialValueText(NOT_SET)
     spin.setSuffix(" tokens")
     spin.setGroupSeparatorShown(True)
     spin.setAccessibleName(name)
@@ -76,6 +78,7 @@ class ProvidersDialog(SettingsFormDialog):
     provider_removed = Signal(str)  # its name
     connection_tested = Signal(object)  # the ConnectionReport
     window_detected = Signal(object)  # the WindowDetection
+    window_in_use_shown = Signal(object)  # the WindowDetection the gauge also uses
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__("Providers", parent)
@@ -199,8 +202,10 @@ class ProvidersDialog(SettingsFormDialog):
         self.keyring_entry_edit.setText(shown.api_key_keyring or "")
         self.key_edit.clear()
         self.window_spin.setValue(shown.context_window or 0)
+        self.window_spin.setSpecialValueText(NOT_SET)
         self.max_output_spin.setValue(shown.max_output_tokens or 0)
         self.set_window_note("")
+        self._ask_window_in_use(config)
         self.remove_button.setEnabled(config is not None)
         self._show_key_fields()
         self._mark_unedited()
@@ -223,6 +228,32 @@ class ProvidersDialog(SettingsFormDialog):
             self.keyring_note.setText(
                 f"A key cannot be saved here: {self.keyring_why}. Put the key in an "
                 "environment variable and name that variable instead.")
+
+    def _ask_window_in_use(self, config: ProviderConfig | None) -> None:
+        """Find the window the gauge and preflight use with the stored ``config`` (the
+        server's, else the known model's, else the user's value) and show it with where
+        it came from, so the form never says "Not set" while a detected window is used."""
+        self.ctx.workers.cancel((self, _IN_USE_JOB))
+        if config is None:
+            return
+
+        def done(found: WindowDetection) -> None:
+            if self._stored is None or self._stored.name != config.name or self.edited():
+                return  # the form shows something else now
+            self.show_window_in_use(found)
+
+        self.ctx.workers.network(self._settings().window_in_use, config.name,
+                                 name="find the context window in use",
+                                 key=(self, _IN_USE_JOB), on_done=done,
+                                 on_error=lambda _error: None)  # the gauge says why
+
+    def show_window_in_use(self, found: WindowDetection) -> None:
+        """Say which window requests with the stored config are measured against."""
+        if found.window and found.source != "configured":
+            where = "from the server" if found.source == "server" else "known model"
+            self.window_spin.setSpecialValueText(f"{found.window:,} tokens ({where})")
+        self.set_window_note(found.sentence)
+        self.window_in_use_shown.emit(found)
 
     def set_window_note(self, text: str) -> None:
         """Show a sentence about the context window under its field (empty: hide it)."""
@@ -303,9 +334,9 @@ class ProvidersDialog(SettingsFormDialog):
         say = super()._failed(doing)
 
         def show(error: BaseException) -> None:
-            self.test_button.setEnabled(True)
-            self.detect_button.setEnabled(True)
-            say(error)
+            say(error)  # first: the keys come back from the sentence it replaces
+            set_busy(self.test_button, False, self.status_label)
+            set_busy(self.detect_button, False, self.window_label)
         return show
 
     def remove(self) -> None:
@@ -335,26 +366,27 @@ class ProvidersDialog(SettingsFormDialog):
 
     def test_connection(self) -> None:
         """Save the form if it changed, then send a one-token request (on a worker)."""
-        self.test_button.setEnabled(False)
+        self._say("Testing the connection…")
+        set_busy(self.test_button, True, self.status_label)
         if self.dirty():
             if not self.save(then=lambda stored: self._start_test(stored.name)):
-                self.test_button.setEnabled(True)
+                set_busy(self.test_button, False, self.status_label)
         elif self._stored is not None:
             self._start_test(self._stored.name)
 
     def _start_test(self, name: str) -> None:
-        self.test_button.setEnabled(False)
         self._say(f"Testing the connection to {name!r}…")
+        set_busy(self.test_button, True, self.status_label)
         self.ctx.workers.network(self._settings().test, name, name="test the connection",
                                  on_done=self._tested,
                                  on_error=self._failed("test the connection"))
 
     def _tested(self, report: ConnectionReport) -> None:
-        self.test_button.setEnabled(True)
         text = report.sentence
         if report.notices:
             text += "\n" + "\n".join(report.notices)
         self._say(text, ok=report.ok)
+        set_busy(self.test_button, False, self.status_label)
         if (report.ok and report.context_window and not self.window_spin.value()
                 and self._stored is not None and not self.edited()):
             # The test found the window the form leaves unset: keep it, as Detect would.
@@ -368,14 +400,15 @@ class ProvidersDialog(SettingsFormDialog):
 
     def detect_window(self) -> None:
         """Ask the server of the form's config for its context window (on a worker)."""
-        self.detect_button.setEnabled(False)
+        self.ctx.workers.cancel((self, _IN_USE_JOB))
         self.set_window_note("Asking the server…")
+        set_busy(self.detect_button, True, self.window_label)
         self.ctx.workers.network(self._settings().detect_window, self.form_config(),
                                  name="detect the context window", on_done=self._detected,
                                  on_error=self._detect_failed)
 
     def _detected(self, found: WindowDetection) -> None:
-        self.detect_button.setEnabled(True)
+        set_busy(self.detect_button, False, self.window_label)
         if found.window:
             self.window_spin.setValue(found.window)
             self._say("")  # an earlier failure no longer describes this form
@@ -383,5 +416,5 @@ class ProvidersDialog(SettingsFormDialog):
         self.window_detected.emit(found)
 
     def _detect_failed(self, error: BaseException) -> None:
-        self.detect_button.setEnabled(True)
+        set_busy(self.detect_button, False, self.window_label)
         self.set_window_note(describe_error(error, doing="detect the context window"))

@@ -25,9 +25,7 @@ from PySide6.QtWidgets import (
 
 from workbench.gui.controls import message_box, named, note_label
 from workbench.gui.errors import describe_error
-
-_GOOD = "color: #2e7d32;"
-_BAD = "color: #c62828;"
+from workbench.gui.theme import set_tone
 
 
 class SettingsFormDialog(QDialog):
@@ -91,6 +89,10 @@ class SettingsFormDialog(QDialog):
 
     # -- to be given by the subclass ---------------------------------------------------
 
+    def reload(self) -> None:
+        """Read the stored entries again and fill the form."""
+        raise NotImplementedError
+
     def _load(self, entry: Any) -> None:
         """Fill the form with ``entry`` (None: a blank form for a new one)."""
         raise NotImplementedError
@@ -130,6 +132,12 @@ class SettingsFormDialog(QDialog):
             self.list.setCurrentItem(found)
         self.list.blockSignals(False)
         self._load(found.data(Qt.ItemDataRole.UserRole) if found is not None else None)
+
+    def reopen(self) -> None:
+        """Shown again after it was closed: read the entries again (another database may
+        be open, or the CLI changed things) and drop the last visit's status sentence."""
+        self._say("")
+        self.reload()
 
     def names(self) -> list[str]:
         """The names the list shows, in order."""
@@ -191,7 +199,7 @@ class SettingsFormDialog(QDialog):
     def _say(self, text: str, *, ok: bool | None = None) -> None:
         """Show ``text`` in the status line: green when ``ok``, red when not ok."""
         self.status_label.setText(text)
-        self.status_label.setStyleSheet("" if ok is None else _GOOD if ok else _BAD)
+        set_tone(self.status_label, None if ok is None else "good" if ok else "bad")
 
     def _failed(self, doing: str) -> Callable[[BaseException], None]:
         """A worker's error callback saying in the status line what went wrong."""

@@ -4,7 +4,8 @@ optionally its password (SPEC §10).
 The dialog only asks; the main window opens the store through the Open Database path
 (:class:`~workbench.gui.dialogs.open_database.OpenDatabaseDialog`, on a worker with
 progress). The address is checked here without touching the network (a sentence under
-the field when it is not a ``postgresql://`` URL). The password stays in this dialog's
+the field when it is not a ``postgresql://`` URL). A password written into the address
+moves to the Password field, which does not show it. The password stays in this dialog's
 field and the open that uses it: it is never written to the settings; "Remember in the
 system keyring" hands it to the OS keyring once the store has opened with it.
 """
@@ -22,12 +23,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.team import EXAMPLE_URL, team_address
+from workbench.engine.team import EXAMPLE_URL, split_password, team_address
 from workbench.errors import WorkbenchError
 from workbench.gui.controls import named, note_label
+from workbench.gui.theme import set_tone
 
 TITLE = "Open Team Database"
-_BAD = "color: #c62828;"
 
 
 class TeamDatabaseDialog(QDialog):
@@ -63,7 +64,7 @@ class TeamDatabaseDialog(QDialog):
         form.addRow(password_label, self.password_edit)
         form.addRow("", self.remember_box)
         self.problem_label = note_label(self, "Address problem")
-        self.problem_label.setStyleSheet(_BAD)
+        set_tone(self.problem_label, "bad")
         self.problem_label.hide()
         hint = note_label(self, "Where the password comes from")
         hint.setText("Without a password here, the one in the system keyring, PGPASSWORD "
@@ -84,6 +85,7 @@ class TeamDatabaseDialog(QDialog):
         layout.addWidget(self.buttons)
 
         self.url_edit.textChanged.connect(self._edited)
+        self.url_edit.editingFinished.connect(self._take_password)
         self.password_edit.textChanged.connect(self._edited)
         self._edited()
         self.url_edit.setFocus()
@@ -96,6 +98,16 @@ class TeamDatabaseDialog(QDialog):
         if not has_password:
             self.remember_box.setChecked(False)
         self.problem_label.hide()
+
+    def _take_password(self) -> None:
+        """A password written into the address moves to the Password field, where it is
+        not shown (one typed there already is the one used)."""
+        url, password = split_password(self.url_edit.text().strip())
+        if password is None:
+            return
+        self.url_edit.setText(url)
+        if not self.password_edit.text():
+            self.password_edit.setText(password)
 
     # -- what was asked for -------------------------------------------------------------
 
@@ -112,6 +124,7 @@ class TeamDatabaseDialog(QDialog):
 
     def accept(self) -> None:
         """Open only an address that reads as a team store's; else say why here."""
+        self._take_password()
         try:
             team_address(self.url())
         except WorkbenchError as exc:

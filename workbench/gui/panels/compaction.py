@@ -85,6 +85,7 @@ from workbench.gui.panels.compaction_commands import (
     UndoCompactionCommand,
 )
 from workbench.gui.panels.savings_bar import SavingsBarWidget
+from workbench.gui.theme import is_dark, tone_colour
 from workbench.gui.workers import Job
 
 log = logging.getLogger(__name__)
@@ -623,7 +624,8 @@ class CompactionPanel(QWidget):
 
     def _policy_failed(self, error: BaseException) -> None:
         text = describe_error(error, doing="save the compaction policy")
-        self.policy_status.setText(f"<span style='color:#c0392b'>{_escape(text)}</span>")
+        colour = tone_colour("bad", is_dark(self.palette())).name()
+        self.policy_status.setText(f"<span style='color:{colour}'>{_escape(text)}</span>")
 
     # -- preview -------------------------------------------------------------------------
 
@@ -896,6 +898,10 @@ class CompactionPanel(QWidget):
         session_id = self.session_id
         command = ApplyCompactionCommand(self.ctx, plan, self.summary_edit.text(),
                                          self.aliases, on_changed=changed)
+        if self.apply_button.hasFocus():
+            # Apply goes grey at once: the keys stay on a control of the panel (Preview,
+            # for the next plan) instead of falling onto its scroll area.
+            self.preview_button.setFocus(Qt.FocusReason.OtherFocusReason)
         self.clear_preview(f"Applying: folding {_plural(plan.folded_count, 'message')}…")
         self._applying += 1
         self._show_busy("Applying…", cancellable=False)

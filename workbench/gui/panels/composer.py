@@ -43,14 +43,17 @@ from workbench.engine.chat import (
     stream_turn,
 )
 from workbench.engine.model import Response, ToolFinished, ToolStarted
+from workbench.engine.providers import window_source_phrase
 from workbench.errors import OperationCancelledError, WorkbenchError
 from workbench.gui.commands import NewSessionCommand, RegenerateReplyCommand
 from workbench.gui.context import AppContext
 from workbench.gui.controls import named, note_label, single_shot
+from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.drafts import load_draft, save_draft
 from workbench.gui.errors import describe_error
 from workbench.gui.layout import FittedComboBox, FittedProgressBar, FlowLayout
 from workbench.gui.settings import gui_settings
+from workbench.gui.theme import set_tone
 
 REPAINT_MS = 40
 DRAFT_SAVE_MS = 400
@@ -89,7 +92,8 @@ class ComposerPanel(QWidget):
         self._new_session: NewSessionCommand | None = None
         self._turn_new_session: NewSessionCommand | None = None
         self._gauge: ContextGauge | None = None
-        self._windows: dict[tuple[str, str | None], int] = {}  # learned context windows
+        # Learned context windows and where they came from, per (provider, model).
+        self._windows: dict[tuple[str, str | None], tuple[int, str]] = {}
 
         self.provider_box = FittedComboBox(self)
         self.provider_box.setAccessibleName("Provider")
@@ -121,7 +125,7 @@ class ComposerPanel(QWidget):
         self.regenerate_button = named(QPushButton("Regenerate", self), "Regenerate last reply",
                                        tip="Ask again for the last reply (Ctrl+Shift+R)")
         self.error_label = note_label(self, "Chat error", selectable=True)
-        self.error_label.setStyleSheet("color: #c62828;")
+        set_tone(self.error_label, "bad")
         self.error_label.hide()
 
         # The names are shown whole; a row too narrow for all of them wraps.
@@ -666,17 +670,19 @@ class ComposerPanel(QWidget):
 
         def measure() -> ContextGauge:
             gauge = context_gauge(workspace, session_id, provider=provider, model=model,
-                                  prompt=prompt, window=known)
+                                  prompt=prompt, window=known[0] if known else None,
+                                  window_source=known[1] if known else "unknown")
             if provider and gauge.window:
                 # Ask the server once per model, even when this measurement is superseded.
-                windows[key] = gauge.window
+                windows[key] = (gauge.window, gauge.window_source)
             return gauge
 
         def failed(error: BaseException) -> None:
             if session_id != self.ctx.current_session_id:
                 return
             self.gauge.setFormat("context: unknown")
-            self.gauge.setToolTip(describe_error(error, doing="measure the request"))
+            self.gauge.setToolTip(plain_tooltip(describe_error(error,
+                                                               doing="measure the request")))
 
         def done(gauge: ContextGauge) -> None:
             if session_id == self.ctx.current_session_id:  # never another session's figure
@@ -717,11 +723,14 @@ class ComposerPanel(QWidget):
             tip = ("Tokens the next request would carry against the model's context window: "
                    "the instructions, the summary and context, the messages that fit and "
                    "the prompt. The status bar counts the session's active messages only.")
+            where = window_source_phrase(gauge.window_source, self.model_name() or "")
+            if gauge.window and where:
+                tip += f" The window, {gauge.window:,} tokens, is {where}."
             if gauge.estimated:
                 tip += " Estimated from the session's token count (a long session)."
             if gauge.left_out:
                 tip += f" {gauge.left_out:,} older messages would be left out to fit."
-            self.gauge.setToolTip(tip)
+            self.gauge.setToolTip(plain_tooltip(tip))  # rich text wraps; a plain line ran off
             full = gauge.fraction is not None and gauge.fraction > 0.9
             self.gauge.setStyleSheet("QProgressBar::chunk { background: #c62828; }" if full
                                      else "")

@@ -80,7 +80,7 @@ from workbench.gui.delegates.markdown import plain_tooltip, visible_text
 from workbench.gui.delegates.visible import MarkedPlainTextEdit
 from workbench.gui.errors import describe_error
 from workbench.gui.models import ModelIndex
-from workbench.gui.theme import is_dark, monospace_font, role_color
+from workbench.gui.theme import is_dark, monospace_font, role_color, set_tone
 from workbench.gui.workers import Job
 
 REFRESH_DELAY_MS = 300
@@ -679,8 +679,7 @@ class RequestInspectorPanel(QWidget):
 
         def failed(error: BaseException) -> None:
             self._job = None
-            self._show_nothing(describe_error(error, doing="build the request"),
-                               style="color: #c62828;")
+            self._show_nothing(describe_error(error, doing="build the request"), tone="bad")
 
         self._job = self.ctx.workers.network(
             inspect_request, self.ctx.workspace, session_id, prompt, provider=provider,
@@ -704,7 +703,7 @@ class RequestInspectorPanel(QWidget):
             return
         self.shown = result
         self.state_label.setText("")
-        self.summary_label.setStyleSheet("")
+        set_tone(self.summary_label, None)
         long_session = result.history_count > GAUGE_PREFLIGHT_LIMIT
         self._timer.setInterval(LONG_REFRESH_DELAY_MS if long_session else REFRESH_DELAY_MS)
         tokens = result.tokens
@@ -771,12 +770,12 @@ class RequestInspectorPanel(QWidget):
         self.highlighter.show_text(
             put, lambda: self.payload_view.cursorForPosition(QPoint(0, 0)).blockNumber())
 
-    def _show_nothing(self, text: str, *, style: str = "") -> None:
-        """No request shown: ``text`` says why (an error in red)."""
+    def _show_nothing(self, text: str, *, tone: str | None = None) -> None:
+        """No request shown: ``text`` says why (an error in the ``bad`` tone)."""
         self.shown = None
         self.state_label.setText("")
         self.summary_label.setText(text)
-        self.summary_label.setStyleSheet(style)
+        set_tone(self.summary_label, tone)
         self.endpoint_label.setText("")
         self.endpoint_label.setToolTip("")
         self.bar.set_breakdown(None)

@@ -377,8 +377,11 @@ class SessionBrowserPanel(QWidget):
     def _edit_tags_interactively(self) -> None:
         selected = self.selected_sessions()
         if len(selected) == 1:
+            # Typing adds a tag: the ones there are kept unless deleted on purpose.
+            tags = ", ".join(selected[0].tags)
             text, ok = ask_text(self, "Tags", "Tags, separated by commas:",
-                                text=", ".join(selected[0].tags), name="Session tags")
+                                text=tags + ", " if tags else "", name="Session tags",
+                                add_to_end=True)
             if ok:
                 self.set_tags(selected[0].id, _parse_tags(text))
         elif selected:
