@@ -217,9 +217,11 @@ def test_human_lists_fit_80_columns(
     assert cli("session", "pin", sid).code == 0
     assert cli("compact", sid, "--range", "1", "12").code == 0
     assert cli("agents", "edit", "Default", "--tools",
-               "search_conversations,recall_memory,remember_fact,current_time").code == 0
+               "search_conversations,recall_memory,remember_fact,current_time",
+               "--scope", "session", "--inject", "context", "--max-entries", "3",
+               "--memory", "on").code == 0
     for args in (["sessions"], ["search", "Pendular"], ["compactions", sid],
-                 ["agents", "list"]):
+                 ["agents", "list"], ["agents", "show", "Default"]):
         result = cli(*args)
         assert result.code == 0, result.err
         long = [line for line in result.out.splitlines() if len(line) > 80]
