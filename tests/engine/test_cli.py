@@ -805,6 +805,11 @@ def test_an_import_from_a_pipe_reads_it_whole(
     done = run(chats_file.read_bytes(), "--json")
     assert done.returncode == 0, done.stderr
     assert [s["title"] for s in json.loads(done.stdout)["sessions"]] == ["Soup", "Bread"]
+    again = subprocess.run([sys.executable, "-m", "workbench", "import", "-", "--json"],
+                           input=chats_file.read_text(encoding="utf-8"), env=env,
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["counts"]["unchanged"] == 2
     nothing = run(b"")
     assert nothing.returncode == 1
     assert nothing.stderr.splitlines() == [

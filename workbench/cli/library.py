@@ -120,7 +120,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         # returns every imported message has its count.
         try:
             report = ws.import_path(
-                Path(args.path),
+                Path("/dev/stdin") if args.path == "-" else Path(args.path),
                 format=args.format,
                 replace=args.replace,
                 progress=progress,
@@ -352,7 +352,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=f"formats (found by looking at the file, or named with --format):\n{described}",
     )
-    p.add_argument("path", help="file or folder")
+    p.add_argument("path", help="file or folder; - for standard input")
     p.add_argument("--format", metavar="F",
                    help=f"skip auto-detection: {', '.join(import_names)}")
     p.add_argument("--replace", action="store_true",
