@@ -192,7 +192,9 @@ def test_an_agent_whose_provider_is_gone_never_falls_back_to_another(
                "--model", "other").code == 0
     assert cli("chat", "Trip", "Hello", "--new", "--provider", "local").code == 0
     assert cli("agents", "edit", "Default", "--provider", "local").code == 0
-    assert cli("providers", "remove", "local").code == 0
+    removed = cli("providers", "remove", "local")
+    assert removed.code == 0
+    assert "agent 'Default' used it" in removed.err
     sent = len(server.chat_requests())
     refused = cli("chat", "Trip", "Again")
     assert refused.code == 1
