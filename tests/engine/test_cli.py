@@ -141,6 +141,18 @@ def test_import_json_shape(cli: Callable[..., Any], trip_file: Path) -> None:
     assert isinstance(session["id"], int)
 
 
+def test_importing_the_same_file_again_says_nothing_new_not_imported_0(
+    cli: Callable[..., Any], chats_file: Path
+) -> None:
+    assert cli("import", chats_file).out.startswith("Imported 2 session(s) with 5 message(s)")
+    again = cli("import", chats_file)
+    assert again.code == 0, again.err
+    assert again.out.splitlines() == [
+        f"No new session from {chats_file}.",
+        "2 session(s) were already imported and were left as they are.",
+    ]
+
+
 def test_import_human_text_names_the_counts(cli: Callable[..., Any], chats_file: Path) -> None:
     result = cli("import", chats_file)
     assert result.code == 0, result.err

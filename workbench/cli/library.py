@@ -146,10 +146,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     elif not failed:  # a failure is the one line below (--json lists every entry)
         counts = report.counts()
         messages = sum(s.message_count for s, c in report.sessions if c)
-        print(
-            f"Imported {counts['created']} session(s) with {messages} message(s) "
-            f"from {args.path}."
-        )
+        if counts["created"] or not report.sessions:
+            print(
+                f"Imported {counts['created']} session(s) with {messages} message(s) "
+                f"from {args.path}."
+            )
+        else:  # all of it was there before: say what became of it, not "Imported 0"
+            print(f"No new session from {args.path}.")
         if counts["updated"]:
             print(f"{counts['updated']} session(s) imported before were updated.")
         if counts["unchanged"]:
