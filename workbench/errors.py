@@ -7,7 +7,8 @@ sentence a person can act on (the file, the entry, the field, the status)::
     ├── StorageError            the database file or a row in it
     │   ├── DatabaseVersionError    the file was written by a newer workbench
     │   ├── NotFoundError           a session, message or entry that does not exist
-    │   └── ChangedElsewhereError   a message changed by another window since it was read
+    │   ├── ChangedElsewhereError   a message changed by another window since it was read
+    │   └── DatabaseUnavailableError  no write can succeed now (read-only, locked, full)
     ├── FormatError             a file being imported or exported
     │   ├── UnknownFormatError      no importer recognises the file
     │   └── InvalidEntryError       one entry of a file cannot be read (it is skipped)
@@ -54,6 +55,12 @@ class NotFoundError(StorageError):
 class ChangedElsewhereError(StorageError):
     """A message being edited was changed by another window or desktop meanwhile: the
     edit is not written over that change."""
+
+
+class DatabaseUnavailableError(StorageError):
+    """The database as a whole refuses writes for now: the file or its folder is
+    read-only, another program keeps it locked, the disk is full or failing. Nothing
+    about one row: work that goes on row by row stops at the first."""
 
 
 class FormatError(WorkbenchError):

@@ -556,7 +556,15 @@ def test_unknown_file_format_lists_known_formats(
     path.write_text(content, encoding="utf-8")
     line = cli("import", path).assert_one_line_error()
     assert "mystery.dat" in line
-    assert "context-json" in line and "openai" in line
+    names = ["context-json", "openai", "chatgpt", "claude", "openwebui", "llm", "sharegpt",
+             "markdown"]
+    assert f"known formats: {', '.join(names)}." in line
+    # Short enough to read (it used to carry every format's description, ~700
+    # characters); import --help describes each.
+    assert len(line) < len(str(path)) + 160
+    described = cli("import", "--help", db=None)
+    assert described.code == 0
+    assert "ShareGPT-style dataset" in described.out and "simonw/llm logs.db" in described.out
 
 
 def test_export_into_missing_folder_fails_cleanly(
@@ -741,6 +749,43 @@ def test_an_output_that_cannot_encode_a_title_prints_question_marks_not_a_traceb
     exported = run("export", "1", "--format", "markdown", "-o", "-")
     assert exported.returncode == 0, exported.stderr
     assert "# Напиши функцию…" in exported.stdout.decode("utf-8")
+
+
+@pytest.mark.sqlite_only("one child process is enough for the engine's warnings")
+def test_an_engine_warning_is_one_workbench_line_on_stderr(
+    tmp_path: Path, chats_file: Path
+) -> None:
+    """A warning the engine logs (here: the token cache is damaged and rebuilt) reaches
+    a person as one ``workbench:`` line, and the command still succeeds."""
+    home = tmp_path / "home"
+    cache = home / "cache" / "encodings"
+    cache.mkdir(parents=True)
+    (cache / "o200k_base.tiktoken").write_bytes(b"not a vocabulary\n" * 10)
+    env = dict(os.environ, WORKBENCH_HOME=str(home),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env.pop("WORKBENCH_DB", None)
+    done = subprocess.run([sys.executable, "-m", "workbench", "import", str(chats_file)],
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines and all(line.startswith("workbench: ") for line in lines), done.stderr
+    assert any("token encoding" in line and "rebuilding" in line for line in lines)
+
+
+def test_a_bug_is_one_line_too_and_its_traceback_on_request(
+    cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workbench.cli import library
+
+    def broken(_args: Any) -> int:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(library, "cmd_stats", broken)
+    line = cli("stats").assert_one_line_error()
+    assert "internal error (KeyError" in line and "WORKBENCH_DEBUG=1" in line
+    monkeypatch.setenv("WORKBENCH_DEBUG", "1")
+    with pytest.raises(KeyError):
+        cli("stats")
 
 
 def _write(path: Path, text: str) -> Path:

@@ -5,6 +5,7 @@ range, help on every option, search hits naming the session)."""
 from __future__ import annotations
 
 import argparse
+import io
 import shlex
 import subprocess
 import sys
@@ -229,6 +230,53 @@ def test_human_lists_fit_80_columns(
     assert f"(session {sid})" in hits[0] and "«Pendular»" in hits[1]
 
 
+def test_json_and_db_may_come_before_the_command_or_its_action(
+    cli: CliRunner, workspace: Workspace, db_target: Any
+) -> None:
+    sid = _session(workspace)
+    assert [s["id"] for s in cli("--json", "sessions").json()] == [sid]
+    assert cli("session", "--json", "pin", sid).json()["pinned"] is True
+    assert cli("--json", "session", "unpin", sid).json()["pinned"] is False
+    assert cli("providers", "--json", "list").json() == []
+    placed = cli("--db", str(db_target), "message", "--json", "important", sid, "0", db=None)
+    assert placed.code == 0, placed.err
+    assert placed.json()["metadata"]["important"] is True
+    human = cli("session", "pin", sid)
+    assert human.code == 0 and human.out.startswith(f"Session {sid} pinned")
+
+
+class _Terminal(io.StringIO):
+    """Captured output that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_control_characters_from_conversations_never_reach_a_terminal(
+    workspace: Workspace, db_target: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workbench.cli import main
+
+    info = workspace.repo.create_session("evil \x1b]0;pwned\x07 title")
+    workspace.repo.append_messages(info.id, [
+        Message("user", "red \x1b[31mPendular\x1b[0m and \r overwrite\n\tindented"),
+    ])
+    shown: dict[str, str] = {}
+    for args in (["sessions"], ["show", str(info.id)], ["search", "overwrite"]):
+        screen = _Terminal()
+        monkeypatch.setattr(sys, "stdout", screen)
+        assert main([*args, "--db", str(db_target)]) == 0
+        text = shown[args[0]] = screen.getvalue()
+        assert "\x1b" not in text and "\x07" not in text and "\r" not in text, args
+        assert "\\x1b" in text, args
+    assert "\n\tindented" in shown["show"]  # newlines and tabs are text
+    # Not a terminal (a pipe, a file), or JSON: the text as it is stored.
+    piped = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", piped)
+    assert main(["show", str(info.id), "--db", str(db_target)]) == 0
+    assert "red \x1b[31mPendular" in piped.getvalue()
+
+
 def test_a_closed_pipe_is_silent(workspace: Workspace, db_target: Any) -> None:
     for i in range(300):
         workspace.repo.create_session(f"Session number {i}")
@@ -276,6 +324,9 @@ def test_each_new_command_has_help(cli: CliRunner, command: str) -> None:
         (["compact", "Trip", "--keep", "-1"], "0 or more"),
         (["bogus"], "invalid choice"),
         (["memory", "forget", "abc"], "invalid int value"),
+        (["preflight", "Trip", "hi", "--context-window", "-5"], "above zero"),
+        (["preflight", "Trip", "hi", "--context-window", "0"], "above zero"),
+        (["compact", "Trip", "--range", "-1", "2"], "positions start at 0"),
     ],
 )
 def test_a_usage_error_is_one_line_naming_the_help(

@@ -9,7 +9,7 @@ import pytest
 from workbench.core.conversation import Conversation, Message
 from workbench.engine.editing import Editing, IdAliases, SessionTrash
 from workbench.engine.workspace import Workspace
-from workbench.errors import ChangedElsewhereError, NotFoundError
+from workbench.errors import ChangedElsewhereError, NotFoundError, RequestError
 
 
 @pytest.fixture
@@ -138,3 +138,14 @@ def test_trash_hides_until_purged_and_take_back_leaves_the_session_untouched(
         ws.repo.get_session(sid)
     with pytest.raises(NotFoundError):
         trash.put([sid])
+
+
+def test_a_title_given_is_one_line_and_never_empty(ws: Workspace) -> None:
+    sid = _session(ws)
+    edit = Editing(ws.repo)
+    changed = edit.rename_session(sid, "  Trip\nto\tPorto \x1b[31m plan  ").after
+    assert changed.title == "Trip to Porto [31m plan"
+    for empty in ("", "  \n\t "):
+        with pytest.raises(RequestError, match="cannot be empty"):
+            edit.rename_session(sid, empty)
+    assert ws.repo.get_session(sid).title == "Trip to Porto [31m plan"

@@ -175,3 +175,16 @@ def test_a_context_file_export_writes_no_session_time_its_source_never_gave(
     assert "created_at" not in written and "updated_at" not in written
     assert [e["timestamp"] for e in written["recent_history"]] == [None, None]
     assert written["time_missing"] is True
+
+
+@pytest.mark.parametrize("fmt", ["context-json", "openai-jsonl"])
+def test_an_export_says_it_leaves_out_the_pin_and_archive_marks(
+    cli: Callable[..., Any], tmp_path: Path, fmt: str
+) -> None:
+    # Read back, a pinned session was not pinned, and the export had said nothing.
+    (session, _other) = _import_two_chatgpt_chats(cli, tmp_path)
+    assert cli("session", "pin", session["id"]).code == 0
+
+    result = cli("export", session["id"], "--format", fmt, "-o", tmp_path / "out", "--json")
+
+    assert result.json()["not_exported"] == ["the pin or archive mark of 1 session(s)"]

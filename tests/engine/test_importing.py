@@ -516,3 +516,37 @@ def test_export_progress_counts_sessions_and_stopping_writes_nothing(
     fresh = tmp_path / "never.md"
     assert workspace.export_sessions(ids, "markdown", fresh, progress=lambda d, t: False) == []
     assert not fresh.exists()
+
+
+@pytest.mark.sqlite_only("SQLite's file lock")
+def test_an_import_into_a_database_another_program_locks_stops_at_once(
+    db_target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database no write can reach is the import's failure, said once: not a skipped
+    entry per conversation, each after the lock's whole wait (20,000 of them took hours)."""
+    import sqlite3
+
+    from workbench.errors import DatabaseUnavailableError
+    from workbench.store import db as db_module
+
+    source = tmp_path / "chats.jsonl"
+    source.write_text("".join(
+        json.dumps({"title": f"Chat {i}", "messages": [{"role": "user", "content": f"hi {i}"}]})
+        + "\n" for i in range(3)
+    ), encoding="utf-8")
+    Workspace.open(db_target).close()
+    monkeypatch.setattr(db_module, "BUSY_TIMEOUT_MS", 50)
+    other = sqlite3.connect(str(db_target), isolation_level=None)
+    try:
+        other.execute("BEGIN EXCLUSIVE")
+        with Workspace.open(db_target) as ws, pytest.raises(DatabaseUnavailableError) as caught:
+            ws.import_path(source)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert "another program kept it locked" in str(caught.value)
+    with Workspace.open(db_target) as ws:
+        assert ws.count_sessions() == 0
+        # Once the lock is gone, the same import stores everything.
+        report = ws.import_path(source)
+        assert report.counts()["created"] == 3 and report.skipped == []

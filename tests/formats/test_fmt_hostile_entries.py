@@ -619,3 +619,51 @@ def test_open_webui_keeps_the_files_of_a_reply(tmp_path: Path) -> None:
                    if isinstance(c, Conversation))
 
     assert session.messages[1].metadata["files"] == made
+
+
+def test_a_conversation_under_a_known_id_with_other_tool_calls_is_no_copy(
+    tmp_path: Path,
+) -> None:
+    def chat(arguments: str) -> dict[str, Any]:
+        entry = openwebui(1)
+        nodes = entry["chat"]["history"]["messages"]
+        del nodes["b"]  # no branch: only the session itself
+        nodes["u"]["childrenIds"] = ["a"]
+        nodes["a"]["output"] = [
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": arguments},
+            {"type": "function_call_output", "call_id": "c1", "output": "same"}]
+        return entry
+
+    items = read(write(tmp_path, [chat('{"city": "Paris"}'), chat('{"city": "Oslo"}')]),
+                 "openwebui")
+
+    assert not [i for i in items if isinstance(i, SkippedEntry)]
+
+
+@pytest.mark.parametrize("value", [[1, 2], "messages", 7])
+def test_open_webui_history_of_the_wrong_kind_is_reported_not_an_empty_session(
+    tmp_path: Path, value: Any
+) -> None:
+    # With the (usual, empty) flat 'messages' list beside it, the chat became a session
+    # without messages, and nothing said its history could not be read.
+    chat = openwebui(1)
+    chat["chat"]["history"]["messages"] = value
+    chat["chat"]["messages"] = []
+
+    items = read(write(tmp_path, [openwebui(0), chat, openwebui(2)]), "openwebui")
+
+    assert_neighbours_whole(items)
+    assert "chat 1" not in [c.title for c in items if isinstance(c, Conversation)]
+    (skipped,) = [i for i in items if isinstance(i, SkippedEntry)]
+    assert skipped.entry == "item 1" and "history.messages" in skipped.reason
+
+
+def test_an_open_webui_chat_without_messages_is_still_an_empty_session(tmp_path: Path) -> None:
+    chat = openwebui(1)
+    chat["chat"]["history"]["messages"] = {}
+    chat["chat"]["messages"] = []
+
+    (session,) = [c for c in read(write(tmp_path, [chat]), "openwebui")
+                  if isinstance(c, Conversation)]
+
+    assert session.title == "chat 1" and session.messages == []

@@ -330,8 +330,23 @@ def test_chat_retries_a_rate_limit_and_says_so(cli: Cli, server: ProtocolServer)
                         {"Retry-After": "0"}))
     result = cli("chat", "Trip", "Hello", "--new")
     assert result.code == 0, result.err
-    assert "Retrying in 0.0 s (attempt 2 of 4)" in result.err
+    # Not a terminal: no status line, the summary counts the retry.
+    [summary] = result.err.strip().splitlines()
+    assert summary.startswith("[") and summary.endswith("; finish: stop; after 1 retry]")
     assert len(_messages(cli, "Trip")) == 2
+
+
+def test_a_chat_that_fails_after_its_retries_is_still_one_line(
+    cli: Cli, server: ProtocolServer
+) -> None:
+    _add_provider(cli, server)
+    busy = Fault("status", 503, openai_error("overloaded", "server_error"), {"Retry-After": "0"})
+    server.script(busy, busy, busy, busy)
+    failed = cli("chat", "Trip", "Hello", "--new")
+    assert failed.code == 1
+    [line] = failed.err.strip().splitlines()
+    assert line.startswith("workbench: ") and "503" in line
+    assert len(server.chat_requests()) == 4
 
 
 def test_chat_unknown_session_needs_new(cli: Cli, server: ProtocolServer) -> None:

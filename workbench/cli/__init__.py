@@ -29,7 +29,9 @@ from workbench.cli.common import (
     EXIT_ERROR,
     EXIT_USAGE,
     Parser,
+    log_to_stderr,
     silence_stdout,
+    terminal_safe_stdout,
     tolerate_output_encoding,
 )
 from workbench.errors import WorkbenchError
@@ -51,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="database file or team store postgresql://user@host/database "
                         "(default: WORKBENCH_DB, else WORKBENCH_HOME/workbench.db, else the "
                         "user data folder)")
-    common.add_argument("--json", action="store_true", help="print JSON")
+    # SUPPRESS as for --db: given before the subcommand (or its action), it stays given.
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print JSON")
 
     parser = Parser(
         prog="workbench",
@@ -60,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--db", metavar="PATH", help="database file for the GUI, or a team "
                         "store's postgresql://user@host:port/database URL")
+    parser.add_argument("--json", action="store_true", help="print JSON (for any command)")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--selftest", action="store_true",
                         help="check this installation offscreen on a temporary database, "
@@ -124,7 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_gui(args.db or None)
     try:
-        code = int(args.func(args))
+        with log_to_stderr(), terminal_safe_stdout(not args.json):
+            code = int(args.func(args))
         _quick_exit = bool(getattr(args, "quick_exit", False))
         return code
     except BrokenPipeError:
@@ -142,6 +148,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # A bug, not a situation the engine words: still one line, unless asked for
+        # the traceback (WORKBENCH_DEBUG=1).
+        if os.environ.get("WORKBENCH_DEBUG"):
+            raise
+        print(f"workbench: internal error ({type(exc).__name__}: "
+              f"{' '.join(str(exc).split())}); run again with WORKBENCH_DEBUG=1 for the "
+              "traceback, and please report it", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     """Add ``agents`` and its actions."""
-    p = subparsers.add_parser("agents", help="list, show or edit agents")
+    p = subparsers.add_parser("agents", parents=[common], help="list, show or edit agents")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     q = actions.add_parser("list", parents=[common], help="list the agents")
     q.set_defaults(func=cmd_agents)

@@ -15,7 +15,14 @@ import sys
 import threading
 from typing import Any
 
-from workbench.cli.common import open_workspace, positive_int, print_json, silence_stdout
+from workbench.cli.common import (
+    clip,
+    line_width,
+    open_workspace,
+    positive_int,
+    print_json,
+    silence_stdout,
+)
 from workbench.core.provider import CancelToken
 from workbench.errors import NotFoundError, OperationCancelledError, WorkbenchError
 
@@ -36,12 +43,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
             info = ws.create_session(args.session)
             created = True
         status = EXIT_FAILED
+        retries = RetryNotices()
         try:
-
-            def retrying(notice: Any) -> None:
-                print(f"workbench: {notice.error} Retrying in {notice.delay:.1f} s "
-                      f"(attempt {notice.attempt} of {notice.attempts}).", file=sys.stderr)
-
             with prepare_turn(
                 ws,
                 args.session,
@@ -49,13 +52,50 @@ def cmd_chat(args: argparse.Namespace) -> int:
                 max_tokens=args.max_tokens,
                 stream=not args.no_stream,
                 auto=True,
-                on_retry=retrying,
+                on_retry=retries,
             ) as setup:
-                status = _run(setup.model, args)
+                status = _run(setup.model, args, retries)
                 return status
         finally:
+            retries.clear()
             if created and status != 0:
                 _remove_if_empty(ws, info.id)
+
+
+class RetryNotices:
+    """What the provider's retries tell: on a terminal, one status line on stderr,
+    rewritten at each retry and erased before anything else is printed (so a person
+    sees why the reply is late); elsewhere nothing, so that a failure is still the one
+    line of its reason. The reply's summary line counts them either way."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.shown = False
+
+    def __call__(self, notice: Any) -> None:
+        self.count += 1
+        if not _is_terminal(sys.stderr):
+            return
+        # Cut to the terminal's width: a line that wrapped could not be erased.
+        line = (f"Retrying in {notice.delay:.1f} s (attempt {notice.attempt} of "
+                f"{notice.attempts}): {notice.error}")
+        sys.stderr.write("\r\x1b[K" + clip(line, line_width() - 1))
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        """Erase the status line, if one is shown."""
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def _remove_if_empty(ws: Any, session_id: int) -> None:
@@ -67,7 +107,7 @@ def _remove_if_empty(ws: Any, session_id: int) -> None:
         print(f"workbench: the empty session could not be removed: {exc}", file=sys.stderr)
 
 
-def _run(model: Any, args: argparse.Namespace) -> int:
+def _run(model: Any, args: argparse.Namespace, retries: RetryNotices) -> int:
     cancel = CancelToken()
     outcome: dict[str, Any] = {}
     printed = {"any": False, "newline": True, "closed": False}
@@ -75,6 +115,7 @@ def _run(model: Any, args: argparse.Namespace) -> int:
     def show(text: str) -> None:
         if args.json or printed["closed"]:
             return
+        retries.clear()
         try:
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -113,6 +154,7 @@ def _run(model: Any, args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             interrupted = True
             cancel.cancel()
+    retries.clear()
     error = outcome.get("error")
     response = outcome.get("response")
     if printed["closed"]:
@@ -149,7 +191,10 @@ def _run(model: Any, args: argparse.Namespace) -> int:
         usage = response.usage
         tokens = (f"{usage.input_tokens} in, {usage.output_tokens} out"
                   if usage is not None else "usage not reported")
-        print(f"[{tokens}; finish: {response.finish_reason or '?'}]", file=sys.stderr)
+        retried = (f"; after {retries.count} retr{'y' if retries.count == 1 else 'ies'}"
+                   if retries.count else "")
+        print(f"[{tokens}; finish: {response.finish_reason or '?'}{retried}]",
+              file=sys.stderr)
         if response.compaction_id is not None:
             print(f"workbench: {response.compaction_note} Undo it with: workbench "
                   f"undo-compaction {args.session!r}", file=sys.stderr)

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
+import logging
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +40,97 @@ class Parser(argparse.ArgumentParser):
         if dashed and "required" in message:
             hint = f"; to give {dashed[0]!r} as a value, end the command with: -- {dashed[0]}"
         self.exit(EXIT_USAGE, f"{self.prog}: {message}{hint} (see: {self.prog} --help)\n")
+
+
+class _OneLineFormatter(logging.Formatter):
+    """A log record as one ``workbench: …`` line: its message, never a traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return "workbench: " + " ".join(record.getMessage().split())
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to ``sys.stderr`` as it is when a record comes (not when it was made)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+@contextmanager
+def log_to_stderr() -> Iterator[None]:
+    """While the block runs, warnings of the engine (a token cache rebuilt, a
+    background pass that failed) are one ``workbench:`` line each on stderr, never a
+    traceback."""
+    handler = _StderrHandler()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_OneLineFormatter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+
+
+# Control characters a terminal would act on (escape sequences retitle the window, move
+# the cursor, hide text; a carriage return overwrites the line), in text that comes
+# from conversations. Newlines and tabs are text.
+_TERMINAL_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _shown(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+class TerminalText(io.TextIOBase):
+    """Standard output on a terminal, with the control characters of what is written
+    shown as ``\\x1b`` rather than obeyed: a title or message imported from elsewhere
+    is data, never a command to the terminal."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        self.inner.write(_TERMINAL_CONTROLS.sub(_shown, text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return int(self.inner.fileno())
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.inner, "encoding", None) or "utf-8")
+
+
+@contextmanager
+def terminal_safe_stdout(wanted: bool) -> Iterator[None]:
+    """While the block runs, standard output shows control characters instead of
+    passing them to the terminal, when ``wanted`` and standard output is a terminal."""
+    inner = sys.stdout
+    try:
+        on_terminal = wanted and bool(inner.isatty())
+    except (AttributeError, ValueError):
+        on_terminal = False
+    if not on_terminal:
+        yield
+        return
+    sys.stdout = TerminalText(inner)
+    try:
+        yield
+    finally:
+        if isinstance(sys.stdout, TerminalText):
+            sys.stdout = inner
 
 
 def silence_stdout() -> None:

@@ -24,6 +24,11 @@ def _non_negative(text: str) -> int:
     return whole_number(text, least=0, what="the keep count must be 0 or more")
 
 
+def _position(text: str) -> int:
+    return whole_number(text, least=0, what=f"position {text} does not exist: positions "
+                        "start at 0 (workbench show prints them)")
+
+
 def cmd_compact(args: argparse.Namespace) -> int:
     from workbench.engine import compaction
 
@@ -156,7 +161,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--keep", type=_non_negative, metavar="N",
                        help="fold all but the newest N active messages")
-    which.add_argument("--range", type=int, nargs=2, metavar=("FIRST", "LAST"),
+    which.add_argument("--range", type=_position, nargs=2, metavar=("FIRST", "LAST"),
                        help="fold the messages at positions FIRST to LAST")
     p.add_argument("--summarizer", choices=SUMMARIZERS,
                    help="extractive (no model) or model (default: the session's policy)")

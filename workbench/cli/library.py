@@ -324,7 +324,11 @@ def _date(text: str) -> datetime:
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     """Add the library's commands to the ``workbench`` parser."""
-    from workbench.engine.workspace import export_format_names, import_format_names
+    from workbench.engine.workspace import (
+        export_format_names,
+        import_format_descriptions,
+        import_format_names,
+    )
 
     p = subparsers.add_parser("sessions", parents=[common], help="list sessions")
     p.add_argument("--all", action="store_true", help="include archived sessions")
@@ -338,7 +342,15 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_show)
 
     import_names = import_format_names()
-    p = subparsers.add_parser("import", parents=[common], help="import conversations from a file")
+    described = "\n".join(
+        textwrap.fill(text, 79, initial_indent=f"  {name:<13} ", subsequent_indent=" " * 16)
+        for name, text in import_format_descriptions()
+    )
+    p = subparsers.add_parser(
+        "import", parents=[common], help="import conversations from a file",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"formats (found by looking at the file, or named with --format):\n{described}",
+    )
     p.add_argument("path", help="file or folder")
     p.add_argument("--format", metavar="F",
                    help=f"skip auto-detection: {', '.join(import_names)}")

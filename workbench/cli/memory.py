@@ -64,8 +64,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     """Add ``memory`` and its actions."""
-    p = subparsers.add_parser("memory", help="write, list, recall or forget long-term "
-                              "memory entries")
+    p = subparsers.add_parser("memory", parents=[common],
+                              help="write, list, recall or forget long-term memory entries")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def owner(q: argparse.ArgumentParser) -> None:

@@ -43,7 +43,8 @@ def cmd_message(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     """Add ``message`` and its actions."""
-    p = subparsers.add_parser("message", help="edit, insert, delete or mark a message")
+    p = subparsers.add_parser("message", parents=[common],
+                              help="edit, insert, delete or mark a message")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def base(name: str, help_text: str) -> argparse.ArgumentParser:

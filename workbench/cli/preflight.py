@@ -15,7 +15,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from workbench.cli.common import open_workspace, print_json
+from workbench.cli.common import open_workspace, positive_int, print_json
 
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
@@ -29,7 +29,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("prompt", help="the new user prompt")
     p.add_argument(
         "--context-window",
-        type=int,
+        type=positive_int,
         metavar="N",
         help="assume this context window instead of the provider's",
     )

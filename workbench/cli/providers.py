@@ -171,7 +171,8 @@ def cmd_edit(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     """Add ``providers`` and its subcommands to the ``workbench`` parser."""
-    parser = subparsers.add_parser("providers", help="model servers: add, edit, list, remove, test")
+    parser = subparsers.add_parser("providers", parents=[common],
+                                   help="model servers: add, edit, list, remove, test")
     sub = parser.add_subparsers(dest="providers_command", metavar="ACTION", required=True)
 
     p = sub.add_parser("add", parents=[common], help="add a provider (the key stays outside)")

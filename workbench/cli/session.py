@@ -60,8 +60,8 @@ def cmd_session(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     """Add ``session`` and its actions."""
-    p = subparsers.add_parser("session", help="rename, pin, tag, fork, archive or delete "
-                              "a session")
+    p = subparsers.add_parser("session", parents=[common],
+                              help="rename, pin, tag, fork, archive or delete a session")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def base(name: str, help_text: str) -> argparse.ArgumentParser:

@@ -24,6 +24,13 @@ _UNDERSCORE = re.compile(r"(?<!\w)(__|_)(?=\S)(.+?)(?<=\S)\1(?!\w)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def one_line(text: str) -> str:
+    """``text`` as a title a person gave: control characters (newlines, tabs, escapes)
+    become spaces and runs of whitespace fold into one, the ends trimmed; no markup is
+    touched."""
+    return " ".join(_CONTROL.sub(" ", text).split())
+
+
 def _plain_line(line: str) -> str:
     line = _LINE_START.sub("", line)
     line = _IMAGE.sub(lambda m: m.group(1), line)

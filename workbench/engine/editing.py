@@ -26,8 +26,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from workbench.core.conversation import ROLES, Message, SessionInfo
+from workbench.core.titles import one_line
 from workbench.core.tokens import TokenCounter, get_counter
-from workbench.errors import ChangedElsewhereError, NotFoundError, StorageError
+from workbench.errors import ChangedElsewhereError, NotFoundError, RequestError, StorageError
 from workbench.store.repository import Repository
 
 __all__ = ["Editing", "IdAliases", "MessageChange", "SessionChange", "SessionTrash"]
@@ -271,6 +272,11 @@ class Editing:
 
     def rename_session(self, session_id: int, title: str, *,
                        expected: str | None = None) -> SessionChange:
+        """Give the session a new title, on one line (control characters and runs of
+        whitespace fold into single spaces); an empty one is refused."""
+        title = one_line(title)
+        if not title:
+            raise RequestError("A session title cannot be empty.")
         before = self.repo.get_session(session_id)
         with _said_of(before, "title"):
             return SessionChange(before, self.repo.rename_session(session_id, title,

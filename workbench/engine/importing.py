@@ -48,7 +48,7 @@ from workbench.core.gcpause import collector_paused
 from workbench.core.handoff import quick_handoff
 from workbench.core.tokens import TokenCounter, fill_counts, get_counter
 from workbench.engine.import_report import ImportReport, ProgressCallback
-from workbench.errors import WorkbenchError
+from workbench.errors import DatabaseUnavailableError, WorkbenchError
 from workbench.store import bulk
 from workbench.store.repository import ImportOutcome, Repository
 
@@ -482,6 +482,8 @@ def _store_batch(
 ) -> None:
     try:
         outcomes = repo.import_many(batch, agent_id=agent_id, replace=replace)
+    except DatabaseUnavailableError:
+        raise  # no conversation could be stored: the import stops, it skips nothing
     except (WorkbenchError, SQLAlchemyError, ValueError):
         # ValueError: text SQLite cannot take (UnicodeEncodeError is one); the
         # conversations are stored one by one below so that only the bad one is lost.
@@ -495,6 +497,8 @@ def _store_batch(
         conv = prepared.conversation
         try:
             outcome = repo.import_conversation(conv, agent_id=agent_id, replace=replace)
+        except DatabaseUnavailableError:
+            raise
         except (WorkbenchError, SQLAlchemyError, ValueError) as exc:
             label = conv.source_id or conv.title
             reason = str(getattr(exc, "orig", None) or exc)

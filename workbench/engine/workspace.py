@@ -51,6 +51,14 @@ def import_format_names() -> list[str]:
     return [i.name for i in importers()]
 
 
+def import_format_descriptions() -> list[tuple[str, str]]:
+    """Each format ``import`` reads: its name and what it is, in the order detection
+    tries them."""
+    from workbench.formats import importers
+
+    return [(i.name, i.description) for i in importers()]
+
+
 def export_format_names() -> list[str]:
     """Names of the formats ``export --format`` accepts."""
     from workbench.formats import exporters

@@ -337,7 +337,10 @@ def first_copy(
     """
     if conversation.source_id is None:
         return None
-    key = hash(tuple((m.role, m.name, m.content, m.tool_call_id) for m in conversation.messages))
+    key = hash(tuple(
+        (m.role, m.name, m.content, m.tool_call_id,
+         json.dumps(m.tool_calls, sort_keys=True) if m.tool_calls else None)
+        for m in conversation.messages))
     found = seen.setdefault(conversation.source_id, {})
     if key in found:
         return found[key]
@@ -524,6 +527,7 @@ def _cut_cycles(order: Sequence[str], parents: dict[str, str | None]) -> None:
     branches mixed in one session).
     """
     walked: dict[str, int] = {}  # node -> the number of the walk that reached it first
+    rank: dict[str, int] | None = None  # made once, when a first cycle is found
     for number, start in enumerate(order):
         node: str | None = start
         while node is not None and node not in walked:
@@ -536,8 +540,9 @@ def _cut_cycles(order: Sequence[str], parents: dict[str, str | None]) -> None:
         while above is not None and above != node:
             cycle.append(above)
             above = parents[above]
-        rank = {n: i for i, n in enumerate(order)}
-        parents[min(cycle, key=lambda n: rank.get(n, len(rank)))] = None
+        if rank is None:
+            rank = {n: i for i, n in enumerate(order)}
+        parents[min(cycle, key=rank.__getitem__)] = None
 
 
 def latest_leaf(tree: MessageTree, time_of: Callable[[str], float | None]) -> str | None:

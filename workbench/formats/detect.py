@@ -49,7 +49,8 @@ def detect_format(path: Path) -> Importer:
         except (OSError, ValueError, RecursionError):
             # A sniffer that trips over foreign input simply does not recognise it.
             continue
-    known = "; ".join(f"{imp.name} ({imp.description})" for imp in candidates)
+    # The names only: one readable line (``workbench import --help`` describes each).
+    known = ", ".join(imp.name for imp in candidates)
     kind = "directory" if path.is_dir() else "file"
     raise UnknownFormatError(
         f"Cannot tell the format of the {kind} {path}; known formats: {known or 'none'}.",

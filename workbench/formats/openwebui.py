@@ -350,12 +350,22 @@ def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
         branches = alternate_branches(
             tree, main_path, lambda path: _path_messages(nodes, path), messages
         )
-    elif isinstance(chat.get("messages"), list):
+    elif isinstance(chat.get("messages"), list) and (chat["messages"] or not nodes):
         messages = []
         for index, raw in enumerate(chat["messages"]):
             raw_id = raw.get("id") if isinstance(raw, dict) else None
             messages.extend(parse_message(raw, str(raw_id or index)))
         number_positions(messages)
+    elif nodes is not None and not isinstance(nodes, dict):
+        # history.messages of the wrong kind, and no flat list to read instead: an empty
+        # session would hide that the chat's messages could not be read.
+        return [
+            SkippedEntry(
+                entry=where,
+                reason=sentence(f"{label}: history.messages is {type_name(nodes)}, not an "
+                                "object of messages"),
+            )
+        ]
     else:
         return [
             SkippedEntry(

@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import QueuePool
 
 from workbench.core.conversation import utcnow
-from workbench.errors import StorageError
+from workbench.errors import DatabaseUnavailableError, StorageError
 from workbench.store.dialect import SQLITE_DIALECT, Dialect, sqlite_fold
 from workbench.store.migrations import MIGRATIONS, Migration, refuse_newer
 from workbench.store.types import time_to_text
@@ -593,15 +593,22 @@ class Database:
                     "Restore it from a backup copy beside it, or open another database."
                 ) from exc
             if isinstance(exc.orig, sqlite3.OperationalError) and "locked" in reason:
-                raise StorageError(
+                raise DatabaseUnavailableError(
                     f"The database {self.path} is busy: another program kept it locked for "
                     f"{BUSY_TIMEOUT_MS / 1000:g} s ({reason}); nothing was changed. Try again "
                     "once it is done."
                 ) from exc
             if "readonly" in reason or "read-only" in reason:
-                raise StorageError(
+                raise DatabaseUnavailableError(
                     f"The database {self.path} cannot be written: the file or its folder is "
                     f"read-only ({reason}); nothing was changed."
+                ) from exc
+            if isinstance(exc.orig, sqlite3.OperationalError) and (
+                "disk is full" in reason or "disk I/O error" in reason
+            ):
+                raise DatabaseUnavailableError(
+                    f"The database {self.path} cannot be written: {reason} (is the disk "
+                    "full or failing?); nothing was changed."
                 ) from exc
             raise StorageError(f"The database {self.path} refused the change: {reason}.") from exc
 
