@@ -667,3 +667,41 @@ def test_an_open_webui_chat_without_messages_is_still_an_empty_session(tmp_path:
                   if isinstance(c, Conversation)]
 
     assert session.title == "chat 1" and session.messages == []
+
+
+def test_a_tree_both_wide_and_deep_is_not_copied_without_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each branch holds its whole path from the root: a chain of 1,000 nodes with 1,000
+    # leaves at its end (a file of 200 kB) made a million messages. The branches stop
+    # at a budget of messages (200,000; 40 here), and the rest are reported.
+    import workbench.formats._support as support
+
+    monkeypatch.setattr(support, "BRANCH_MESSAGES", 40)
+    mapping: dict[str, Any] = {"root": {"id": "root", "parent": None, "children": [],
+                                        "message": None}}
+    above = "root"
+    for i in range(10):
+        node = f"n{i}"
+        mapping[node] = {"id": node, "parent": above, "children": [], "message": {
+            "author": {"role": "user" if i % 2 == 0 else "assistant"},
+            "content": {"content_type": "text", "parts": [f"turn {i}"]}}}
+        mapping[above]["children"].append(node)
+        above = node
+    for j in range(8):
+        leaf = f"leaf{j}"
+        mapping[leaf] = {"id": leaf, "parent": above, "children": [], "message": {
+            "author": {"role": "assistant"}, "content": {"content_type": "text",
+                                                        "parts": [f"answer {j}"]}}}
+        mapping[above]["children"].append(leaf)
+    entry = {"title": "wide", "conversation_id": "w", "mapping": mapping,
+             "current_node": "leaf7"}
+
+    items = read(write(tmp_path, [entry]), "chatgpt")
+
+    conversations = [c for c in items if isinstance(c, Conversation)]
+    # The session (11 messages) and three branches of 11 (33 of the 40), then no more.
+    assert len(conversations) == 4
+    assert sum(len(c.messages) for c in conversations[1:]) <= 40
+    (skipped,) = [i for i in items if isinstance(i, SkippedEntry)]
+    assert skipped.entry == "item 0" and "4 more branch(es) were left out" in skipped.reason

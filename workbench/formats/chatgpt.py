@@ -523,7 +523,7 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
     branches = alternate_branches(
         tree, main_path, lambda path: _path_messages(mapping, path), messages
     )
-    return with_branches(main, branches)
+    return with_branches(main, branches, where)
 
 
 # --------------------------------------------------------------------------- the format
