@@ -98,10 +98,11 @@ def assert_neighbours_whole(items: list[Conversation | SkippedEntry]) -> None:
 
 
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, 1e300, 10**30, 10**400,
-                                   -1, -1.5, -1e20])
+                                   -1, -1.5, -1e20, 0, 7, 0.5, 7000])
 def test_a_time_no_clock_can_show_is_no_time(value: Any) -> None:
     # Infinity looped for ever (divided by 1000 until below 1e11); 1e300 became a day
-    # of 2001 and -1 a second before 1970: times the source never held.
+    # of 2001, -1 a second before 1970 and 0 or 7 a second of 1970: times the source
+    # never held (the store already took a session time in 1970 for a placeholder).
     assert epoch_time(value) is None
 
 

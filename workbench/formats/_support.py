@@ -719,6 +719,8 @@ def tool_name(name: Any) -> str:
     return text[:64]
 
 
+_FIRST_SECOND = 365 * 86400.0
+"""1971-01-01: an epoch time before it is a placeholder (0), not a time."""
 _SMALLER_UNITS = 3
 """Units below the second an epoch number may be counted in: ms, µs, ns."""
 
@@ -729,30 +731,46 @@ def epoch_time(value: Any) -> datetime | None:
 
     A number that is negative, not finite (``1e400`` decodes to infinity) or too large
     to be nanoseconds before the year 5138 is unreadable: dividing it down until it
-    looks like seconds would make up a time the source never held.
+    looks like seconds would make up a time the source never held. A time in 1970 (epoch
+    0, or 7 seconds after it) is a placeholder, not a time, as the store takes a
+    session's.
     """
-    if type(value) is float and 0.0 <= value < 1e11:
+    if type(value) is float and _FIRST_SECOND <= value < 1e11:
         # The usual case (ChatGPT's seconds with a fraction), without the checks below.
         try:
             return datetime.fromtimestamp(value, UTC)
         except (ValueError, OverflowError, OSError):
             return None
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        seconds = _seconds(value)
+        if seconds is None or seconds < _FIRST_SECOND:
+            return None
+        return datetime.fromtimestamp(seconds, UTC)
     try:
-        if isinstance(value, float | int) and not isinstance(value, bool):
-            number = float(value)
-            if not 0.0 <= number < 1e11 * 1000.0**_SMALLER_UNITS:  # NaN fails this too
-                return None
-            # Tools disagree on the unit; a count of seconds stays below 1e11 until year 5138.
-            while number >= 1e11:
-                number /= 1000.0
-            return datetime.fromtimestamp(number, UTC)
         return parse_time(value)
     except (ValueError, OverflowError, OSError):
         return None
 
 
+def _seconds(number: float) -> float | None:
+    """An epoch number in s, ms, µs or ns as seconds; ``None`` when it is none of them."""
+    try:
+        value = float(number)
+    except OverflowError:  # an integer beyond any float
+        return None
+    if not 0.0 <= value < 1e11 * 1000.0**_SMALLER_UNITS:  # NaN fails this too
+        return None
+    # Tools disagree on the unit; a count of seconds stays below 1e11 until year 5138.
+    while value >= 1e11:
+        value /= 1000.0
+    return value
+
+
 def epoch_seconds(value: Any) -> float | None:
-    """An epoch number normalised to seconds, for ordering; ``None`` when not a number."""
+    """An epoch number normalised to seconds, for ordering (1970's placeholders still
+    order, 3 before 9); ``None`` when not a time."""
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        return _seconds(value)
     when = epoch_time(value)
     return when.timestamp() if when is not None else None
 
