@@ -706,3 +706,16 @@ def test_a_tree_both_wide_and_deep_is_not_copied_without_end(
     assert sum(len(c.messages) for c in conversations[1:]) <= 40
     (skipped,) = [i for i in items if isinstance(i, SkippedEntry)]
     assert skipped.entry == "item 0" and "4 more branch(es) were left out" in skipped.reason
+
+
+def test_chatgpt_keeps_what_a_conversation_says_of_itself(tmp_path: Path) -> None:
+    # Only the model, gizmo id and archived flag were kept: memory_scope, the
+    # conversation template, the starred flag and the rest were dropped.
+    entry = chatgpt(1, memory_scope="global_enabled", conversation_template_id="g-123",
+                    is_starred=True, moderation_results=[], plugin_ids=None)
+
+    session = next(c for c in read(write(tmp_path, [entry]), "chatgpt")
+                   if isinstance(c, Conversation))
+
+    assert session.metadata == {"conversation_id": "c-1", "memory_scope": "global_enabled",
+                                "conversation_template_id": "g-123", "is_starred": True}
