@@ -719,3 +719,19 @@ def test_chatgpt_keeps_what_a_conversation_says_of_itself(tmp_path: Path) -> Non
 
     assert session.metadata == {"conversation_id": "c-1", "memory_scope": "global_enabled",
                                 "conversation_template_id": "g-123", "is_starred": True}
+
+
+def test_open_webui_keeps_when_the_model_thought(tmp_path: Path) -> None:
+    chat = openwebui(1)
+    chat["chat"]["history"]["messages"]["a"]["output"] = [
+        {"type": "reasoning", "content": [{"type": "output_text", "text": "hmm"}],
+         "started_at": 1700000007.0, "ended_at": 1700000010.0, "duration": 3},
+        {"type": "message", "content": [{"type": "output_text", "text": "reply 1"}]}]
+
+    session = next(c for c in read(write(tmp_path, [chat]), "openwebui")
+                   if isinstance(c, Conversation))
+
+    assert session.messages[1].parts == [
+        {"type": "reasoning", "text": "hmm", "duration": 3, "started_at": 1700000007.0,
+         "ended_at": 1700000010.0},
+        {"type": "text", "text": "reply 1"}]

@@ -205,7 +205,9 @@ def _from_output(turn: _Turn, output: list[Any]) -> None:
         kind = item.get("type")
         if kind == "reasoning":
             text = text_of(item.get("content")) or text_of(item.get("summary"))
-            extra = {"duration": item["duration"]} if item.get("duration") is not None else None
+            # When the model thought, and for how long.
+            extra = {k: item[k] for k in ("duration", "started_at", "ended_at")
+                     if item.get(k) is not None} or None
             turn.reasoning(text, extra)
         elif kind == "function_call":
             call_id = str(item.get("call_id") or item.get("id") or f"call_{len(names)}")
