@@ -735,3 +735,16 @@ def test_open_webui_keeps_when_the_model_thought(tmp_path: Path) -> None:
         {"type": "reasoning", "text": "hmm", "duration": 3, "started_at": 1700000007.0,
          "ended_at": 1700000010.0},
         {"type": "text", "text": "reply 1"}]
+
+
+def test_sharegpt_keeps_a_turns_own_keys(tmp_path: Path) -> None:
+    # axolotl's per-turn weight (0: the turn is not trained on) was dropped.
+    entry = sharegpt(1)
+    entry["conversations"][0]["weight"] = 0
+    entry["conversations"][1].update(weight=1, loss=True)
+
+    (session,) = [c for c in read(write(tmp_path, [entry]), "sharegpt")
+                  if isinstance(c, Conversation)]
+
+    assert [m.metadata for m in session.messages] == [{"weight": 0},
+                                                      {"weight": 1, "loss": True}]
