@@ -788,6 +788,37 @@ def test_a_bug_is_one_line_too_and_its_traceback_on_request(
         cli("stats")
 
 
+@pytest.mark.skipif(not Path("/dev/stdin").exists(), reason="no /dev/stdin here")
+def test_an_import_from_a_pipe_reads_it_whole(
+    db_target: Path | str, chats_file: Path
+) -> None:
+    """``curl … | workbench import /dev/stdin`` (or ``<(…)``): a pipe cannot be read
+    twice, as detection and the importer do; it was 'empty' (a pipe has no size)."""
+    env = dict(os.environ, WORKBENCH_DB=str(db_target),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+
+    def run(given: bytes, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "workbench", "import", "/dev/stdin",
+                               *args], input=given.decode(), env=env, capture_output=True,
+                              text=True, timeout=120, check=False)
+
+    done = run(chats_file.read_bytes(), "--json")
+    assert done.returncode == 0, done.stderr
+    assert [s["title"] for s in json.loads(done.stdout)["sessions"]] == ["Soup", "Bread"]
+    again = subprocess.run([sys.executable, "-m", "workbench", "import", "-", "--json"],
+                           input=chats_file.read_text(encoding="utf-8"), env=env,
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["counts"]["unchanged"] == 2
+    nothing = run(b"")
+    assert nothing.returncode == 1
+    assert nothing.stderr.splitlines() == [
+        "workbench: /dev/stdin gave nothing: there is nothing to import."]
+    unknown = run(b"hello\n")
+    assert unknown.returncode == 1 and "Cannot tell the format of the file /dev/stdin;" in (
+        unknown.stderr) and "workbench-import-" not in unknown.stderr
+
+
 def _write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path

@@ -217,9 +217,11 @@ def test_human_lists_fit_80_columns(
     assert cli("session", "pin", sid).code == 0
     assert cli("compact", sid, "--range", "1", "12").code == 0
     assert cli("agents", "edit", "Default", "--tools",
-               "search_conversations,recall_memory,remember_fact,current_time").code == 0
+               "search_conversations,recall_memory,remember_fact,current_time",
+               "--scope", "session", "--inject", "context", "--max-entries", "3",
+               "--memory", "on").code == 0
     for args in (["sessions"], ["search", "Pendular"], ["compactions", sid],
-                 ["agents", "list"]):
+                 ["agents", "list"], ["agents", "show", "Default"]):
         result = cli(*args)
         assert result.code == 0, result.err
         long = [line for line in result.out.splitlines() if len(line) > 80]
@@ -275,6 +277,45 @@ def test_control_characters_from_conversations_never_reach_a_terminal(
     monkeypatch.setattr(sys, "stdout", piped)
     assert main(["show", str(info.id), "--db", str(db_target)]) == 0
     assert "red \x1b[31mPendular" in piped.getvalue()
+
+
+def test_an_import_that_fails_midway_on_a_terminal_gives_its_reason_a_line_of_its_own(
+    cli: CliRunner, workspace: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from workbench.errors import StorageError
+
+    def failing(self: Workspace, path: Any, **options: Any) -> Any:
+        options["progress"](3, None)  # the progress line is on screen
+        raise StorageError("The database refused the change: disk I/O error.")
+
+    monkeypatch.setattr(Workspace, "import_path", failing)
+    screen = _Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    source = tmp_path / "chats.jsonl"
+    source.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n', encoding="utf-8")
+    assert cli("import", source).code == 1
+    last = screen.getvalue().split("\r")[-1].splitlines()
+    assert last == ["Imported 3 conversation(s)…",
+                    "workbench: The database refused the change: disk I/O error."]
+
+
+def test_deleting_by_a_title_two_sessions_share_asks_for_the_id(
+    cli: CliRunner, workspace: Workspace
+) -> None:
+    older = _session(workspace, "Trip")
+    newer = _session(workspace, "Trip")
+    refused = cli("session", "delete", "Trip", "--yes")
+    line = refused.assert_one_line_error()
+    assert f"'Trip' names 2 sessions ({newer}, {older})" in line
+    assert {s["id"] for s in cli("sessions", "--json").json()} == {older, newer}
+    # By id it goes; and a name only one session has is enough.
+    assert cli("session", "delete", str(newer), "--yes").code == 0
+    assert cli("session", "delete", "Trip", "--yes").code == 0
+    assert cli("sessions", "--json").json() == []
+    # Changes that can be taken back keep to the newest of equals, as before.
+    _session(workspace, "Walk")
+    newest = _session(workspace, "Walk")
+    assert cli("session", "pin", "Walk", "--json").json()["id"] == newest
 
 
 def test_a_closed_pipe_is_silent(workspace: Workspace, db_target: Any) -> None:

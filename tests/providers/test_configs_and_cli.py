@@ -182,6 +182,42 @@ def test_choose_names_the_provider_to_use(settings: ProviderSettings,
         settings.choose()
 
 
+def test_an_agent_whose_provider_is_gone_never_falls_back_to_another(
+    cli: Cli, server: ProtocolServer
+) -> None:
+    """The agent said 'local'; 'local' removed, the only provider left is another server
+    (perhaps a hosted one): the chat is refused, not sent there unasked."""
+    _add_provider(cli, server)
+    assert cli("providers", "add", "hosted", "--kind", "openai", "--base-url", server.url,
+               "--model", "other").code == 0
+    assert cli("chat", "Trip", "Hello", "--new", "--provider", "local").code == 0
+    assert cli("agents", "edit", "Default", "--provider", "local").code == 0
+    removed = cli("providers", "remove", "local")
+    assert removed.code == 0
+    assert "agent 'Default' used it" in removed.err
+    sent = len(server.chat_requests())
+    refused = cli("chat", "Trip", "Again")
+    assert refused.code == 1
+    [line] = refused.err.strip().splitlines()
+    assert "provider 'local' is not configured" in line and "--provider" in line
+    assert len(server.chat_requests()) == sent
+    assert len(_messages(cli, "Trip")) == 2
+
+
+def test_renaming_a_provider_renames_it_for_the_agents_that_use_it(
+    cli: Cli, server: ProtocolServer
+) -> None:
+    _add_provider(cli, server)
+    assert cli("providers", "add", "second", "--kind", "openai", "--base-url", server.url,
+               "--model", "other").code == 0
+    assert cli("chat", "Trip", "Hello", "--new", "--provider", "local").code == 0
+    assert cli("agents", "edit", "Default", "--provider", "local").code == 0
+    assert cli("providers", "edit", "local", "--name", "renamed").code == 0
+    assert json.loads(cli("agents", "show", "Default", "--json").out)["provider"] == "renamed"
+    assert cli("chat", "Trip", "Again").code == 0
+    assert server.chat_requests()[-1].body["model"] == server.model
+
+
 # -- providers command ---------------------------------------------------------------------------
 
 

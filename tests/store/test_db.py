@@ -534,3 +534,27 @@ def test_a_database_in_a_read_only_folder_is_named_as_such(db_path: Path) -> Non
         os.chmod(db_path, 0o644)
     message = str(caught.value)
     assert "read-only" in message and "damaged" not in message
+
+
+@pytest.mark.sqlite_only("a path that is not a file")
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_pipe_is_refused_as_a_database_and_nothing_is_written_beside_it(
+    tmp_path: Path,
+) -> None:
+    """Like /dev/null: not a file. It was opened (waiting for a writer for ever, for a
+    pipe) and SQLite wrote its journal beside it (/dev/null-journal). Run in a child
+    process so that a wait cannot hold the test run."""
+    import subprocess
+    import sys
+
+    pipe = tmp_path / "looks.db"
+    os.mkfifo(pipe)
+    code = ("import sys\nfrom workbench.store import Database\n"
+            "from workbench.errors import StorageError\n"
+            "try:\n    Database.open(sys.argv[1])\n"
+            "except StorageError as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(pipe)], capture_output=True,
+                          text=True, timeout=60, check=False,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert "is not a file" in done.stdout, done.stdout + done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["looks.db"]

@@ -25,10 +25,8 @@ from workbench.cli import (
     providers,
     session,
 )
-from workbench.cli.common import (
-    EXIT_ERROR,
-    EXIT_USAGE,
-    Parser,
+from workbench.cli.common import EXIT_ERROR, EXIT_USAGE, Parser
+from workbench.cli.output import (
     log_to_stderr,
     silence_stdout,
     terminal_safe_stdout,

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 from typing import Any
 
-from workbench.cli.common import clip, fields_json, line_width, open_workspace, print_json
+from workbench.cli.common import fields_json, open_workspace, print_json
+from workbench.cli.output import clip, line_width
 from workbench.core.conversation import Agent
 from workbench.core.policy import CAPTURES, INJECTS, MODES, SCOPES
 from workbench.errors import WorkbenchError
@@ -23,7 +25,10 @@ def _show(agent: Agent) -> None:
     print(f"  Provider: {agent.provider or '(the only one configured)'}")
     print(f"  Model: {agent.model or '(the provider’s)'}")
     print(f"  Tools: {', '.join(agent.tools) or 'none'}")
-    print(f"  Memory policy: {json.dumps(agent.memory_policy or {}, ensure_ascii=False)}")
+    policy = ", ".join(f"{key} {json.dumps(value, ensure_ascii=False)}"
+                       for key, value in (agent.memory_policy or {}).items()) or "the defaults"
+    print(textwrap.fill(policy, line_width() - 1, initial_indent="  Memory policy: ",
+                        subsequent_indent=" " * 17))
     print("  Instructions:" + ("" if agent.instructions else " none"))
     for line in (agent.instructions or "").splitlines():
         print(f"    {line}")

@@ -15,14 +15,8 @@ import sys
 import threading
 from typing import Any
 
-from workbench.cli.common import (
-    clip,
-    line_width,
-    open_workspace,
-    positive_int,
-    print_json,
-    silence_stdout,
-)
+from workbench.cli.common import open_workspace, positive_int, print_json
+from workbench.cli.output import clip, line_width, silence_stdout
 from workbench.core.provider import CancelToken
 from workbench.errors import NotFoundError, OperationCancelledError, WorkbenchError
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.cli.common import clip, line_width, open_workspace, print_json, whole_number
+from workbench.cli.common import open_workspace, print_json, whole_number
+from workbench.cli.output import clip, line_width
 from workbench.core.compaction import SUMMARIZERS
 from workbench.errors import WorkbenchError
 

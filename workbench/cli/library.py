@@ -13,16 +13,14 @@ from typing import Any
 
 from workbench.cli.common import (
     EXIT_ERROR,
-    clip,
-    line_width,
     message_json,
     open_workspace,
     positive_int,
     print_json,
     session_json,
     shorten,
-    write_utf8,
 )
+from workbench.cli.output import clip, line_width, write_utf8
 from workbench.core.conversation import ROLES, STATES, format_time, parse_time
 from workbench.core.identity import metadata_lines
 from workbench.errors import WorkbenchError
@@ -120,14 +118,17 @@ def cmd_import(args: argparse.Namespace) -> int:
         # Token counts are made while importing (on a thread of their own, overlapping
         # the parse and the writes) and stored with the rows, so when the command
         # returns every imported message has its count.
-        report = ws.import_path(
-            Path(args.path),
-            format=args.format,
-            replace=args.replace,
-            progress=progress,
-        )
-        if progress is not None:
-            progress.finish()
+        try:
+            report = ws.import_path(
+                Path("/dev/stdin") if args.path == "-" else Path(args.path),
+                format=args.format,
+                replace=args.replace,
+                progress=progress,
+            )
+        finally:
+            if progress is not None:
+                # Also when the import fails: the reason then starts a line of its own.
+                progress.finish()
         # Messages an older version stored without a count (its import counted them in
         # a pass of its own, which could be interrupted): counted now.
         counting = _ProgressLine("Counted the tokens of {done:,} of {total:,} message(s)…")
@@ -351,7 +352,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=f"formats (found by looking at the file, or named with --format):\n{described}",
     )
-    p.add_argument("path", help="file or folder")
+    p.add_argument("path", help="file or folder; - for standard input")
     p.add_argument("--format", metavar="F",
                    help=f"skip auto-detection: {', '.join(import_names)}")
     p.add_argument("--replace", action="store_true",

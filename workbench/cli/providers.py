@@ -70,10 +70,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_remove(args: argparse.Namespace) -> int:
     with open_workspace(args) as ws:
         ws.provider_settings().remove(args.name)
+        orphans = [a.name for a in ws.list_agents() if a.provider == args.name]
     if args.json:
-        print_json({"removed": args.name})
+        print_json({"removed": args.name, "agents_without_provider": orphans})
     else:
         print(f"Removed provider {args.name!r}.")
+        for name in orphans:
+            print(f"Note: agent {name!r} used it; give it another with: workbench agents "
+                  f"edit {name!r} --provider NAME", file=sys.stderr)
     return 0
 
 

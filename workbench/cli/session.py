@@ -10,7 +10,7 @@ from workbench.errors import WorkbenchError
 
 
 def cmd_session(args: argparse.Namespace) -> int:
-    with session_editing(args) as (info, edit):
+    with session_editing(args, exact=args.action == "delete") as (info, edit):
         action = args.action
         if action == "rename":
             if not args.title.strip():

@@ -36,6 +36,7 @@ from workbench.providers.keys import (
 from workbench.providers.openai import OpenAICompatible
 from workbench.store.db import Database
 from workbench.store.provider_configs import ProviderConfigs, check_config
+from workbench.store.repository import Repository
 
 _KINDS: dict[str, type[HttpProvider]] = {"openai": OpenAICompatible, "anthropic": Anthropic}
 
@@ -302,6 +303,7 @@ class ProviderSettings:
     """The provider configs of one database, and the clients built from them."""
 
     def __init__(self, db: Database, *, environ: Mapping[str, str] | None = None):
+        self.db = db
         self.configs = ProviderConfigs(db)
         self.environ = environ
 
@@ -318,8 +320,15 @@ class ProviderSettings:
 
     def update(self, name: str, /, **fields: Any) -> ProviderConfig:
         """Change fields of the config called ``name``; ``fields`` may rename it
-        (``name=...``), so the current name is positional only."""
-        return self.configs.update(name, **fields)
+        (``name=...``, the agents that use it follow), so the current name is positional
+        only."""
+        changed = self.configs.update(name, **fields)
+        if changed.name != name:
+            repo = Repository(self.db)
+            for agent in repo.list_agents():
+                if agent.provider == name:
+                    repo.update_agent(agent.id, provider=changed.name)
+        return changed
 
     def remove(self, name: str) -> None:
         self.configs.remove(name)
@@ -350,7 +359,13 @@ class ProviderSettings:
             try:
                 return self.get(agent_provider).name
             except NotFoundError:
-                pass
+                # Never another server in its place, unasked: it may be a hosted one
+                # where the agent's was local.
+                raise NotFoundError(
+                    f"The agent's provider {agent_provider!r} is not configured (any more); "
+                    "choose one with --provider NAME, or give the agent one with: "
+                    "workbench agents edit AGENT --provider NAME"
+                ) from None
         configs = self.list()
         if len(configs) == 1:
             return configs[0].name

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import stat
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +31,7 @@ from workbench.engine.import_report import ImportReport, ProgressCallback
 from workbench.engine.importing import count_missing_tokens, import_conversations
 from workbench.engine.line_upkeep import LineUpkeep
 from workbench.engine.resources import sample_session_path
-from workbench.errors import RequestError, WorkbenchError
+from workbench.errors import FormatError, RequestError, UnknownFormatError, WorkbenchError
 from workbench.store.db import Database, OpenProgress
 from workbench.store.opening import open_database
 from workbench.store.repository import Repository
@@ -73,6 +76,37 @@ def source_identity(path: Path) -> str:
         return str(path.resolve())
     except OSError:
         return str(path.absolute())
+
+
+@contextlib.contextmanager
+def _readable_twice(path: Path) -> Iterator[Path]:
+    """``path``, or, when it is a pipe or a device (``/dev/stdin``, ``<(curl …)``), a
+    temporary copy of what it gives: detection reads the start of a file and the
+    importer reads it again, which a pipe cannot give twice."""
+    try:
+        kind = path.stat().st_mode
+    except OSError:
+        kind = 0
+    if not kind or stat.S_ISREG(kind) or stat.S_ISDIR(kind):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="workbench-import-") as folder:
+        copy = Path(folder) / (path.name or "input")
+        try:
+            with open(path, "rb") as source, open(copy, "wb") as target:
+                shutil.copyfileobj(source, target)
+        except OSError as exc:
+            raise RequestError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+        if copy.stat().st_size == 0:
+            raise UnknownFormatError(f"{path} gave nothing: there is nothing to import.",
+                                     path=str(path))
+        try:
+            yield copy
+        except FormatError as exc:  # said of the copy: said again of what was given
+            if str(copy) not in str(exc):
+                raise
+            raise type(exc)(str(exc).replace(str(copy), str(path)), path=str(path),
+                            entry=exc.entry) from exc
 
 
 class Workspace:
@@ -177,6 +211,21 @@ class Workspace:
         """A session by id, by source id, or by exact title (the newest of equals);
         :class:`~workbench.errors.NotFoundError` when none matches."""
         return self.repo.find_session(ref)
+
+    def find_one_session(self, ref: str | int) -> SessionInfo:
+        """As :meth:`find_session`, but a name (source id or title) that several sessions
+        share is refused with their ids rather than taken as the newest: for changes
+        that cannot be taken back."""
+        info = self.find_session(ref)
+        if str(ref).strip() != str(info.id):
+            named = self.repo.sessions_named(str(ref))
+            if len(named) > 1:
+                shown = ", ".join(str(i) for i in named[:10]) + (", …" if len(named) > 10 else "")
+                raise RequestError(
+                    f"{str(ref).strip()!r} names {len(named)} sessions ({shown}); give the id "
+                    "of the one you mean."
+                )
+        return info
 
     def create_session(self, title: str) -> SessionInfo:
         """Create an empty session with this title, for the default agent."""
@@ -309,15 +358,17 @@ class Workspace:
         """
         from workbench.formats import read_conversations
 
-        items = read_conversations(Path(path), format)
-        return import_conversations(
-            self.repo,
-            items,
-            replace=replace,
-            progress=progress,
-            count_tokens=count_tokens,
-            source_file=source_identity(Path(path)),
-        )
+        path = Path(path)
+        with _readable_twice(path) as readable:
+            items = read_conversations(readable, format)
+            return import_conversations(
+                self.repo,
+                items,
+                replace=replace,
+                progress=progress,
+                count_tokens=count_tokens,
+                source_file=source_identity(path) if readable == path else str(path),
+            )
 
     def count_missing_tokens(self) -> Iterator[tuple[int, int]]:
         """Fill the token counts an import left out; yields ``(counted, total)`` after each

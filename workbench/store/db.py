@@ -213,6 +213,12 @@ def _check_file(path: Path) -> bool:
         raise StorageError(f"{path} is a folder, not a database file.")
     if not path.exists():
         return False
+    if not path.is_file():
+        # SQLite would open /dev/null and write its journal beside it, in /dev.
+        raise StorageError(
+            f"{path} is not a file (a device, a pipe or a socket), so it cannot hold a "
+            "database; it was left untouched."
+        )
     try:
         with path.open("rb") as fh:
             header = fh.read(len(SQLITE_HEADER))

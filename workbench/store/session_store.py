@@ -137,6 +137,18 @@ class SessionStore(AgentStore):
                     return session_from_row(row)
         raise NotFoundError(f"There is no session {text!r} (by id, source id or title).")
 
+    def sessions_named(self, ref: str) -> list[int]:
+        """The ids of every session whose source id or title is ``ref`` (a name, not
+        an id), newest first: more than one when the name is ambiguous."""
+        text = str(ref).strip()
+        query = (
+            select(SESSIONS.c.id)
+            .where(or_(SESSIONS.c.source_id == text, SESSIONS.c.title == text))
+            .order_by(SESSIONS.c.id.desc())
+        )
+        with self.db.read() as conn:
+            return [int(row[0]) for row in conn.execute(query)]
+
     def find_by_source(self, source: str, source_id: str) -> SessionInfo | None:
         """The session imported from ``source_id`` of ``source``, if any."""
         row = self._first(_SESSION_BY_SOURCE, {"source": source, "source_id": source_id})
