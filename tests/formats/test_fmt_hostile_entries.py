@@ -98,10 +98,11 @@ def assert_neighbours_whole(items: list[Conversation | SkippedEntry]) -> None:
 
 
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, 1e300, 10**30, 10**400,
-                                   -1, -1.5, -1e20])
+                                   -1, -1.5, -1e20, 0, 7, 0.5, 7000])
 def test_a_time_no_clock_can_show_is_no_time(value: Any) -> None:
     # Infinity looped for ever (divided by 1000 until below 1e11); 1e300 became a day
-    # of 2001 and -1 a second before 1970: times the source never held.
+    # of 2001, -1 a second before 1970 and 0 or 7 a second of 1970: times the source
+    # never held (the store already took a session time in 1970 for a placeholder).
     assert epoch_time(value) is None
 
 
@@ -667,3 +668,83 @@ def test_an_open_webui_chat_without_messages_is_still_an_empty_session(tmp_path:
                   if isinstance(c, Conversation)]
 
     assert session.title == "chat 1" and session.messages == []
+
+
+def test_a_tree_both_wide_and_deep_is_not_copied_without_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each branch holds its whole path from the root: a chain of 1,000 nodes with 1,000
+    # leaves at its end (a file of 200 kB) made a million messages. The branches stop
+    # at a budget of messages (200,000; 40 here), and the rest are reported.
+    import workbench.formats._support as support
+
+    monkeypatch.setattr(support, "BRANCH_MESSAGES", 40)
+    mapping: dict[str, Any] = {"root": {"id": "root", "parent": None, "children": [],
+                                        "message": None}}
+    above = "root"
+    for i in range(10):
+        node = f"n{i}"
+        mapping[node] = {"id": node, "parent": above, "children": [], "message": {
+            "author": {"role": "user" if i % 2 == 0 else "assistant"},
+            "content": {"content_type": "text", "parts": [f"turn {i}"]}}}
+        mapping[above]["children"].append(node)
+        above = node
+    for j in range(8):
+        leaf = f"leaf{j}"
+        mapping[leaf] = {"id": leaf, "parent": above, "children": [], "message": {
+            "author": {"role": "assistant"}, "content": {"content_type": "text",
+                                                        "parts": [f"answer {j}"]}}}
+        mapping[above]["children"].append(leaf)
+    entry = {"title": "wide", "conversation_id": "w", "mapping": mapping,
+             "current_node": "leaf7"}
+
+    items = read(write(tmp_path, [entry]), "chatgpt")
+
+    conversations = [c for c in items if isinstance(c, Conversation)]
+    # The session (11 messages) and three branches of 11 (33 of the 40), then no more.
+    assert len(conversations) == 4
+    assert sum(len(c.messages) for c in conversations[1:]) <= 40
+    (skipped,) = [i for i in items if isinstance(i, SkippedEntry)]
+    assert skipped.entry == "item 0" and "4 more branch(es) were left out" in skipped.reason
+
+
+def test_chatgpt_keeps_what_a_conversation_says_of_itself(tmp_path: Path) -> None:
+    # Only the model, gizmo id and archived flag were kept: memory_scope, the
+    # conversation template, the starred flag and the rest were dropped.
+    entry = chatgpt(1, memory_scope="global_enabled", conversation_template_id="g-123",
+                    is_starred=True, moderation_results=[], plugin_ids=None)
+
+    session = next(c for c in read(write(tmp_path, [entry]), "chatgpt")
+                   if isinstance(c, Conversation))
+
+    assert session.metadata == {"conversation_id": "c-1", "memory_scope": "global_enabled",
+                                "conversation_template_id": "g-123", "is_starred": True}
+
+
+def test_open_webui_keeps_when_the_model_thought(tmp_path: Path) -> None:
+    chat = openwebui(1)
+    chat["chat"]["history"]["messages"]["a"]["output"] = [
+        {"type": "reasoning", "content": [{"type": "output_text", "text": "hmm"}],
+         "started_at": 1700000007.0, "ended_at": 1700000010.0, "duration": 3},
+        {"type": "message", "content": [{"type": "output_text", "text": "reply 1"}]}]
+
+    session = next(c for c in read(write(tmp_path, [chat]), "openwebui")
+                   if isinstance(c, Conversation))
+
+    assert session.messages[1].parts == [
+        {"type": "reasoning", "text": "hmm", "duration": 3, "started_at": 1700000007.0,
+         "ended_at": 1700000010.0},
+        {"type": "text", "text": "reply 1"}]
+
+
+def test_sharegpt_keeps_a_turns_own_keys(tmp_path: Path) -> None:
+    # axolotl's per-turn weight (0: the turn is not trained on) was dropped.
+    entry = sharegpt(1)
+    entry["conversations"][0]["weight"] = 0
+    entry["conversations"][1].update(weight=1, loss=True)
+
+    (session,) = [c for c in read(write(tmp_path, [entry]), "sharegpt")
+                  if isinstance(c, Conversation)]
+
+    assert [m.metadata for m in session.messages] == [{"weight": 0},
+                                                      {"weight": 1, "loss": True}]

@@ -546,3 +546,43 @@ def test_the_gauges_tooltip_fits_on_the_screen(
     assert GuiQt.mightBeRichText(gauge.toolTip()) and tips[0].wordWrap()
     assert screen.contains(tips[0].geometry())
     assert "is detected from the server" in tips[0].text()
+
+
+def test_a_new_session_takes_the_title_of_its_first_prompt(
+    qtbot: QtBot, chat_workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: Ctrl+N and a chat left each session called "New session"; the list held
+    # several of them, told apart by nothing. A send without a session titled it already.
+    from tests.gui.journey import focus, press, type_text
+    from workbench.gui.models.sessions import SessionRole
+
+    window = open_window(chat_workspace)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    composer = window.composer
+    assert composer is not None
+    press(qtbot, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: window.ctx.current_session_id != 0 and focus() is composer.prompt)
+    session_id = window.ctx.current_session_id
+    assert chat_workspace.get_session(session_id).title == "New session"
+    type_text(qtbot, "Book a table in Porto")
+    with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
+        press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    window.ctx.workers.wait_idle()
+    assert chat_workspace.get_session(session_id).title == "Book a table in Porto"
+    assert window.timeline.title_label.full_text() == "Book a table in Porto"
+    assert window.windowTitle().startswith("Book a table in Porto")
+    qtbot.waitUntil(lambda: [window.browser.model.index(r, 0).data(SessionRole).title
+                             for r in range(window.browser.model.rowCount())]
+                    == ["Book a table in Porto"])
+    # A second turn, and a session named on purpose, keep their titles.
+    with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
+        assert composer.send("And a taxi back")
+    named_one = make_session(chat_workspace, "My notes", [])
+    window.open_session(named_one.id)
+    with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
+        assert composer.send("First words here")
+    window.ctx.workers.wait_idle()
+    assert chat_workspace.get_session(session_id).title == "Book a table in Porto"
+    assert chat_workspace.get_session(named_one.id).title == "My notes"

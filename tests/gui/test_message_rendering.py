@@ -254,7 +254,7 @@ def test_hostile_text_is_named_in_search_request_context_and_tags(
 
     QTimer.singleShot(0, answer)
     press(qtbot, Qt.Key.Key_T, CTRL | SHIFT)
-    assert seen == ["x⟨U+202E⟩evil"]
+    assert seen == ["x⟨U+202E⟩evil, "]  # the caret waits after the tags, for another
     qtbot.waitUntil(lambda: workspace.get_session(session_id).tags
                     == [hostile_window.PANEL_TAG, "more"], timeout=10_000)
 

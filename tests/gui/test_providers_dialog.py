@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from keyring.backend import KeyringBackend
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractSpinBox,
@@ -36,7 +36,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
 from protocol_server import ProtocolServer, free_port  # noqa: E402
 
-from tests.gui.journey import click, focus, named, replace_text, with_modal_dialog  # noqa: E402
+from tests.gui.journey import (  # noqa: E402
+    click,
+    click_into,
+    focus,
+    named,
+    replace_text,
+    type_text,
+    with_modal_dialog,
+)
 
 SECRET = "sk-test-GUI-SENTINEL-93c1f0aa55e2"
 
@@ -539,3 +547,23 @@ def test_keys_on_test_connection_wait_for_it_and_do_not_fall_on_close(
         assert focus() is button and button.isEnabled()
     assert dialog.max_output_spin.value() == 0
     assert len([r for r in server.requests if r.path == "/v1/chat/completions"]) == 1
+
+
+def test_a_click_on_an_unset_window_and_digits_typed_set_it(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: a click into "Not set" put the caret inside the words and every digit
+    # typed after it was refused; only Tab into the field selected it.
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=f"http://127.0.0.1:{free_port()}/v1",
+        model="some-model"))
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    for name, typed in (("Context window", "6000"), ("Max output tokens", "512")):
+        field = named(dialog, name, QAbstractSpinBox)
+        assert field.text() == "Not set"
+        click_into(qtbot, field.lineEdit(), QPoint(12, field.height() // 2))  # the words
+        qtbot.waitUntil(lambda field=field: field.lineEdit().hasSelectedText())
+        type_text(qtbot, typed)
+    stored = _save(qtbot, dialog)
+    assert (stored.context_window, stored.max_output_tokens) == (6000, 512)

@@ -574,28 +574,59 @@ class Branch:
     messages: list[Message]
 
 
+BRANCH_MESSAGES = 200_000
+"""How many messages the branch conversations of one conversation may hold in all. Each
+branch holds its whole path from the root, so a tree both wide and deep multiplies: a
+file of 2,000 nodes (a chain of 1,000 with 1,000 leaves at its end) made a million
+messages. Real conversations stay far below (a hundred regenerations at the end of a
+500-message chat make 50,000); the branches past the limit are left out and reported."""
+
+
+@dataclass
+class Branches:
+    """The other branches of a tree to import, and how many were left out."""
+
+    kept: list[Branch]
+    left_out: int = 0
+    """Leaves whose branches were not read: the branches before them hold
+    :data:`BRANCH_MESSAGES` messages already."""
+
+
 def alternate_branches(
     tree: MessageTree,
     main_path: Sequence[str],
     convert: Callable[[list[str]], list[Message]],
     main_messages: Sequence[Message],
-) -> list[Branch]:
+    limit: int | None = None,
+) -> Branches:
     """The other leaves of ``tree`` whose conversations differ from the session's.
 
     ``convert`` turns a path of node ids into messages the way the session's own path
     was converted. A branch whose messages (role and text) equal, or are a prefix of,
     the session's or an earlier branch's is dropped: regenerating an answer into the
-    same words, or a dead end that only repeats the start, adds nothing to open.
+    same words, or a dead end that only repeats the start, adds nothing to open. Once
+    the branches hold ``limit`` (:data:`BRANCH_MESSAGES`) messages, the other leaves are
+    only counted.
     """
+    if limit is None:
+        limit = BRANCH_MESSAGES
     on_main = set(main_path)
     kept: list[Branch] = []
     signatures: list[tuple[Hashable, ...]] = []
+    held = 0
+    left_out = 0
     for leaf in tree.leaves():
         if leaf in on_main:
+            continue
+        if left_out:
+            left_out += 1
             continue
         if not signatures:  # only needed once there is another leaf (most trees have none)
             signatures.append(_signature(main_messages))
         path = tree.path_to(leaf)
+        if held + len(path) > limit:
+            left_out = 1
+            continue
         messages = convert(path)
         signature = _signature(messages)
         if not messages or any(_is_prefix(signature, other) for other in signatures):
@@ -607,7 +638,8 @@ def alternate_branches(
                 break
         signatures.append(signature)
         kept.append(Branch(leaf=leaf, fork=fork, messages=messages))
-    return kept
+        held += len(messages)
+    return Branches(kept, left_out)
 
 
 def _signature(messages: Sequence[Message]) -> tuple[Hashable, ...]:
@@ -629,11 +661,12 @@ def mark_branch_start(messages: Sequence[Message], main_messages: Sequence[Messa
             return
 
 
-def with_branches(main: Conversation, branches: Sequence[Branch]) -> list[ImportItem]:
+def with_branches(main: Conversation, branches: Branches, where: str) -> list[ImportItem]:
     """``main`` and a conversation for each of its alternate ``branches`` (titled and
-    identified after it, the message where each leaves it marked)."""
+    identified after it, the message where each leaves it marked); the branches left
+    out are reported under ``where``."""
     results: list[ImportItem] = [main]
-    for number, branch in enumerate(branches, start=1):
+    for number, branch in enumerate(branches.kept, start=1):
         mark_branch_start(branch.messages, main.messages)
         times = [m.created_at for m in branch.messages if m.created_at is not None]
         results.append(
@@ -650,6 +683,17 @@ def with_branches(main: Conversation, branches: Sequence[Branch]) -> list[Import
                     "branch_leaf": branch.leaf,
                     "branch_fork": branch.fork,
                 },
+            )
+        )
+    if branches.left_out:
+        results.append(
+            SkippedEntry(
+                entry=where,
+                reason=f"Conversation {main.source_id}: {branches.left_out:,} more "
+                f"branch(es) were left out. Each branch holds its whole path from the "
+                f"root, and the {len(branches.kept):,} imported already hold nearly "
+                f"{BRANCH_MESSAGES:,} messages: a tree this wide and deep would be "
+                "copied too many times.",
             )
         )
     return results
@@ -675,6 +719,8 @@ def tool_name(name: Any) -> str:
     return text[:64]
 
 
+_FIRST_SECOND = 365 * 86400.0
+"""1971-01-01: an epoch time before it is a placeholder (0), not a time."""
 _SMALLER_UNITS = 3
 """Units below the second an epoch number may be counted in: ms, µs, ns."""
 
@@ -685,30 +731,46 @@ def epoch_time(value: Any) -> datetime | None:
 
     A number that is negative, not finite (``1e400`` decodes to infinity) or too large
     to be nanoseconds before the year 5138 is unreadable: dividing it down until it
-    looks like seconds would make up a time the source never held.
+    looks like seconds would make up a time the source never held. A time in 1970 (epoch
+    0, or 7 seconds after it) is a placeholder, not a time, as the store takes a
+    session's.
     """
-    if type(value) is float and 0.0 <= value < 1e11:
+    if type(value) is float and _FIRST_SECOND <= value < 1e11:
         # The usual case (ChatGPT's seconds with a fraction), without the checks below.
         try:
             return datetime.fromtimestamp(value, UTC)
         except (ValueError, OverflowError, OSError):
             return None
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        seconds = _seconds(value)
+        if seconds is None or seconds < _FIRST_SECOND:
+            return None
+        return datetime.fromtimestamp(seconds, UTC)
     try:
-        if isinstance(value, float | int) and not isinstance(value, bool):
-            number = float(value)
-            if not 0.0 <= number < 1e11 * 1000.0**_SMALLER_UNITS:  # NaN fails this too
-                return None
-            # Tools disagree on the unit; a count of seconds stays below 1e11 until year 5138.
-            while number >= 1e11:
-                number /= 1000.0
-            return datetime.fromtimestamp(number, UTC)
         return parse_time(value)
     except (ValueError, OverflowError, OSError):
         return None
 
 
+def _seconds(number: float) -> float | None:
+    """An epoch number in s, ms, µs or ns as seconds; ``None`` when it is none of them."""
+    try:
+        value = float(number)
+    except OverflowError:  # an integer beyond any float
+        return None
+    if not 0.0 <= value < 1e11 * 1000.0**_SMALLER_UNITS:  # NaN fails this too
+        return None
+    # Tools disagree on the unit; a count of seconds stays below 1e11 until year 5138.
+    while value >= 1e11:
+        value /= 1000.0
+    return value
+
+
 def epoch_seconds(value: Any) -> float | None:
-    """An epoch number normalised to seconds, for ordering; ``None`` when not a number."""
+    """An epoch number normalised to seconds, for ordering (1970's placeholders still
+    order, 3 before 9); ``None`` when not a time."""
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        return _seconds(value)
     when = epoch_time(value)
     return when.timestamp() if when is not None else None
 

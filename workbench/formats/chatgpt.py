@@ -116,6 +116,10 @@ _PLACEHOLDERS = {
 # Keys that come before "mapping" in an export entry: a document that stops parsing
 # among them (placeholders instead of numbers, a cut-off head) is judged by its text.
 _EARLY_KEYS = frozenset({"title", "create_time", "update_time", "id", "conversation_id"})
+# Keys of a conversation read into the session's fields (or its metadata under a name).
+_READ_KEYS = frozenset({"title", "create_time", "update_time", "mapping", "current_node",
+                        "conversation_id", "id", "default_model_slug", "gizmo_id",
+                        "is_archived"})
 _MAPPING_KEY = re.compile(r'"mapping"\s*:\s*\{')
 _AUTHOR_KEY = re.compile(r'"author"\s*:\s*\{')
 
@@ -508,6 +512,11 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
             metadata[out] = value
     if item.get("is_archived"):
         metadata["archived"] = True
+    for key, value in item.items():
+        # What the workbench has no field for is kept as it was (memory_scope,
+        # conversation_template_id, is_starred…).
+        if key not in _READ_KEYS and value not in (None, "", [], {}, False):
+            metadata.setdefault(key, value)
     if guessed:
         metadata["current_node_guessed"] = True
     metadata.update(hidden)
@@ -523,7 +532,7 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
     branches = alternate_branches(
         tree, main_path, lambda path: _path_messages(mapping, path), messages
     )
-    return with_branches(main, branches)
+    return with_branches(main, branches, where)
 
 
 # --------------------------------------------------------------------------- the format

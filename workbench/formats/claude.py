@@ -328,7 +328,7 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
         metadata["current_leaf_guessed"] = True
     branches = alternate_branches(
         tree, main_path, lambda path: _path_messages(by_id, path), messages)
-    return [*results, *with_branches(main, branches)]
+    return [*results, *with_branches(main, branches, where)]
 
 
 def _message_tree(messages: list[Any]) -> MessageTree | None:

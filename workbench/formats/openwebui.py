@@ -38,7 +38,7 @@ from typing import Any
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry
 from workbench.formats._reading import safe_json
 from workbench.formats._support import (
-    Branch,
+    Branches,
     MessageTree,
     alternate_branches,
     epoch_seconds,
@@ -205,7 +205,9 @@ def _from_output(turn: _Turn, output: list[Any]) -> None:
         kind = item.get("type")
         if kind == "reasoning":
             text = text_of(item.get("content")) or text_of(item.get("summary"))
-            extra = {"duration": item["duration"]} if item.get("duration") is not None else None
+            # When the model thought, and for how long.
+            extra = {k: item[k] for k in ("duration", "started_at", "ended_at")
+                     if item.get(k) is not None} or None
             turn.reasoning(text, extra)
         elif kind == "function_call":
             call_id = str(item.get("call_id") or item.get("id") or f"call_{len(names)}")
@@ -324,7 +326,7 @@ def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
     label = f"chat {raw_title!r} ({source_id})" if raw_title else f"chat {source_id}"
     history = chat.get("history")
     nodes = history.get("messages") if isinstance(history, dict) else None
-    branches: list[Branch] = []
+    branches = Branches([])
     guessed = False
     if isinstance(nodes, dict) and nodes:
         assert isinstance(history, dict)
@@ -401,7 +403,7 @@ def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
         tags=_tags(item, chat),
         metadata=metadata,
     )
-    return with_branches(main, branches)
+    return with_branches(main, branches, where)
 
 
 def _str_list(value: Any) -> list[str]:

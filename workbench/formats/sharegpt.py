@@ -84,6 +84,7 @@ _RESULT = frozenset(
 )
 _TURN_LISTS = ("conversations", "conversation")
 _PLAIN = frozenset({"human", "user", "gpt", "assistant", "system"})
+_TURN_KEYS = frozenset({"from", "value", "role", "content"})
 
 
 def _turn_list(entry: dict[str, Any]) -> list[Any] | None:
@@ -136,6 +137,10 @@ class _Reader:
         meta: dict[str, Any] = {} if key in _PLAIN else {"from": speaker}
         if not value.strip():
             meta["empty"] = True
+        for other, kept in raw.items():
+            # A turn's own keys (axolotl's ``weight``: 0 leaves the turn out of training).
+            if other not in _TURN_KEYS:
+                meta.setdefault(other, kept)
         if key in _USER:
             self.messages.append(Message(role=Role.USER.value, content=value, metadata=meta))
         elif key in _ASSISTANT:

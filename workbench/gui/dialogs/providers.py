@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
@@ -55,8 +55,24 @@ NOT_SET = "Not set"
 _IN_USE_JOB = "window in use"
 
 
+class TokenSpinBox(QSpinBox):
+    """A count of tokens that may be unset. A click on "Not set" (or on the detected
+    window shown in its place) selects it, so the digits typed next replace it: Qt put
+    the caret inside the words, where it refused every digit."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.lineEdit().installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if (watched is self.lineEdit() and event.type() == QEvent.Type.MouseButtonRelease
+                and self.value() == self.minimum() and self.specialValueText()):
+            QTimer.singleShot(0, self, self.selectAll)  # after the line edit placed its caret
+        return super().eventFilter(watched, event)
+
+
 def _token_spin(parent: QWidget, name: str) -> QSpinBox:
-    spin = QSpinBox(parent)
+    spin = TokenSpinBox(parent)
     spin.setRange(0, MAX_TOKENS)
     spin.setSingleStep(1024)
     spin.setSpecialValueText(NOT_SET)

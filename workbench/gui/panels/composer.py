@@ -16,6 +16,7 @@ step; a prompt that was not stored stays in the box.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, QSize, Qt, Signal
@@ -29,9 +30,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.core.conversation import Message, utcnow
+from workbench.core.conversation import Message, SessionInfo, utcnow
 from workbench.core.provider import CancelToken, TextDelta
-from workbench.core.titles import title_from_prompt
+from workbench.core.titles import FALLBACK_TITLE, title_from_prompt
 from workbench.engine.chat import (
     ContextGauge,
     choose_provider,
@@ -44,7 +45,7 @@ from workbench.engine.chat import (
 )
 from workbench.engine.model import Response, ToolFinished, ToolStarted
 from workbench.engine.providers import window_source_phrase
-from workbench.errors import OperationCancelledError, WorkbenchError
+from workbench.errors import ChangedElsewhereError, OperationCancelledError, WorkbenchError
 from workbench.gui.commands import NewSessionCommand, RegenerateReplyCommand
 from workbench.gui.context import AppContext
 from workbench.gui.controls import named, note_label, single_shot
@@ -91,6 +92,7 @@ class ComposerPanel(QWidget):
         # The session created for the turn under way (undone if the turn stores nothing).
         self._new_session: NewSessionCommand | None = None
         self._turn_new_session: NewSessionCommand | None = None
+        self._retitled: list[SessionInfo] = []  # a New Session named after its first prompt
         self._gauge: ContextGauge | None = None
         # Learned context windows and where they came from, per (provider, model).
         self._windows: dict[tuple[str, str | None], tuple[int, str]] = {}
@@ -421,10 +423,24 @@ class ComposerPanel(QWidget):
                        created_at=utcnow(), metadata={"note": "sending…"})
         workspace, model, auto = self.ctx.workspace, self.model_name(), self.auto_box.isChecked()
         keep = self.keep_stopped_action.isChecked()
+        retitled: list[SessionInfo] = []
+        self._retitled = retitled
 
-        def run(token: CancelToken) -> Any:
-            return stream_turn(workspace, session_id, text, provider=provider, model=model,
-                               auto=auto, cancel=token, keep_partial=keep)
+        def run(token: CancelToken) -> Generator[Any, None, Response]:
+            # A session made by New Session and still called so takes the title of its
+            # first prompt once it is stored, as a session a send creates does.
+            before = workspace.get_session(session_id)
+            response = yield from stream_turn(workspace, session_id, text, provider=provider,
+                                              model=model, auto=auto, cancel=token,
+                                              keep_partial=keep)
+            if response.appended and before.message_count == 0 \
+                    and before.title == FALLBACK_TITLE:
+                try:
+                    retitled.append(workspace.editing().rename_session(
+                        session_id, title_from_prompt(text), expected=FALLBACK_TITLE).after)
+                except ChangedElsewhereError:
+                    pass  # renamed meanwhile, by the person or another window: theirs
+            return response
 
         self._run(session_id, [user], run, keep=keep, name="send the prompt")
 
@@ -507,7 +523,10 @@ class ComposerPanel(QWidget):
             if model is not None:
                 model.set_pending(None)
             self.ctx.messages_appended.emit(list(response.messages))
+            for info in self._retitled:
+                self.ctx.announce_session(info)
             self.ctx.sessions_changed.emit()
+        self._retitled = []
         if response.compaction_id is not None and response.messages:
             # An auto-compaction folded messages before the send: the timeline (its
             # marker), the compaction history and the context are read again.
