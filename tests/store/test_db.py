@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import subprocess
+import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -515,25 +519,62 @@ def test_a_database_another_program_keeps_locked_says_so(
     database.close()
 
 
+_READ_ONLY_CHILD = """
+import sys
+from workbench.errors import StorageError
+from workbench.store import Database, Repository
+try:
+    database = Database.open(sys.argv[1])
+    try:
+        Repository(database).create_session("new")
+    finally:
+        database.close()
+except StorageError as exc:
+    print(exc)
+else:
+    print("NO ERROR")
+"""
+
+
 @pytest.mark.sqlite_only("file permissions")
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
-                    reason="permissions do not stop root")
-def test_a_database_in_a_read_only_folder_is_named_as_such(db_path: Path) -> None:
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file permissions")
+def test_a_database_in_a_read_only_folder_is_named_as_such(tmp_path: Path) -> None:
+    """As root (CI) the open runs in a child process as ``nobody``, whom the
+    permissions stop, in a folder that user may enter."""
+    as_root = os.geteuid() == 0
+    if as_root and shutil.which("setpriv") is None:
+        pytest.fail("setpriv is needed to run this test as root")
+    folder = Path(tempfile.mkdtemp(prefix="workbench-read-only-")) if as_root else tmp_path
+    db_path = folder / "workbench.db"
     Database.open(db_path).close()
     os.chmod(db_path, 0o444)
-    os.chmod(db_path.parent, 0o555)
+    os.chmod(folder, 0o555)
     try:
-        with pytest.raises(StorageError) as caught:
-            database = Database.open(db_path)
-            try:
-                Repository(database).create_session("new")
-            finally:
-                database.close()
+        if as_root:
+            root = Path(__file__).resolve().parents[2]
+            done = subprocess.run(
+                ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                 sys.executable, "-c", _READ_ONLY_CHILD, str(db_path)],
+                capture_output=True, text=True, timeout=120, check=False,
+                cwd=str(root), env={**os.environ, "PYTHONPATH": str(root),
+                                    "HOME": str(folder)},
+            )
+            assert done.returncode == 0, done.stderr
+            message = done.stdout.strip()
+        else:
+            with pytest.raises(StorageError) as caught:
+                database = Database.open(db_path)
+                try:
+                    Repository(database).create_session("new")
+                finally:
+                    database.close()
+            message = str(caught.value)
     finally:
-        os.chmod(db_path.parent, 0o755)
+        os.chmod(folder, 0o755)
         os.chmod(db_path, 0o644)
-    message = str(caught.value)
-    assert "read-only" in message and "damaged" not in message
+        if as_root:
+            shutil.rmtree(folder, ignore_errors=True)
+    assert "read-only" in message and "damaged" not in message, message
 
 
 @pytest.mark.sqlite_only("a path that is not a file")
