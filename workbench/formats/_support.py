@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import zipfile
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -295,13 +295,15 @@ def first_copies(
     entry_prefix: str,
     stem: str,
     what: str,
+    seen: dict[str, dict[int, str]] | None = None,
 ) -> Iterator[ImportItem]:
     """What ``parse`` makes of each of ``items`` (an unreadable one, a
     :class:`SkippedEntry`, is passed on in its place), skipping a conversation that came
-    before (the same source id and the same messages): ``what`` (``"Chat"``) names it
-    in the reason. A different conversation under an id that came before is passed on
+    before (the same source id and the same messages; ``seen`` holds those of other
+    documents of the same export, see :func:`first_copy`): ``what`` (``"Chat"``) names
+    it in the reason. A different conversation under an id that came before is passed on
     (the store keeps it as a session of its own and reports the reused id)."""
-    seen: dict[str, dict[int, str]] = {}
+    seen = {} if seen is None else seen
     for index, item in enumerate(items):
         if isinstance(item, SkippedEntry):
             yield item
@@ -723,6 +725,21 @@ _FIRST_SECOND = 365 * 86400.0
 """1971-01-01: an epoch time before it is a placeholder (0), not a time."""
 _SMALLER_UNITS = 3
 """Units below the second an epoch number may be counted in: ms, µs, ns."""
+
+
+_EMPTY: tuple[Any, ...] = (None, "", [], {})
+
+
+def keep_unread(metadata: dict[str, Any], source: dict[str, Any], read: Container[str], *,
+                drop_false: bool = False) -> None:
+    """Keep in ``metadata`` what ``source`` holds that the importer did not read (keys not
+    in ``read``) and that is not empty (``None``, ``""``, ``[]``, ``{}``, and a value
+    equal to ``False`` with ``drop_false``), unless ``metadata`` has that key already:
+    what the workbench has no field for is kept as it was (SPEC §11)."""
+    empty = (*_EMPTY, False) if drop_false else _EMPTY
+    for key, value in source.items():
+        if key not in read and value not in empty:
+            metadata.setdefault(key, value)
 
 
 def epoch_time(value: Any) -> datetime | None:

@@ -75,9 +75,10 @@ from workbench.formats._support import (
     epoch_seconds,
     epoch_time,
     export_documents,
-    first_copy,
+    first_copies,
     first_element,
     guarded,
+    keep_unread,
     latest_leaf,
     number_positions,
     primed,
@@ -86,7 +87,7 @@ from workbench.formats._support import (
     tool_call,
     with_branches,
 )
-from workbench.formats.base import ImportItem, type_name, unforeseen
+from workbench.formats.base import ImportItem, type_name
 
 NAME = "chatgpt"
 
@@ -512,11 +513,8 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
             metadata[out] = value
     if item.get("is_archived"):
         metadata["archived"] = True
-    for key, value in item.items():
-        # What the workbench has no field for is kept as it was (memory_scope,
-        # conversation_template_id, is_starred…).
-        if key not in _READ_KEYS and value not in (None, "", [], {}, False):
-            metadata.setdefault(key, value)
+    # memory_scope, conversation_template_id, is_starred…
+    keep_unread(metadata, item, _READ_KEYS, drop_false=True)
     if guessed:
         metadata["current_node_guessed"] = True
     metadata.update(hidden)
@@ -571,24 +569,5 @@ class ChatGPTImporter(ExportImporter):
     ) -> Iterator[ImportItem]:
         items = document_entries(document, path)
         stem = Path(document.label.rsplit(":", 1)[-1]).name
-        for index, item in enumerate(items):
-            if isinstance(item, SkippedEntry):  # unreadable: reported in its place
-                yield item
-                continue
-            where = f"{document.entry_prefix}item {index}"
-            try:
-                results = parse_conversation(item, where, f"{stem}#{index}")
-            except Exception as exc:  # one entry's unforeseen fault costs that entry only
-                yield unforeseen(where, exc)
-                continue
-            for result in results:
-                if isinstance(result, Conversation):
-                    first = first_copy(result, where, seen)
-                    if first is not None:
-                        yield SkippedEntry(
-                            entry=where,
-                            reason=f"Conversation {result.source_id} appears again; "
-                            f"its first copy ({first}) was imported.",
-                        )
-                        continue
-                yield result
+        yield from first_copies(items, parse_conversation, document.entry_prefix, stem,
+                                "Conversation", seen)

@@ -47,6 +47,7 @@ from workbench.formats._support import (
     first_copies,
     first_element,
     guarded,
+    keep_unread,
     latest_leaf,
     number_positions,
     primed,
@@ -308,10 +309,7 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
     project = item.get("project")
     if isinstance(project, dict) and project.get("name"):
         metadata["project"] = project.get("name")
-    for key, value in item.items():
-        # What the workbench has no field for is kept as it was (SPEC §11).
-        if key not in _READ_KEYS and value not in (None, "", [], {}):
-            metadata.setdefault(key, value)
+    keep_unread(metadata, item, _READ_KEYS)
     main = Conversation(
         title=title,
         messages=messages,

@@ -47,6 +47,7 @@ from workbench.formats._support import (
     first_copies,
     first_element,
     guarded,
+    keep_unread,
     latest_leaf,
     number_positions,
     primed,
@@ -388,9 +389,7 @@ def parse_chat(item: Any, where: str, fallback_id: str) -> list[ImportItem]:
     if isinstance(meta, dict) and any(k != "tags" and _has_value(v) for k, v in meta.items()):
         metadata["meta"] = {k: v for k, v in meta.items() if k != "tags"}
     if chat is not item:
-        for key, value in chat.items():
-            if key not in _CHAT_KEYS and key not in metadata and _has_value(value):
-                metadata[key] = value
+        keep_unread(metadata, chat, _CHAT_KEYS)
     if guessed:
         metadata["current_id_guessed"] = True
     main = Conversation(
