@@ -105,6 +105,9 @@ class ConnectionReport:
     seconds: float | None = None
     notices: list[str] = field(default_factory=list)
     error: ProviderError | None = None
+    # The window requests are measured against, as a settings form shows it (the same
+    # sentence :func:`context_window_in_use` gives); None when the test failed.
+    window_in_use: WindowDetection | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -167,6 +170,7 @@ def test_connection(
         window_source=source,
         seconds=seconds,
         notices=notices,
+        window_in_use=describe_window_in_use(config, window, source),
     )
 
 
@@ -287,6 +291,14 @@ def context_window_in_use(
         window, source = provider.context_window_info()
     finally:
         provider.close()
+    return describe_window_in_use(config, window, source)
+
+
+def describe_window_in_use(config: ProviderConfig, window: int | None,
+                           source: str) -> WindowDetection:
+    """The window ``config``'s client reported (:meth:`~workbench.providers.base.
+    HttpProvider.context_window_info`), said for people: how much, and whether it is
+    the server's, the known model's or the user's own."""
     if not window:
         return WindowDetection(None, "unknown", (
             f"No context window is known: the server gave none (or did not answer) and "

@@ -394,24 +394,20 @@ class ProvidersDialog(SettingsFormDialog):
         self._say(f"Testing the connection to {name!r}…")
         set_busy(self.test_button, True, self.status_label)
         self.ctx.workers.network(self._settings().test, name, name="test the connection",
-                                 on_done=self._tested,
+                                 on_done=lambda report: self._tested(name, report),
                                  on_error=self._failed("test the connection"))
 
-    def _tested(self, report: ConnectionReport) -> None:
+    def _tested(self, name: str, report: ConnectionReport) -> None:
         text = report.sentence
         if report.notices:
             text += "\n" + "\n".join(report.notices)
         self._say(text, ok=report.ok)
         set_busy(self.test_button, False, self.status_label)
-        if (report.ok and report.context_window and not self.window_spin.value()
-                and self._stored is not None and not self.edited()):
-            # The test found the window the form leaves unset: keep it, as Detect would.
-            self.window_spin.setValue(report.context_window)
-            self.set_window_note(f"Filled in from the connection test "
-                                 f"({report.window_source}).")
-            self.save(then=lambda _stored: (self._say(text, ok=True),
-                                            self.connection_tested.emit(report)))
-            return
+        if (report.window_in_use is not None and self._stored is not None
+                and self._stored.name == name and not self.edited()):
+            # The window the server reported is shown as the server's, never filled in
+            # as the user's own value: only a value typed here is saved as theirs.
+            self.show_window_in_use(report.window_in_use)
         self.connection_tested.emit(report)
 
     def detect_window(self) -> None:
