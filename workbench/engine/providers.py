@@ -21,7 +21,13 @@ from urllib.parse import urlsplit
 
 from workbench.core.conversation import Message
 from workbench.core.provider import ChatRequest, ProviderConfig
-from workbench.errors import AuthenticationError, NotFoundError, ProviderError, WorkbenchError
+from workbench.errors import (
+    AuthenticationError,
+    NoProviderError,
+    NotFoundError,
+    ProviderError,
+    WorkbenchError,
+)
 from workbench.providers.anthropic import Anthropic
 from workbench.providers.base import HttpProvider
 from workbench.providers.context import choose_context_window
@@ -364,7 +370,12 @@ class ProviderSettings:
         return context_window_in_use(self.get(name), environ=self.environ)
 
     def choose(self, name: str | None = None, agent_provider: str | None = None) -> str:
-        """The provider to use: the one named, else the agent's, else the only one."""
+        """The provider to use: the one named, else the agent's, else the only one.
+
+        Raises :class:`NoProviderError` when none is configured at all, and
+        :class:`NotFoundError` when the one named (or the agent's) is not configured or
+        several are and none is named.
+        """
         if name:
             return self.get(name).name
         if agent_provider:
@@ -382,7 +393,7 @@ class ProviderSettings:
         if len(configs) == 1:
             return configs[0].name
         if not configs:
-            raise NotFoundError(
+            raise NoProviderError(
                 "No provider is configured; add one with: workbench providers add NAME "
                 "--kind openai --base-url URL --model MODEL"
             )
