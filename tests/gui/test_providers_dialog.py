@@ -160,20 +160,54 @@ def test_test_connection_to_a_dead_port_names_the_problem(
     assert ProviderSettings(workspace.db).get("gone").base_url.endswith(f":{port}/v1")
 
 
-def test_detect_fills_the_context_window_from_the_server(
+def test_detect_shows_the_servers_window_as_the_servers(
     qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
     open_window: Callable[..., MainWindow],
 ) -> None:
     window = open_window(workspace)
     dialog = _open(window, qtbot)
     _fill(qtbot, dialog, "local", server.url, server.model)
-    assert dialog.window_spin.value() == 0
+    field = named(dialog, "Context window", QAbstractSpinBox)
+    assert field.text() == "Not set"
     with qtbot.waitSignal(dialog.window_detected, timeout=15_000):
-        dialog.detect_button.click()
-    assert dialog.window_spin.value() == server.n_ctx
-    assert "The server says" in dialog.window_label.text()
+        click(qtbot, dialog, "Detect the context window")
+    assert field.text() == "4,096 tokens (from the server)"
+    assert "The server says" in named(dialog, "Context window detection").text()
     stored = _save(qtbot, dialog)
-    assert stored.context_window == server.n_ctx
+    assert stored.context_window is None  # the server's, not the user's
+
+    # The walk: Detect on a stored provider filled in the server's 4,096 as if typed,
+    # so Esc asked "Discard the unsaved changes?" about a form nobody had changed.
+    with qtbot.waitSignal(dialog.window_detected, timeout=15_000):
+        click(qtbot, dialog, "Detect the context window")
+    assert field.text() == "4,096 tokens (from the server)"
+    assert not dialog.edited()
+    dialog.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=5_000)
+    qtbot.keyClick(focus(), Qt.Key.Key_Escape)  # closes: nothing to ask about
+    assert not dialog.isVisible()
+    assert ProviderSettings(workspace.db).get("local").context_window is None
+
+
+def test_a_number_typed_after_detect_is_the_one_saved(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    _fill(qtbot, dialog, "local", server.url, server.model)
+    with qtbot.waitSignal(dialog.window_detected, timeout=15_000):
+        click(qtbot, dialog, "Detect the context window")
+    replace_text(qtbot, dialog, "Context window", "3000")
+    assert _save(qtbot, dialog).context_window == 3000
+    # A changed server address makes what was found about the old one go.
+    replace_text(qtbot, dialog, "Context window", "0")
+    with qtbot.waitSignal(dialog.window_detected, timeout=15_000):
+        click(qtbot, dialog, "Detect the context window")
+    field = named(dialog, "Context window", QAbstractSpinBox)
+    assert field.text() == "4,096 tokens (from the server)"
+    replace_text(qtbot, dialog, "Base URL", "http://127.0.0.1:9/v1")
+    assert field.text() == "Not set"
 
 
 def test_without_a_keyring_the_form_says_so_and_offers_a_variable(
@@ -355,7 +389,8 @@ def test_detect_after_a_failure_clears_the_old_error(
     replace_text(qtbot, dialog, "Base URL", server.url)
     with qtbot.waitSignal(dialog.window_detected, timeout=15_000):
         click(qtbot, dialog, "Detect the context window")
-    assert dialog.window_spin.value() == server.n_ctx
+    assert named(dialog, "Context window", QAbstractSpinBox).text() == \
+        f"{server.n_ctx:,} tokens (from the server)"
     assert "base URL" not in status.text()
 
 
