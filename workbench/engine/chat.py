@@ -4,7 +4,8 @@ What the desktop composer (and any other front end) needs around
 :class:`~workbench.engine.model.Model`:
 
 * :func:`provider_names` and :func:`choose_provider`: the configured providers and the
-  one a session's agent would use;
+  one a session's agent would use; :func:`missing_provider`: the one its agent names
+  that is not configured any more (chat refuses the session until one is chosen);
 * :func:`stream_turn`: one turn in a session as a generator of run events (text as it
   arrives, tool activity) that returns the :class:`~workbench.engine.model.Response`;
   the caller's :class:`~workbench.core.provider.CancelToken` stops it at once;
@@ -39,7 +40,7 @@ from workbench.engine.preflight import Preflight
 from workbench.engine.providers import ProviderSettings, build_provider
 from workbench.engine.turn import preflight_session, prepare_turn
 from workbench.engine.workspace import Workspace
-from workbench.errors import NotFoundError
+from workbench.errors import NoProviderError, NotFoundError
 from workbench.providers.base import HttpProvider
 from workbench.store.history_pages import preview_rows
 
@@ -50,6 +51,7 @@ __all__ = [
     "context_gauge",
     "last_turn",
     "left_out_previews",
+    "missing_provider",
     "newest_left_out",
     "preflight_turn",
     "provider_names",
@@ -71,20 +73,40 @@ def provider_model(ws: Workspace, name: str) -> str:
     return ProviderSettings(ws.db).get(name).model
 
 
-def choose_provider(ws: Workspace, session_id: int | None = None) -> str | None:
-    """The provider a session's agent uses, else the only one configured, else None."""
-    settings = ProviderSettings(ws.db)
-    agent_provider = None
-    if session_id:
-        try:
-            info = ws.repo.get_session(session_id)
-            agent_provider = ws.repo.get_agent(info.agent_id).provider
-        except NotFoundError:
-            agent_provider = None
+def _agent_provider(ws: Workspace, session_id: int | None) -> str | None:
+    """The provider the session's agent names, if any."""
+    if not session_id:
+        return None
     try:
-        return settings.choose(None, agent_provider)
+        info = ws.repo.get_session(session_id)
+        return ws.repo.get_agent(info.agent_id).provider
     except NotFoundError:
         return None
+
+
+def choose_provider(ws: Workspace, session_id: int | None = None) -> str | None:
+    """The provider a session's agent uses, else the only one configured, else None."""
+    try:
+        return ProviderSettings(ws.db).choose(None, _agent_provider(ws, session_id))
+    except NotFoundError:
+        return None
+
+
+def missing_provider(ws: Workspace, session_id: int | None) -> str | None:
+    """The provider the session's agent names when it is not configured (any more)
+    while others are: chat refuses the session's turns until a provider is named, never
+    sending them to another server unasked (see
+    :meth:`~workbench.engine.providers.ProviderSettings.choose`); None otherwise."""
+    named = _agent_provider(ws, session_id)
+    if not named:
+        return None
+    try:
+        ProviderSettings(ws.db).choose(None, named)
+    except NoProviderError:
+        return None  # nothing is configured at all: nothing stands in either
+    except NotFoundError:
+        return named
+    return None
 
 
 def _provider(ws: Workspace, name: str, model: str | None, **options: Any) -> HttpProvider:

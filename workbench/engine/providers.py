@@ -378,6 +378,12 @@ class ProviderSettings:
         """
         if name:
             return self.get(name).name
+        configs = self.list()
+        if not configs:
+            raise NoProviderError(
+                "No provider is configured; add one with: workbench providers add NAME "
+                "--kind openai --base-url URL --model MODEL"
+            )
         if agent_provider:
             try:
                 return self.get(agent_provider).name
@@ -389,14 +395,8 @@ class ProviderSettings:
                     "choose one with --provider NAME, or give the agent one with: "
                     "workbench agents edit AGENT --provider NAME"
                 ) from None
-        configs = self.list()
         if len(configs) == 1:
             return configs[0].name
-        if not configs:
-            raise NoProviderError(
-                "No provider is configured; add one with: workbench providers add NAME "
-                "--kind openai --base-url URL --model MODEL"
-            )
         raise NotFoundError(
             "Several providers are configured ("
             + ", ".join(c.name for c in configs)
