@@ -358,3 +358,48 @@ def test_an_agents_provider_gone_is_shown_missing_and_nothing_is_sent_unasked(
     with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
         press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     assert [r.body for r in server.chat_requests()] == [shown]
+
+
+def test_the_composer_asks_for_the_agents_model_as_chat_does(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: the Agents dialog said Model "agent-model" while the composer's model box
+    # (and so the Request panel and Send) used the provider's "test-model"; the CLI's
+    # chat asks for the agent's.
+    from PySide6.QtWidgets import QComboBox
+
+    _add_provider(workspace, "first", server)
+    _add_provider(workspace, "second", server, model="second-model")
+    info = make_session(workspace, "Trip", [("user", "Plan a weekend in Lisbon.")])
+    workspace.repo.update_agent(info.agent_id, model="agent-model")
+    expected = preflight_turn(workspace, info.id, "Hello", provider="first")
+    assert expected.payload["model"] == "agent-model"  # the engine's choice, as chat's
+
+    window = open_window(workspace)
+    inspector = _inspector(window)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    assert named(window, "Provider", QComboBox).currentText() == "first"
+    assert named(window, "Model", QComboBox).currentText() == "agent-model"
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Hello")
+    _wait_for(qtbot, inspector, "Hello", "first")
+    shown = inspector.payload()
+    assert shown is not None and shown == expected.payload
+    with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
+        press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert server.chat_requests()[-1].body["model"] == "agent-model"
+
+    # An agent that names another provider keeps its model for that one only.
+    workspace.repo.update_agent(info.agent_id, provider="second")
+    other = make_session(workspace, "Other", [("user", "Hi")])
+    window.open_session(other.id)
+    box = named(window, "Provider", QComboBox)
+    qtbot.waitUntil(lambda: box.currentText() == "second", timeout=5_000)
+    assert named(window, "Model", QComboBox).currentText() == "agent-model"
+    box.setFocus()
+    press(qtbot, Qt.Key.Key_Home)
+    assert box.currentText() == "first"
+    assert named(window, "Model", QComboBox).currentText() == server.model

@@ -31,14 +31,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from workbench.core.assembly import LeftOut, LeftOutRange
-from workbench.core.conversation import Message
+from workbench.core.conversation import Agent, Message
 from workbench.core.provider import CancelToken, Provider
 from workbench.core.tokens import get_counter
 from workbench.engine import stored_history
 from workbench.engine.model import Response, RunEvent
 from workbench.engine.preflight import Preflight
 from workbench.engine.providers import ProviderSettings, build_provider
-from workbench.engine.turn import preflight_session, prepare_turn
+from workbench.engine.turn import model_for, preflight_session, prepare_turn
 from workbench.engine.workspace import Workspace
 from workbench.errors import NoProviderError, NotFoundError
 from workbench.providers.base import HttpProvider
@@ -68,20 +68,32 @@ def provider_names(ws: Workspace) -> list[str]:
     return [config.name for config in ProviderSettings(ws.db).list()]
 
 
-def provider_model(ws: Workspace, name: str) -> str:
-    """The model a provider config names."""
-    return ProviderSettings(ws.db).get(name).model
+def provider_model(ws: Workspace, name: str, session_id: int | None = None) -> str:
+    """The model a turn in the session asks the provider ``name`` for when no other is
+    typed: the session agent's model when the agent names no provider or this one, else
+    the one the provider config names (the choice
+    :func:`~workbench.engine.turn.prepare_turn` makes)."""
+    config = ProviderSettings(ws.db).get(name)
+    agent = _agent(ws, session_id)
+    return (model_for(agent, config.name, None) if agent is not None else None) \
+        or config.model
 
 
-def _agent_provider(ws: Workspace, session_id: int | None) -> str | None:
-    """The provider the session's agent names, if any."""
+def _agent(ws: Workspace, session_id: int | None) -> Agent | None:
+    """The session's agent, if the session and its agent are there."""
     if not session_id:
         return None
     try:
         info = ws.repo.get_session(session_id)
-        return ws.repo.get_agent(info.agent_id).provider
+        return ws.repo.get_agent(info.agent_id)
     except NotFoundError:
         return None
+
+
+def _agent_provider(ws: Workspace, session_id: int | None) -> str | None:
+    """The provider the session's agent names, if any."""
+    agent = _agent(ws, session_id)
+    return agent.provider if agent is not None else None
 
 
 def choose_provider(ws: Workspace, session_id: int | None = None) -> str | None:

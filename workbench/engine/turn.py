@@ -45,7 +45,7 @@ from workbench.engine.workspace import Workspace
 from workbench.errors import NoProviderError
 from workbench.providers.http import RetryNotice
 
-__all__ = ["TurnSetup", "preflight_session", "prepare_turn"]
+__all__ = ["TurnSetup", "model_for", "preflight_session", "prepare_turn"]
 
 
 @dataclass
@@ -77,7 +77,10 @@ class TurnSetup:
         self.close()
 
 
-def _model_for(agent: Agent, name: str, explicit: str | None) -> str | None:
+def model_for(agent: Agent, name: str, explicit: str | None) -> str | None:
+    """The model a turn with ``agent`` asks the provider ``name`` for, when it is not the
+    provider config's own: ``explicit``, else the agent's model when the agent names no
+    provider or names this one; None leaves the config's."""
     if explicit:
         return explicit
     if agent.model and (not agent.provider or agent.provider == name):
@@ -134,7 +137,7 @@ def prepare_turn(
             )
         if name is not None:
             config = settings.get(name)
-            chosen_model = _model_for(agent, name, model)
+            chosen_model = model_for(agent, name, model)
             if chosen_model and chosen_model != config.model:
                 config = replace(config, model=chosen_model)
             active = build_provider(config, on_retry=on_retry, without_key=for_preflight)

@@ -290,7 +290,10 @@ class ComposerPanel(QWidget):
         self.model_box.clear()
         if name:
             try:
-                self.model_box.addItem(provider_model(self.ctx.workspace, name))
+                # The model chat would ask for: the agent's, when it has one for this
+                # provider, else the provider's (typing another overrides it).
+                self.model_box.addItem(provider_model(
+                    self.ctx.workspace, name, self.ctx.current_session_id or None))
             except WorkbenchError:
                 pass
         self.model_box.blockSignals(False)
@@ -335,6 +338,7 @@ class ComposerPanel(QWidget):
         if not self._holds_draft_of(session_id):
             self._switch_draft(session_id)
         name = choose_provider(self.ctx.workspace, session_id or None)
+        before = self.provider_box.currentIndex()
         if name is not None:
             index = self.provider_box.findData(name)
             if index >= 0 and index != self.provider_box.currentIndex():
@@ -343,6 +347,8 @@ class ComposerPanel(QWidget):
             # Several providers and the agent names none: the one selected stays (the
             # selector is the choice); an agent's provider gone is shown as missing.
             self._show_missing(session_id or None)
+        if self.provider_box.currentIndex() == before:
+            self._provider_changed()  # this session's agent may ask for another model
         self.error_label.hide()
         # The figure shown was the session before's: say "counting" at once, until this
         # session's is measured (an answer about the one before is dropped).
