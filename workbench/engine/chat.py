@@ -7,7 +7,8 @@ What the desktop composer (and any other front end) needs around
   one a session's agent would use; :func:`missing_provider`: the one its agent names
   that is not configured any more (chat refuses the session until one is chosen);
 * :func:`stream_turn`: one turn in a session as a generator of run events (text as it
-  arrives, tool activity) that returns the :class:`~workbench.engine.model.Response`;
+  arrives, tool activity) that returns the :class:`~workbench.engine.model.Response`
+  (:func:`stores_turns`: whether the agent's memory mode keeps a turn);
   the caller's :class:`~workbench.core.provider.CancelToken` stops it at once;
 * the model such a turn uses (the agent's instructions, the built-in tools it enables,
   the provider and its options) comes from :func:`workbench.engine.turn.prepare_turn`;
@@ -35,12 +36,13 @@ from workbench.core.conversation import Agent, Message
 from workbench.core.provider import CancelToken, Provider
 from workbench.core.tokens import get_counter
 from workbench.engine import stored_history
+from workbench.engine.memory import Memory
 from workbench.engine.model import Response, RunEvent
 from workbench.engine.preflight import Preflight
 from workbench.engine.providers import ProviderSettings, build_provider
 from workbench.engine.turn import model_for, preflight_session, prepare_turn
 from workbench.engine.workspace import Workspace
-from workbench.errors import NoProviderError, NotFoundError
+from workbench.errors import NoProviderError, NotFoundError, WorkbenchError
 from workbench.providers.base import HttpProvider
 from workbench.store.history_pages import preview_rows
 
@@ -56,6 +58,7 @@ __all__ = [
     "preflight_turn",
     "provider_names",
     "regenerate_turn",
+    "stores_turns",
     "stream_turn",
 ]
 
@@ -102,6 +105,16 @@ def choose_provider(ws: Workspace, session_id: int | None = None) -> str | None:
         return ProviderSettings(ws.db).choose(None, _agent_provider(ws, session_id))
     except NotFoundError:
         return None
+
+
+def stores_turns(ws: Workspace, session_id: int) -> bool:
+    """Whether a turn in the session is stored when it succeeds: the memory mode of the
+    session's agent (``auto``; ``manual`` stores nothing), which chat follows unless
+    told otherwise. A session or policy that cannot be read counts as ``auto``."""
+    try:
+        return Memory.open(ws, session_id).policy().auto
+    except WorkbenchError:
+        return True
 
 
 def missing_provider(ws: Workspace, session_id: int | None) -> str | None:

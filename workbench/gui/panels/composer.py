@@ -42,6 +42,7 @@ from workbench.engine.chat import (
     provider_model,
     provider_names,
     regenerate_turn,
+    stores_turns,
     stream_turn,
 )
 from workbench.engine.model import Response, ToolFinished, ToolStarted
@@ -106,6 +107,9 @@ class ComposerPanel(QWidget):
         # The provider the open session's agent names that is not configured any more:
         # the selector shows it as missing rather than another server in its place.
         self._missing: str | None = None
+        # The open session agent's memory mode as last applied to the Auto memory box
+        # (a person's toggle stands until the session or the agent's mode changes).
+        self._agent_auto: bool | None = None
 
         self.provider_box = FittedComboBox(self)
         self.provider_box.setAccessibleName("Provider")
@@ -118,7 +122,8 @@ class ComposerPanel(QWidget):
         self.auto_box.setChecked(True)
         self.auto_box.setAccessibleName("Automatic memory")
         self.auto_box.setToolTip("On: the prompt and the reply are added to the session.\n"
-                                 "Off (manual): nothing is added.")
+                                 "Off (manual): nothing is added.\n"
+                                 "Opening a session sets it to its agent's memory mode.")
         self.gauge = FittedProgressBar(self)
         self.gauge.setAccessibleName("Context gauge")
         self.gauge.setTextVisible(True)
@@ -255,6 +260,19 @@ class ComposerPanel(QWidget):
             self._show_missing(session_id)
         self.provider_box.blockSignals(False)
         self._provider_changed()
+        self._follow_memory_mode(force=False)  # the Agents dialog may have changed it
+
+    def _follow_memory_mode(self, *, force: bool) -> None:
+        """Set Auto memory to the open session agent's memory mode, as chat follows it
+        (``manual`` stores nothing); unless ``force``, only when that mode changed."""
+        session_id = self.ctx.current_session_id
+        if not session_id:
+            self._agent_auto = None
+            return
+        auto = stores_turns(self.ctx.workspace, session_id)
+        if force or auto != self._agent_auto:
+            self.auto_box.setChecked(auto)
+        self._agent_auto = auto
 
     def _show_missing(self, session_id: int | None) -> None:
         """When the session's agent names a provider that is gone, select it, marked
@@ -349,6 +367,7 @@ class ComposerPanel(QWidget):
             self._show_missing(session_id or None)
         if self.provider_box.currentIndex() == before:
             self._provider_changed()  # this session's agent may ask for another model
+        self._follow_memory_mode(force=True)
         self.error_label.hide()
         # The figure shown was the session before's: say "counting" at once, until this
         # session's is measured (an answer about the one before is dropped).
