@@ -259,3 +259,38 @@ def test_saving_an_agent_stores_only_the_settings_the_form_changed(
     agent = workspace.repo.get_agent(default.id)
     assert agent.memory_policy == {**before, "capture": "conversation"}
     assert MemoryPolicy.from_dict(agent.memory_policy).capture == "conversation"
+
+
+def test_a_provider_given_to_the_agent_is_the_one_the_composer_sends_to(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., object],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: the Agents dialog saved Provider "local" for the open session's agent,
+    # but the composer kept "claude" selected, so Send (and the Request panel) went on
+    # using it where `workbench chat` now uses "local".
+    _add_providers(workspace)
+    info = make_session(workspace, "Trip", [("user", "Hi")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    selector = named(window, "Provider", QComboBox)
+    assert selector.currentText() == "claude"  # several, none named: the first
+    dialog = _open(window, qtbot)
+    dialog.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=5_000)
+    box = named(dialog, "Provider", QComboBox)
+    box.setFocus()
+    while box.currentData() != "local":
+        qtbot.keyClick(focus(), Qt.Key.Key_Down)
+    with qtbot.waitSignal(dialog.agent_saved, timeout=10_000):
+        click(qtbot, dialog, "Save the agent")
+    assert workspace.repo.get_agent(info.agent_id).provider == "local"
+    qtbot.waitUntil(lambda: selector.currentText() == "local", timeout=5_000)
+    assert named(window, "Model", QComboBox).currentText() == "local-model"
+
+    # A pick in the composer stays when providers change for another reason.
+    dialog.close_without_asking()
+    selector.setCurrentIndex(selector.findData("claude"))
+    window.ctx.providers_changed.emit()
+    assert selector.currentText() == "claude"

@@ -110,6 +110,9 @@ class ComposerPanel(QWidget):
         # The open session agent's memory mode as last applied to the Auto memory box
         # (a person's toggle stands until the session or the agent's mode changes).
         self._agent_auto: bool | None = None
+        # The provider the engine chose for the open session when last applied (the
+        # agent's, else the only one): a change of it is followed, a person's pick stays.
+        self._agent_choice: str | None = None
 
         self.provider_box = FittedComboBox(self)
         self.provider_box.setAccessibleName("Provider")
@@ -251,8 +254,12 @@ class ComposerPanel(QWidget):
         if names and self.error_label.text() == NO_PROVIDER:
             self.error_label.hide()  # no longer true
         session_id = self.ctx.current_session_id or None
-        chosen = current if current in names else choose_provider(self.ctx.workspace,
-                                                                   session_id)
+        agent_choice = choose_provider(self.ctx.workspace, session_id)
+        if agent_choice in names and agent_choice != self._agent_choice:
+            chosen = agent_choice  # the agent was given another provider: chat's now
+        else:
+            chosen = current if current in names else agent_choice
+        self._agent_choice = agent_choice
         self._missing = None
         if chosen in names:
             self.provider_box.setCurrentIndex(names.index(chosen))
@@ -356,6 +363,7 @@ class ComposerPanel(QWidget):
         if not self._holds_draft_of(session_id):
             self._switch_draft(session_id)
         name = choose_provider(self.ctx.workspace, session_id or None)
+        self._agent_choice = name
         before = self.provider_box.currentIndex()
         if name is not None:
             index = self.provider_box.findData(name)
