@@ -347,6 +347,19 @@ _PG_MESSAGE_CALLS = [
     *_MESSAGE_CALLS_TABLE[1:],
 ]
 
+# The calls follow their message's place (0015 adds ``paused``: see _CALLS_PLACE_PAUSABLE).
+_CALLS_PLACE = """
+    CREATE TRIGGER message_calls_place AFTER UPDATE OF session_id, position, state ON messages
+    WHEN new.role = 'assistant' AND new.tool_calls IS NOT NULL
+        AND (new.session_id IS NOT old.session_id OR new.position IS NOT old.position
+             OR new.state IS NOT old.state){paused}
+    BEGIN
+        UPDATE message_calls SET session_id = new.session_id, position = new.position,
+            state = new.state
+        WHERE message_id = new.id;
+    END
+    """
+
 _MESSAGE_CALLS = [
     *_MESSAGE_CALLS_TABLE,
     MESSAGE_CALLS_FILL.replace("?", "0"),
@@ -366,17 +379,7 @@ _MESSAGE_CALLS = [
         {_calls_of_new("1")}
     END
     """,
-    """
-    CREATE TRIGGER message_calls_place AFTER UPDATE OF session_id, position, state ON messages
-    WHEN new.role = 'assistant' AND new.tool_calls IS NOT NULL
-        AND (new.session_id IS NOT old.session_id OR new.position IS NOT old.position
-             OR new.state IS NOT old.state)
-    BEGIN
-        UPDATE message_calls SET session_id = new.session_id, position = new.position,
-            state = new.state
-        WHERE message_id = new.id;
-    END
-    """,
+    _CALLS_PLACE.format(paused=""),
 ]
 
 
@@ -1107,18 +1110,7 @@ _PG_ORPHAN_RESULTS = [
 # moves the calls of the session in one statement (workbench.store.orphans).
 _CALLS_PLACE_PAUSABLE = [
     "DROP TRIGGER message_calls_place",
-    f"""
-    CREATE TRIGGER message_calls_place AFTER UPDATE OF session_id, position, state ON messages
-    WHEN new.role = 'assistant' AND new.tool_calls IS NOT NULL
-        AND (new.session_id IS NOT old.session_id OR new.position IS NOT old.position
-             OR new.state IS NOT old.state)
-        AND {_NOT_PAUSED}
-    BEGIN
-        UPDATE message_calls SET session_id = new.session_id, position = new.position,
-            state = new.state
-        WHERE message_id = new.id;
-    END
-    """,
+    _CALLS_PLACE.format(paused=f"\n        AND {_NOT_PAUSED}"),
 ]
 _PG_CALLS_PLACE_PAUSABLE = [
     "DROP TRIGGER message_calls_place ON messages",
