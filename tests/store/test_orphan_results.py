@@ -307,3 +307,36 @@ def test_the_calls_place_trigger_stands_aside_while_paused(db: Database) -> None
         moved = conn.exec_driver_sql(place).scalar_one()
         conn.rollback()
     assert (paused, moved) == (call.position, call.position + 100)
+
+
+@pytest.mark.sqlite_only("an older SQLite file, looked into with sqlite3")
+def test_a_database_of_0014_gets_the_pausable_calls_trigger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "old.db"
+    names = [m.name for m in MIGRATIONS]
+    at = names.index("0015_calls_place_pausable")
+    with monkeypatch.context() as patch:
+        patch.setattr(db_module, "MIGRATIONS", MIGRATIONS[:at])
+        old = Database.open(path)
+        Repository(old).append_messages(Repository(old).create_session(title="old").id,
+                                        _messages())
+        old.close()
+    raw = sqlite3.connect(path)
+    (before,) = raw.execute(
+        "SELECT sql FROM sqlite_master WHERE name = 'message_calls_place'").fetchone()
+    raw.close()
+    assert "orphans_paused" not in before
+    db = Database.open(path)
+    try:
+        repo = Repository(db)
+        (session,) = repo.list_sessions()
+        repo.insert_message(session.id, 0, Message(role="user", content="first"))
+        assert _calls(db) == _calls_expected(db)
+        assert [r[2] for r in _check(db)] == [2, 8]  # the two orphans moved by one
+        with db.read() as conn:
+            (after,) = conn.exec_driver_sql(
+                "SELECT sql FROM sqlite_master WHERE name = 'message_calls_place'").one()
+        assert "orphans_paused" in after
+    finally:
+        db.close()
