@@ -56,6 +56,7 @@ from workbench.gui.panels.timeline import TimelinePanel
 from workbench.gui.settings import gui_settings
 from workbench.gui.status_log import StatusLog, StatusLogDialog, show_messages_in
 from workbench.gui.theme import THEMES, apply_theme
+from workbench.gui.window_keys import give_window_keys
 
 APP_TITLE = "Conversation Workbench"
 _EXPORT_FILTERS = {
@@ -130,6 +131,8 @@ class MainWindow(QMainWindow):
         self._add_context_panels()
         self._connect()
         self._restore_layout()
+        # Ctrl+E is "end of line" in a field under the X11 key scheme: see window_keys.
+        self.window_keys = give_window_keys(self, [self.export_action])
         self._opened_once = False
         self._opening: OpenDatabaseDialog | None = None  # File → Open Database running
         self._stopped_note = ""  # what stopping a reply to open a database kept
