@@ -162,6 +162,9 @@ def test_delete_several_then_undo_restores_them_exactly(
     after = {s.id: s for s in workspace.list_sessions()}
     # Same ids, same times, same order: the sessions are back exactly.
     assert after == before
+    # The session that was open is open again (the walk: undo left "No session is open").
+    qtbot.waitUntil(lambda: window.ctx.current_session_id == first.id)
+    qtbot.waitUntil(lambda: window.timeline.model.rowCount() == 2)
 
     window.redo_action.trigger()
     wait_list(qtbot, window, ["Third"])
