@@ -539,3 +539,37 @@ def test_ctrl_e_exports_from_the_session_filter_where_a_field_takes_it_for_end_o
     press(qtbot, Qt.Key.Key_L, CTRL)
     press(qtbot, Qt.Key.Key_A, CTRL)
     assert window.browser.filter_edit.selectedText() == "Porto"
+
+
+def test_export_suggests_the_sessions_title_as_the_file_name(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    # The walk: Ctrl+E opened the save dialog with an empty name, so every export began
+    # by inventing one; the session's title is what the file is about.
+    make_session(workspace, "Porto: plan/day 1", [("user", "Where to eat?"),
+                                                  ("assistant", "Bolhão")])
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    press(qtbot, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    offered: list[str] = []
+
+    def first(dialog: QWidget) -> None:  # into tmp_path, which the window then remembers
+        offered.append(focus().selectedText())
+        type_text(qtbot, str(tmp_path / "first"))
+        press(qtbot, Qt.Key.Key_Return)
+
+    def second(dialog: QWidget) -> None:  # the name as offered: Enter
+        offered.append(focus().selectedText())
+        press(qtbot, Qt.Key.Key_Return)
+
+    for act in (first, second):
+        _activate(qtbot, window)
+        with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_E, CTRL), act)
+        window.ctx.workers.wait_idle()
+        qtbot.waitUntil(lambda: "Exported 1 session" in window.statusBar().currentMessage())
+        window.statusBar().clearMessage()
+    assert offered == ["Porto plan day 1"] * 2
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == [
+        "Porto plan day 1.json", "first.json"]

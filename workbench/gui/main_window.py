@@ -679,8 +679,8 @@ class MainWindow(QMainWindow):
             return
         names = [n for n in export_format_names() if n in _EXPORT_FILTERS]
         filters = ";;".join(_EXPORT_FILTERS[n] for n in names)
-        path, chosen = QFileDialog.getSaveFileName(self, "Export sessions", self._last_folder(),
-                                                   filters)
+        suggested = str(Path(self._last_folder()) / self._export_name(ids))
+        path, chosen = QFileDialog.getSaveFileName(self, "Export sessions", suggested, filters)
         if not path:
             return
         self._remember_folder(path)
@@ -694,6 +694,21 @@ class MainWindow(QMainWindow):
         elif not typed:
             path += next(s for s, n in suffixes.items() if n == format)
         self.export_sessions(ids, format, path)
+
+    def _export_name(self, ids: list[int]) -> str:
+        """The file name an export of ``ids`` suggests, without an ending (the chosen
+        format's is added): the session's title, else how many sessions it holds."""
+        title = ""
+        if len(ids) == 1:
+            titles = {info.id: info.title for info in self.browser.selected_sessions()}
+            title = titles.get(ids[0], "")
+            if not title and ids[0] == self.ctx.current_session_id:
+                title = self.timeline.title_label.full_text()
+        # Characters no file system takes, and invisible ones, become spaces.
+        name = "".join(ch if ch.isprintable() and ch not in '\\/:*?"<>|' else " "
+                       for ch in title)
+        name = " ".join(name.split())[:80].strip(" .")
+        return name or f"{len(ids)} session{'s' if len(ids) != 1 else ''}"
 
     def open_database(self, path: Path | str, *, password: str | None = None,
                       remember: bool = False) -> OpenDatabaseDialog | None:
