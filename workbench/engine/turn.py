@@ -118,8 +118,10 @@ def prepare_turn(
     assumed = False
     note = ""
     owned = client is None
-    active: Provider | None = client
-    if active is None:
+    active: Provider
+    if client is not None:
+        active = client
+    else:
         settings = ProviderSettings(ws.db)
         try:
             name = settings.choose(provider, agent.provider)
@@ -135,7 +137,7 @@ def prepare_turn(
                 f"model {active.model!r} with a context window of "
                 f"{DEFAULT_CONTEXT_WINDOW} tokens"
             )
-        if name is not None:
+        else:
             config = settings.get(name)
             chosen_model = model_for(agent, name, model)
             if chosen_model and chosen_model != config.model:
