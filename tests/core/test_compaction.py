@@ -654,3 +654,65 @@ def test_counting_any_text_in_pieces_is_exact(text: str, piece: int) -> None:
     for name in ("o200k_base", "cl100k_base"):
         counter = get_counter(name)
         assert count_long_text(counter, text, piece=piece, workers=4) == counter.count_text(text)
+
+
+# -- a cut inside a turn ------------------------------------------------------------------------
+
+
+def assert_every_kept_message_is_sent(messages: Sequence[Message], result: CompactionPlan) -> None:
+    """The request assembled (strict role order, as requests are) from the summary and the
+    kept messages carries every kept message, and costs the plan's tokens_after."""
+    kept_ids = {k.id for k in result.kept}
+    remaining = [m for m in messages if m.id in kept_ids]
+    request = assemble(
+        RequestParts(instructions="Be helpful.", summary=result.new_summary, history=remaining),
+        counter=COUNTER,
+    )
+    assert request.left_out == []
+    assert [m.id for m in request.messages if m.id is not None] == [m.id for m in remaining]
+    assert request.tokens.total == result.tokens_after
+
+
+def test_a_cut_inside_a_turn_keeps_the_question_of_the_kept_reply() -> None:
+    messages = chat(11)  # ends with a question: keeping 4 starts with a reply
+    result = plan(messages, keep=4)
+    assert messages[8].role == "assistant" and messages[7].role == "user"
+    assert_every_kept_message_is_sent(messages, result)
+    assert result.folded_ids == [m.id for m in messages[1:7]]
+    reasons = {k.id: k.reason for k in result.kept}
+    assert reasons[messages[7].id] == REASON_TURN
+    assert [reasons[m.id] for m in messages[8:]] == [REASON_RECENT] * 4
+    assert result.active_after == 5
+    assert first_kept(messages, result) is messages[7]
+
+
+def test_an_important_reply_first_kept_brings_its_question() -> None:
+    messages = chat(12)
+    messages[6].important = True  # a reply inside the folded span
+    result = plan(messages, keep=2)
+    assert_every_kept_message_is_sent(messages, result)
+    reasons = {k.id: k.reason for k in result.kept}
+    assert reasons[messages[6].id] == REASON_IMPORTANT
+    assert reasons[messages[5].id] == REASON_TURN
+    assert result.folded_ids == [m.id for m in messages[1:5] + messages[7:11]]
+    assert first_kept(messages, result) is messages[5]
+
+
+def test_replies_with_no_question_before_the_cut_are_unchanged() -> None:
+    messages = numbered(
+        [
+            Message("system", "Agent."),
+            Message("assistant", "Welcome back."),
+            Message("assistant", "Your last trip was to Porto."),
+            Message("user", "Book it again."),
+            Message("assistant", "Booked."),
+            Message("user", "Thanks."),
+        ]
+    )
+    result = plan(messages, keep=4)
+    assert result.folded_ids == [messages[1].id]
+    assert [(k.id, k.reason) for k in result.kept] == [
+        (messages[0].id, REASON_SYSTEM), *[(m.id, REASON_RECENT) for m in messages[2:]]
+    ]
+    # The leading reply reached no request before the compaction either.
+    assert first_kept(messages, result).role == "assistant"

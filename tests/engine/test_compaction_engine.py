@@ -929,3 +929,30 @@ def test_previews_from_the_store_plan_as_the_messages_do_with_and_without_kept_l
     assert previewed() == expected
     assert compaction.keep_summary_lines(workspace, sid) == len(ids)
     assert previewed() == expected
+
+
+# -- a cut inside a turn ------------------------------------------------------------------------
+
+
+def test_after_a_cut_inside_a_turn_chat_sends_every_active_message(
+    workspace: Workspace,
+) -> None:
+    """Keeping 4 of a chat that ends with a question puts the cut after a question: its
+    reply, the first kept, keeps it, so the request chat sends (what preflight shows)
+    leaves no kept reply out, and the preview's figure is that request's."""
+    from workbench.engine.turn import preflight_session
+
+    sid = chat_session(workspace, 11)
+    stored = workspace.repo.list_messages(sid)
+    plan = compaction.preview(workspace, sid, keep=4)
+    compaction.apply(workspace, plan)
+    remaining = active(workspace, sid)
+    preview = preflight_session(workspace, sid, "")
+    assert preview.left_out == []
+    sent = [m.id for m in preview.messages if m.id is not None]
+    assert sent == [m.id for m in remaining]
+    assert preview.tokens.total == plan.tokens_after
+    # The question of the first kept reply stayed with it.
+    assert stored[8].role == "assistant" and stored[7].role == "user"
+    assert plan.folded_ids == [m.id for m in stored[1:7]]
+    assert [m.id for m in remaining] == [stored[0].id, *[m.id for m in stored[7:]]]
