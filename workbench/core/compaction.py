@@ -747,8 +747,8 @@ def plan_compaction(
     if not folded:
         return _nothing(
             base,
-            "every message that would fold is important, a system message or part of a "
-            "tool-call group that must stay whole.",
+            "every message that would fold is important, a system message, part of a "
+            "tool-call group that must stay whole or the question of a kept reply.",
             trigger, label,
         )
     folded_ids = list(compress(table.ids, flags))
