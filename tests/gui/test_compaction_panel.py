@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from tests.gui.conftest import settle
@@ -736,3 +736,20 @@ def test_the_kept_words_name_a_turn_kept_for_its_reply() -> None:
     assert kept_words(REASON_TURN, 1) == "1 question of a kept reply"
     assert kept_words(REASON_TURN, 4) == (
         "4 of a kept reply's turn (its question and what followed it)")
+
+
+def test_nothing_to_fold_counts_the_messages_as_the_window_does_or_says_why_not(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: the sample session (a system message and 8 others) said "the session has
+    # 8 active messages" under a status bar saying "9 messages".
+    info = make_session(workspace, "Trip", [("system", "Be brief.")] + [
+        (("user", "assistant")[i % 2], f"Message {i}") for i in range(8)])
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    qtbot.waitUntil(lambda: any(label.text().startswith("9 messages")
+                                for label in window.statusBar().findChildren(QLabel)))
+    _preview(qtbot, panel)
+    text = panel.result_label.text()
+    assert "8 active messages (system messages aside), no more than the 30 to keep." in text
