@@ -570,11 +570,11 @@ def _keep_the_question(flags: bytearray, roles: Sequence[str], reasons: dict[int
     to stay all stay). Without such a user message (the session's history starts with
     replies) nothing changes: those replies reached no request before either.
     """
-    size = len(flags)
-    first = 0
-    while first < size and (flags[first] or roles[first] == "system"):
-        first += 1
-    if first == size or roles[first] == "user":
+    # The first staying row but system ones (found in C: ten thousand rows may fold).
+    first = flags.find(0)
+    while first >= 0 and roles[first] == "system":
+        first = flags.find(0, first + 1)
+    if first < 0 or roles[first] == "user":
         return
     start = first - 1
     while start >= 0 and not (flags[start] and roles[start] == "user"):
