@@ -51,7 +51,7 @@ from workbench.core.conversation import (
 )
 from workbench.errors import FormatError, InvalidEntryError
 from workbench.formats._reading import JsonStream, open_file
-from workbench.formats._support import guarded, primed
+from workbench.formats._support import guarded, number_positions, primed, skipped_message
 from workbench.formats.base import (
     IMPORTED_FROM,
     ExportSession,
@@ -185,8 +185,9 @@ def _time(raw: dict[str, Any], key: str, where: str) -> datetime | None:
 
 
 def parse_history_entry(raw: Any, index: int) -> Message:
-    """One ``recent_history`` entry as a message; raises :class:`InvalidEntryError`."""
-    where = f"recent_history[{index}]: "
+    """One ``recent_history`` entry as a message; raises :class:`InvalidEntryError`
+    (its sentence says what is wrong; the caller names the entry's position)."""
+    where = ""
     if not isinstance(raw, dict):
         raise InvalidEntryError(f"{where}an entry must be an object, not {type_name(raw)}")
     role = raw.get("role")
@@ -302,9 +303,12 @@ def _derived_times(messages: Sequence[Message]) -> tuple[datetime | None, dateti
     return (times[0], times[-1]) if times else (None, None)
 
 
-def parse_session(raw: Any, fallback_id: str) -> Conversation:
-    """One session object as a conversation; raises :class:`InvalidEntryError`.
+def parse_session(raw: Any, fallback_id: str, where: str = "") -> list[ImportItem]:
+    """One session object as a conversation, preceded by its skipped entries if any.
 
+    A ``recent_history`` entry that cannot be read costs only itself: it is reported as
+    skipped at ``where`` (``"item 2"``, ``"file a.json"``) and the session keeps the
+    others. Raises :class:`InvalidEntryError` when the session itself cannot be read.
     ``fallback_id`` becomes the ``source_id`` when the object has no ``session_id``.
     """
     if not isinstance(raw, dict):
@@ -321,12 +325,21 @@ def parse_session(raw: Any, fallback_id: str) -> Conversation:
         history = []
     if not isinstance(history, list):
         raise InvalidEntryError(f"recent_history must be a list, not {type_name(history)}")
-    messages = [parse_history_entry(entry, i) for i, entry in enumerate(history)]
     context = _parse_context(raw)
     sid = None if session_id is None else str(session_id)
-    title = raw["title"] if "title" in raw else derive_title(sid, messages)
-    if not isinstance(title, str):
+    title = raw.get("title")
+    if "title" in raw and not isinstance(title, str):
         raise InvalidEntryError(f"title must be a string, not {type_name(title)}")
+    messages: list[Message] = []
+    bad: list[tuple[int, InvalidEntryError]] = []
+    for i, entry in enumerate(history):
+        try:
+            messages.append(parse_history_entry(entry, i))
+        except InvalidEntryError as exc:
+            bad.append((i, exc))
+    number_positions(messages)
+    if not isinstance(title, str):
+        title = derive_title(sid, messages)
     tags = raw.get("tags")
     if tags is None:
         tags = []
@@ -338,7 +351,12 @@ def parse_session(raw: Any, fallback_id: str) -> Conversation:
     metadata = {k: v for k, v in raw.items() if k not in _SESSION_KEYS}
     source, source_id = read_imported_from(metadata) or (
         NAME, sid if sid is not None else fingerprint(messages))
-    return Conversation(
+    label = f"session {sid}" if sid is not None else f"session {title!r}"
+    results: list[ImportItem] = [
+        skipped_message(f"{where} recent_history[{i}]".strip(), label, f"message {i}", exc)
+        for i, exc in bad
+    ]
+    results.append(Conversation(
         title=title,
         messages=messages,
         context=context,
@@ -348,7 +366,8 @@ def parse_session(raw: Any, fallback_id: str) -> Conversation:
         updated_at=updated_at,
         tags=list(tags),
         metadata=metadata,
-    )
+    ))
+    return results
 
 
 # --------------------------------------------------------------------------- exporting
@@ -518,7 +537,7 @@ def _sessions(
 ) -> Iterator[ImportItem]:
     if isinstance(data, dict):
         try:
-            yield parse_session(data, fallback_id=path.stem)
+            yield from parse_session(data, fallback_id=path.stem, where=whole)
         except InvalidEntryError as exc:
             yield SkippedEntry(entry=whole, reason=_sentence(exc))
         except Exception as exc:  # an unforeseen fault of the session costs it only
@@ -528,15 +547,16 @@ def _sessions(
         if isinstance(item, SkippedEntry):  # unreadable: reported in its place
             yield item
             continue
+        where = f"{prefix}item {i}"
         try:
-            session = parse_session(item, fallback_id=f"{path.name}#{i}")
+            session = parse_session(item, fallback_id=f"{path.name}#{i}", where=where)
         except InvalidEntryError as exc:
-            yield SkippedEntry(entry=f"{prefix}item {i}", reason=_sentence(exc))
+            yield SkippedEntry(entry=where, reason=_sentence(exc))
             continue
         except Exception as exc:  # one session's unforeseen fault costs that session only
-            yield unforeseen(f"{prefix}item {i}", exc)
+            yield unforeseen(where, exc)
             continue
-        yield session
+        yield from session
 
 
 def _sentence(exc: Exception) -> str:
