@@ -16,6 +16,7 @@ from workbench.core.conversation import (
     ROLES,
     STATES,
     Conversation,
+    ForkOrigin,
     Message,
     SessionContext,
     SessionInfo,
@@ -451,3 +452,33 @@ def test_round_trip_loses_nothing(tmp_path: Path, sessions: list[ExportSession])
         for before, after in zip(session.messages, conv.messages, strict=True):
             for name in MESSAGE_FIELDS:
                 assert getattr(after, name) == getattr(before, name), name
+
+
+# --------------------------------------------------------------------------- fork links
+
+
+@pytest.mark.parametrize("fmt", ["context-json", "openai-jsonl", "markdown"])
+def test_a_fork_origin_is_written_and_read_back(
+    tmp_path: Path, session_factory: Callable[..., ExportSession], fmt: str
+) -> None:
+    fork = session_factory([Message(role="user", content="hi")], session_id=7)
+    fork.forked_from = ForkOrigin("workbench", "wb-20250301T120000000001-3", 4)
+    plain = session_factory([Message(role="user", content="yo")], session_id=8)
+    path = tmp_path / "out"
+
+    get_exporter(fmt).write([fork, plain], path)
+
+    reader = {"openai-jsonl": "openai"}.get(fmt, fmt)
+    back = conversations(list(read_conversations(path, format=reader)))
+    assert [c.forked_from for c in back] == [fork.forked_from, None]
+    assert "forked_from" not in back[0].metadata
+
+
+def test_a_forked_from_key_of_another_shape_stays_in_the_metadata(tmp_path: Path) -> None:
+    odd = {"source": "x", "source_id": "y", "position": "three"}
+    path = write_json(tmp_path / "odd.json", dict(PLAIN, forked_from=odd))
+
+    (conv,) = conversations(list(read_conversations(path)))
+
+    assert conv.forked_from is None
+    assert conv.metadata["forked_from"] == odd

@@ -11,9 +11,13 @@ carries something, so that a plain session stays plain:
   (when not ``active``), ``metadata`` (with ``important``) and ``token_encoding``;
 - on the session: ``title``, ``created_at`` and ``updated_at`` (when they differ from
   what the importer would derive, and never a time the session's source did not give),
-  ``tags``, and ``imported_from`` (``{"source", "source_id"}``) for a session imported
-  from another format: read back, the session has that source and id again, so the
-  conversation is recognised as the one its source holds.
+  ``tags``, ``imported_from`` (``{"source", "source_id"}``) for a session imported
+  from another format or made in the workbench (source ``workbench``): read back, the
+  session has that source and id again, so the conversation is recognised as the one
+  its source holds (a session made in the workbench, as itself in its own database);
+  and ``forked_from`` (``{"source", "source_id", "position"}``) for a fork: the session
+  it was forked from as the export names it, and the position of the message it was
+  forked at, so that reading it back links the fork again.
 
 The pin and archive marks are the workbench's own and are not written: an export of a
 pinned or archived session says so (a session imported again starts unpinned).
@@ -49,18 +53,22 @@ from workbench.core.conversation import (
     format_time,
     parse_time,
 )
+from workbench.core.identity import OWN_SOURCE, own_source_id
 from workbench.errors import FormatError, InvalidEntryError
 from workbench.formats._reading import JsonStream, open_file
 from workbench.formats._support import guarded, number_positions, primed, skipped_message
 from workbench.formats.base import (
+    FORKED_FROM,
     IMPORTED_FROM,
     ExportSession,
     ImportItem,
     dump_json,
     fingerprint,
+    forked_from_json,
     imported_from,
     peek_json,
     pin_marks_note,
+    read_forked_from,
     read_head,
     read_imported_from,
     shorten,
@@ -349,6 +357,7 @@ def parse_session(raw: Any, fallback_id: str, where: str = "") -> list[ImportIte
     created_at = _time(raw, "created_at", "") if "created_at" in raw else first
     updated_at = _time(raw, "updated_at", "") if "updated_at" in raw else last
     metadata = {k: v for k, v in raw.items() if k not in _SESSION_KEYS}
+    forked_from = read_forked_from(metadata)
     source, source_id = read_imported_from(metadata) or (
         NAME, sid if sid is not None else fingerprint(messages))
     label = f"session {sid}" if sid is not None else f"session {title!r}"
@@ -366,6 +375,7 @@ def parse_session(raw: Any, fallback_id: str, where: str = "") -> list[ImportIte
         updated_at=updated_at,
         tags=list(tags),
         metadata=metadata,
+        forked_from=forked_from,
     ))
     return results
 
@@ -419,13 +429,14 @@ def session_json(session: ExportSession) -> dict[str, Any]:
     """One exported session as a context-file object."""
     info = session.info
     # A session that came from a context file keeps its original id, so the exported
-    # file matches the imported one. Any other session gets an id made of its creation
+    # file matches the imported one, and so does a session made in the workbench (its
+    # own id, see core.identity). Any other session gets an id made of its creation
     # time and workbench id: stable across exports, and unlike the bare id it does not
     # collide with sessions exported from another database.
-    if info.source == NAME and info.source_id:
+    if info.source in (NAME, OWN_SOURCE) and info.source_id:
         session_id = info.source_id
     else:
-        session_id = f"wb-{info.created_at.strftime('%Y%m%dT%H%M%S%f')}-{info.id}"
+        session_id = own_source_id(info.id, info.created_at)
     ctx = session.context
     obj: dict[str, Any] = {
         "session_id": session_id,
@@ -452,6 +463,9 @@ def session_json(session: ExportSession) -> dict[str, Any]:
     origin = imported_from(info.source, info.source_id, NAME)
     if origin is not None:
         obj[IMPORTED_FROM] = origin
+    fork = forked_from_json(session.forked_from)
+    if fork is not None:
+        obj[FORKED_FROM] = fork
     # What the source said about the session: a context file's own extra keys, or
     # another format's conversation data, beside the context keys (read back the same).
     for key, value in session.metadata.items():

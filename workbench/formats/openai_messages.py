@@ -46,6 +46,7 @@ from workbench.formats._support import (
     skipped_message,
 )
 from workbench.formats.base import (
+    FORKED_FROM,
     IMPORTED_FROM,
     ExportSession,
     FileImporter,
@@ -53,9 +54,11 @@ from workbench.formats.base import (
     decode_json_line,
     dump_json,
     fingerprint,
+    forked_from_json,
     imported_from,
     peek_json,
     pin_marks_note,
+    read_forked_from,
     read_head,
     read_imported_from,
     shorten,
@@ -259,6 +262,7 @@ def parse_conversation(
                 del metadata[time_key]
             except ValueError:
                 pass
+    forked_from = read_forked_from(metadata)
     source, source_id = read_imported_from(metadata) or (NAME, _source_id(messages))
     title = _title(item, messages, fallback)
     results: list[ImportItem] = [
@@ -274,6 +278,7 @@ def parse_conversation(
         created_at=times.get("created_at"),
         updated_at=times.get("updated_at"),
         metadata=metadata,
+        forked_from=forked_from,
     ))
     return results
 
@@ -584,7 +589,8 @@ class OpenAIJsonlExporter:
 
 def session_line(session: ExportSession) -> dict[str, Any]:
     """One session as a JSONL object: ``messages``, ``title``, its times, ``imported_from``
-    (``{"source", "source_id"}``) for a session imported from another format, and the
+    (``{"source", "source_id"}``) for a session imported from another format or made in
+    the workbench, ``forked_from`` (``{"source", "source_id", "position"}``) for a fork, and the
     keys of the session's metadata beside them (as tau-bench writes ``task_id``,
     ``reward``, ``info``), which the importer reads back into the metadata."""
     line: dict[str, Any] = {"messages": [message_json(m) for m in session.messages]}
@@ -595,6 +601,9 @@ def session_line(session: ExportSession) -> dict[str, Any]:
     origin = imported_from(session.info.source, session.info.source_id, NAME)
     if origin is not None:
         line[IMPORTED_FROM] = origin
+    fork = forked_from_json(session.forked_from)
+    if fork is not None:
+        line[FORKED_FROM] = fork
     for key, value in session.metadata.items():
         if key not in line and key not in _LIST_KEYS:
             line[key] = value
