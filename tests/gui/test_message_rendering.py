@@ -573,6 +573,18 @@ def test_invisible_and_reordering_characters_are_named_and_copied_as_written(
     assert code.text == "x = 1\u202e  # y"
 
 
+def test_nul_is_named_like_other_control_characters(qapp: QApplication) -> None:
+    # The Markdown parser turned U+0000 into U+FFFD before it could be named: the row
+    # showed "a�b", as if the text held a replacement character.
+    assert render("a\x00b and \x01").toPlainText() == "a⟨U+0000⟩b and ⟨U+0001⟩"
+    # A private-use character of the text stays itself while NUL is named.
+    assert render("\ue000\x00\ue001").toPlainText() == "\ue000⟨U+0000⟩\ue001"
+    doc = SafeDocument()
+    (code,) = render_markdown(doc, "```\nx\x00y\n```", dark=False, code_header=16)
+    assert doc.toPlainText() == "x⟨U+0000⟩y"
+    assert code.text == "x\x00y"  # what Copy code copies: the text as written
+
+
 def test_every_format_character_is_named() -> None:
     import unicodedata
 
