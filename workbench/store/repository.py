@@ -467,8 +467,8 @@ class Repository(MessageStore):
                 conv = prepared.conversation
                 if conv.source_id is not None:
                     key = (conv.source, conv.source_id)
-                    if key in seen or own_session_id(conv.source_id) is not None:
-                        # A repeated id, or maybe a session made here read back from its
+                    if key in seen or self._own_session(conn, conv.source_id) is not None:
+                        # A repeated id, or a session made here read back from its
                         # export: matched one by one in import_conversation.
                         deferred.append(i)
                         continue
