@@ -554,13 +554,13 @@ def test_invisible_and_reordering_characters_are_named_and_copied_as_written(
     """U+202E made "RLO:evil" read "RLO:live"; zero-width characters showed nothing;
     ``&amp; &lt;tag&gt;`` showed as ``& <tag>``. The timeline shows what the model gets."""
     texts = ["RLO:\u202eevil", "a\u200bb c\u2066d", "&amp; &lt;tag&gt;",
-             "```python\nx = 1\u202e  # y\n```"]
+             "```python\nx = 1\u202e  # y\n```", "NUL:\x00end"]
     info = make_session(workspace, "Hostile", [("user", t) for t in texts])
     window = open_window(workspace)
     window.open_session(info.id)
     shown = [row_regions(window, row)["doc"].toPlainText() for row in range(len(texts))]
     assert shown == ["RLO:⟨U+202E⟩evil", "a⟨U+200B⟩b c⟨U+2066⟩d", "&amp; &lt;tag&gt;",
-                     "x = 1⟨U+202E⟩  # y"]
+                     "x = 1⟨U+202E⟩  # y", "NUL:⟨U+0000⟩end"]
     # Copying gives the text as written, control characters and all.
     QGuiApplication.clipboard().clear()
     view = window.timeline.view
