@@ -185,6 +185,11 @@ class Repository(MessageStore):
           (``"updated"``);
         * anything else is a new session (``"created"``; ``reused_id`` when another
           stored conversation has the same id).
+
+        A session made in this database (not imported) is matched by the id its export
+        names it by (:func:`~workbench.core.identity.own_source_id`, under any source):
+        its export read back is that session, by its messages now (an older export of
+        it is unchanged, its context left as the session's).
         """
         for i, m in enumerate(conversation.messages):
             if m.role not in ROLES:
