@@ -211,3 +211,132 @@ def test_the_postgresql_migration_lists_the_orphans_of_messages_written_before(
         assert sorted(r[2] for r in _check(db)) == [1, 1, 7, 7]
     finally:
         db.close()
+
+
+def _calls(db: Database) -> list[tuple[Any, ...]]:
+    with db.read() as conn:
+        return sorted(tuple(r) for r in conn.exec_driver_sql(
+            "SELECT message_id, session_id, position, state, call_id FROM message_calls"
+            " WHERE call_id IS NOT NULL"))
+
+
+def _calls_expected(db: Database) -> list[tuple[Any, ...]]:
+    """Each listed call where its message is now (its place taken from the message)."""
+    with db.read() as conn:
+        return sorted(tuple(r) for r in conn.exec_driver_sql(
+            "SELECT c.message_id, m.session_id, m.position, m.state, c.call_id"
+            " FROM message_calls c JOIN messages m ON m.id = c.message_id"
+            " WHERE c.call_id IS NOT NULL"))
+
+
+def test_a_compaction_and_its_undo_keep_the_calls_and_orphans_in_step(db: Database) -> None:
+    """0015: the fold holds the calls' trigger back and moves them in one statement."""
+    from workbench.core.compaction import CompactionPolicy, ExtractiveSummarizer, plan_compaction
+    from workbench.core.conversation import SessionContext, utcnow
+    from workbench.store.compactions import apply_plan, load_table, undo_compaction
+
+    repo = Repository(db)
+    session = repo.create_session(title="folds")
+    repo.append_messages(session.id, _messages() * 3)
+    before_calls, before_orphans = _calls(db), _check(db)
+    plan = plan_compaction(
+        load_table(db, session.id, None), SessionContext(), policy=CompactionPolicy(),
+        summarizer=ExtractiveSummarizer(), request_tokens=lambda summary, history: 0,
+        now=utcnow(), keep=4, session_id=session.id)
+    assert plan.folded_count
+    apply_plan(db, plan)
+    calls = _calls(db)
+    assert calls == _calls_expected(db)
+    assert {row[3] for row in calls} == {"folded", "active"}  # some folded, some not
+    _check(db)
+    undo_compaction(db, session.id)
+    assert _calls(db) == _calls_expected(db) == before_calls
+    assert _check(db) == before_orphans
+
+
+def test_a_message_put_in_or_taken_out_moves_the_calls_and_orphans_after_it(
+    db: Database,
+) -> None:
+    """The later messages move by one with the calls' and orphans' triggers held back
+    (0015); the side lists move in one statement each and stay what triggers make."""
+    repo = Repository(db)
+    session = repo.create_session(title="moves")
+    other = repo.create_session(title="untouched")
+    stored = repo.append_messages(session.id, _messages() * 2)
+    repo.append_messages(other.id, _messages())
+    untouched = [row for row in _calls(db) if row[1] == other.id]
+    for at in (0, 1, 5, len(stored)):
+        added = repo.insert_message(session.id, at, Message(role="user", content="in"))
+        assert _calls(db) == _calls_expected(db)
+        _check(db)
+        repo.delete_message(added.id)
+        assert _calls(db) == _calls_expected(db)
+        _check(db)
+    # A call put in before an orphan answers it; taken out, the orphan is one again.
+    orphans = _check(db)
+    answer = repo.insert_message(session.id, 0, Message(
+        role="assistant", content="", tool_calls=[_call("a1"), _call("nowhere")]))
+    assert len(_check(db)) < len(orphans)
+    repo.delete_message(answer.id)
+    assert _check(db) == orphans
+    assert [row for row in _calls(db) if row[1] == other.id] == untouched
+    with db.read() as conn:  # the pause is lifted
+        assert not conn.exec_driver_sql(
+            "SELECT 1 FROM settings WHERE key = 'orphans_paused'").all()
+
+
+def test_the_calls_place_trigger_stands_aside_while_paused(db: Database) -> None:
+    """0015 on both backends: under the pause a moved tool-call message leaves its call
+    where it was (the write that paused moves it); without, the trigger moves it."""
+    repo = Repository(db)
+    session = repo.create_session(title="paused")
+    stored = repo.append_messages(session.id, _messages())
+    call = stored[2]
+    pause = ("SELECT set_config('workbench.orphans_paused', 'on', true)"
+             if db.dialect.is_postgresql else
+             "INSERT INTO settings (key, value) VALUES ('orphans_paused', 'true')")
+    move = f"UPDATE messages SET position = position + 100 WHERE id = {call.id}"
+    place = f"SELECT position FROM message_calls WHERE message_id = {call.id}"
+    with db.write() as conn:
+        conn.exec_driver_sql(pause)
+        conn.exec_driver_sql(move)
+        paused = conn.exec_driver_sql(place).scalar_one()
+        conn.rollback()
+    with db.write() as conn:
+        conn.exec_driver_sql(move)
+        moved = conn.exec_driver_sql(place).scalar_one()
+        conn.rollback()
+    assert (paused, moved) == (call.position, call.position + 100)
+
+
+@pytest.mark.sqlite_only("an older SQLite file, looked into with sqlite3")
+def test_a_database_of_0014_gets_the_pausable_calls_trigger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "old.db"
+    names = [m.name for m in MIGRATIONS]
+    at = names.index("0015_calls_place_pausable")
+    with monkeypatch.context() as patch:
+        patch.setattr(db_module, "MIGRATIONS", MIGRATIONS[:at])
+        old = Database.open(path)
+        Repository(old).append_messages(Repository(old).create_session(title="old").id,
+                                        _messages())
+        old.close()
+    raw = sqlite3.connect(path)
+    (before,) = raw.execute(
+        "SELECT sql FROM sqlite_master WHERE name = 'message_calls_place'").fetchone()
+    raw.close()
+    assert "orphans_paused" not in before
+    db = Database.open(path)
+    try:
+        repo = Repository(db)
+        (session,) = repo.list_sessions()
+        repo.insert_message(session.id, 0, Message(role="user", content="first"))
+        assert _calls(db) == _calls_expected(db)
+        assert [r[2] for r in _check(db)] == [2, 8]  # the two orphans moved by one
+        with db.read() as conn:
+            (after,) = conn.exec_driver_sql(
+                "SELECT sql FROM sqlite_master WHERE name = 'message_calls_place'").one()
+        assert "orphans_paused" in after
+    finally:
+        db.close()

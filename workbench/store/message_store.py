@@ -47,6 +47,7 @@ from workbench.store.base import (
 )
 from workbench.store.context_store import ContextStore
 from workbench.store.dialect import indexed_alias, unindexed
+from workbench.store.orphans import places_moved
 from workbench.store.rows import (
     MESSAGE_FIELDS,
     MESSAGE_INSERT_ROWS,
@@ -95,7 +96,8 @@ class MessageStore(ContextStore):
                 raise StorageError(
                     f"Position {position} is outside session {session_id} (0 to {end})."
                 )
-            conn.execute(_MAKE_ROOM, {"sid": session_id, "at": position})
+            with places_moved(conn, session_id, position, 1):
+                conn.execute(_MAKE_ROOM, {"sid": session_id, "at": position})
             self._insert_messages(
                 conn, session_id, position, [message], keep_missing_time=keep_missing_time
             )
@@ -242,7 +244,8 @@ class MessageStore(ContextStore):
             msg = message_from_row(row)
             assert msg.session_id is not None and msg.position is not None
             conn.execute(_DELETE, {"id": message_id})
-            conn.execute(_CLOSE_GAP, {"sid": msg.session_id, "at": msg.position})
+            with places_moved(conn, msg.session_id, msg.position + 1, -1):
+                conn.execute(_CLOSE_GAP, {"sid": msg.session_id, "at": msg.position})
             self._refresh_counts(conn, msg.session_id)
         return msg
 
@@ -277,7 +280,9 @@ class MessageStore(ContextStore):
             # From the bottom up, so each position read above is still right.
             for msg in reversed(removed):
                 conn.execute(_DELETE, {"id": msg.id})
-                conn.execute(_CLOSE_GAP, {"sid": session_id, "at": msg.position})
+                assert msg.position is not None
+                with places_moved(conn, session_id, msg.position + 1, -1):
+                    conn.execute(_CLOSE_GAP, {"sid": session_id, "at": msg.position})
             self._refresh_counts(conn, session_id)
             rows = conn.execute(
                 _BY_IDS_IN_SESSION, {"sid": session_id, "ids": new_ids}

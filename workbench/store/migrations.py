@@ -347,6 +347,19 @@ _PG_MESSAGE_CALLS = [
     *_MESSAGE_CALLS_TABLE[1:],
 ]
 
+# The calls follow their message's place (0015 adds ``paused``: see _CALLS_PLACE_PAUSABLE).
+_CALLS_PLACE = """
+    CREATE TRIGGER message_calls_place AFTER UPDATE OF session_id, position, state ON messages
+    WHEN new.role = 'assistant' AND new.tool_calls IS NOT NULL
+        AND (new.session_id IS NOT old.session_id OR new.position IS NOT old.position
+             OR new.state IS NOT old.state){paused}
+    BEGIN
+        UPDATE message_calls SET session_id = new.session_id, position = new.position,
+            state = new.state
+        WHERE message_id = new.id;
+    END
+    """
+
 _MESSAGE_CALLS = [
     *_MESSAGE_CALLS_TABLE,
     MESSAGE_CALLS_FILL.replace("?", "0"),
@@ -366,17 +379,7 @@ _MESSAGE_CALLS = [
         {_calls_of_new("1")}
     END
     """,
-    """
-    CREATE TRIGGER message_calls_place AFTER UPDATE OF session_id, position, state ON messages
-    WHEN new.role = 'assistant' AND new.tool_calls IS NOT NULL
-        AND (new.session_id IS NOT old.session_id OR new.position IS NOT old.position
-             OR new.state IS NOT old.state)
-    BEGIN
-        UPDATE message_calls SET session_id = new.session_id, position = new.position,
-            state = new.state
-        WHERE message_id = new.id;
-    END
-    """,
+    _CALLS_PLACE.format(paused=""),
 ]
 
 
@@ -1098,6 +1101,31 @@ _PG_ORPHAN_RESULTS = [
 ]
 
 
+# 0015: the calls' place follows their message's place by trigger, one UPDATE of
+# message_calls per tool-call message. A write that moves or folds many messages of one
+# session at once (a compaction and its undo, every later position moving by one when a
+# message is inserted or deleted) pays it for each such message (10-20 us, and then the
+# orphan triggers it sets off): 11,128 of them when a message goes in at the top of a
+# 100,000-message session. Such a write now holds 0014's pause for that trigger too and
+# moves the calls of the session in one statement (workbench.store.orphans).
+_CALLS_PLACE_PAUSABLE = [
+    "DROP TRIGGER message_calls_place",
+    _CALLS_PLACE.format(paused=f"\n        AND {_NOT_PAUSED}"),
+]
+_PG_CALLS_PLACE_PAUSABLE = [
+    "DROP TRIGGER message_calls_place ON messages",
+    f"""
+    CREATE TRIGGER message_calls_place AFTER UPDATE OF session_id, position, state ON messages
+    FOR EACH ROW
+    WHEN (new.role = 'assistant' AND new.tool_calls IS NOT NULL
+          AND (new.session_id IS DISTINCT FROM old.session_id
+               OR new.position IS DISTINCT FROM old.position
+               OR new.state IS DISTINCT FROM old.state)
+          AND {_PG_NOT_PAUSED})
+    EXECUTE FUNCTION workbench_message_calls_place()
+    """,
+]
+
 @dataclass(frozen=True)
 class Migration:
     """A named, ordered schema change: its statements on SQLite and on PostgreSQL."""
@@ -1128,6 +1156,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0012_symbol_runs_postgresql", (), tuple(_PG_SYMBOL_RUNS)),
     Migration("0013_calls_listed_by_import_postgresql", (), tuple(_PG_CALLS_LISTED_BY_IMPORT)),
     Migration("0014_orphan_results", tuple(_ORPHAN_RESULTS), tuple(_PG_ORPHAN_RESULTS)),
+    Migration("0015_calls_place_pausable", tuple(_CALLS_PLACE_PAUSABLE),
+              tuple(_PG_CALLS_PLACE_PAUSABLE)),
 )
 
 
