@@ -267,9 +267,9 @@ class Repository(MessageStore):
         return found
 
     def _own_session(self, conn: Connection, source_id: str | None) -> int | None:
-        """The session made in this database (not imported) whose own id
-        (:func:`~workbench.core.identity.own_source_id`, what its export names it by)
-        is ``source_id``; ``None`` when there is none."""
+        """The session made in this database (not imported: it has no source id) whose
+        own id (:func:`~workbench.core.identity.own_source_id`, what its export names it
+        by) is ``source_id``; ``None`` when there is none."""
         session_id = own_session_id(source_id)
         if session_id is None or source_id is None:
             return None
@@ -610,7 +610,7 @@ _CANDIDATES = (
     )
     .order_by(SESSIONS.c.id)
 )
-_OWN_SESSION = select(SESSIONS.c.created_at, SESSIONS.c.source).where(
+_OWN_SESSION = select(SESSIONS.c.created_at, SESSIONS.c.source_id).where(
     SESSIONS.c.id == bindparam("id")
 )
 # The columns ``rows.message_from_row`` reads, in its order.
