@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.own_samples import chatgpt_fork_export
 from workbench.core.conversation import SessionInfo
 from workbench.engine.session_context import add_facts
 from workbench.engine.workspace import Workspace
@@ -212,3 +213,21 @@ def test_fork_without_its_parent_is_imported_and_the_lost_link_reported(
     assert note.entry == f"session {copy.id} ('Trip (fork)')"
     assert "neither in the file nor in the database" in note.note
     assert note.note.endswith("it was imported without the link to it.")
+
+
+@pytest.mark.parametrize("fmt", ["context-json", "openai-jsonl"])
+def test_an_imported_branch_keeps_its_link_through_an_export(
+    workspace: Workspace, other: Workspace, tmp_path: Path, fmt: str
+) -> None:
+    workspace.import_path(chatgpt_fork_export(tmp_path / "conversations.json"))
+    sessions = workspace.repo.list_sessions(include_archived=True)
+    branch = next(s for s in sessions if s.forked_from_session_id is not None)
+    main = workspace.get_session(branch.forked_from_session_id or 0)
+    assert _origin(workspace, branch) == (main.title, 2)
+    # The branch first: its main session comes after it in the file.
+    path = _export(workspace, [branch.id, main.id], fmt, tmp_path / f"x{EXPORT_FORMATS[fmt]}")
+
+    report = other.import_path(path)
+
+    assert report.counts()["created"] == 2 and not report.notes
+    assert _origin(other, _by_title(other, branch.title)) == (main.title, 2)
