@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,6 +49,24 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     yield home
+
+
+@pytest.fixture(autouse=True)
+def no_awaited_thread_left() -> Iterator[None]:
+    """A test leaves no thread running that a normal exit would wait for (not a daemon).
+
+    Such a thread outlives the test into the next ones: an idle lexing thread left by a
+    GUI test once made ``cli.run`` (which ends an import at once only when no such
+    thread is left) behave differently in a later engine test, depending on the order.
+    A thread still finishing its work is waited for; one that does not end fails here.
+    """
+    before = set(threading.enumerate())
+    yield
+    left = [t for t in threading.enumerate() if t not in before and not t.daemon]
+    for thread in left:
+        thread.join(timeout=30)
+    running = [t.name for t in left if t.is_alive()]
+    assert not running, f"threads left running after the test: {running}"
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from tests.gui.conftest import settle
@@ -712,3 +712,20 @@ def test_apply_by_keyboard_leaves_the_keys_on_the_panels_preview_button(
     assert focus() is panel.preview_button and panel.preview_button.isEnabled()
     press(qtbot, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: _applied(workspace, info.id) == [], timeout=TIMEOUT)
+
+
+def test_nothing_to_fold_counts_the_messages_as_the_window_does_or_says_why_not(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: the sample session (a system message and 8 others) said "the session has
+    # 8 active messages" under a status bar saying "9 messages".
+    info = make_session(workspace, "Trip", [("system", "Be brief.")] + [
+        (("user", "assistant")[i % 2], f"Message {i}") for i in range(8)])
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    qtbot.waitUntil(lambda: any(label.text().startswith("9 messages")
+                                for label in window.statusBar().findChildren(QLabel)))
+    _preview(qtbot, panel)
+    text = panel.result_label.text()
+    assert "8 active messages (system messages aside), no more than the 30 to keep." in text

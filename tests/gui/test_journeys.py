@@ -291,3 +291,27 @@ def test_the_rename_tags_and_jump_fields_have_names_and_take_the_keys(
     with_modal_dialog(qtbot, window.timeline.jump_action.trigger,
                       answer("2", "Message number or id"))
     assert window.timeline.view.currentIndex().row() == 1
+
+
+def test_insert_below_offers_the_role_that_answers_the_message(
+    qtbot: QtBot, workspace: Workspace, chat_open: tuple[SessionInfo, MainWindow],
+) -> None:
+    # The walk: Ins below the assistant's reply offered "Assistant" again, so the user's
+    # next question was written as a second reply unless the role was changed by hand.
+    info, window = chat_open
+    offered: list[str] = []
+
+    def write(dialog: QWidget) -> None:
+        offered.append(dialog.role())
+        type_text(qtbot, f"Below row {len(offered)}")
+        press(qtbot, Qt.Key.Key_Return, CTRL)
+
+    _to_timeline_row(qtbot, window, 1)  # "Paris." (assistant)
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Insert), write)
+    window.ctx.workers.wait_idle()
+    _to_timeline_row(qtbot, window, 0)  # the user's question
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Insert), write)
+    window.ctx.workers.wait_idle()
+    assert offered == ["user", "assistant"]
+    assert _contents(workspace, info.id)[1:4] == [
+        ("assistant", "Below row 2"), ("assistant", "Paris."), ("user", "Below row 1")]

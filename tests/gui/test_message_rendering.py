@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from tests.gui.journey import click, focus, press, type_text
 from workbench.core.conversation import Message, SessionInfo
 from workbench.engine.session_context import read_session_context
 from workbench.engine.workspace import Workspace
+from workbench.gui.delegates.code_lexing import lexing_thread
 from workbench.gui.delegates.markdown import SafeDocument, plain_tooltip, render_markdown
 from workbench.gui.delegates.message import (
     message_details,
@@ -392,6 +394,26 @@ def test_the_code_block_copy_button_copies_only_the_code(
     qtbot.mouseClick(window.timeline.view.viewport(), Qt.MouseButton.LeftButton,
                      pos=button.center())
     qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == CODE)
+
+
+def test_a_closed_window_that_coloured_code_leaves_no_thread_an_exit_waits_for(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    make_session: Callable[..., SessionInfo],
+) -> None:
+    # The lexing thread ends once it has nothing to lex: an idle one, left for the rest
+    # of the process, kept a later `workbench import` in the same process from ending
+    # at once (cli.run only does so when no thread is left that a normal exit awaits).
+    window = open_chat(workspace, open_window, make_session)
+    index = window.timeline.model.index(1, 0)
+    qtbot.waitUntil(lambda: window.timeline.delegate.is_coloured(index))
+    window.close()
+
+    def awaited() -> list[str]:
+        return [t.name for t in threading.enumerate()
+                if t is not threading.main_thread() and not t.daemon]
+
+    qtbot.waitUntil(lambda: not awaited())
+    assert lexing_thread() is None
 
 
 def test_the_context_menu_copies_the_message(

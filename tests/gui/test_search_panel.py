@@ -121,3 +121,40 @@ def test_date_filter_keeps_messages_of_the_chosen_days(
     panel.to_box.setChecked(True)
     panel.to_date.setDate(QDate(2024, 5, 31))
     assert [h for h in run_search(qtbot, window, "quince") if h.kind == "message"] == []
+
+
+def test_the_role_of_a_selected_hit_reads_against_the_selection(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: Down onto a hit left its role ("Assistant", in the role's green) on the
+    # selection's blue, where it could hardly be read.
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QFontMetrics, QPalette
+
+    from tests.gui.journey import focus, press, type_text
+    from tests.gui.test_theme import contrast
+
+    make_session(workspace, "Trip", [("user", "Which metro?"), ("assistant", "The red metro")])
+    window = open_window(workspace)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: window.isActiveWindow())
+    qtbot.keyClick(window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier
+                   | Qt.KeyboardModifier.ShiftModifier)
+    with qtbot.waitSignal(window.search.search_finished, timeout=10_000):
+        type_text(qtbot, "red metro")
+        press(qtbot, Qt.Key.Key_Return)
+    press(qtbot, Qt.Key.Key_Down)
+    results = window.search.results
+    assert focus() is results and results.currentIndex().row() == 0
+    assert window.search.hits()[0].role == "assistant"
+    rect = results.visualRect(results.currentIndex())
+    fm = QFontMetrics(results.font())
+    label = rect.adjusted(rect.width() - fm.horizontalAdvance("Assistant") - 8, 4, -6, 0)
+    label.setHeight(fm.lineSpacing())
+    image = results.viewport().grab().toImage()
+    highlight = results.palette().color(QPalette.ColorGroup.Active, QPalette.ColorRole.Highlight)
+    ink = max(contrast(image.pixelColor(x, y), highlight)
+              for x in range(label.left(), label.right())
+              for y in range(label.top(), label.bottom()))
+    assert ink >= 3.0

@@ -162,6 +162,9 @@ def test_delete_several_then_undo_restores_them_exactly(
     after = {s.id: s for s in workspace.list_sessions()}
     # Same ids, same times, same order: the sessions are back exactly.
     assert after == before
+    # The session that was open is open again (the walk: undo left "No session is open").
+    qtbot.waitUntil(lambda: window.ctx.current_session_id == first.id)
+    qtbot.waitUntil(lambda: window.timeline.model.rowCount() == 2)
 
     window.redo_action.trigger()
     wait_list(qtbot, window, ["Third"])
@@ -317,3 +320,23 @@ def test_a_title_typed_in_place_survives_the_list_being_read_again(
     qtbot.waitUntil(lambda: workspace.repo.get_session(info.id).title
                     == "Typed while the list changed", timeout=5_000)
     wait_list(qtbot, window, ["Typed while the list changed", "Renamed elsewhere"])
+
+
+def test_a_new_session_is_in_the_list_even_when_a_filter_hid_it(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: "Paris" typed in the filter, then Ctrl+N: the new session opened with no
+    # row in the list (the filter kept only "Paris trip"), so F2 or Del had nothing to act on.
+    make_session(workspace, "Paris trip", [("user", "hi")])
+    make_session(workspace, "Bug triage", [("user", "hi")])
+    window = open_window(workspace)
+    press(qtbot, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
+    type_text(qtbot, "Paris")
+    wait_list(qtbot, window, ["Paris trip"])
+    press(qtbot, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: "New session" in titles(window), timeout=5_000)
+    assert window.browser.filter_edit.text() == ""
+    assert sorted(titles(window)) == ["Bug triage", "New session", "Paris trip"]
+    qtbot.waitUntil(lambda: [s.title for s in window.browser.selected_sessions()]
+                    == ["New session"], timeout=5_000)

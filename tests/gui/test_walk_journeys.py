@@ -8,7 +8,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractButton,
     QApplication,
@@ -491,3 +492,84 @@ def test_typing_in_the_tags_box_adds_a_tag_and_keeps_the_others(
     assert shown == ["sample, travel, "]
     qtbot.waitUntil(lambda: workspace.get_session(info.id).tags == ["sample", "travel",
                                                                      "lisbon"])
+
+
+class _X11LineEditKeys(QObject):
+    """Claims Ctrl+E for a field the way a line edit does under the X11 key scheme (end
+    of line); the offscreen platform's scheme has no such binding."""
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        if (event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent)
+                and event.key() == Qt.Key.Key_E
+                and event.modifiers() == Qt.KeyboardModifier.ControlModifier):
+            event.accept()
+            return True
+        return False
+
+
+def test_ctrl_e_exports_from_the_session_filter_where_a_field_takes_it_for_end_of_line(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    # The walk (X11): Ctrl+L, "#travel" to find the sessions, Ctrl+E did nothing: the
+    # filter box took the key as "end of line", so the Export dialog never opened.
+    make_session(workspace, "Porto plan", [("user", "Where to eat?"), ("assistant", "Bolhão")])
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    x11 = _X11LineEditKeys()
+    for field in (window.browser.filter_edit, window.search.query_edit):
+        field.installEventFilter(x11)
+    press(qtbot, Qt.Key.Key_L, CTRL)
+    assert focus() is window.browser.filter_edit
+    type_text(qtbot, "Porto")
+    qtbot.waitUntil(lambda: window.browser.selected_sessions() != [])
+    target = tmp_path / "porto.md"
+
+    def choose(dialog: QWidget) -> None:
+        assert isinstance(dialog, QFileDialog)
+        type_text(qtbot, str(target))
+        press(qtbot, Qt.Key.Key_Return)
+
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_E, CTRL), choose)
+    window.ctx.workers.wait_idle()
+    qtbot.waitUntil(lambda: "Exported 1 session" in window.statusBar().currentMessage())
+    assert "Bolhão" in target.read_text(encoding="utf-8")
+    # The field keeps its own editing keys: Ctrl+A selects its text, not every session.
+    _activate(qtbot, window)
+    press(qtbot, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_A, CTRL)
+    assert window.browser.filter_edit.selectedText() == "Porto"
+
+
+def test_export_suggests_the_sessions_title_as_the_file_name(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow], tmp_path: Path,
+) -> None:
+    # The walk: Ctrl+E opened the save dialog with an empty name, so every export began
+    # by inventing one; the session's title is what the file is about.
+    make_session(workspace, "Porto: plan/day 1", [("user", "Where to eat?"),
+                                                  ("assistant", "Bolhão")])
+    window = open_window(workspace)
+    _activate(qtbot, window)
+    press(qtbot, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    offered: list[str] = []
+
+    def first(dialog: QWidget) -> None:  # into tmp_path, which the window then remembers
+        offered.append(focus().selectedText())
+        type_text(qtbot, str(tmp_path / "first"))
+        press(qtbot, Qt.Key.Key_Return)
+
+    def second(dialog: QWidget) -> None:  # the name as offered: Enter
+        offered.append(focus().selectedText())
+        press(qtbot, Qt.Key.Key_Return)
+
+    for act in (first, second):
+        _activate(qtbot, window)
+        with_modal_dialog(qtbot, lambda: qtbot.keyClick(window, Qt.Key.Key_E, CTRL), act)
+        window.ctx.workers.wait_idle()
+        qtbot.waitUntil(lambda: "Exported 1 session" in window.statusBar().currentMessage())
+        window.statusBar().clearMessage()
+    assert offered == ["Porto plan day 1"] * 2
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == [
+        "Porto plan day 1.json", "first.json"]

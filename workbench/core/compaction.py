@@ -596,6 +596,8 @@ def plan_compaction(
     # Only whole rows can be system messages, protected or in a tool group.
     systems = [i for i in whole if roles[i] == "system"]
     n = size - len(systems)
+    # The counts are of non-system messages; the window's counts include the system ones.
+    aside = " (system messages aside)" if systems else ""
     previous = context.summary or ""
     facts_after, facts_removed = tidy_facts(context.facts)
     tasks_after, tasks_pruned = prune_tasks(context.tasks, now, policy.task_retention_hours)
@@ -645,7 +647,7 @@ def plan_compaction(
             if fired is None:
                 return _nothing(
                     base,
-                    f"{n} active message{'s' if n != 1 else ''} and "
+                    f"{n} active message{'s' if n != 1 else ''}{aside} and "
                     f"{base['tokens_before']} request tokens are within the policy "
                     f"({policy.describe()}).",
                 )
@@ -668,8 +670,8 @@ def plan_compaction(
         if n <= keep_n:
             return _nothing(
                 base,
-                f"the session has {n} active message{'s' if n != 1 else ''}, no more than "
-                f"the {keep_n} to keep.",
+                f"the session has {n} active message{'s' if n != 1 else ''}{aside}, no "
+                f"more than the {keep_n} to keep.",
                 trigger, label,
             )
         # The oldest n - keep_n non-system rows: the rows before ``end``, but the system

@@ -373,9 +373,12 @@ class DeleteSessionsCommand(_SessionListCommand):
     def __init__(self, ctx: AppContext, session_ids: Sequence[int]) -> None:
         super().__init__(ctx, f"Delete {_plural(len(session_ids), 'session')}")
         self._ids = list(session_ids)
+        self._was_open = 0  # the open session, when it was among them: undo reopens it
 
     def redo(self) -> None:
         ctx = self.ctx
+        if ctx.current_session_id in self._ids:
+            self._was_open = ctx.current_session_id
 
         def done(_result: Any) -> None:
             for sid in self._ids:
@@ -394,6 +397,8 @@ class DeleteSessionsCommand(_SessionListCommand):
         def done(_result: Any) -> None:
             self._changed()
             ctx.status_reported.emit(f"Brought back {_plural(len(self._ids), 'session')}.")
+            if self._was_open and not ctx.current_session_id:
+                ctx.open_session(self._was_open)  # back where the person was
 
         self._write(lambda: ctx.trash.take_back(self._ids), done)
 

@@ -56,6 +56,7 @@ from workbench.gui.panels.timeline import TimelinePanel
 from workbench.gui.settings import gui_settings
 from workbench.gui.status_log import StatusLog, StatusLogDialog, show_messages_in
 from workbench.gui.theme import THEMES, apply_theme
+from workbench.gui.window_keys import give_window_keys
 
 APP_TITLE = "Conversation Workbench"
 _EXPORT_FILTERS = {
@@ -130,6 +131,8 @@ class MainWindow(QMainWindow):
         self._add_context_panels()
         self._connect()
         self._restore_layout()
+        # Ctrl+E is "end of line" in a field under the X11 key scheme: see window_keys.
+        self.window_keys = give_window_keys(self, [self.export_action])
         self._opened_once = False
         self._opening: OpenDatabaseDialog | None = None  # File → Open Database running
         self._stopped_note = ""  # what stopping a reply to open a database kept
@@ -676,8 +679,8 @@ class MainWindow(QMainWindow):
             return
         names = [n for n in export_format_names() if n in _EXPORT_FILTERS]
         filters = ";;".join(_EXPORT_FILTERS[n] for n in names)
-        path, chosen = QFileDialog.getSaveFileName(self, "Export sessions", self._last_folder(),
-                                                   filters)
+        suggested = str(Path(self._last_folder()) / self._export_name(ids))
+        path, chosen = QFileDialog.getSaveFileName(self, "Export sessions", suggested, filters)
         if not path:
             return
         self._remember_folder(path)
@@ -691,6 +694,21 @@ class MainWindow(QMainWindow):
         elif not typed:
             path += next(s for s, n in suffixes.items() if n == format)
         self.export_sessions(ids, format, path)
+
+    def _export_name(self, ids: list[int]) -> str:
+        """The file name an export of ``ids`` suggests, without an ending (the chosen
+        format's is added): the session's title, else how many sessions it holds."""
+        title = ""
+        if len(ids) == 1:
+            titles = {info.id: info.title for info in self.browser.selected_sessions()}
+            title = titles.get(ids[0], "")
+            if not title and ids[0] == self.ctx.current_session_id:
+                title = self.timeline.title_label.full_text()
+        # Characters no file system takes, and invisible ones, become spaces.
+        name = "".join(ch if ch.isprintable() and ch not in '\\/:*?"<>|' else " "
+                       for ch in title)
+        name = " ".join(name.split())[:80].strip(" .")
+        return name or f"{len(ids)} session{'s' if len(ids) != 1 else ''}"
 
     def open_database(self, path: Path | str, *, password: str | None = None,
                       remember: bool = False) -> OpenDatabaseDialog | None:

@@ -24,7 +24,6 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Hashable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,10 +64,10 @@ from PySide6.QtWidgets import (
 
 from workbench.core.conversation import Message
 from workbench.gui.controls import single_shot
+from workbench.gui.delegates.code_lexing import lex_later
 from workbench.gui.delegates.markdown import (
     CodeBlock,
     SafeDocument,
-    code_colours,
     highlight_code,
     link_targets,
     mark_invisible,
@@ -390,17 +389,6 @@ class _Geometry:
     more: QRect | None
 
 
-# One thread lexes code blocks for every timeline, in the order rows were rendered.
-_LEXING = ThreadPoolExecutor(1, thread_name_prefix="code-colours")
-
-
-def _lex(blocks: tuple[CodeBlock, ...], dark: bool) -> None:
-    """Lex ``blocks`` into :func:`code_colours`' cache, for highlight_code to find."""
-    for block in blocks:
-        if block.language:
-            code_colours(block.language, block.shown or block.text, dark)
-
-
 class MessageDelegate(QStyledItemDelegate):
     """Paints timeline rows and edits messages in place (see the module docstring)."""
 
@@ -514,8 +502,7 @@ class MessageDelegate(QStyledItemDelegate):
         if to_colour:
             # Lexed on a thread of its own (Pygments is pure Python: one block may take
             # 10 ms), then coloured here from the colours it left in code_colours' cache.
-            lexed = _LEXING.submit(_lex, entry.code_blocks, dark)
-            lexed.add_done_callback(lambda _done, key=key: self._announce_lexed(key))
+            lex_later(entry.code_blocks, dark, lambda key=key: self._announce_lexed(key))
         self._docs[key] = entry
         while len(self._docs) > DOC_CACHE:
             self._docs.popitem(last=False)

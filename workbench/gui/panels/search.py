@@ -111,7 +111,10 @@ class SearchHitDelegate(QStyledItemDelegate):
                                                              Qt.TextElideMode.ElideRight,
                                                              title_rect.width()))
         painter.setFont(option.font)
-        painter.setPen(role_color(hit.role, is_dark(palette)) if hit.role else text_colour)
+        # On the selection the role takes the selection's text colour: a role's colour
+        # (green, blue…) is made for the list's background and hardly reads on it.
+        painter.setPen(role_color(hit.role, is_dark(palette)) if hit.role and not selected
+                       else text_colour)
         painter.drawText(rect.adjusted(0, 0, 0, -(rect.height() - fm.lineSpacing())),
                          Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, label)
         doc = QTextDocument()

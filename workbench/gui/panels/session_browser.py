@@ -320,6 +320,12 @@ class SessionBrowserPanel(QWidget):
     # -- operations (each one an undo command) -----------------------------------------------
 
     def new_session(self, title: str = "New session") -> NewSessionCommand:
+        # A filter typed earlier would hide the new session, which then opened with no
+        # row in the list to rename, tag or delete it by.
+        if self.filter_edit.text():
+            self.filter_edit.clear()
+            self._filter_timer.stop()
+            self._apply_filter()
         command = NewSessionCommand(self.ctx, title)
         self.ctx.undo_stack.push(command)
         return command

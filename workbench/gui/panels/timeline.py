@@ -35,6 +35,13 @@ from workbench.gui.panels.timeline_view import TimelineView
 from workbench.gui.theme import ROLE_LABELS, is_dark, role_color
 
 
+def _next_role(message: Message) -> str:
+    """The role of the message that usually follows ``message`` in a conversation."""
+    if message.role == "assistant":
+        return "tool" if message.tool_calls else "user"
+    return {"user": "assistant", "tool": "assistant"}.get(message.role, "user")
+
+
 class RoleFilterBar(QWidget):
     """A checkable chip per role with its message count; unchecking hides the role."""
 
@@ -402,7 +409,9 @@ class TimelinePanel(QWidget):
             position = self.model.message_count if below else 0
         role = "user"
         if current is not None:
-            role = "assistant" if current.role == "user" and below else current.role
+            # Below a message, the role that answers it (a reply's question comes next,
+            # not a second reply); above, the message's own role.
+            role = _next_role(current) if below else current.role
         dialog = MessageEditorDialog(self, role=role, title="Insert message")
         if dialog.exec():
             self.insert_message(position, dialog.role(), dialog.text())
