@@ -7,6 +7,7 @@ sentence a person can act on (the file, the entry, the field, the status)::
     ├── StorageError            the database file or a row in it
     │   ├── DatabaseVersionError    the file was written by a newer workbench
     │   ├── NotFoundError           a session, message or entry that does not exist
+    │   │   └── NoProviderError         no provider is configured at all
     │   ├── ChangedElsewhereError   a message changed by another window since it was read
     │   └── DatabaseUnavailableError  no write can succeed now (read-only, locked, full)
     ├── FormatError             a file being imported or exported
@@ -50,6 +51,11 @@ class DatabaseVersionError(StorageError):
 
 class NotFoundError(StorageError):
     """A session, message, agent or memory entry that does not exist was asked for."""
+
+
+class NoProviderError(NotFoundError):
+    """No provider config exists at all (not one missing among others): chat cannot
+    send, while preflight may still show the request an assumed provider would get."""
 
 
 class ChangedElsewhereError(StorageError):

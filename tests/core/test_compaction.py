@@ -18,6 +18,7 @@ from workbench.core.compaction import (
     REASON_RECENT,
     REASON_SYSTEM,
     REASON_TOOL_GROUP,
+    REASON_TURN,
     REPLACE,
     SUMMARY_HEADING,
     TRIGGER_KEEP,
@@ -95,6 +96,12 @@ def by_id(messages: Sequence[Message]) -> dict[int, Message]:
     return {int(m.id): m for m in messages if m.id is not None}
 
 
+def first_kept(messages: Sequence[Message], result: CompactionPlan) -> Message:
+    """The first message the plan keeps but system ones."""
+    kept = {k.id for k in result.kept}
+    return next(m for m in messages if m.id in kept and m.role != "system")
+
+
 def call(call_id: str, name: str = "lookup") -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
 
@@ -110,13 +117,17 @@ def test_system_and_51_others_compact_to_system_30_and_a_line_per_folded_message
     kept_ids = {k.id for k in result.kept}
     remaining = [m for m in messages if m.id in kept_ids]
     assert remaining[0].role == "system"
-    assert len([m for m in remaining if m.role != "system"]) == 30
-    assert result.active_after == 30
-    # The 21 oldest non-system messages fold: one line each under the heading.
-    assert result.folded_ids == [m.id for m in messages[1:22]]
+    # The 30 newest stay; the 30th-newest is a reply, so its question stays too.
+    assert messages[22].role == "assistant"
+    assert remaining[1] is messages[21] and messages[21].role == "user"
+    assert {k.id: k.reason for k in result.kept}[messages[21].id] == REASON_TURN
+    assert len([m for m in remaining if m.role != "system"]) == 31
+    assert result.active_after == 31
+    # The 20 oldest non-system messages fold: one line each under the heading.
+    assert result.folded_ids == [m.id for m in messages[1:21]]
     lines = result.summary.splitlines()
     assert lines[0] == SUMMARY_HEADING
-    assert len([line for line in lines if line.startswith("- ")]) == 21
+    assert len([line for line in lines if line.startswith("- ")]) == 20
     assert result.tokens_after < result.tokens_before
     # The figures are the request the remaining history and the new summary make.
     assert result.tokens_after == tokens(result.new_summary, remaining)
@@ -167,8 +178,12 @@ def test_the_token_trigger_folds_the_oldest_half() -> None:
     policy = CompactionPolicy(max_tokens=2000)
     result = plan(messages, policy=policy)
     assert result.trigger == TRIGGER_TOKENS
-    assert result.folded_ids == [m.id for m in messages[1:6]]
-    assert result.active_after == 5
+    # At least the oldest half folds, and nothing but the oldest; the first kept is a
+    # question (the newer half starts with a reply, so its question stays too).
+    assert result.folded_ids == [m.id for m in messages[1 : 1 + result.folded_count]]
+    assert result.folded_count >= 5
+    assert result.active_after == 10 - result.folded_count
+    assert first_kept(messages, result).role == "user"
     assert result.tokens_after <= 2000
 
 
@@ -177,7 +192,9 @@ def test_the_token_step_halves_again_while_still_over() -> None:
     result = plan(messages, policy=CompactionPolicy(max_tokens=500))
     assert result.trigger == TRIGGER_TOKENS
     assert result.active_after < 5
-    assert result.tokens_after <= 500 or result.active_after == 1
+    assert first_kept(messages, result).role == "user"
+    # Below the trigger, or down to the last turn: its reply keeps its question.
+    assert result.tokens_after <= 500 or result.active_after == 2
 
 
 def test_when_both_triggers_fire_both_steps_run() -> None:
@@ -258,8 +275,10 @@ def test_important_and_pinned_messages_stay_and_say_why() -> None:
     reasons = {k.id: k.reason for k in result.kept}
     assert reasons[messages[2].id] == REASON_IMPORTANT
     assert reasons[messages[4].id] == REASON_IMPORTANT
+    # The important reply is the first kept message: its question stays with it.
+    assert reasons[messages[1].id] == REASON_TURN
     # The others before the cut still fold: the ranges show the gaps.
-    assert len(result.ranges) == 3
+    assert [(r.first_position, r.last_position) for r in result.ranges] == [(3, 3), (5, 10)]
 
 
 def test_a_system_message_inside_the_history_never_folds() -> None:
@@ -271,10 +290,14 @@ def test_a_system_message_inside_the_history_never_folds() -> None:
     assert {k.id: k.reason for k in result.kept}[messages[4].id] == REASON_SYSTEM
 
 
-def _tool_session() -> list[Message]:
+def _tool_session(*, earlier: bool = False) -> list[Message]:
+    """An agent's turn with a tool-call group; ``earlier`` puts a plain turn before it
+    (so the group's turn is not the first and something can fold before it)."""
+    first = [Message("user", "Hello."), Message("assistant", "Hi, where to?")] if earlier else []
     return numbered(
         [
             Message("system", "Agent."),
+            *first,
             Message("user", "Book a flight."),
             Message("assistant", "", tool_calls=[call("c1", "search"), call("c2", "price")]),
             Message("tool", "3 flights", tool_call_id="c1", name="search"),
@@ -286,26 +309,36 @@ def _tool_session() -> list[Message]:
 
 
 def test_the_cut_moves_back_to_keep_a_tool_group_whole() -> None:
-    messages = _tool_session()
-    # Keeping 3 would cut between the tool results: the whole group stays instead.
+    messages = _tool_session(earlier=True)
+    # Keeping 3 would cut between the tool results: the whole group stays instead (and
+    # the question the group answers stays with it).
     result = plan(messages, keep=3)
-    assert result.folded_ids == [messages[1].id]
+    assert result.folded_ids == [messages[1].id, messages[2].id]
     reasons = {k.id: k.reason for k in result.kept}
-    assert reasons[messages[2].id] == REASON_TOOL_GROUP
-    assert reasons[messages[3].id] == REASON_TOOL_GROUP
-    assert reasons[messages[4].id] == REASON_RECENT
-    # Keeping 2 puts the cut after the group: it folds whole.
-    assert plan(messages, keep=2).folded_ids == [m.id for m in messages[1:5]]
+    assert reasons[messages[3].id] == REASON_TURN
+    assert reasons[messages[4].id] == REASON_TOOL_GROUP
+    assert reasons[messages[5].id] == REASON_TOOL_GROUP
+    assert reasons[messages[6].id] == REASON_RECENT
+    # Keeping 2 puts the cut after the group but inside its turn: the turn stays.
+    after_group = plan(messages, keep=2)
+    assert after_group.folded_ids == [messages[1].id, messages[2].id]
+    assert {k.id: k.reason for k in after_group.kept if k.position in range(3, 7)} == {
+        m.id: REASON_TURN for m in messages[3:7]
+    }
+    # Keeping 1 puts the cut after the turn: the group folds whole with it.
+    assert plan(messages, keep=1).folded_ids == [m.id for m in messages[1:8]]
 
 
 def test_an_important_tool_result_keeps_its_whole_group() -> None:
-    messages = _tool_session()
-    messages[3].important = True
+    messages = _tool_session(earlier=True)
+    messages[5].important = True
     result = plan(messages, keep=1)
-    assert set(result.folded_ids) == {messages[1].id, messages[5].id}
+    assert set(result.folded_ids) == {messages[1].id, messages[2].id, messages[7].id}
     reasons = {k.id: k.reason for k in result.kept}
-    assert reasons[messages[3].id] == REASON_IMPORTANT
-    assert reasons[messages[2].id] == REASON_TOOL_GROUP
+    assert reasons[messages[5].id] == REASON_IMPORTANT
+    assert reasons[messages[4].id] == REASON_TOOL_GROUP
+    assert reasons[messages[6].id] == REASON_TOOL_GROUP
+    assert reasons[messages[3].id] == REASON_TURN  # the question the group answers
 
 
 def test_nothing_folds_when_every_candidate_is_protected() -> None:
@@ -388,8 +421,9 @@ def test_a_replacing_summarizer_gets_the_previous_summary_and_replaces_it() -> N
         request_tokens=tokens,
         now=NOW,
     )
-    assert rewriter.seen == [(21, "Before.")]
-    assert result.new_summary == "Before. + 21 more"
+    # 20 fold: the 30th-newest is a reply, its question stays with it.
+    assert rewriter.seen == [(20, "Before.")]
+    assert result.new_summary == "Before. + 20 more"
     assert result.summarizer == "model"
 
 
@@ -531,6 +565,11 @@ def test_no_tool_group_is_split_and_protected_messages_never_fold(
         kept = {k.id for k in result.kept}
         assert kept | folded == set(index)
         assert not kept & folded
+        # A kept reply first means no question before it folded (none to keep with it).
+        staying = [m for m in messages if m.id in kept and m.role != "system"]
+        if staying and staying[0].role != "user":
+            before = messages[: messages.index(staying[0])]
+            assert not any(m.id in folded and m.role == "user" for m in before)
     # The cut only ever moves towards keeping more.
     non_system = [m for m in messages if m.role != "system"]
     assert result.active_after >= min(keep, len(non_system))
@@ -549,10 +588,14 @@ def test_a_range_folds_only_inside_it(messages: list[Message], first: int, last:
 
 @given(st.integers(0, 120))
 def test_message_trigger_keeps_exactly_the_keep_count_in_a_plain_chat(count: int) -> None:
-    result = plan(chat(count, words=5))
+    messages = chat(count, words=5)
+    result = plan(messages)
     if count > 50:
-        assert result.active_after == 30
-        assert result.folded_count == count - 30
+        # The 30 newest stay; when the 30th-newest is a reply, its question stays too.
+        thirtieth = messages[count + 1 - 30]
+        assert result.active_after == (31 if thirtieth.role == "assistant" else 30)
+        assert result.folded_count == count - result.active_after
+        assert first_kept(messages, result).role == "user"
     else:
         assert not result.changed
 
@@ -611,3 +654,65 @@ def test_counting_any_text_in_pieces_is_exact(text: str, piece: int) -> None:
     for name in ("o200k_base", "cl100k_base"):
         counter = get_counter(name)
         assert count_long_text(counter, text, piece=piece, workers=4) == counter.count_text(text)
+
+
+# -- a cut inside a turn ------------------------------------------------------------------------
+
+
+def assert_every_kept_message_is_sent(messages: Sequence[Message], result: CompactionPlan) -> None:
+    """The request assembled (strict role order, as requests are) from the summary and the
+    kept messages carries every kept message, and costs the plan's tokens_after."""
+    kept_ids = {k.id for k in result.kept}
+    remaining = [m for m in messages if m.id in kept_ids]
+    request = assemble(
+        RequestParts(instructions="Be helpful.", summary=result.new_summary, history=remaining),
+        counter=COUNTER,
+    )
+    assert request.left_out == []
+    assert [m.id for m in request.messages if m.id is not None] == [m.id for m in remaining]
+    assert request.tokens.total == result.tokens_after
+
+
+def test_a_cut_inside_a_turn_keeps_the_question_of_the_kept_reply() -> None:
+    messages = chat(11)  # ends with a question: keeping 4 starts with a reply
+    result = plan(messages, keep=4)
+    assert messages[8].role == "assistant" and messages[7].role == "user"
+    assert_every_kept_message_is_sent(messages, result)
+    assert result.folded_ids == [m.id for m in messages[1:7]]
+    reasons = {k.id: k.reason for k in result.kept}
+    assert reasons[messages[7].id] == REASON_TURN
+    assert [reasons[m.id] for m in messages[8:]] == [REASON_RECENT] * 4
+    assert result.active_after == 5
+    assert first_kept(messages, result) is messages[7]
+
+
+def test_an_important_reply_first_kept_brings_its_question() -> None:
+    messages = chat(12)
+    messages[6].important = True  # a reply inside the folded span
+    result = plan(messages, keep=2)
+    assert_every_kept_message_is_sent(messages, result)
+    reasons = {k.id: k.reason for k in result.kept}
+    assert reasons[messages[6].id] == REASON_IMPORTANT
+    assert reasons[messages[5].id] == REASON_TURN
+    assert result.folded_ids == [m.id for m in messages[1:5] + messages[7:11]]
+    assert first_kept(messages, result) is messages[5]
+
+
+def test_replies_with_no_question_before_the_cut_are_unchanged() -> None:
+    messages = numbered(
+        [
+            Message("system", "Agent."),
+            Message("assistant", "Welcome back."),
+            Message("assistant", "Your last trip was to Porto."),
+            Message("user", "Book it again."),
+            Message("assistant", "Booked."),
+            Message("user", "Thanks."),
+        ]
+    )
+    result = plan(messages, keep=4)
+    assert result.folded_ids == [messages[1].id]
+    assert [(k.id, k.reason) for k in result.kept] == [
+        (messages[0].id, REASON_SYSTEM), *[(m.id, REASON_RECENT) for m in messages[2:]]
+    ]
+    # The leading reply reached no request before the compaction either.
+    assert first_kept(messages, result).role == "assistant"

@@ -51,11 +51,14 @@ def test_compact_prints_the_json_the_issue_names(cli: CliRunner, workspace: Work
     data = result.json()
     assert {"changed", "folded", "kept", "summary", "tokens_before", "tokens_after"} <= set(data)
     assert data["changed"] is True
-    assert (data["folded"], data["kept"]) == (21, 30)
+    # The 30 newest stay and the 30th-newest is a reply: its question stays too.
+    assert (data["folded"], data["kept"]) == (20, 31)
     assert data["summary"].startswith(SUMMARY_HEADING)
-    assert len([ln for ln in data["summary"].splitlines() if ln.startswith("- ")]) == 21
+    assert len([ln for ln in data["summary"].splitlines() if ln.startswith("- ")]) == 20
     assert data["tokens_after"] < data["tokens_before"]
-    assert workspace.repo.message_count(sid, states=["active"]) == 31
+    assert workspace.repo.message_count(sid, states=["active"]) == 32
+    first = workspace.repo.list_messages(sid, states=["active"])[1]
+    assert first.role == "user" and first.position == 21
     assert workspace.repo.get_context(sid).summary == data["summary"]
 
 
@@ -68,7 +71,7 @@ def test_a_dry_run_shows_the_plan_and_changes_nothing(
     assert result.code == 0, result.err
     data = result.json()
     assert data["changed"] is False and data["would_change"] is True
-    assert data["folded"] == 21 and data["dry_run"] is True
+    assert data["folded"] == 20 and data["dry_run"] is True
     assert state(workspace, sid) == before
     applied = cli("compact", sid, "--json").json()
     for key in ("folded", "kept", "summary", "tokens_before", "tokens_after", "folded_ids"):
@@ -79,9 +82,11 @@ def test_keep_and_human_output(cli: CliRunner, workspace: Workspace) -> None:
     sid = make_session(workspace, 20)
     result = cli("compact", sid, "--keep", "5")
     assert result.code == 0, result.err
-    assert "Folded 15 message(s) (positions 1-15)" in result.out
+    # The 5th-newest is a reply: its question (position 15) stays with it.
+    assert "Folded 14 message(s) (positions 1-14)" in result.out
+    assert "6 active message(s) stay" in result.out
     assert f"workbench undo-compaction {sid}" in result.out
-    assert workspace.repo.message_count(sid, states=["active"]) == 6
+    assert workspace.repo.message_count(sid, states=["active"]) == 7
 
 
 def test_a_range_folds_the_chosen_positions(cli: CliRunner, workspace: Workspace) -> None:
@@ -122,7 +127,7 @@ def test_undo_compaction_restores_and_a_second_undo_fails_in_one_line(
     assert "already undone" in again.assert_one_line_error()
     listed = cli("compactions", sid, "--json").json()
     assert len(listed) == 1 and listed[0]["undone_at"] is not None
-    assert listed[0]["folded"] == 21 and listed[0]["summarizer"] == "extractive"
+    assert listed[0]["folded"] == 20 and listed[0]["summarizer"] == "extractive"
 
 
 def test_undo_without_a_compaction_and_unknown_sessions_fail_in_one_line(
@@ -188,7 +193,7 @@ def test_compact_runs_as_a_real_command(
     sid = make_session(workspace, 51)
     result = run_workbench("compact", str(sid), "--json")
     assert result.code == 0, result.err
-    assert result.json()["folded"] == 21
+    assert result.json()["folded"] == 20
     undone = run_workbench("undo-compaction", str(sid), "--json")
     assert undone.code == 0 and undone.json()["undone"] is True
 

@@ -99,16 +99,18 @@ def test_system_and_51_others_compact_to_system_30_and_a_summary(workspace: Work
     assert result.changed and result.compaction_id is not None
     remaining = active(workspace, sid)
     assert remaining[0].role == "system"
-    assert len(remaining) == 31
+    # The 30 newest stay; the 30th-newest is a reply, so its question stays too.
+    assert len(remaining) == 32
+    assert remaining[1].id == before[21].id and remaining[1].role == "user"
     folded = workspace.repo.list_messages(sid, states=["folded"])
-    assert [m.id for m in folded] == [m.id for m in before[1:22]]
+    assert [m.id for m in folded] == [m.id for m in before[1:21]]
     assert {m.compaction_id for m in folded} == {result.compaction_id}
     # Nothing deleted: every message is still stored with its content.
     after = workspace.repo.list_messages(sid)
     assert [(m.id, m.content) for m in after] == [(m.id, m.content) for m in before]
     summary = workspace.repo.get_context(sid).summary
     assert summary.startswith(SUMMARY_HEADING)
-    assert len([line for line in summary.splitlines() if line.startswith("- ")]) == 21
+    assert len([line for line in summary.splitlines() if line.startswith("- ")]) == 20
     plan = result.plan
     assert plan is not None and plan.tokens_after < plan.tokens_before
     # The session's cached totals follow the change of state.
@@ -121,8 +123,8 @@ def test_system_and_51_others_compact_to_system_30_and_a_summary(workspace: Work
     assert record.summarizer == "extractive"
     assert "50" in record.policy
     assert record.tokens_saved == plan.tokens_before - plan.tokens_after > 0
-    assert record.folded_count == 21
-    assert record.marker_position == before[21].position
+    assert record.folded_count == 20
+    assert record.marker_position == before[20].position
     assert not record.undone
 
 
@@ -130,7 +132,7 @@ def test_preview_writes_nothing(workspace: Workspace) -> None:
     sid = chat_session(workspace, 60)
     before = snapshot(workspace, sid)
     plan = compaction.preview(workspace, sid, keep=5)
-    assert plan.changed and plan.folded_count == 55
+    assert plan.changed and plan.folded_count == 54  # the 5th-newest's question stays
     assert snapshot(workspace, sid) == before
     assert compaction.history(workspace, sid) == []
 
@@ -386,7 +388,9 @@ def test_the_model_summarizer_gets_the_prompt_previous_summary_and_folded_messag
     system, user = request.messages
     assert system.role == "system" and system.content == "Summarize tersely."
     assert "Ana likes tea." in user.content
-    folded_texts = [m.content for m in workspace.repo.list_messages(sid)[1:26]]
+    # 24 fold: the 30th-newest is a reply and its question stays with it.
+    assert plan.folded_count == 24
+    folded_texts = [m.content for m in workspace.repo.list_messages(sid)[1:25]]
     assert all(text[:40] in user.content for text in folded_texts)
     compaction.apply(workspace, plan)
     assert workspace.repo.get_context(sid).summary == plan.new_summary
@@ -449,7 +453,8 @@ def test_the_agent_policy_applies_with_the_session_override(workspace: Workspace
     assert compaction.preview(workspace, sid).active_after == 6
     workspace.repo.set_overrides(sid, {"compaction": {"keep_messages": 3}})
     assert compaction.policy_for(workspace, sid).keep_messages == 3
-    assert compaction.preview(workspace, sid).active_after == 3
+    # The 3rd-newest is a reply: its question stays too.
+    assert compaction.preview(workspace, sid).active_after == 4
 
 
 def test_auto_compaction_is_off_unless_the_session_opts_in(workspace: Workspace) -> None:
@@ -530,8 +535,9 @@ def test_an_open_memory_keeps_in_step_with_compaction_and_undo(workspace: Worksp
     memory = Memory.open(workspace, sid)
     assert len(memory.messages()) == 21
     compaction.compact(workspace, sid, keep=5)
-    assert len(memory) == 6
-    assert len(memory.messages()) == 6
+    # The system message, the 5 newest and the question of the 5th-newest (a reply).
+    assert len(memory) == 7
+    assert len(memory.messages()) == 7
     compaction.undo(workspace, sid)
     assert len(memory) == 21
     assert len(memory.messages()) == 21
@@ -923,3 +929,30 @@ def test_previews_from_the_store_plan_as_the_messages_do_with_and_without_kept_l
     assert previewed() == expected
     assert compaction.keep_summary_lines(workspace, sid) == len(ids)
     assert previewed() == expected
+
+
+# -- a cut inside a turn ------------------------------------------------------------------------
+
+
+def test_after_a_cut_inside_a_turn_chat_sends_every_active_message(
+    workspace: Workspace,
+) -> None:
+    """Keeping 4 of a chat that ends with a question puts the cut after a question: its
+    reply, the first kept, keeps it, so the request chat sends (what preflight shows)
+    leaves no kept reply out, and the preview's figure is that request's."""
+    from workbench.engine.turn import preflight_session
+
+    sid = chat_session(workspace, 11)
+    stored = workspace.repo.list_messages(sid)
+    plan = compaction.preview(workspace, sid, keep=4)
+    compaction.apply(workspace, plan)
+    remaining = active(workspace, sid)
+    preview = preflight_session(workspace, sid, "")
+    assert preview.left_out == []
+    sent = [m.id for m in preview.messages if m.id is not None]
+    assert sent == [m.id for m in remaining]
+    assert preview.tokens.total == plan.tokens_after
+    # The question of the first kept reply stayed with it.
+    assert stored[8].role == "assistant" and stored[7].role == "user"
+    assert plan.folded_ids == [m.id for m in stored[1:7]]
+    assert [m.id for m in remaining] == [stored[0].id, *[m.id for m in stored[7:]]]

@@ -21,7 +21,7 @@ def test_a_plan_that_grows_the_request_is_refused_and_changes_nothing(
 ) -> None:
     sid = _session(workspace, [("user", "Hi"), ("assistant", "Hello!"), ("user", "Ok"),
                                ("assistant", "Fine."), ("user", "Bye")])
-    plan = compaction.preview(workspace, sid, keep=4)
+    plan = compaction.preview(workspace, sid, keep=3)
     assert plan.folded_ids and not plan.lowers_tokens
     with pytest.raises(CompactionError, match="Nothing was applied.*would not lower"):
         compaction.apply(workspace, plan, only_if_smaller=True)

@@ -343,12 +343,13 @@ def test_a_summarizing_memory_over_an_in_memory_memory() -> None:
     memory.append("system", "rules")
     for i in range(4):
         exchange(memory, i)  # type: ignore[arg-type]
-    # The seventh message went over six: the oldest three folded, four stayed.
+    # The seventh message went over six: the four newest stayed, and the question of the
+    # oldest of them (a reply) with it; the oldest two folded.
     kept = memory.messages()
-    assert [m.content for m in kept] == ["rules", "answer 1", "question 2", "answer 2",
-                                         "question 3", "answer 3"]
-    assert "question 0" in memory.summary and "question 1" in memory.summary
-    assert "answer 1" not in memory.summary
+    assert [m.content for m in kept] == ["rules", "question 1", "answer 1", "question 2",
+                                         "answer 2", "question 3", "answer 3"]
+    assert "question 0" in memory.summary and "answer 0" in memory.summary
+    assert "question 1" not in memory.summary
     assert all(m.state == "folded" for m in memory.evicted())
     # The summary goes out with the next request, before the kept history.
     sent = Model(OfflineProvider()).with_memory(memory.memory).preflight("next").payload

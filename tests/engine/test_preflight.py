@@ -167,3 +167,44 @@ def test_cli_names_a_missing_session_in_one_line(cli: CliRunner) -> None:
     result = cli("preflight", "no such session", "hi", "--json")
     assert result.code != 0
     assert "no such session" in result.err and len(result.err.strip().splitlines()) == 1
+
+
+def test_with_several_providers_and_none_chosen_preflight_refuses_as_chat_does(
+    cli: CliRunner, db_target: Path | str
+) -> None:
+    # The walk: chat refused ("choose one") while preflight showed a stand-in's request
+    # that no command would ever send.
+    with Workspace.open(db_target) as ws:
+        settings = ProviderSettings(ws.db)
+        for name in ("alpha", "beta"):
+            settings.add(ProviderConfig(name=name, kind="openai",
+                                        base_url="http://127.0.0.1:9/v1", model=name))
+        ws.repo.create_session("Trip")
+    chat = cli("chat", "Trip", "Hello")
+    preflight = cli("preflight", "Trip", "Hello")
+    as_json = cli("preflight", "Trip", "Hello", "--json")
+    assert chat.code != 0 and "choose one with --provider NAME" in chat.err
+    for result in (preflight, as_json):
+        assert (result.code, result.err) == (chat.code, chat.err)
+        assert result.out == ""
+    # Naming one, both go ahead with it.
+    chosen = cli("preflight", "Trip", "Hello", "--provider", "beta", "--json")
+    assert chosen.code == 0, chosen.err
+    assert chosen.json()["provider"]["name"] == "beta"
+    assert chosen.json()["provider"]["assumed"] is False
+
+
+def test_an_agent_whose_provider_is_gone_is_refused_by_preflight_as_by_chat(
+    cli: CliRunner, db_target: Path | str
+) -> None:
+    # Chat never sends the agent's turns to another server unasked; preflight showed a
+    # stand-in's request instead of saying so.
+    with Workspace.open(db_target) as ws:
+        ProviderSettings(ws.db).add(ProviderConfig(
+            name="hosted", kind="openai", base_url="http://127.0.0.1:9/v1", model="m"))
+        agent = ws.repo.create_agent("local-only", provider="gone-local")
+        ws.repo.create_session("Trip", agent_id=agent.id)
+    chat = cli("chat", "Trip", "Hello")
+    preflight = cli("preflight", "Trip", "Hello", "--json")
+    assert chat.code != 0 and "'gone-local' is not configured" in chat.err
+    assert (preflight.code, preflight.err, preflight.out) == (chat.code, chat.err, "")

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from PySide6.QtWidgets import QComboBox, QMessageBox
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QComboBox, QMessageBox
 from pytestqt.qtbot import QtBot
 
 import workbench.gui.dialogs.settings_form as settings_form
-from tests.gui.journey import named
+from tests.gui.journey import click, focus, named, replace_text
 from workbench.core.conversation import Agent
 from workbench.core.policy import MemoryPolicy
 from workbench.core.provider import ProviderConfig
@@ -227,3 +228,69 @@ def test_an_agent_without_a_provider_names_the_one_its_sessions_use(
     stored = _save(qtbot, dialog)
     assert stored.provider is None  # naming it is still the person's choice
     dialog.close_without_asking()
+
+
+def test_saving_an_agent_stores_only_the_settings_the_form_changed(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: Save on the default agent, after typing only its instructions, wrote
+    # mode, window, capture and namespace into its policy, defaults nobody chose.
+    default = workspace.repo.default_agent()
+    before = dict(default.memory_policy)
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    dialog.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=5_000)
+    replace_text(qtbot, dialog, "Instructions", "Answer in one line.")
+    with qtbot.waitSignal(dialog.agent_saved, timeout=10_000):
+        click(qtbot, dialog, "Save the agent")
+    agent = workspace.repo.get_agent(default.id)
+    assert agent.instructions == "Answer in one line."
+    assert agent.memory_policy == before
+
+    # A setting changed with the keyboard is stored, and only it.
+    capture = named(dialog, "Memory capture", QComboBox)
+    capture.setFocus()
+    wanted = capture.findData("conversation")
+    while capture.currentIndex() != wanted:
+        qtbot.keyClick(focus(), Qt.Key.Key_Down)
+    with qtbot.waitSignal(dialog.agent_saved, timeout=10_000):
+        click(qtbot, dialog, "Save the agent")
+    agent = workspace.repo.get_agent(default.id)
+    assert agent.memory_policy == {**before, "capture": "conversation"}
+    assert MemoryPolicy.from_dict(agent.memory_policy).capture == "conversation"
+
+
+def test_a_provider_given_to_the_agent_is_the_one_the_composer_sends_to(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., object],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: the Agents dialog saved Provider "local" for the open session's agent,
+    # but the composer kept "claude" selected, so Send (and the Request panel) went on
+    # using it where `workbench chat` now uses "local".
+    _add_providers(workspace)
+    info = make_session(workspace, "Trip", [("user", "Hi")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    selector = named(window, "Provider", QComboBox)
+    assert selector.currentText() == "claude"  # several, none named: the first
+    dialog = _open(window, qtbot)
+    dialog.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=5_000)
+    box = named(dialog, "Provider", QComboBox)
+    box.setFocus()
+    while box.currentData() != "local":
+        qtbot.keyClick(focus(), Qt.Key.Key_Down)
+    with qtbot.waitSignal(dialog.agent_saved, timeout=10_000):
+        click(qtbot, dialog, "Save the agent")
+    assert workspace.repo.get_agent(info.agent_id).provider == "local"
+    qtbot.waitUntil(lambda: selector.currentText() == "local", timeout=5_000)
+    assert named(window, "Model", QComboBox).currentText() == "local-model"
+
+    # A pick in the composer stays when providers change for another reason.
+    dialog.close_without_asking()
+    selector.setCurrentIndex(selector.findData("claude"))
+    window.ctx.providers_changed.emit()
+    assert selector.currentText() == "claude"

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from tests.gui.conftest import settle
-from workbench.core.compaction import CompactionPolicy
+from workbench.core.compaction import REASON_RECENT, REASON_TURN, CompactionPolicy
 from workbench.core.conversation import SessionInfo
 from workbench.core.provider import ProviderConfig
 from workbench.core.tokens import get_counter
@@ -32,7 +32,7 @@ from workbench.gui.models.timeline import (
     TimelineModel,
     WillFoldRole,
 )
-from workbench.gui.panels.compaction import CompactionPanel
+from workbench.gui.panels.compaction import CompactionPanel, kept_words
 from workbench.store.summary_lines import LINES_KEPT_SETTING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
@@ -712,6 +712,30 @@ def test_apply_by_keyboard_leaves_the_keys_on_the_panels_preview_button(
     assert focus() is panel.preview_button and panel.preview_button.isEnabled()
     press(qtbot, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: _applied(workspace, info.id) == [], timeout=TIMEOUT)
+
+
+def test_a_keep_count_inside_a_turn_shows_the_question_that_stays(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    """Keeping 19 of 60 would start the kept history with a reply: its question stays
+    too, and the panel says why it is kept."""
+    info = _long_session(workspace, make_session)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    _preview(qtbot, panel, keep=19)
+    ids = [m.id for m in workspace.repo.list_messages(info.id)]
+    assert panel.plan is not None and panel.plan.folded_ids == ids[:40]
+    assert _tinted_ids(window.timeline.model) == ids[:40]
+    assert "keeps 20 messages" in panel.result_label.text()
+    assert panel.kept_label.text() == "Kept: 19 recent, 1 question of a kept reply."
+
+
+def test_the_kept_words_name_a_turn_kept_for_its_reply() -> None:
+    assert kept_words(REASON_RECENT, 1_200) == "1,200 recent"
+    assert kept_words(REASON_TURN, 1) == "1 question of a kept reply"
+    assert kept_words(REASON_TURN, 4) == (
+        "4 of a kept reply's turn (its question and what followed it)")
 
 
 def test_nothing_to_fold_counts_the_messages_as_the_window_does_or_says_why_not(

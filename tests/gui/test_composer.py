@@ -586,3 +586,29 @@ def test_a_new_session_takes_the_title_of_its_first_prompt(
     window.ctx.workers.wait_idle()
     assert chat_workspace.get_session(session_id).title == "Book a table in Porto"
     assert chat_workspace.get_session(named_one.id).title == "My notes"
+
+
+def test_auto_memory_starts_from_the_agents_memory_mode_as_chat_does(
+    qtbot: QtBot, chat_workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: the Agents dialog said Mode "Manual: store nothing" while the composer's
+    # Auto memory stayed ticked and Send stored the turn.
+    manual = chat_workspace.repo.create_agent("notes", memory_policy={"mode": "manual"})
+    info = chat_workspace.repo.create_session("Quiet", agent_id=manual.id)
+    other = make_session(chat_workspace, "Kept", [("user", "Earlier")])
+    window = open_window(chat_workspace)
+    box = named(window, "Automatic memory")
+    window.open_session(info.id)
+    assert not box.isChecked()
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Hello?")
+    composer = window.composer
+    assert composer is not None
+    with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
+        press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    settle(window)
+    assert stored(chat_workspace, info.id) == []
+    # A session of an agent in auto mode ticks it again.
+    window.open_session(other.id)
+    assert box.isChecked()

@@ -514,7 +514,9 @@ def test_a_compaction_that_saves_nothing_cannot_be_applied_and_is_never_negative
     with qtbot.waitSignal(panel.policy_loaded, timeout=10_000):
         window.open_session(info.id)
     settle(window)
-    replace_text(qtbot, window, "Newest messages to keep", "4")
+    # Keep 3: the oldest turn folds (keeping 4 would keep "Hi" as the question of
+    # "Hello!", and nothing would fold).
+    replace_text(qtbot, window, "Newest messages to keep", "3")
     with qtbot.waitSignal(panel.preview_shown, timeout=10_000) as shown:
         click(qtbot, window, "Preview the compaction")
     plan = shown.args[0]

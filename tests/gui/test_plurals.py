@@ -21,8 +21,9 @@ def test_undoing_a_compaction_of_one_message_says_it_is_back(
     qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
     open_window: Callable[..., MainWindow],
 ) -> None:
-    info = make_session(workspace, "Short", [("user", "first"), ("assistant", "second"),
-                                             ("user", "third")])
+    # A greeting first: it folds alone (a reply kept first would keep its question).
+    info = make_session(workspace, "Short", [("assistant", "first"), ("user", "second"),
+                                             ("assistant", "third")])
     compaction.compact(workspace, info.id, keep=2)
     window = open_window(workspace)
     window.open_session(info.id)

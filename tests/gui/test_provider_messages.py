@@ -60,7 +60,9 @@ def test_detect_against_a_dead_port_says_the_server_cannot_be_reached(
         assert (found.window is not None) == known
         if known:
             assert f"gpt-4o is known to have {found.window:,} tokens" in note
-            assert dialog.window_spin.value() == found.window
+            # Shown as the table's, not filled in as the user's own value.
+            assert dialog.window_spin.value() == 0
+            assert dialog.window_spin.text() == f"{found.window:,} tokens (known model)"
         else:
             assert "set the window yourself" in note
         dialog.close_without_asking()

@@ -160,20 +160,54 @@ def test_test_connection_to_a_dead_port_names_the_problem(
     assert ProviderSettings(workspace.db).get("gone").base_url.endswith(f":{port}/v1")
 
 
-def test_detect_fills_the_context_window_from_the_server(
+def test_detect_shows_the_servers_window_as_the_servers(
     qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
     open_window: Callable[..., MainWindow],
 ) -> None:
     window = open_window(workspace)
     dialog = _open(window, qtbot)
     _fill(qtbot, dialog, "local", server.url, server.model)
-    assert dialog.window_spin.value() == 0
+    field = named(dialog, "Context window", QAbstractSpinBox)
+    assert field.text() == "Not set"
     with qtbot.waitSignal(dialog.window_detected, timeout=15_000):
-        dialog.detect_button.click()
-    assert dialog.window_spin.value() == server.n_ctx
-    assert "The server says" in dialog.window_label.text()
+        click(qtbot, dialog, "Detect the context window")
+    assert field.text() == "4,096 tokens (from the server)"
+    assert "The server says" in named(dialog, "Context window detection").text()
     stored = _save(qtbot, dialog)
-    assert stored.context_window == server.n_ctx
+    assert stored.context_window is None  # the server's, not the user's
+
+    # The walk: Detect on a stored provider filled in the server's 4,096 as if typed,
+    # so Esc asked "Discard the unsaved changes?" about a form nobody had changed.
+    with qtbot.waitSignal(dialog.window_detected, timeout=15_000):
+        click(qtbot, dialog, "Detect the context window")
+    assert field.text() == "4,096 tokens (from the server)"
+    assert not dialog.edited()
+    dialog.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=5_000)
+    qtbot.keyClick(focus(), Qt.Key.Key_Escape)  # closes: nothing to ask about
+    assert not dialog.isVisible()
+    assert ProviderSettings(workspace.db).get("local").context_window is None
+
+
+def test_a_number_typed_after_detect_is_the_one_saved(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    _fill(qtbot, dialog, "local", server.url, server.model)
+    with qtbot.waitSignal(dialog.window_detected, timeout=15_000):
+        click(qtbot, dialog, "Detect the context window")
+    replace_text(qtbot, dialog, "Context window", "3000")
+    assert _save(qtbot, dialog).context_window == 3000
+    # A changed server address makes what was found about the old one go.
+    replace_text(qtbot, dialog, "Context window", "0")
+    with qtbot.waitSignal(dialog.window_detected, timeout=15_000):
+        click(qtbot, dialog, "Detect the context window")
+    field = named(dialog, "Context window", QAbstractSpinBox)
+    assert field.text() == "4,096 tokens (from the server)"
+    replace_text(qtbot, dialog, "Base URL", "http://127.0.0.1:9/v1")
+    assert field.text() == "Not set"
 
 
 def test_without_a_keyring_the_form_says_so_and_offers_a_variable(
@@ -328,7 +362,7 @@ def test_editing_every_field_of_a_saved_provider_saves_it(
     assert dialog.names() == ["renamed"]
 
     # Test Connection on the saved provider: it answers, and the window the server
-    # reports fills the unset field and is kept.
+    # reports is shown as the server's, not kept as the user's own value.
     replace_text(qtbot, dialog, "Model", "second-model")
     with qtbot.waitSignal(dialog.connection_tested, timeout=15_000) as tested:
         click(qtbot, dialog, "Test the connection")
@@ -336,9 +370,9 @@ def test_editing_every_field_of_a_saved_provider_saves_it(
     window.ctx.workers.wait_idle()
     stored = settings.get("renamed")
     assert stored.model == "second-model"
-    assert stored.context_window == server.n_ctx
-    assert named(dialog, "Context window", QAbstractSpinBox).text().replace(",", "") \
-        .startswith(str(server.n_ctx))
+    assert stored.context_window is None
+    assert named(dialog, "Context window", QAbstractSpinBox).text() == \
+        f"{server.n_ctx:,} tokens (from the server)"
     assert "Connected to 'renamed'" in named(dialog, "Provider status").text()
 
 
@@ -355,7 +389,8 @@ def test_detect_after_a_failure_clears_the_old_error(
     replace_text(qtbot, dialog, "Base URL", server.url)
     with qtbot.waitSignal(dialog.window_detected, timeout=15_000):
         click(qtbot, dialog, "Detect the context window")
-    assert dialog.window_spin.value() == server.n_ctx
+    assert named(dialog, "Context window", QAbstractSpinBox).text() == \
+        f"{server.n_ctx:,} tokens (from the server)"
     assert "base URL" not in status.text()
 
 
@@ -567,3 +602,76 @@ def test_a_click_on_an_unset_window_and_digits_typed_set_it(
         type_text(qtbot, typed)
     stored = _save(qtbot, dialog)
     assert (stored.context_window, stored.max_output_tokens) == (6000, 512)
+
+
+def _reopen(qtbot: QtBot, window: MainWindow, dialog: ProvidersDialog) -> ProvidersDialog:
+    """Close the dialog with Esc and open it again from the menu, as a person would."""
+    dialog.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is dialog, timeout=5_000)
+    qtbot.keyClick(focus(), Qt.Key.Key_Escape)
+    assert not dialog.isVisible()
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5_000)
+    return _open(window, qtbot)
+
+
+def _field_when_shown(qtbot: QtBot, dialog: ProvidersDialog, wanted: str) -> str:
+    field = named(dialog, "Context window", QAbstractSpinBox)
+    qtbot.waitUntil(lambda: wanted in field.text(), timeout=15_000)
+    return field.text()
+
+
+def test_test_connection_shows_the_servers_window_without_saving_it_as_yours(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: Test Connection on a provider with no window of its own saved the
+    # server's 4,096 as the user's value ("set by you"), unasked.
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=server.url, model=server.model))
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    _field_when_shown(qtbot, dialog, "from the server")
+    with qtbot.waitSignal(dialog.connection_tested, timeout=15_000) as tested:
+        click(qtbot, dialog, "Test the connection")
+    assert tested.args[0].ok and tested.args[0].context_window == server.n_ctx
+    window.ctx.workers.wait_idle()
+    QApplication.processEvents()
+    assert "4,096 tokens" in named(dialog, "Provider status").text()
+    assert _field_when_shown(qtbot, dialog, "4,096") == "4,096 tokens (from the server)"
+    assert "detected from the server" in named(dialog, "Context window detection").text()
+    assert ProviderSettings(workspace.db).get("local").context_window is None
+    assert not dialog.edited()  # nothing to save, nothing to ask about on close
+
+    # Save writes what the form holds as the user's: no window of theirs.
+    with qtbot.waitSignal(dialog.provider_saved, timeout=10_000):
+        click(qtbot, dialog, "Save the provider")
+    assert ProviderSettings(workspace.db).get("local").context_window is None
+
+    # Opened again, it says the same: the window is the server's.
+    dialog = _reopen(qtbot, window, dialog)
+    assert _field_when_shown(qtbot, dialog, "from the server") == \
+        "4,096 tokens (from the server)"
+    assert ProviderSettings(workspace.db).get("local").context_window is None
+
+
+def test_a_window_typed_before_test_connection_is_the_one_saved(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=server.url, model=server.model))
+    window = open_window(workspace)
+    dialog = _open(window, qtbot)
+    _field_when_shown(qtbot, dialog, "from the server")
+    replace_text(qtbot, dialog, "Context window", "6000")
+    with qtbot.waitSignal(dialog.connection_tested, timeout=15_000) as tested:
+        click(qtbot, dialog, "Test the connection")  # saves the edited form first
+    assert tested.args[0].ok
+    window.ctx.workers.wait_idle()
+    QApplication.processEvents()
+    assert ProviderSettings(workspace.db).get("local").context_window == 6000
+    assert named(dialog, "Context window", QAbstractSpinBox).text() == "6,000 tokens"
+    dialog = _reopen(qtbot, window, dialog)
+    assert named(dialog, "Context window", QAbstractSpinBox).text() == "6,000 tokens"
+    assert ProviderSettings(workspace.db).get("local").context_window == 6000

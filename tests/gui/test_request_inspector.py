@@ -27,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
 from protocol_server import ProtocolServer  # noqa: E402
 
+from tests.gui.journey import click_into, focus, named, press, type_text  # noqa: E402
+
 SECRET = "sk-test-0123456789abcdef"
 
 
@@ -306,3 +308,98 @@ def test_an_empty_prompt_is_left_out_of_the_payload_and_the_panel_says_so(
     assert shown is not None and shown["messages"][-1] == {"role": "user",
                                                            "content": "And you?"}
     assert "prompt is empty" not in inspector.summary_label.text()
+
+
+def test_an_agents_provider_gone_is_shown_missing_and_nothing_is_sent_unasked(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: the agent's provider 'local' removed, the composer quietly selected the
+    # first other one, the Request panel showed its request and Send went there, where
+    # `workbench chat` refuses ("never another server in its place, unasked").
+    from PySide6.QtWidgets import QComboBox, QLabel, QProgressBar
+
+    _add_provider(workspace, "local", server)
+    _add_provider(workspace, "hosted", server, model="hosted-model")
+    _add_provider(workspace, "other", server, model="other-model")
+    info = make_session(workspace, "Trip", [("user", "Plan a weekend in Lisbon.")])
+    workspace.repo.update_agent(info.agent_id, provider="local")
+    ProviderSettings(workspace.db).remove("local")
+    window = open_window(workspace)
+    inspector = _inspector(window)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    refusal = ("The agent's provider 'local' is not configured any more: give the agent "
+               "one in Settings → Agents…, or pick a provider in the selector to send to it.")
+    summary = inspector.summary_label
+    qtbot.waitUntil(lambda: summary.text() == refusal and not inspector.busy,
+                    timeout=10_000)
+    box = named(window, "Provider", QComboBox)
+    assert box.currentText() == "local (missing)"
+    assert inspector.payload() is None and inspector.payload_view.toPlainText() == ""
+    gauge = named(window, "Context gauge", QProgressBar)
+    qtbot.waitUntil(lambda: gauge.format() == "context: pick a provider", timeout=10_000)
+
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "And the way back?")
+    press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert named(window, "Chat error", QLabel).text() == refusal
+    assert server.chat_requests() == []
+
+    # Picking one with the keyboard is asking: the panel shows its request, Send sends it.
+    box.setFocus()
+    press(qtbot, Qt.Key.Key_Home)
+    assert focus() is box and box.currentText() == "hosted"
+    _wait_for(qtbot, inspector, "And the way back?", "hosted")
+    shown = inspector.payload()
+    assert shown is not None and shown["model"] == "hosted-model"
+    click_into(qtbot, named(window, "Prompt"))
+    with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
+        press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert [r.body for r in server.chat_requests()] == [shown]
+
+
+def test_the_composer_asks_for_the_agents_model_as_chat_does(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    # The walk: the Agents dialog said Model "agent-model" while the composer's model box
+    # (and so the Request panel and Send) used the provider's "test-model"; the CLI's
+    # chat asks for the agent's.
+    from PySide6.QtWidgets import QComboBox
+
+    _add_provider(workspace, "first", server)
+    _add_provider(workspace, "second", server, model="second-model")
+    info = make_session(workspace, "Trip", [("user", "Plan a weekend in Lisbon.")])
+    workspace.repo.update_agent(info.agent_id, model="agent-model")
+    expected = preflight_turn(workspace, info.id, "Hello", provider="first")
+    assert expected.payload["model"] == "agent-model"  # the engine's choice, as chat's
+
+    window = open_window(workspace)
+    inspector = _inspector(window)
+    window.open_session(info.id)
+    composer = window.composer
+    assert composer is not None
+    assert named(window, "Provider", QComboBox).currentText() == "first"
+    assert named(window, "Model", QComboBox).currentText() == "agent-model"
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Hello")
+    _wait_for(qtbot, inspector, "Hello", "first")
+    shown = inspector.payload()
+    assert shown is not None and shown == expected.payload
+    with qtbot.waitSignal(composer.turn_finished, timeout=15_000):
+        press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert server.chat_requests()[-1].body["model"] == "agent-model"
+
+    # An agent that names another provider keeps its model for that one only.
+    workspace.repo.update_agent(info.agent_id, provider="second")
+    other = make_session(workspace, "Other", [("user", "Hi")])
+    window.open_session(other.id)
+    box = named(window, "Provider", QComboBox)
+    qtbot.waitUntil(lambda: box.currentText() == "second", timeout=5_000)
+    assert named(window, "Model", QComboBox).currentText() == "agent-model"
+    box.setFocus()
+    press(qtbot, Qt.Key.Key_Home)
+    assert box.currentText() == "first"
+    assert named(window, "Model", QComboBox).currentText() == server.model

@@ -8,7 +8,9 @@ streaming:
   (with llama.cpp's ``meta.n_ctx``) and llama.cpp's ``GET /props``;
 - Anthropic messages: ``POST /v1/messages`` (JSON or the event stream ``message_start``,
   ``ping``, ``content_block_start`` / ``content_block_delta`` (``text_delta``,
-  ``input_json_delta``) / ``content_block_stop``, ``message_delta``, ``message_stop``).
+  ``input_json_delta``) / ``content_block_stop``, ``message_delta``, ``message_stop``);
+  with :attr:`ProtocolServer.anthropic_window_check`, like Anthropic, a 400 when the
+  input and ``max_tokens`` together exceed the window (``n_ctx``).
 
 The reply is :attr:`ProtocolServer.reply_words` (one word per delta, cut at
 ``max_tokens``), plus :attr:`ProtocolServer.tool_call` when set. Usage counts the words of
@@ -238,6 +240,15 @@ class _Handler(BaseHTTPRequestHandler):
             return
         words = owner.reply_words
         limit = body.get("max_tokens")
+        if anthropic and owner.anthropic_window_check and owner.n_ctx \
+                and isinstance(limit, int) and _words(body) + limit > owner.n_ctx:
+            # Anthropic refuses a request whose input and max_tokens together exceed
+            # the window (the input counted in words here: fewer than its tokens).
+            self._json(400, anthropic_error(
+                f"input length and `max_tokens` exceed context limit: {_words(body)} + "
+                f"{limit} > {owner.n_ctx}, decrease input length or `max_tokens` and try "
+                "again", "invalid_request_error"))
+            return
         if isinstance(limit, int) and limit > 0:
             words = words[:limit]
         usage = (_words(body), len(words))
@@ -430,6 +441,9 @@ class ProtocolServer:
         self.model = model
         self.n_ctx = n_ctx
         self.serve_props = True
+        # Refuse Anthropic requests whose input and max_tokens exceed n_ctx (off for
+        # the tests of the client alone, which send the API's usual 4,096).
+        self.anthropic_window_check = False
         self.api_key: str | None = None
         self.reply_words: list[str] = ["Hello", " from", " the", " protocol", " server", "."]
         self.tool_call: dict[str, Any] | None = None

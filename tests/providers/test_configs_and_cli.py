@@ -515,3 +515,25 @@ def test_no_key_reaches_the_database(cli: Cli, server: ProtocolServer, db_path: 
     for path in db_path.parent.iterdir():
         if path.is_file():
             assert sentinel_key.encode() not in path.read_bytes(), path.name
+
+
+def test_chat_follows_the_agents_manual_memory_mode(
+    cli: Cli, server: ProtocolServer
+) -> None:
+    # The walk: `workbench agents edit Default --mode manual` ("append turns to memory
+    # (auto) or not") changed nothing: chat stored every turn all the same.
+    _add_provider(cli, server)
+    assert cli("chat", "Trip", "Hello", "--new").code == 0
+    assert len(_messages(cli, "Trip")) == 2
+    assert cli("agents", "edit", "Default", "--mode", "manual").code == 0
+    answered = cli("chat", "Trip", "Are you there?")
+    assert answered.code == 0, answered.err
+    assert "Hello from the protocol server." in answered.out
+    assert "memory mode is manual: nothing was added" in answered.err
+    as_json = cli("chat", "Trip", "Again?", "--json")
+    assert as_json.code == 0 and json.loads(as_json.out)["appended"] == []
+    assert len(_messages(cli, "Trip")) == 2
+    assert len(server.chat_requests()) == 3
+    assert cli("agents", "edit", "Default", "--mode", "auto").code == 0
+    assert cli("chat", "Trip", "Stored?").code == 0
+    assert len(_messages(cli, "Trip")) == 4

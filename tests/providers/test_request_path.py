@@ -49,6 +49,7 @@ def test_chat_sends_byte_for_byte_what_preflight_shows(
     cli: Cli, server: ProtocolServer, db_path: Path, kind: str, stream: bool,
     max_tokens: int | None, named: bool, override: bool,
 ) -> None:
+    server.anthropic_window_check = True
     added = cli("providers", "add", "local", "--kind", kind, "--base-url", server.url,
                 "--model", server.model)
     assert added.code == 0, added.err
@@ -80,6 +81,7 @@ def test_the_gui_engine_path_sends_what_the_request_panel_shows(
     from workbench.core.provider import ProviderConfig
     from workbench.engine.providers import ProviderSettings
 
+    server.anthropic_window_check = True
     with Workspace.open(tmp_path / "gui.db") as ws:
         ProviderSettings(ws.db).add(ProviderConfig(
             name="local", kind=kind, base_url=server.url, model=server.model))
@@ -129,3 +131,59 @@ def test_chat_names_the_auto_compaction_in_its_reply(
     assert named[0]["id"] == 2
     assert named[0]["message"].startswith("Auto-compaction 2: Folded")
     assert replies[0]["compaction"] is None
+
+
+@pytest.mark.parametrize("window, policy_reserve, expected", [
+    (4096, None, 1024),  # a quarter of a small window, not Anthropic's usual 4,096
+    (4096, 700, 700),  # the agent's own reserve
+    (None, None, 4096),  # no window known: the provider's default is both
+])
+def test_anthropic_asks_for_the_reply_tokens_the_budget_reserved(
+    cli: Cli, db_path: Path, window: int | None, policy_reserve: int | None,
+    expected: int,
+) -> None:
+    # The walk: on a 4,096-token window preflight reserved 1,024 tokens for the reply
+    # while the request asked for max_tokens 4,096, so the server refused any input.
+    srv = ProtocolServer(n_ctx=window)
+    srv.anthropic_window_check = True
+    srv.start()
+    try:
+        added = cli("providers", "add", "claude", "--kind", "anthropic", "--base-url",
+                    srv.url, "--model", srv.model)
+        assert added.code == 0, added.err
+        with Workspace.open(db_path) as ws:
+            info = ws.repo.create_session("Trip")
+            if policy_reserve is not None:
+                agent = ws.repo.get_agent(info.agent_id)
+                ws.repo.update_agent(agent.id, memory_policy={
+                    **agent.memory_policy, "reserve_output": policy_reserve})
+        shown = cli("preflight", "Trip", "Plan a trip to Porto", "--json")
+        assert shown.code == 0, shown.err
+        preview = json.loads(shown.out)
+        sent = cli("chat", "Trip", "Plan a trip to Porto", "--no-stream")
+        assert sent.code == 0, sent.err
+        received = srv.chat_requests()[-1].body
+    finally:
+        srv.stop()
+    assert preview["budget"]["context_window"] == window
+    assert preview["budget"]["reserved_output"] == expected
+    assert preview["payload"]["max_tokens"] == expected
+    assert received["max_tokens"] == expected
+
+
+def test_anthropic_keeps_the_providers_own_max_output_and_a_given_max_tokens(
+    cli: Cli, server: ProtocolServer, db_path: Path,
+) -> None:
+    server.anthropic_window_check = True
+    added = cli("providers", "add", "claude", "--kind", "anthropic", "--base-url",
+                server.url, "--model", server.model, "--max-output-tokens", "300")
+    assert added.code == 0, added.err
+    with Workspace.open(db_path) as ws:
+        ws.repo.create_session("Trip")
+    for options, expected in (([], 300), (["--max-tokens", "200"], 200)):
+        shown = cli("preflight", "Trip", "Hello", "--json", *options)
+        assert shown.code == 0, shown.err
+        preview = json.loads(shown.out)
+        assert cli("chat", "Trip", "Hello", "--no-stream", *options).code == 0
+        assert preview["budget"]["reserved_output"] == expected
+        assert server.chat_requests()[-1].body["max_tokens"] == expected

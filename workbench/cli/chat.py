@@ -3,9 +3,10 @@
 The request is built from the session's memory (its agent's instructions, summary and
 history) by :class:`~workbench.engine.model.Model`; the reply streams to stdout as it
 arrives, and on success the prompt and the reply are appended to the session with the
-provider's usage. Ctrl+C stops the request at once (the connection is closed) and
-appends nothing, unless ``--keep-partial`` asks to keep what had arrived, marked as
-stopped. ``--new`` creates the session (titled SESSION) when there is none by that name.
+provider's usage (unless the agent's memory mode is ``manual``, which stores nothing).
+Ctrl+C stops the request at once (the connection is closed) and appends nothing, unless
+``--keep-partial`` asks to keep what had arrived, marked as stopped. ``--new`` creates
+the session (titled SESSION) when there is none by that name.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
                 provider=args.provider,
                 max_tokens=args.max_tokens,
                 stream=not args.no_stream,
-                auto=True,
+                auto=None,  # the agent's memory mode: manual stores nothing
                 on_retry=retries,
             ) as setup:
                 status = _run(setup.model, args, retries)
@@ -192,6 +193,10 @@ def _run(model: Any, args: argparse.Namespace, retries: RetryNotices) -> int:
         if response.compaction_id is not None:
             print(f"workbench: {response.compaction_note} Undo it with: workbench "
                   f"undo-compaction {args.session!r}", file=sys.stderr)
+        if not response.appended:
+            print("workbench: the agent's memory mode is manual: nothing was added to "
+                  "the session (workbench agents edit AGENT --mode auto stores turns).",
+                  file=sys.stderr)
     return 0
 
 

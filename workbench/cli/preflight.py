@@ -4,8 +4,10 @@ With ``--json`` it prints ``{"payload", "tokens": {"system", "memory", "summary"
 "history", "prompt", "total"}, "left_out": [{"first_id", "first_position", "last_id",
 "last_position", "count", "reason"}] (runs of consecutive messages left out for one
 reason), "budget",
-"provider", "http", "recalled"}``; ``provider.assumed`` is true when the agent has no
-provider configured and an offline OpenAI-compatible stand-in built the payload.
+"provider", "http", "recalled"}``; ``provider.assumed`` is true when no provider is
+configured at all and an offline OpenAI-compatible stand-in built the payload. Where
+``workbench chat`` refuses (several providers and none chosen, the agent's provider
+gone), preflight refuses with the same line and exit status.
 """
 
 from __future__ import annotations

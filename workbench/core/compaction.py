@@ -81,6 +81,7 @@ __all__ = [
     "REASON_RECENT",
     "REASON_SYSTEM",
     "REASON_TOOL_GROUP",
+    "REASON_TURN",
     "REPLACE",
     "SUMMARIZERS",
     "SUMMARY_HEADING",
@@ -124,6 +125,7 @@ REASON_IMPORTANT = "important"
 REASON_TOOL_GROUP = "tool group"
 REASON_SYSTEM = "system"
 REASON_OUTSIDE_RANGE = "outside the chosen range"
+REASON_TURN = "the question of a kept reply"
 
 # Swaps the planner's per-row flags: folded rows become kept rows and back.
 _INVERT = bytes.maketrans(b"\x00\x01", b"\x01\x00")
@@ -557,6 +559,34 @@ def _tool_groups(whole: dict[int, Message]) -> list[tuple[list[int], bool]]:
     return groups
 
 
+def _keep_the_question(flags: bytearray, roles: Sequence[str], reasons: dict[int, str]) -> None:
+    """Unfold the turn the first kept reply belongs to, back to its user message.
+
+    A request's history starts with a user message (assembly's strict order): assistant
+    and tool messages in front of the first kept question reach no request. Folded, they
+    are in the summary; kept with their question, they are sent as they are. So when the
+    first staying message but system ones is not a user message, the folded messages
+    before it, back to the nearest folded user message, stay too (the newest ones asked
+    to stay all stay). Without such a user message (the session's history starts with
+    replies) nothing changes: those replies reached no request before either.
+    """
+    size = len(flags)
+    first = 0
+    while first < size and (flags[first] or roles[first] == "system"):
+        first += 1
+    if first == size or roles[first] == "user":
+        return
+    start = first - 1
+    while start >= 0 and not (flags[start] and roles[start] == "user"):
+        start -= 1
+    if start < 0:
+        return
+    for i in range(start, first):
+        if flags[i]:
+            flags[i] = 0
+            reasons[i] = REASON_TURN
+
+
 def plan_compaction(
     messages: Sequence[Message] | MessageTable,
     context: SessionContext,
@@ -714,12 +744,13 @@ def plan_compaction(
                 continue  # a message of its own, not protected: it folds
             flags[i] = 0
 
+    _keep_the_question(flags, roles, reasons)
     folded = list(compress(range(size), flags))
     if not folded:
         return _nothing(
             base,
-            "every message that would fold is important, a system message or part of a "
-            "tool-call group that must stay whole.",
+            "every message that would fold is important, a system message, part of a "
+            "tool-call group that must stay whole or the question of a kept reply.",
             trigger, label,
         )
     folded_ids = list(compress(table.ids, flags))

@@ -4,9 +4,11 @@ What the desktop composer (and any other front end) needs around
 :class:`~workbench.engine.model.Model`:
 
 * :func:`provider_names` and :func:`choose_provider`: the configured providers and the
-  one a session's agent would use;
+  one a session's agent would use; :func:`missing_provider`: the one its agent names
+  that is not configured any more (chat refuses the session until one is chosen);
 * :func:`stream_turn`: one turn in a session as a generator of run events (text as it
-  arrives, tool activity) that returns the :class:`~workbench.engine.model.Response`;
+  arrives, tool activity) that returns the :class:`~workbench.engine.model.Response`
+  (:func:`stores_turns`: whether the agent's memory mode keeps a turn);
   the caller's :class:`~workbench.core.provider.CancelToken` stops it at once;
 * the model such a turn uses (the agent's instructions, the built-in tools it enables,
   the provider and its options) comes from :func:`workbench.engine.turn.prepare_turn`;
@@ -30,16 +32,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from workbench.core.assembly import LeftOut, LeftOutRange
-from workbench.core.conversation import Message
+from workbench.core.conversation import Agent, Message
 from workbench.core.provider import CancelToken, Provider
 from workbench.core.tokens import get_counter
 from workbench.engine import stored_history
+from workbench.engine.memory import Memory
 from workbench.engine.model import Response, RunEvent
 from workbench.engine.preflight import Preflight
 from workbench.engine.providers import ProviderSettings, build_provider
-from workbench.engine.turn import preflight_session, prepare_turn
+from workbench.engine.turn import model_for, preflight_session, prepare_turn
 from workbench.engine.workspace import Workspace
-from workbench.errors import NotFoundError
+from workbench.errors import NoProviderError, NotFoundError, WorkbenchError
 from workbench.providers.base import HttpProvider
 from workbench.store.history_pages import preview_rows
 
@@ -50,10 +53,12 @@ __all__ = [
     "context_gauge",
     "last_turn",
     "left_out_previews",
+    "missing_provider",
     "newest_left_out",
     "preflight_turn",
     "provider_names",
     "regenerate_turn",
+    "stores_turns",
     "stream_turn",
 ]
 
@@ -66,25 +71,67 @@ def provider_names(ws: Workspace) -> list[str]:
     return [config.name for config in ProviderSettings(ws.db).list()]
 
 
-def provider_model(ws: Workspace, name: str) -> str:
-    """The model a provider config names."""
-    return ProviderSettings(ws.db).get(name).model
+def provider_model(ws: Workspace, name: str, session_id: int | None = None) -> str:
+    """The model a turn in the session asks the provider ``name`` for when no other is
+    typed: the session agent's model when the agent names no provider or this one, else
+    the one the provider config names (the choice
+    :func:`~workbench.engine.turn.prepare_turn` makes)."""
+    config = ProviderSettings(ws.db).get(name)
+    agent = _agent(ws, session_id)
+    return (model_for(agent, config.name, None) if agent is not None else None) \
+        or config.model
+
+
+def _agent(ws: Workspace, session_id: int | None) -> Agent | None:
+    """The session's agent, if the session and its agent are there."""
+    if not session_id:
+        return None
+    try:
+        info = ws.repo.get_session(session_id)
+        return ws.repo.get_agent(info.agent_id)
+    except NotFoundError:
+        return None
+
+
+def _agent_provider(ws: Workspace, session_id: int | None) -> str | None:
+    """The provider the session's agent names, if any."""
+    agent = _agent(ws, session_id)
+    return agent.provider if agent is not None else None
 
 
 def choose_provider(ws: Workspace, session_id: int | None = None) -> str | None:
     """The provider a session's agent uses, else the only one configured, else None."""
-    settings = ProviderSettings(ws.db)
-    agent_provider = None
-    if session_id:
-        try:
-            info = ws.repo.get_session(session_id)
-            agent_provider = ws.repo.get_agent(info.agent_id).provider
-        except NotFoundError:
-            agent_provider = None
     try:
-        return settings.choose(None, agent_provider)
+        return ProviderSettings(ws.db).choose(None, _agent_provider(ws, session_id))
     except NotFoundError:
         return None
+
+
+def stores_turns(ws: Workspace, session_id: int) -> bool:
+    """Whether a turn in the session is stored when it succeeds: the memory mode of the
+    session's agent (``auto``; ``manual`` stores nothing), which chat follows unless
+    told otherwise. A session or policy that cannot be read counts as ``auto``."""
+    try:
+        return Memory.open(ws, session_id).policy().auto
+    except WorkbenchError:
+        return True
+
+
+def missing_provider(ws: Workspace, session_id: int | None) -> str | None:
+    """The provider the session's agent names when it is not configured (any more)
+    while others are: chat refuses the session's turns until a provider is named, never
+    sending them to another server unasked (see
+    :meth:`~workbench.engine.providers.ProviderSettings.choose`); None otherwise."""
+    named = _agent_provider(ws, session_id)
+    if not named:
+        return None
+    try:
+        ProviderSettings(ws.db).choose(None, named)
+    except NoProviderError:
+        return None  # nothing is configured at all: nothing stands in either
+    except NotFoundError:
+        return named
+    return None
 
 
 def _provider(ws: Workspace, name: str, model: str | None, **options: Any) -> HttpProvider:

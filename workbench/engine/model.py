@@ -592,7 +592,11 @@ class Model:
         if reserve is None:
             reserve = self.max_tokens or getattr(self.provider, "max_output_tokens", None)
         if reserve is None:
-            reserve = min(DEFAULT_RESERVED_OUTPUT, window // 4) if window else 0
+            # A provider that must send a max_tokens (Anthropic) and has none of its own
+            # sends this reserve (see _reply_tokens); with no window to take a quarter
+            # of, its own default is both.
+            reserve = (min(DEFAULT_RESERVED_OUTPUT, window // 4) if window
+                       else getattr(self.provider, "default_max_tokens", None) or 0)
         budget = Budget(
             context_window=window,
             reserved_output=int(reserve),
@@ -657,11 +661,23 @@ class Model:
         return ChatRequest(
             messages=messages,
             tools=[t.spec() for t in plan.tools],
-            max_tokens=self.max_tokens,
+            max_tokens=self._reply_tokens(plan.budget),
             temperature=self.temperature,
             stream=self.stream,
             response_schema=schema,
         )
+
+    def _reply_tokens(self, budget: Budget) -> int | None:
+        """The ``max_tokens`` the request carries: the one given, else none when the
+        provider may leave it out or has its own maximum, else (a provider that must
+        send one, as Anthropic must) the tokens the budget reserved for the reply, so
+        that the reply asked for is the room the request was fitted to leave it."""
+        if self.max_tokens:
+            return self.max_tokens
+        if not getattr(self.provider, "default_max_tokens", None) \
+                or getattr(self.provider, "max_output_tokens", None):
+            return None
+        return budget.reserved_output or None
 
     @staticmethod
     def _user(prompt: str) -> Message:

@@ -10,8 +10,9 @@ messages left out with the reason for each.
 :func:`~workbench.engine.turn.preflight_session` does it for a stored session, the way
 ``workbench preflight`` does, through :func:`~workbench.engine.turn.prepare_turn`, the
 function chat uses: the same provider (the one named, else the agent's, else the only
-one configured), model, tools, ``max_tokens`` and streaming choice. When no provider can
-be used, an
+one configured), model, tools, ``max_tokens`` and streaming choice; where chat refuses
+(several providers and none chosen, the agent's provider gone), preflight refuses with
+the same sentence. Only when no provider is configured at all, an
 :class:`OfflineProvider` stands in: it builds an OpenAI chat completions body for the
 agent's model (``gpt-4o-mini`` when the agent names none) and assumes a context window of
 128,000 tokens; the preflight says so in :attr:`Preflight.provider`.

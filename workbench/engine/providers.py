@@ -21,7 +21,13 @@ from urllib.parse import urlsplit
 
 from workbench.core.conversation import Message
 from workbench.core.provider import ChatRequest, ProviderConfig
-from workbench.errors import AuthenticationError, NotFoundError, ProviderError, WorkbenchError
+from workbench.errors import (
+    AuthenticationError,
+    NoProviderError,
+    NotFoundError,
+    ProviderError,
+    WorkbenchError,
+)
 from workbench.providers.anthropic import Anthropic
 from workbench.providers.base import HttpProvider
 from workbench.providers.context import choose_context_window
@@ -105,6 +111,9 @@ class ConnectionReport:
     seconds: float | None = None
     notices: list[str] = field(default_factory=list)
     error: ProviderError | None = None
+    # The window requests are measured against, as a settings form shows it (the same
+    # sentence :func:`context_window_in_use` gives); None when the test failed.
+    window_in_use: WindowDetection | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -167,6 +176,7 @@ def test_connection(
         window_source=source,
         seconds=seconds,
         notices=notices,
+        window_in_use=describe_window_in_use(config, window, source),
     )
 
 
@@ -287,6 +297,14 @@ def context_window_in_use(
         window, source = provider.context_window_info()
     finally:
         provider.close()
+    return describe_window_in_use(config, window, source)
+
+
+def describe_window_in_use(config: ProviderConfig, window: int | None,
+                           source: str) -> WindowDetection:
+    """The window ``config``'s client reported (:meth:`~workbench.providers.base.
+    HttpProvider.context_window_info`), said for people: how much, and whether it is
+    the server's, the known model's or the user's own."""
     if not window:
         return WindowDetection(None, "unknown", (
             f"No context window is known: the server gave none (or did not answer) and "
@@ -352,9 +370,20 @@ class ProviderSettings:
         return context_window_in_use(self.get(name), environ=self.environ)
 
     def choose(self, name: str | None = None, agent_provider: str | None = None) -> str:
-        """The provider to use: the one named, else the agent's, else the only one."""
+        """The provider to use: the one named, else the agent's, else the only one.
+
+        Raises :class:`NoProviderError` when none is configured at all, and
+        :class:`NotFoundError` when the one named (or the agent's) is not configured or
+        several are and none is named.
+        """
         if name:
             return self.get(name).name
+        configs = self.list()
+        if not configs:
+            raise NoProviderError(
+                "No provider is configured; add one with: workbench providers add NAME "
+                "--kind openai --base-url URL --model MODEL"
+            )
         if agent_provider:
             try:
                 return self.get(agent_provider).name
@@ -366,14 +395,8 @@ class ProviderSettings:
                     "choose one with --provider NAME, or give the agent one with: "
                     "workbench agents edit AGENT --provider NAME"
                 ) from None
-        configs = self.list()
         if len(configs) == 1:
             return configs[0].name
-        if not configs:
-            raise NotFoundError(
-                "No provider is configured; add one with: workbench providers add NAME "
-                "--kind openai --base-url URL --model MODEL"
-            )
         raise NotFoundError(
             "Several providers are configured ("
             + ", ".join(c.name for c in configs)

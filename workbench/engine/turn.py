@@ -7,10 +7,12 @@ tools, the same ``max_tokens``, the same streaming choice and so the same option
 
 The decisions, in order:
 
-* **provider**: the one named, else the session agent's, else the only one configured;
-  without any, chat fails with a sentence while preflight assumes an offline
+* **provider**: the one named, else the session agent's, else the only one configured
+  (:meth:`~workbench.engine.providers.ProviderSettings.choose`); when none is configured
+  at all, chat fails with a sentence while preflight assumes an offline
   OpenAI-compatible stand-in (:class:`~workbench.engine.preflight.OfflineProvider`) and
-  says so;
+  says so; every other refusal (several configured and none chosen, the agent's provider
+  gone, a config that cannot be used) is preflight's as much as chat's;
 * **model**: the one named, else the agent's model when the agent names no provider or
   names the chosen one, else the provider config's;
 * **tools**: the built-in tools the agent enables, bound to the session;
@@ -40,10 +42,10 @@ from workbench.engine.preflight import (
 )
 from workbench.engine.providers import ProviderSettings, build_provider
 from workbench.engine.workspace import Workspace
-from workbench.errors import NotFoundError, WorkbenchError
+from workbench.errors import NoProviderError
 from workbench.providers.http import RetryNotice
 
-__all__ = ["TurnSetup", "preflight_session", "prepare_turn"]
+__all__ = ["TurnSetup", "model_for", "preflight_session", "prepare_turn"]
 
 
 @dataclass
@@ -75,7 +77,10 @@ class TurnSetup:
         self.close()
 
 
-def _model_for(agent: Agent, name: str, explicit: str | None) -> str | None:
+def model_for(agent: Agent, name: str, explicit: str | None) -> str | None:
+    """The model a turn with ``agent`` asks the provider ``name`` for, when it is not the
+    provider config's own: ``explicit``, else the agent's model when the agent names no
+    provider or names this one; None leaves the config's."""
     if explicit:
         return explicit
     if agent.model and (not agent.provider or agent.provider == name):
@@ -101,8 +106,9 @@ def prepare_turn(
 
     ``session`` is an id, source id or title. ``client`` is a ready provider to use as
     it is (not closed here). ``for_preflight`` builds the client without its key and,
-    when no provider can be used, assumes the offline stand-in instead of failing. The
-    returned model has the session's memory attached (``auto`` as in
+    when no provider is configured at all, assumes the offline stand-in instead of
+    failing; any other refusal is chat's and preflight's alike. The returned model has
+    the session's memory attached (``auto`` as in
     :meth:`~workbench.engine.model.Model.with_memory`).
     """
     info = ws.repo.find_session(session)
@@ -112,33 +118,31 @@ def prepare_turn(
     assumed = False
     note = ""
     owned = client is None
-    active: Provider | None = client
-    if active is None:
+    active: Provider
+    if client is not None:
+        active = client
+    else:
         settings = ProviderSettings(ws.db)
         try:
             name = settings.choose(provider, agent.provider)
-            config = settings.get(name)
-            chosen_model = _model_for(agent, name, model)
-            if chosen_model and chosen_model != config.model:
-                config = replace(config, model=chosen_model)
-            active = build_provider(config, on_retry=on_retry, without_key=for_preflight)
-        except WorkbenchError as exc:
-            if not for_preflight or provider:
+        except NoProviderError:
+            # Chat refuses; preflight shows what an assumed provider would get. Any
+            # other refusal (several and none chosen, the agent's gone) is chat's too.
+            if not for_preflight:
                 raise
-            name = None
-            note = (
-                "the agent has no provider configured"
-                if isinstance(exc, NotFoundError) and not agent.provider
-                else f"no provider can be used ({exc})"
-            )
-        if active is None:
             active = OfflineProvider(model or agent.model)
             assumed = True
             note = (
-                f"{note}; assumed an OpenAI-compatible provider for model "
-                f"{active.model!r} with a context window of {DEFAULT_CONTEXT_WINDOW} "
-                "tokens"
+                "no provider is configured; assumed an OpenAI-compatible provider for "
+                f"model {active.model!r} with a context window of "
+                f"{DEFAULT_CONTEXT_WINDOW} tokens"
             )
+        else:
+            config = settings.get(name)
+            chosen_model = model_for(agent, name, model)
+            if chosen_model and chosen_model != config.model:
+                config = replace(config, model=chosen_model)
+            active = build_provider(config, on_retry=on_retry, without_key=for_preflight)
     tools = tools_for_agent(agent, ws.repo, session_id=info.id, policy=memory.policy())
     built = Model(
         active,

@@ -116,7 +116,8 @@ class Anthropic(HttpProvider):
     """A client for one model behind the Anthropic messages API.
 
     ``api_key`` goes in ``x-api-key``; ``max_tokens`` is required by the API, so a request
-    without one uses ``max_output_tokens`` or 4096.
+    without one uses ``max_output_tokens`` or 4096 (a turn the engine builds asks for the
+    tokens its budget reserved for the reply instead, so that it fits the window).
     """
 
     kind = "anthropic"

@@ -80,6 +80,7 @@ class AgentsDialog(SettingsFormDialog):
         self.ctx = ctx
         self.failed_while_closed.connect(ctx.report_error)
         self._stored: Agent | None = None  # the agent in the form (None: a new one)
+        self._shown_policy: MemoryPolicy | None = None  # its policy as the form shows it
         self._provider_models: dict[str, str] = {}  # provider name -> its model
 
         self.instructions_edit = named(
@@ -212,8 +213,10 @@ class AgentsDialog(SettingsFormDialog):
         self._provider_changed()
         try:
             policy = MemoryPolicy.from_dict(shown.memory_policy)
+            self._shown_policy = policy
         except WorkbenchError as exc:
             policy = MemoryPolicy()
+            self._shown_policy = None  # Save writes every field shown, mending the policy
             self._say(f"The stored memory policy cannot be read ({exc}); the form shows "
                       "the defaults.", ok=False)
         for box, value in ((self.mode_box, policy.mode), (self.capture_box, policy.capture),
@@ -234,18 +237,23 @@ class AgentsDialog(SettingsFormDialog):
 
     def form_state(self) -> dict[str, Any]:
         """The agent's fields as the form has them (the policy merged into the stored
-        one, so settings the form does not show are kept)."""
+        one, so settings the form does not show are kept). A policy setting is written
+        only when the form changed it: one left as shown (a default the agent never
+        set) is not stored as if the user had chosen it."""
         stored = self._stored
         policy = dict(stored.memory_policy) if stored else {}
-        policy.update(
-            mode=self.mode_box.currentData(),
-            max_messages=self.window_spin.value() or None,
-            capture=self.capture_box.currentData(),
-            inject=self.inject_box.currentData(),
-            max_entries=self.max_entries_spin.value(),
-            scope=self.scope_box.currentData(),
-            namespace=self.namespace_edit.text().strip() or "default",
-        )
+        shown = {
+            "mode": self.mode_box.currentData(),
+            "max_messages": self.window_spin.value() or None,
+            "capture": self.capture_box.currentData(),
+            "inject": self.inject_box.currentData(),
+            "max_entries": self.max_entries_spin.value(),
+            "scope": self.scope_box.currentData(),
+            "namespace": self.namespace_edit.text().strip() or "default",
+        }
+        before = self._shown_policy
+        policy.update({key: value for key, value in shown.items()
+                       if before is None or value != getattr(before, key)})
         others = [t for t in (stored.tools if stored else []) if t not in BUILTIN_TOOLS]
         enabled = [name for name, box in self.tool_boxes.items() if box.isChecked()]
         return {

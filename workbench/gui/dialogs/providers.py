@@ -8,9 +8,11 @@ keyring on Save and the field is cleared; where no keyring backend exists the fo
 so and offers an environment variable instead.
 
 "Detect" asks the server for its context window, "Test connection" sends a one-token
-request; both run on network workers and answer with a sentence. Saving and removing
-run on the database writer; afterwards :attr:`AppContext.providers_changed` tells the
-composer to read the providers again.
+request; both run on network workers and answer with a sentence. A window the server
+(or the known-model table) gives is shown in the unset field with where it came from,
+never filled in as the user's value: only a number typed there is saved as theirs.
+Saving and removing run on the database writer; afterwards
+:attr:`AppContext.providers_changed` tells the composer to read the providers again.
 """
 
 from __future__ import annotations
@@ -177,6 +179,9 @@ class ProvidersDialog(SettingsFormDialog):
 
     def _connect(self) -> None:
         self.key_source_box.currentIndexChanged.connect(self._show_key_fields)
+        self.kind_box.currentIndexChanged.connect(self._forget_found_window)
+        self.base_url_edit.textEdited.connect(self._forget_found_window)
+        self.model_edit.textEdited.connect(self._forget_found_window)
         self.use_env_button.clicked.connect(self._use_environment_variable)
         self.detect_button.clicked.connect(self.detect_window)
         self.save_button.clicked.connect(lambda: self.save())
@@ -265,11 +270,21 @@ class ProvidersDialog(SettingsFormDialog):
 
     def show_window_in_use(self, found: WindowDetection) -> None:
         """Say which window requests with the stored config are measured against."""
-        if found.window and found.source != "configured":
-            where = "from the server" if found.source == "server" else "known model"
-            self.window_spin.setSpecialValueText(f"{found.window:,} tokens ({where})")
+        self._show_found_window(found)
         self.set_window_note(found.sentence)
         self.window_in_use_shown.emit(found)
+
+    def _show_found_window(self, found: WindowDetection) -> None:
+        """Show a window the server (or the known-model table) gave in the unset field,
+        saying where it came from: it is never the user's value, so Save does not
+        store it as theirs (a number typed there still is)."""
+        if found.window and found.source in ("server", "known model"):
+            where = "from the server" if found.source == "server" else "known model"
+            self.window_spin.setSpecialValueText(f"{found.window:,} tokens ({where})")
+
+    def _forget_found_window(self, *_args: Any) -> None:
+        # The server or model changed in the form: what was found was about the old one.
+        self.window_spin.setSpecialValueText(NOT_SET)
 
     def set_window_note(self, text: str) -> None:
         """Show a sentence about the context window under its field (empty: hide it)."""
@@ -394,24 +409,20 @@ class ProvidersDialog(SettingsFormDialog):
         self._say(f"Testing the connection to {name!r}…")
         set_busy(self.test_button, True, self.status_label)
         self.ctx.workers.network(self._settings().test, name, name="test the connection",
-                                 on_done=self._tested,
+                                 on_done=lambda report: self._tested(name, report),
                                  on_error=self._failed("test the connection"))
 
-    def _tested(self, report: ConnectionReport) -> None:
+    def _tested(self, name: str, report: ConnectionReport) -> None:
         text = report.sentence
         if report.notices:
             text += "\n" + "\n".join(report.notices)
         self._say(text, ok=report.ok)
         set_busy(self.test_button, False, self.status_label)
-        if (report.ok and report.context_window and not self.window_spin.value()
-                and self._stored is not None and not self.edited()):
-            # The test found the window the form leaves unset: keep it, as Detect would.
-            self.window_spin.setValue(report.context_window)
-            self.set_window_note(f"Filled in from the connection test "
-                                 f"({report.window_source}).")
-            self.save(then=lambda _stored: (self._say(text, ok=True),
-                                            self.connection_tested.emit(report)))
-            return
+        if (report.window_in_use is not None and self._stored is not None
+                and self._stored.name == name and not self.edited()):
+            # The window the server reported is shown as the server's, never filled in
+            # as the user's own value: only a value typed here is saved as theirs.
+            self.show_window_in_use(report.window_in_use)
         self.connection_tested.emit(report)
 
     def detect_window(self) -> None:
@@ -426,7 +437,7 @@ class ProvidersDialog(SettingsFormDialog):
     def _detected(self, found: WindowDetection) -> None:
         set_busy(self.detect_button, False, self.window_label)
         if found.window:
-            self.window_spin.setValue(found.window)
+            self._show_found_window(found)
             self._say("")  # an earlier failure no longer describes this form
         self.set_window_note(found.sentence)
         self.window_detected.emit(found)

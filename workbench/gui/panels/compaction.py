@@ -51,6 +51,7 @@ from PySide6.QtWidgets import (
 from workbench.core.compaction import (
     EXTRACTIVE,
     MODEL,
+    REASON_TURN,
     CompactionPlan,
     CompactionPolicy,
     CompactionRecord,
@@ -119,6 +120,17 @@ def describe_ranges(plan: CompactionPlan) -> str:
 def kept_reasons(plan: CompactionPlan) -> dict[str, int]:
     """How many messages stay for each reason, most common first."""
     return dict(Counter(k.reason for k in plan.kept).most_common())
+
+
+def kept_words(reason: str, count: int) -> str:
+    """A reason's count as the panel says it: "20 recent", "1 question of a kept reply"."""
+    if reason == REASON_TURN:
+        # The question, and what came after it in its turn (a tool group, a reply) before
+        # the first kept reply.
+        if count == 1:
+            return "1 question of a kept reply"
+        return f"{count:,} of a kept reply's turn (its question and what followed it)"
+    return f"{count:,} {reason}"
 
 
 
@@ -807,7 +819,7 @@ class CompactionPanel(QWidget):
         self.ranges_label.setText("Folded: " + describe_ranges(plan) + ".")
         reasons = kept_reasons(plan)
         self.kept_label.setText(
-            "Kept: " + ", ".join(f"{count:,} {reason}" for reason, count in reasons.items())
+            "Kept: " + ", ".join(kept_words(reason, count) for reason, count in reasons.items())
             + "." if reasons else "Kept: none.")
         self.context_label.setText(_context_changes(plan))
         self._set_summary(plan.summary)

@@ -38,9 +38,11 @@ from workbench.engine.chat import (
     choose_provider,
     context_gauge,
     last_turn,
+    missing_provider,
     provider_model,
     provider_names,
     regenerate_turn,
+    stores_turns,
     stream_turn,
 )
 from workbench.engine.model import Response, ToolFinished, ToolStarted
@@ -63,6 +65,12 @@ GAUGE_DELAY_MS = 500
 _GAUGE_JOB = "gauge"  # with the panel, the key of the measurement under way
 NO_PROVIDER = ("No model server is set up yet: add one in Settings → Providers… (a local "
                "llama.cpp, Ollama or LM Studio server, or a hosted API).")
+
+
+def missing_provider_sentence(name: str) -> str:
+    """Why nothing is sent for a session whose agent's provider is gone, and what to do."""
+    return (f"The agent's provider {name!r} is not configured any more: give the agent "
+            "one in Settings → Agents…, or pick a provider in the selector to send to it.")
 
 
 class ComposerPanel(QWidget):
@@ -96,6 +104,15 @@ class ComposerPanel(QWidget):
         self._gauge: ContextGauge | None = None
         # Learned context windows and where they came from, per (provider, model).
         self._windows: dict[tuple[str, str | None], tuple[int, str]] = {}
+        # The provider the open session's agent names that is not configured any more:
+        # the selector shows it as missing rather than another server in its place.
+        self._missing: str | None = None
+        # The open session agent's memory mode as last applied to the Auto memory box
+        # (a person's toggle stands until the session or the agent's mode changes).
+        self._agent_auto: bool | None = None
+        # The provider the engine chose for the open session when last applied (the
+        # agent's, else the only one): a change of it is followed, a person's pick stays.
+        self._agent_choice: str | None = None
 
         self.provider_box = FittedComboBox(self)
         self.provider_box.setAccessibleName("Provider")
@@ -108,7 +125,8 @@ class ComposerPanel(QWidget):
         self.auto_box.setChecked(True)
         self.auto_box.setAccessibleName("Automatic memory")
         self.auto_box.setToolTip("On: the prompt and the reply are added to the session.\n"
-                                 "Off (manual): nothing is added.")
+                                 "Off (manual): nothing is added.\n"
+                                 "Opening a session sets it to its agent's memory mode.")
         self.gauge = FittedProgressBar(self)
         self.gauge.setAccessibleName("Context gauge")
         self.gauge.setTextVisible(True)
@@ -235,12 +253,61 @@ class ComposerPanel(QWidget):
         self.provider_box.setEnabled(bool(names))
         if names and self.error_label.text() == NO_PROVIDER:
             self.error_label.hide()  # no longer true
-        chosen = current if current in names else choose_provider(
-            self.ctx.workspace, self.ctx.current_session_id or None)
+        session_id = self.ctx.current_session_id or None
+        agent_choice = choose_provider(self.ctx.workspace, session_id)
+        if agent_choice in names and agent_choice != self._agent_choice:
+            chosen = agent_choice  # the agent was given another provider: chat's now
+        else:
+            chosen = current if current in names else agent_choice
+        self._agent_choice = agent_choice
+        self._missing = None
         if chosen in names:
             self.provider_box.setCurrentIndex(names.index(chosen))
+        elif names:
+            self._show_missing(session_id)
         self.provider_box.blockSignals(False)
         self._provider_changed()
+        self._follow_memory_mode(force=False)  # the Agents dialog may have changed it
+
+    def _follow_memory_mode(self, *, force: bool) -> None:
+        """Set Auto memory to the open session agent's memory mode, as chat follows it
+        (``manual`` stores nothing); unless ``force``, only when that mode changed."""
+        session_id = self.ctx.current_session_id
+        if not session_id:
+            self._agent_auto = None
+            return
+        auto = stores_turns(self.ctx.workspace, session_id)
+        if force or auto != self._agent_auto:
+            self.auto_box.setChecked(auto)
+        self._agent_auto = auto
+
+    def _show_missing(self, session_id: int | None) -> None:
+        """When the session's agent names a provider that is gone, select it, marked
+        missing, instead of whichever provider comes first: chat never sends the
+        agent's turns to another server unasked (the person picks one)."""
+        try:
+            missing = missing_provider(self.ctx.workspace, session_id)
+        except WorkbenchError:
+            missing = None
+        self._missing = missing
+        index = next((i for i in range(self.provider_box.count())
+                      if self.provider_box.itemData(i) is None), -1)
+        if missing is None:
+            if index >= 0:
+                self.provider_box.removeItem(index)  # an earlier session's missing one
+            return
+        if index < 0:
+            self.provider_box.addItem(f"{missing} (missing)", None)
+            index = self.provider_box.count() - 1
+        else:
+            self.provider_box.setItemText(index, f"{missing} (missing)")
+        self.provider_box.setCurrentIndex(index)
+
+    def missing_sentence(self) -> str:
+        """Why nothing can be sent with the selection (empty when something can)."""
+        if self.provider() is None and self._missing:
+            return missing_provider_sentence(self._missing)
+        return ""
 
     def _provider_changed(self, *_args: Any) -> None:
         name = self.provider_box.currentData()
@@ -248,7 +315,10 @@ class ComposerPanel(QWidget):
         self.model_box.clear()
         if name:
             try:
-                self.model_box.addItem(provider_model(self.ctx.workspace, name))
+                # The model chat would ask for: the agent's, when it has one for this
+                # provider, else the provider's (typing another overrides it).
+                self.model_box.addItem(provider_model(
+                    self.ctx.workspace, name, self.ctx.current_session_id or None))
             except WorkbenchError:
                 pass
         self.model_box.blockSignals(False)
@@ -293,10 +363,19 @@ class ComposerPanel(QWidget):
         if not self._holds_draft_of(session_id):
             self._switch_draft(session_id)
         name = choose_provider(self.ctx.workspace, session_id or None)
+        self._agent_choice = name
+        before = self.provider_box.currentIndex()
         if name is not None:
             index = self.provider_box.findData(name)
             if index >= 0 and index != self.provider_box.currentIndex():
                 self.provider_box.setCurrentIndex(index)
+        elif self.provider_box.isEnabled():
+            # Several providers and the agent names none: the one selected stays (the
+            # selector is the choice); an agent's provider gone is shown as missing.
+            self._show_missing(session_id or None)
+        if self.provider_box.currentIndex() == before:
+            self._provider_changed()  # this session's agent may ask for another model
+        self._follow_memory_mode(force=True)
         self.error_label.hide()
         # The figure shown was the session before's: say "counting" at once, until this
         # session's is measured (an answer about the one before is dropped).
@@ -377,7 +456,7 @@ class ComposerPanel(QWidget):
             return False
         provider = self.provider()
         if not provider:
-            self._fail(NO_PROVIDER)
+            self._fail(self.missing_sentence() or NO_PROVIDER)
             return False
         session_id = self.ctx.current_session_id
         if not session_id:
@@ -621,7 +700,7 @@ class ComposerPanel(QWidget):
             return
         provider = self.provider()
         if not provider:
-            self._fail(NO_PROVIDER)
+            self._fail(self.missing_sentence() or NO_PROVIDER)
             return
         session_id = self.ctx.current_session_id
         user, _after = last_turn(self.ctx.workspace, session_id)
@@ -680,6 +759,13 @@ class ComposerPanel(QWidget):
         if not session_id:
             self.ctx.workers.cancel((self, job_key))
             self._show_gauge(None)
+            return
+        refused = self.missing_sentence()
+        if refused:  # no request goes out until a provider is picked
+            self.ctx.workers.cancel((self, job_key))
+            self._show_gauge(None)
+            self.gauge.setFormat("context: pick a provider")
+            self.gauge.setToolTip(plain_tooltip(refused))
             return
         workspace, model, prompt = self.ctx.workspace, self.model_name(), \
             self.prompt.toPlainText()

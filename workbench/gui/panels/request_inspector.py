@@ -666,6 +666,11 @@ class RequestInspectorPanel(QWidget):
         if not session_id:
             self._show(None)
             return
+        refused = self.composer.missing_sentence() if self.composer is not None else ""
+        if refused:
+            # Chat refuses the session until a provider is picked: no request to show.
+            self._show_nothing(refused, tone="bad")
+            return
         key = (provider or "", model)
         window = self._windows.get(key) if provider else None
         self.state_label.setText("updating…")
