@@ -485,17 +485,20 @@ def test_jsonl_bad_lines_are_skipped_and_leave_nothing(
     result = cli("import", path, "--json")
     assert result.code == 0, result.err
     data = result.json()
-    assert [s["messages"] for s in data["sessions"]] == [2, 1]
+    # A bad message costs only itself: line 2's conversation keeps its first message.
+    assert [s["messages"] for s in data["sessions"]] == [2, 1, 1]
     skipped = {s["entry"]: s["reason"] for s in data["skipped"]}
-    assert set(skipped) == {"line 2", "line 3"}
-    assert "wizard" in skipped["line 2"]
+    assert set(skipped) == {"line 2 messages[1]", "line 3"}
+    assert "wizard" in skipped["line 2 messages[1]"]
     assert "json" in skipped["line 3"].lower()
     assert all(set(s) == {"entry", "reason"} for s in data["skipped"])
-    # Nothing of a skipped entry is stored, not even its valid first message.
-    assert cli("search", "zebracorn", "--json").json() == []
+    # Nothing of a skipped entry is stored: not the bad message, nor the broken line.
+    hits = cli("search", "zebracorn", "--json").json()
+    assert [h["snippet"] for h in hits if h["kind"] == "message"] == ["«zebracorn» is lost"]
+    assert cli("search", "spell", "--json").json() == []
     assert cli("search", "quokkaword", "--json").json() == []
     stats = cli("stats", "--json").json()
-    assert (stats["sessions"], stats["messages"]) == (2, 3)
+    assert (stats["sessions"], stats["messages"]) == (3, 4)
 
 
 def test_skipped_entries_are_reported_on_stderr_in_text_mode(
@@ -528,18 +531,20 @@ def test_a_file_with_only_bad_entries_fails_with_a_reason(
 ) -> None:
     path = write_jsonl(
         tmp_path / "bad.jsonl",
-        [{"messages": [{"role": "wizard", "content": "a"}]}, {"messages": 3}],
+        [{"messages": {"role": "wizard", "content": "a"}}, {"messages": 3}],
     )
-    result = cli("import", path, "--json")
+    # (A line whose messages are all bad is a conversation still: each bad message costs
+    # only itself. These two lines are bad as a whole, so the format is named.)
+    result = cli("import", path, "--format", "openai", "--json")
     # The report still says what was skipped; the exit status and stderr say it failed.
     assert [s["entry"] for s in result.json()["skipped"]] == ["line 1", "line 2"]
     result.assert_one_line_error()
     assert cli("stats", "--json").json()["sessions"] == 0
     # As text, the failure is that one line, naming the count and the first reason.
-    text = cli("import", path)
+    text = cli("import", path, "--format", "openai")
     line = text.assert_one_line_error()
     assert text.out == ""
-    assert "2 entries were skipped" in line and "line 1" in line and "wizard" in line
+    assert "2 entries were skipped" in line and "line 1" in line and "'messages'" in line
 
 
 def test_directory_with_one_bad_file(

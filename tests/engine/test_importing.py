@@ -433,10 +433,12 @@ def test_openai_json_array_with_a_bad_item(
         ],
     )
     data = cli("import", path, "--json").json()
-    assert [s["messages"] for s in data["sessions"]] == [1, 1]
-    assert [s["entry"] for s in data["skipped"]] == ["item 1"]
-    assert "role" in data["skipped"][0]["reason"]
-    assert cli("search", "narwhalword", "--json").json() == []
+    # The bad message costs only itself; its conversation keeps the good one.
+    assert [s["messages"] for s in data["sessions"]] == [1, 1, 1]
+    assert [s["entry"] for s in data["skipped"]] == ["item 1 messages[1]"]
+    assert "role is missing" in data["skipped"][0]["reason"]
+    hits = cli("search", "narwhalword", "--json").json()
+    assert [h["kind"] for h in hits if h["kind"] == "message"] == ["message"]
 
 
 # -- the per-conversation fallback of import_conversations -----------------------------------

@@ -16,6 +16,7 @@ from workbench.core.conversation import (
     ROLES,
     STATES,
     Conversation,
+    ForkOrigin,
     Message,
     SessionContext,
     SessionInfo,
@@ -120,30 +121,60 @@ def test_plain_file_is_read_field_by_field(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("entry", "expected"),
     [
-        (
-            {"role": "bot", "content": "hi"},
-            "recent_history[1]: role 'bot' is not one of system, user, assistant, tool",
-        ),
-        ({"content": "hi"}, "recent_history[1]: role is missing"),
-        ({"role": "user", "content": ["x"]}, "recent_history[1]: content must be a string or null"),
+        ({"role": "bot", "content": "hi"}, "role 'bot' is not one of system, user, assistant"),
+        ({"content": "hi"}, "role is missing"),
+        ({"role": "user", "content": ["x"]}, "content must be a string or null"),
         ({"role": "user", "content": "x", "timestamp": "yesterday"}, "timestamp 'yesterday'"),
         ({"role": "user", "content": "x", "token_count": -1}, "token_count -1"),
         ({"role": "user", "content": "x", "state": "gone"}, "state 'gone'"),
     ],
 )
-def test_invalid_entry_skips_the_session_with_a_sentence(
+def test_invalid_entry_costs_only_itself_named_by_position(
     tmp_path: Path, entry: dict[str, Any], expected: str
 ) -> None:
-    data = dict(PLAIN, recent_history=[PLAIN["recent_history"][0], entry])
+    # A bad history entry used to cost its whole session; now only itself, as in the
+    # other importers.
+    first, _, third = PLAIN["recent_history"]
+    data = dict(PLAIN, recent_history=[first, entry, third])
     path = write_json(tmp_path / "bad.json", data)
 
     items = list(read_conversations(path, format="context-json"))
 
-    (skip,) = items
-    assert isinstance(skip, SkippedEntry)
-    assert skip.entry == "file bad.json"
-    assert expected in skip.reason
-    assert skip.reason.endswith(".")
+    skip, conv = items
+    assert isinstance(skip, SkippedEntry) and isinstance(conv, Conversation)
+    assert skip.entry == "file bad.json recent_history[1]"
+    assert skip.reason.startswith(f"session sess-42: message 1 was skipped ({expected}")
+    assert skip.reason.endswith("); the rest of the conversation was imported.")
+    assert conv.source_id == "sess-42"
+    assert [(m.role, m.position) for m in conv.messages] == [("system", 0), ("assistant", 1)]
+    assert conv.context.facts == PLAIN["facts"]
+
+
+def test_bad_entries_in_an_array_and_a_directory_are_named_by_position(
+    tmp_path: Path,
+) -> None:
+    bad = {"role": "bot", "content": "hi"}
+    history = [PLAIN["recent_history"][0], bad]
+    many = write_json(
+        tmp_path / "many.json",
+        [dict(PLAIN, session_id="a"), dict(PLAIN, session_id="b", recent_history=history)],
+    )
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    write_json(folder / "x.json", dict(PLAIN, session_id="x", recent_history=[bad, bad]))
+
+    from_array = list(read_conversations(many))
+    from_folder = list(read_conversations(folder, format="context-json"))
+
+    assert [c.source_id for c in conversations(from_array)] == ["a", "b"]
+    assert [s.entry for s in skipped(from_array)] == ["item 1 recent_history[1]"]
+    assert [m.role for m in conversations(from_array)[1].messages] == ["system"]
+    (empty,) = conversations(from_folder)
+    assert empty.messages == [] and empty.context.facts == PLAIN["facts"]
+    assert [s.entry for s in skipped(from_folder)] == [
+        "file x.json recent_history[0]",
+        "file x.json recent_history[1]",
+    ]
 
 
 def test_invalid_context_fields_are_named(tmp_path: Path) -> None:
@@ -421,3 +452,33 @@ def test_round_trip_loses_nothing(tmp_path: Path, sessions: list[ExportSession])
         for before, after in zip(session.messages, conv.messages, strict=True):
             for name in MESSAGE_FIELDS:
                 assert getattr(after, name) == getattr(before, name), name
+
+
+# --------------------------------------------------------------------------- fork links
+
+
+@pytest.mark.parametrize("fmt", ["context-json", "openai-jsonl", "markdown"])
+def test_a_fork_origin_is_written_and_read_back(
+    tmp_path: Path, session_factory: Callable[..., ExportSession], fmt: str
+) -> None:
+    fork = session_factory([Message(role="user", content="hi")], session_id=7)
+    fork.forked_from = ForkOrigin("workbench", "wb-20250301T120000000001-3", 4)
+    plain = session_factory([Message(role="user", content="yo")], session_id=8)
+    path = tmp_path / "out"
+
+    get_exporter(fmt).write([fork, plain], path)
+
+    reader = {"openai-jsonl": "openai"}.get(fmt, fmt)
+    back = conversations(list(read_conversations(path, format=reader)))
+    assert [c.forked_from for c in back] == [fork.forked_from, None]
+    assert "forked_from" not in back[0].metadata
+
+
+def test_a_forked_from_key_of_another_shape_stays_in_the_metadata(tmp_path: Path) -> None:
+    odd = {"source": "x", "source_id": "y", "position": "three"}
+    path = write_json(tmp_path / "odd.json", dict(PLAIN, forked_from=odd))
+
+    (conv,) = conversations(list(read_conversations(path)))
+
+    assert conv.forked_from is None
+    assert conv.metadata["forked_from"] == odd

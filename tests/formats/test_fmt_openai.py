@@ -163,11 +163,15 @@ def test_array_of_conversations_skips_a_bad_item(tmp_path: Path) -> None:
 
     items = list(read_conversations(path))
 
-    assert [len(c.messages) for c in conversations(items)] == [2, len(CHAT)]
+    # A bad message used to cost its whole conversation; now only itself.
+    assert [len(c.messages) for c in conversations(items)] == [2, 1, len(CHAT)]
+    assert conversations(items)[1].messages[0].content == "a"
     (skip,) = skipped(items)
-    assert skip.entry == "item 1"
-    assert "messages[1]" in skip.reason
-    assert "'bot'" in skip.reason
+    assert skip.entry == "item 1 messages[1]"
+    assert skip.reason == (
+        "conversation 'a': message 1 was skipped (role 'bot' is not one of system, user, "
+        "assistant, tool, developer, function); the rest of the conversation was imported."
+    )
 
 
 def test_array_of_messages_skips_a_bad_message(tmp_path: Path) -> None:
@@ -201,13 +205,15 @@ def test_jsonl_with_bad_lines_reports_them_and_reads_the_rest(tmp_path: Path) ->
     items = list(read_conversations(path))
 
     convs = conversations(items)
-    assert [len(c.messages) for c in convs] == [2, len(CHAT)]
+    # Line 4's one message is bad: it costs only itself, the line's conversation (empty
+    # now) is kept, as a conversation whose messages all fail is in the other importers.
+    assert [len(c.messages) for c in convs] == [2, 0, len(CHAT)]
     ids = [c.source_id for c in convs]
-    assert len(ids) == 2 and len(set(ids)) == 2
+    assert len(ids) == 3 and len(set(ids)) == 3
     skips = {s.entry: s.reason for s in skipped(items)}
-    assert set(skips) == {"line 3", "line 4", "line 6"}
+    assert set(skips) == {"line 3", "line 4 messages[0]", "line 6"}
     assert "JSON" in skips["line 3"]
-    assert "content" in skips["line 4"]
+    assert "content" in skips["line 4 messages[0]"]
     assert "messages" in skips["line 6"]
 
 

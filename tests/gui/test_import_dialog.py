@@ -100,7 +100,8 @@ def test_a_bad_file_is_reported_and_the_rest_imported(
     qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow], tmp_path: Path,
 ) -> None:
     folder = write_context_files(tmp_path / "mixed", 3)
-    (folder / "broken.json").write_text('{"session_id": "x", "recent_history": [{"role": 5}]}',
+    # (A bad history entry costs only itself now: this file's session is bad as a whole.)
+    (folder / "broken.json").write_text('{"session_id": "x", "recent_history": 5}',
                                         encoding="utf-8")
     window = open_window(workspace)
     dialog = window.start_import(folder, format="context-json")
@@ -108,7 +109,7 @@ def test_a_bad_file_is_reported_and_the_rest_imported(
         pass
     report = finished.args[0]
     assert len([s for s, new in report.sessions if new]) == 3
-    assert report.skipped
+    assert [s.entry for s in report.skipped] == ["file broken.json"]
     text = report_text(report)
     assert "Imported 3 sessions." in text and "skipped" in text
 

@@ -576,13 +576,13 @@ def test_invisible_and_reordering_characters_are_named_and_copied_as_written(
     """U+202E made "RLO:evil" read "RLO:live"; zero-width characters showed nothing;
     ``&amp; &lt;tag&gt;`` showed as ``& <tag>``. The timeline shows what the model gets."""
     texts = ["RLO:\u202eevil", "a\u200bb c\u2066d", "&amp; &lt;tag&gt;",
-             "```python\nx = 1\u202e  # y\n```"]
+             "```python\nx = 1\u202e  # y\n```", "NUL:\x00end"]
     info = make_session(workspace, "Hostile", [("user", t) for t in texts])
     window = open_window(workspace)
     window.open_session(info.id)
     shown = [row_regions(window, row)["doc"].toPlainText() for row in range(len(texts))]
     assert shown == ["RLO:⟨U+202E⟩evil", "a⟨U+200B⟩b c⟨U+2066⟩d", "&amp; &lt;tag&gt;",
-                     "x = 1⟨U+202E⟩  # y"]
+                     "x = 1⟨U+202E⟩  # y", "NUL:⟨U+0000⟩end"]
     # Copying gives the text as written, control characters and all.
     QGuiApplication.clipboard().clear()
     view = window.timeline.view
@@ -593,6 +593,18 @@ def test_invisible_and_reordering_characters_are_named_and_copied_as_written(
     qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == texts[0])
     ((code, _button),) = row_regions(window, 3)["code"]
     assert code.text == "x = 1\u202e  # y"
+
+
+def test_nul_is_named_like_other_control_characters(qapp: QApplication) -> None:
+    # The Markdown parser turned U+0000 into U+FFFD before it could be named: the row
+    # showed "a�b", as if the text held a replacement character.
+    assert render("a\x00b and \x01").toPlainText() == "a⟨U+0000⟩b and ⟨U+0001⟩"
+    # A private-use character of the text stays itself while NUL is named.
+    assert render("\ue000\x00\ue001").toPlainText() == "\ue000⟨U+0000⟩\ue001"
+    doc = SafeDocument()
+    (code,) = render_markdown(doc, "```\nx\x00y\n```", dark=False, code_header=16)
+    assert doc.toPlainText() == "x⟨U+0000⟩y"
+    assert code.text == "x\x00y"  # what Copy code copies: the text as written
 
 
 def test_every_format_character_is_named() -> None:

@@ -235,6 +235,30 @@ def test_excluding_a_symbol_term_keeps_texts_without_it(repo: Repository, sessio
     assert _ids(_find(repo.db, "alpha -bar.baz")) == {spaced, plain}
 
 
+def test_a_nul_in_the_query_matches_only_texts_holding_it(
+    repo: Repository, session: int
+) -> None:
+    # SQLite's LIKE ends the pattern at a NUL: a lone NUL was LIKE '%', and every
+    # message matched it.
+    plain, words, _arrow = _add(repo, session, "plain words", "a b and more", "x -> y")
+    try:
+        nul, pair = _add(repo, session, "before\x00after", "A\x00B here")
+    except StorageError:
+        # PostgreSQL's text cannot hold NUL: the store refuses it there, as an import's.
+        assert repo.db.dialect.is_postgresql
+        held: set[int | None] = set()
+        pair_only: set[int | None] = set()
+    else:
+        held, pair_only = {nul, pair}, {pair}
+    assert _ids(_find(repo.db, "\x00")) == held
+    assert _ids(_find(repo.db, "a\x00b")) == pair_only  # case folded as elsewhere
+    assert _ids(_find(repo.db, "\x00 ->")) == set()
+    assert _ids(_find(repo.db, "plain NOT \x00")) == {plain}
+    assert _ids(_find(repo.db, "a NOT a\x00b")) == {words}
+    if held:
+        assert f"{HIGHLIGHT[0]}\x00{HIGHLIGHT[1]}" in _find(repo.db, "\x00")[0].snippet
+
+
 # -- diacritics and case -------------------------------------------------------------------------
 
 

@@ -353,6 +353,18 @@ class SessionInfo:
     agent_name: str | None = None
 
 
+@dataclass(frozen=True)
+class ForkOrigin:
+    """Where a session was forked from, as an export names it: the parent session's
+    ``source`` and ``source_id`` (as the export gives them, so that reading it back finds
+    the parent in the same file or in the database), and the ``position`` of the
+    parent's message the fork was made at (``None`` when that message is gone)."""
+
+    source: str
+    source_id: str
+    position: int | None
+
+
 @dataclass
 class Conversation:
     """A whole conversation as a format reads it, before it is stored.
@@ -361,7 +373,8 @@ class Conversation:
     source, and ``source_file`` the file it was read from (the engine fills it in): with
     a fingerprint of the messages, they let an import recognise a conversation it has
     seen before (see :mod:`workbench.core.identity`). ``metadata`` holds what the
-    source says about the conversation as a whole (a model, a score, a project...).
+    source says about the conversation as a whole (a model, a score, a project...);
+    ``forked_from`` the session it was forked from, when its export names one.
     """
 
     title: str
@@ -374,6 +387,9 @@ class Conversation:
     updated_at: datetime | None = None
     tags: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    forked_from: ForkOrigin | None = None
+    """The session this one was forked from, when an export said so; the engine links
+    the fork once the parent is stored (or found in the database)."""
 
 
 @dataclass

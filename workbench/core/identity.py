@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from workbench.core.conversation import Message
+from workbench.core.conversation import Message, as_utc
 
 _SEP = "\x1f"
 _END = "\x1e"
@@ -40,6 +42,43 @@ def fingerprint_messages(messages: Sequence[Message], count: int | None = None) 
     # One encoding of the whole text: far cheaper than one per field.
     data = _SEP.join(pieces).encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest()[:32]
+
+
+OWN_SOURCE = "workbench"
+"""The source an export names for a session made in the workbench (not imported), with
+:func:`own_source_id` as its id: read back into the database it was made in, the
+export is recognised as that session; read into another, it is a new session that
+keeps this source and id (and so is recognised in turn)."""
+
+_OWN_ID = re.compile(r"wb-(\d{8}T\d{12})-([1-9]\d{0,17})")
+
+
+def own_source_id(session_id: int, created_at: datetime) -> str:
+    """The id an export gives a session made in the workbench: its creation time (to
+    the microsecond, UTC) and its id in its database, ``wb-20240515T150000123456-12``.
+    Stable across exports; a session of another database does not have it (it would
+    need the same id, made in the same microsecond)."""
+    return f"wb-{_stamp(created_at)}-{session_id}"
+
+
+def own_session(source_id: str, created_at: datetime, session_id: int) -> bool:
+    """Whether ``source_id`` is :func:`own_source_id` of the session ``session_id``
+    created at ``created_at``."""
+    return source_id == own_source_id(session_id, created_at)
+
+
+def own_session_id(source_id: str | None) -> int | None:
+    """The database id :func:`own_source_id` names in ``source_id`` (to be checked
+    against that session's creation time with :func:`own_session`); ``None`` when it
+    is not such an id."""
+    if not source_id:
+        return None
+    match = _OWN_ID.fullmatch(source_id)
+    return int(match.group(2)) if match else None
+
+
+def _stamp(created_at: datetime) -> str:
+    return as_utc(created_at).strftime("%Y%m%dT%H%M%S%f")
 
 
 def metadata_lines(metadata: dict[str, Any], limit: int = 120) -> list[str]:

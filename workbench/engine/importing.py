@@ -43,7 +43,15 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from workbench.core.conversation import Conversation, ImportNote, Message, SkippedEntry, utcnow
+from workbench.core.conversation import (
+    Conversation,
+    ForkOrigin,
+    ImportNote,
+    Message,
+    SessionInfo,
+    SkippedEntry,
+    utcnow,
+)
 from workbench.core.gcpause import collector_paused
 from workbench.core.handoff import quick_handoff
 from workbench.core.tokens import TokenCounter, fill_counts, get_counter
@@ -161,7 +169,7 @@ def import_conversations(
                 report.cancelled = True
                 break
         flush()
-    forks.link(repo)
+    report.notes.extend(forks.link(repo))
     return report
 
 
@@ -441,23 +449,33 @@ class _Reader:
 
 
 class _Forks:
-    """Branch conversations of a tree (ChatGPT, Open WebUI) to link to their main
-    session as forks at the branch point (SPEC §7), once both are stored.
+    """Forks to link to the session they were forked from, once both are stored.
 
-    A branch names its main conversation's source id in ``metadata["branch_of"]``, and
-    its first message that differs from the main one carries ``branch_start``: the
-    message before it is where the branch leaves the main session.
+    Two kinds: branch conversations of a tree (ChatGPT, Open WebUI), linked to their
+    main session at the branch point (SPEC §7): a branch names its main conversation's
+    source id in ``metadata["branch_of"]``, and its first message that differs from the
+    main one carries ``branch_start`` (the message before it is where the branch leaves
+    the main session); and sessions whose export names the session they were forked
+    from (``Conversation.forked_from``), found in the same import or else in the
+    database. A fork whose origin is in neither is imported without the link, and the
+    report says so.
     """
 
     def __init__(self) -> None:
         self.stored: dict[tuple[str | None, str], int] = {}
         self.wanted: list[tuple[int, tuple[str | None, str], int]] = []
+        self.exported: list[tuple[SessionInfo, ForkOrigin]] = []
 
     def note(self, conv: Conversation, outcome: ImportOutcome) -> None:
         if conv.source_id is not None:
             self.stored[(conv.source, conv.source_id)] = outcome.session.id
+        if not outcome.created:
+            return
+        if conv.forked_from is not None:
+            self.exported.append((outcome.session, conv.forked_from))
+            return
         branch_of = conv.metadata.get("branch_of") if conv.metadata else None
-        if not outcome.created or not isinstance(branch_of, str):
+        if not isinstance(branch_of, str):
             return
         for index, message in enumerate(conv.messages):
             if message.metadata.get("branch_start"):
@@ -465,11 +483,42 @@ class _Forks:
                     self.wanted.append((outcome.session.id, (conv.source, branch_of), index - 1))
                 return
 
-    def link(self, repo: Repository) -> None:
-        repo.set_fork_origins([
+    def link(self, repo: Repository) -> list[ImportNote]:
+        """Link the forks whose origin is known; a note for each fork left unlinked."""
+        links = [
             (session_id, self.stored[main], position)
             for session_id, main, position in self.wanted if main in self.stored
-        ])
+        ]
+        notes: list[ImportNote] = []
+        tried: list[tuple[SessionInfo, ForkOrigin]] = []
+        for info, origin in self.exported:
+            parent = self.stored.get((origin.source, origin.source_id))
+            if parent is None:
+                parent = repo.find_exported(origin.source, origin.source_id)
+            if parent is None or origin.position is None:
+                notes.append(_unlinked(info, origin, parent is not None))
+                continue
+            links.append((info.id, parent, origin.position))
+            tried.append((info, origin))
+        linked = repo.set_fork_origins(links)
+        notes += [_unlinked(info, origin, True) for info, origin in tried
+                  if info.id not in linked]
+        return notes
+
+
+def _unlinked(info: SessionInfo, origin: ForkOrigin, parent_found: bool) -> ImportNote:
+    """The note on a fork imported without its link to the session it was forked from."""
+    parent = f"{origin.source_id} ({origin.source})"
+    if parent_found:
+        why = (f"the session it was forked from, {parent}, no longer holds the message "
+               "it was forked at")
+    else:
+        why = (f"the session it was forked from, {parent}, is neither in the file nor in "
+               "the database")
+    return ImportNote(
+        entry=f"session {info.id} ({info.title!r})",
+        note=f"{why}: it was imported without the link to it.",
+    )
 
 
 def _store_batch(

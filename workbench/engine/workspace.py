@@ -10,6 +10,7 @@ Use cases that join layers live here or in the modules this one calls: importing
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import stat
@@ -21,17 +22,25 @@ from typing import TYPE_CHECKING, Any
 from workbench.core.conversation import (
     Agent,
     Conversation,
+    ForkOrigin,
     Message,
     SearchHit,
     SessionContext,
     SessionInfo,
 )
+from workbench.core.identity import OWN_SOURCE, own_source_id
 from workbench.engine.editing import Editing, SessionTrash
 from workbench.engine.import_report import ImportReport, ProgressCallback
 from workbench.engine.importing import count_missing_tokens, import_conversations
 from workbench.engine.line_upkeep import LineUpkeep
 from workbench.engine.resources import sample_session_path
-from workbench.errors import FormatError, RequestError, UnknownFormatError, WorkbenchError
+from workbench.errors import (
+    FormatError,
+    NotFoundError,
+    RequestError,
+    UnknownFormatError,
+    WorkbenchError,
+)
 from workbench.store.db import Database, OpenProgress
 from workbench.store.opening import open_database
 from workbench.store.repository import Repository
@@ -67,6 +76,19 @@ def export_format_names() -> list[str]:
     from workbench.formats import exporters
 
     return [e.name for e in exporters()]
+
+
+def exported_identity(info: SessionInfo) -> SessionInfo:
+    """``info`` with the source and source id an export names the session by: those it
+    was imported with, or for a session made here (no source id) the workbench's own
+    (:data:`~workbench.core.identity.OWN_SOURCE`, :func:`~workbench.core.identity.own_source_id`),
+    so that its export read back into this database is recognised as the session itself
+    (and into another, makes a session that keeps that identity)."""
+    if info.source and info.source_id:
+        return info
+    return dataclasses.replace(
+        info, source=OWN_SOURCE, source_id=own_source_id(info.id, info.created_at)
+    )
 
 
 def source_identity(path: Path) -> str:
@@ -404,9 +426,9 @@ class Workspace:
         read = self._export_bundles(refs, format, progress, notes)
         if read is None:
             return []
-        exporter, bundles = read
+        exporter, bundles, infos = read
         exporter.write(bundles, Path(path))
-        return [b.info for b in bundles]
+        return infos
 
     def _refuse_own_files(self, target: Path) -> None:
         """Refuse to write over this database's own file or its journal companions."""
@@ -435,7 +457,7 @@ class Workspace:
         a pipe); ``notes`` as there."""
         read = self._export_bundles(refs, format, None, notes)
         assert read is not None  # no progress callback, so never stopped
-        exporter, bundles = read
+        exporter, bundles, _ = read
         return exporter.render(bundles)
 
     def _export_bundles(
@@ -444,21 +466,25 @@ class Workspace:
         format: str,
         progress: ProgressCallback | None,
         notes: list[str] | None,
-    ) -> tuple[Exporter, list[ExportSession]] | None:
-        """The exporter of ``format`` and the sessions ``refs`` names, read whole; None
-        when ``progress`` stopped the reading."""
+    ) -> tuple[Exporter, list[ExportSession], list[SessionInfo]] | None:
+        """The exporter of ``format``, the sessions ``refs`` names read whole (each with
+        the identity and fork origin the export names it by, see :func:`exported_identity`)
+        and their infos as stored; None when ``progress`` stopped the reading."""
         from workbench.formats import ExportSession, get_exporter
 
         exporter = get_exporter(format)
         bundles = []
+        infos = []
         for done, ref in enumerate(refs, start=1):
             info, messages, context = self.session_view(ref)
+            infos.append(info)
             bundles.append(
                 ExportSession(
-                    info=info,
+                    info=exported_identity(info),
                     messages=messages,
                     context=context,
                     metadata=self.repo.session_metadata(info.id),
+                    forked_from=self._fork_origin(info),
                 )
             )
             if progress is not None and progress(done, len(refs)) is False:
@@ -466,7 +492,24 @@ class Workspace:
         cannot_hold = getattr(exporter, "cannot_hold", None)
         if notes is not None and cannot_hold is not None:
             notes.extend(cannot_hold(bundles))
-        return exporter, bundles
+        return exporter, bundles, infos
+
+    def _fork_origin(self, info: SessionInfo) -> ForkOrigin | None:
+        """The session ``info`` was forked from, as an export names it (None: not a fork,
+        or its parent is gone)."""
+        if info.forked_from_session_id is None:
+            return None
+        try:
+            parent = exported_identity(self.repo.get_session(info.forked_from_session_id))
+        except NotFoundError:
+            return None
+        position: int | None = None
+        if info.forked_from_message_id is not None:
+            with contextlib.suppress(NotFoundError):
+                message = self.repo.get_message(info.forked_from_message_id)
+                position = message.position
+        assert parent.source is not None and parent.source_id is not None
+        return ForkOrigin(parent.source, parent.source_id, position)
 
     # -- search ------------------------------------------------------------------------
 

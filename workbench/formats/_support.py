@@ -289,6 +289,19 @@ class ExportImporter(FileImporter):
         return self.looks_like(head)
 
 
+def skipped_message(entry: str, label: str, what: str, exc: Exception) -> SkippedEntry:
+    """The report of one message of a conversation that could not be read, while the rest
+    of the conversation is imported: ``entry`` names its position (``"item 2
+    messages[4]"``), ``label`` the conversation (``"conversation 'Trip' (c-1)"``) and
+    ``what`` the message (``"message 4"``); ``exc`` says what is wrong with it."""
+    return SkippedEntry(
+        entry=entry,
+        reason=sentence(
+            f"{label}: {what} was skipped ({exc}); the rest of the conversation was imported"
+        ),
+    )
+
+
 def first_copies(
     items: Iterable[Any],
     parse: Callable[[Any, str, str], Iterable[ImportItem]],

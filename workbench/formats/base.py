@@ -30,6 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from workbench.core.conversation import (
     Conversation,
+    ForkOrigin,
     ImportNote,
     Message,
     SessionContext,
@@ -91,6 +92,8 @@ class ExportSession:
     context: SessionContext = field(default_factory=SessionContext)
     metadata: dict[str, Any] = field(default_factory=dict)
     """What the session's source said about it as a whole (see ``Conversation.metadata``)."""
+    forked_from: ForkOrigin | None = None
+    """The session this one was forked from, named as the export names that session."""
 
 
 @runtime_checkable
@@ -437,6 +440,38 @@ def read_imported_from(metadata: dict[str, Any]) -> tuple[str, str] | None:
         return None
     del metadata[IMPORTED_FROM]
     return value["source"], value["source_id"]
+
+
+FORKED_FROM = "forked_from"
+"""The key under which the context-file and openai-jsonl exports write the session a
+session was forked from: ``{"source", "source_id", "position"}`` (the parent as the
+export names it, and the position of the message the fork was made at)."""
+
+
+def forked_from_json(origin: ForkOrigin | None) -> dict[str, Any] | None:
+    """The value an export writes under :data:`FORKED_FROM` (``None``: not a fork)."""
+    if origin is None:
+        return None
+    return {"source": origin.source, "source_id": origin.source_id,
+            "position": origin.position}
+
+
+def read_forked_from(metadata: dict[str, Any]) -> ForkOrigin | None:
+    """The fork origin an export wrote under :data:`FORKED_FROM` (removed from
+    ``metadata``), or ``None`` when there is none as it writes it (a value of another
+    shape stays in the metadata, as any unknown key does)."""
+    value = metadata.get(FORKED_FROM)
+    if not isinstance(value, dict) or set(value) != {"source", "source_id", "position"}:
+        return None
+    source, source_id, position = value["source"], value["source_id"], value["position"]
+    if not (isinstance(source, str) and source and isinstance(source_id, str) and source_id):
+        return None
+    if position is not None and (
+        isinstance(position, bool) or not isinstance(position, int) or position < 0
+    ):
+        return None
+    del metadata[FORKED_FROM]
+    return ForkOrigin(source, source_id, position)
 
 
 def unforeseen(where: str, exc: Exception) -> SkippedEntry:

@@ -52,6 +52,7 @@ from workbench.formats._support import (
     number_positions,
     primed,
     sentence,
+    skipped_message,
     text_of,
     title_of,
     tool_call,
@@ -278,13 +279,7 @@ def parse_conversation(item: Any, where: str, fallback_id: str) -> list[ImportIt
             messages.extend(parse_message(raw))
         except InvalidEntryError as exc:
             results.append(
-                SkippedEntry(
-                    entry=f"{where} chat_messages[{index}]",
-                    reason=sentence(
-                        f"{label}: message {index} was skipped ({exc}); "
-                        "the rest of the conversation was imported"
-                    ),
-                )
+                skipped_message(f"{where} chat_messages[{index}]", label, f"message {index}", exc)
             )
             continue
         readable.append(raw)

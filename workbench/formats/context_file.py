@@ -11,9 +11,13 @@ carries something, so that a plain session stays plain:
   (when not ``active``), ``metadata`` (with ``important``) and ``token_encoding``;
 - on the session: ``title``, ``created_at`` and ``updated_at`` (when they differ from
   what the importer would derive, and never a time the session's source did not give),
-  ``tags``, and ``imported_from`` (``{"source", "source_id"}``) for a session imported
-  from another format: read back, the session has that source and id again, so the
-  conversation is recognised as the one its source holds.
+  ``tags``, ``imported_from`` (``{"source", "source_id"}``) for a session imported
+  from another format or made in the workbench (source ``workbench``): read back, the
+  session has that source and id again, so the conversation is recognised as the one
+  its source holds (a session made in the workbench, as itself in its own database);
+  and ``forked_from`` (``{"source", "source_id", "position"}``) for a fork: the session
+  it was forked from as the export names it, and the position of the message it was
+  forked at, so that reading it back links the fork again.
 
 The pin and archive marks are the workbench's own and are not written: an export of a
 pinned or archived session says so (a session imported again starts unpinned).
@@ -49,18 +53,22 @@ from workbench.core.conversation import (
     format_time,
     parse_time,
 )
+from workbench.core.identity import OWN_SOURCE, own_source_id
 from workbench.errors import FormatError, InvalidEntryError
 from workbench.formats._reading import JsonStream, open_file
-from workbench.formats._support import guarded, primed
+from workbench.formats._support import guarded, number_positions, primed, skipped_message
 from workbench.formats.base import (
+    FORKED_FROM,
     IMPORTED_FROM,
     ExportSession,
     ImportItem,
     dump_json,
     fingerprint,
+    forked_from_json,
     imported_from,
     peek_json,
     pin_marks_note,
+    read_forked_from,
     read_head,
     read_imported_from,
     shorten,
@@ -185,8 +193,9 @@ def _time(raw: dict[str, Any], key: str, where: str) -> datetime | None:
 
 
 def parse_history_entry(raw: Any, index: int) -> Message:
-    """One ``recent_history`` entry as a message; raises :class:`InvalidEntryError`."""
-    where = f"recent_history[{index}]: "
+    """One ``recent_history`` entry as a message; raises :class:`InvalidEntryError`
+    (its sentence says what is wrong; the caller names the entry's position)."""
+    where = ""
     if not isinstance(raw, dict):
         raise InvalidEntryError(f"{where}an entry must be an object, not {type_name(raw)}")
     role = raw.get("role")
@@ -302,9 +311,12 @@ def _derived_times(messages: Sequence[Message]) -> tuple[datetime | None, dateti
     return (times[0], times[-1]) if times else (None, None)
 
 
-def parse_session(raw: Any, fallback_id: str) -> Conversation:
-    """One session object as a conversation; raises :class:`InvalidEntryError`.
+def parse_session(raw: Any, fallback_id: str, where: str = "") -> list[ImportItem]:
+    """One session object as a conversation, preceded by its skipped entries if any.
 
+    A ``recent_history`` entry that cannot be read costs only itself: it is reported as
+    skipped at ``where`` (``"item 2"``, ``"file a.json"``) and the session keeps the
+    others. Raises :class:`InvalidEntryError` when the session itself cannot be read.
     ``fallback_id`` becomes the ``source_id`` when the object has no ``session_id``.
     """
     if not isinstance(raw, dict):
@@ -321,12 +333,21 @@ def parse_session(raw: Any, fallback_id: str) -> Conversation:
         history = []
     if not isinstance(history, list):
         raise InvalidEntryError(f"recent_history must be a list, not {type_name(history)}")
-    messages = [parse_history_entry(entry, i) for i, entry in enumerate(history)]
     context = _parse_context(raw)
     sid = None if session_id is None else str(session_id)
-    title = raw["title"] if "title" in raw else derive_title(sid, messages)
-    if not isinstance(title, str):
+    title = raw.get("title")
+    if "title" in raw and not isinstance(title, str):
         raise InvalidEntryError(f"title must be a string, not {type_name(title)}")
+    messages: list[Message] = []
+    bad: list[tuple[int, InvalidEntryError]] = []
+    for i, entry in enumerate(history):
+        try:
+            messages.append(parse_history_entry(entry, i))
+        except InvalidEntryError as exc:
+            bad.append((i, exc))
+    number_positions(messages)
+    if not isinstance(title, str):
+        title = derive_title(sid, messages)
     tags = raw.get("tags")
     if tags is None:
         tags = []
@@ -336,9 +357,15 @@ def parse_session(raw: Any, fallback_id: str) -> Conversation:
     created_at = _time(raw, "created_at", "") if "created_at" in raw else first
     updated_at = _time(raw, "updated_at", "") if "updated_at" in raw else last
     metadata = {k: v for k, v in raw.items() if k not in _SESSION_KEYS}
+    forked_from = read_forked_from(metadata)
     source, source_id = read_imported_from(metadata) or (
         NAME, sid if sid is not None else fingerprint(messages))
-    return Conversation(
+    label = f"session {sid}" if sid is not None else f"session {title!r}"
+    results: list[ImportItem] = [
+        skipped_message(f"{where} recent_history[{i}]".strip(), label, f"message {i}", exc)
+        for i, exc in bad
+    ]
+    results.append(Conversation(
         title=title,
         messages=messages,
         context=context,
@@ -348,7 +375,9 @@ def parse_session(raw: Any, fallback_id: str) -> Conversation:
         updated_at=updated_at,
         tags=list(tags),
         metadata=metadata,
-    )
+        forked_from=forked_from,
+    ))
+    return results
 
 
 # --------------------------------------------------------------------------- exporting
@@ -400,13 +429,14 @@ def session_json(session: ExportSession) -> dict[str, Any]:
     """One exported session as a context-file object."""
     info = session.info
     # A session that came from a context file keeps its original id, so the exported
-    # file matches the imported one. Any other session gets an id made of its creation
+    # file matches the imported one, and so does a session made in the workbench (its
+    # own id, see core.identity). Any other session gets an id made of its creation
     # time and workbench id: stable across exports, and unlike the bare id it does not
     # collide with sessions exported from another database.
-    if info.source == NAME and info.source_id:
+    if info.source in (NAME, OWN_SOURCE) and info.source_id:
         session_id = info.source_id
     else:
-        session_id = f"wb-{info.created_at.strftime('%Y%m%dT%H%M%S%f')}-{info.id}"
+        session_id = own_source_id(info.id, info.created_at)
     ctx = session.context
     obj: dict[str, Any] = {
         "session_id": session_id,
@@ -433,6 +463,9 @@ def session_json(session: ExportSession) -> dict[str, Any]:
     origin = imported_from(info.source, info.source_id, NAME)
     if origin is not None:
         obj[IMPORTED_FROM] = origin
+    fork = forked_from_json(session.forked_from)
+    if fork is not None:
+        obj[FORKED_FROM] = fork
     # What the source said about the session: a context file's own extra keys, or
     # another format's conversation data, beside the context keys (read back the same).
     for key, value in session.metadata.items():
@@ -518,7 +551,7 @@ def _sessions(
 ) -> Iterator[ImportItem]:
     if isinstance(data, dict):
         try:
-            yield parse_session(data, fallback_id=path.stem)
+            yield from parse_session(data, fallback_id=path.stem, where=whole)
         except InvalidEntryError as exc:
             yield SkippedEntry(entry=whole, reason=_sentence(exc))
         except Exception as exc:  # an unforeseen fault of the session costs it only
@@ -528,15 +561,16 @@ def _sessions(
         if isinstance(item, SkippedEntry):  # unreadable: reported in its place
             yield item
             continue
+        where = f"{prefix}item {i}"
         try:
-            session = parse_session(item, fallback_id=f"{path.name}#{i}")
+            session = parse_session(item, fallback_id=f"{path.name}#{i}", where=where)
         except InvalidEntryError as exc:
-            yield SkippedEntry(entry=f"{prefix}item {i}", reason=_sentence(exc))
+            yield SkippedEntry(entry=where, reason=_sentence(exc))
             continue
         except Exception as exc:  # one session's unforeseen fault costs that session only
-            yield unforeseen(f"{prefix}item {i}", exc)
+            yield unforeseen(where, exc)
             continue
-        yield session
+        yield from session
 
 
 def _sentence(exc: Exception) -> str:

@@ -45,11 +45,14 @@ from workbench.core.conversation import (
 )
 from workbench.formats._reading import first_bad_byte, repair_value
 from workbench.formats.base import (
+    FORKED_FROM,
     ExportSession,
     FileImporter,
     ImportItem,
     fingerprint,
+    forked_from_json,
     pin_marks_note,
+    read_forked_from,
     read_text_keeping_bad_bytes,
     write_atomic,
 )
@@ -305,10 +308,12 @@ def session_markdown(session: ExportSession) -> str:
         details.append("tags: " + ", ".join(_one_line(t) for t in info.tags))
     details.append(f"{len(session.messages)} messages")
     blocks.append("*" + " · ".join(details) + "*")
-    identity = {"title": info.title, "tags": list(info.tags),
+    identity: dict[str, Any] = {"title": info.title, "tags": list(info.tags),
                 "created_at": _iso(info.created_at), "updated_at": _iso(info.updated_at)}
     if info.source:
         identity.update(source=info.source, source_id=info.source_id)
+    if session.forked_from is not None:
+        identity[FORKED_FROM] = forked_from_json(session.forked_from)
     blocks.append(_details("Session", identity))
     if session.metadata:
         blocks.append(_details("Source metadata", session.metadata))
@@ -535,6 +540,7 @@ def _parse_session(heading: str, sections: list[tuple[str, list[str]]], index: i
                 # The session's own identity: importing the transcript where it came
                 # from finds the session it was written from.
                 conv.source, conv.source_id = value["source"], value["source_id"]
+            conv.forked_from = read_forked_from({FORKED_FROM: value.get(FORKED_FROM)})
         elif summary == "Source metadata" and isinstance(value, dict):
             conv.metadata = value
     for section_heading, lines in sections[1:]:

@@ -37,8 +37,16 @@ from workbench.core.conversation import (
 )
 from workbench.errors import FormatError, InvalidEntryError
 from workbench.formats._reading import BrokenJsonError, holds_bad_bytes
-from workbench.formats._support import file_entries, first_char, guarded, primed
+from workbench.formats._support import (
+    file_entries,
+    first_char,
+    guarded,
+    number_positions,
+    primed,
+    skipped_message,
+)
 from workbench.formats.base import (
+    FORKED_FROM,
     IMPORTED_FROM,
     ExportSession,
     FileImporter,
@@ -46,9 +54,11 @@ from workbench.formats.base import (
     decode_json_line,
     dump_json,
     fingerprint,
+    forked_from_json,
     imported_from,
     peek_json,
     pin_marks_note,
+    read_forked_from,
     read_head,
     read_imported_from,
     shorten,
@@ -214,11 +224,16 @@ def _source_id(messages: Sequence[Message]) -> str:
     return fingerprint(messages)
 
 
-def parse_conversation(item: Any, file_name: str, index: int) -> Conversation:
-    """An object holding a ``messages`` (or ``traj``) list as a conversation.
+def parse_conversation(
+    item: Any, file_name: str, index: int, where: str = ""
+) -> list[ImportItem]:
+    """An object holding a ``messages`` (or ``traj``) list as a conversation, preceded
+    by its skipped messages if any.
 
-    Raises :class:`InvalidEntryError` naming the field when it or one of its messages is
-    not valid; ``index`` is the 0-based place of the item in its file.
+    A message that is not valid costs only itself: it is reported as skipped at
+    ``where`` (``"line 3"``, ``"item 2"``) with its place in the list, and the
+    conversation keeps the others. Raises :class:`InvalidEntryError` when the object
+    itself is not a conversation; ``index`` is the 0-based place of the item in its file.
     """
     if not isinstance(item, dict):
         raise InvalidEntryError(
@@ -227,9 +242,14 @@ def parse_conversation(item: Any, file_name: str, index: int) -> Conversation:
     key = _list_key(item)
     if key is None:
         raise InvalidEntryError("the object has no 'messages' (or 'traj') list")
-    messages = [parse_message(raw, f"{key}[{i}]: ") for i, raw in enumerate(item[key])]
-    for position, message in enumerate(messages):
-        message.position = position
+    messages: list[Message] = []
+    bad: list[tuple[int, InvalidEntryError]] = []
+    for i, raw in enumerate(item[key]):
+        try:
+            messages.append(parse_message(raw))
+        except InvalidEntryError as exc:
+            bad.append((i, exc))
+    number_positions(messages)
     fallback = f"{file_name}#{index}"
     metadata = {k: v for k, v in item.items() if k != key and k != "title"}
     times = {}
@@ -242,16 +262,25 @@ def parse_conversation(item: Any, file_name: str, index: int) -> Conversation:
                 del metadata[time_key]
             except ValueError:
                 pass
+    forked_from = read_forked_from(metadata)
     source, source_id = read_imported_from(metadata) or (NAME, _source_id(messages))
-    return Conversation(
-        title=_title(item, messages, fallback),
+    title = _title(item, messages, fallback)
+    results: list[ImportItem] = [
+        skipped_message(f"{where} {key}[{i}]".strip(), f"conversation {title!r}",
+                        f"message {i}", exc)
+        for i, exc in bad
+    ]
+    results.append(Conversation(
+        title=title,
         messages=messages,
         source=source,
         source_id=source_id,
         created_at=times.get("created_at"),
         updated_at=times.get("updated_at"),
         metadata=metadata,
-    )
+        forked_from=forked_from,
+    ))
+    return results
 
 
 # --------------------------------------------------------------------------- detection
@@ -364,15 +393,16 @@ class OpenAIMessagesImporter(FileImporter):
             if isinstance(item, SkippedEntry):  # unreadable: reported in its place
                 yield item
                 continue
+            where = f"item {i}"
             try:
-                conversation = parse_conversation(item, path.name, i)
+                results = parse_conversation(item, path.name, i, where)
             except InvalidEntryError as exc:
-                yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
+                yield SkippedEntry(entry=where, reason=_sentence(exc))
                 continue
             except Exception as exc:  # one entry's unforeseen fault costs that entry only
-                yield unforeseen(f"item {i}", exc)
+                yield unforeseen(where, exc)
                 continue
-            yield conversation
+            yield from results
 
     def _read_messages(self, path: Path, data: Iterable[Any]) -> Iterator[ImportItem]:
         messages: list[Message] = []
@@ -385,7 +415,7 @@ class OpenAIMessagesImporter(FileImporter):
                 try:
                     messages.append(parse_message(raw))
                 except InvalidEntryError as exc:
-                    yield SkippedEntry(entry=f"item {i}", reason=_sentence(exc))
+                    yield skipped_message(f"item {i}", f"file {path.name}", f"message {i}", exc)
                 except Exception as exc:  # one entry's unforeseen fault costs it only
                     yield unforeseen(f"item {i}", exc)
         except BrokenJsonError as exc:
@@ -412,28 +442,26 @@ class OpenAIMessagesImporter(FileImporter):
         try:
             with path.open("rb") as handle:
                 for number, raw in enumerate(handle, start=1):
-                    item = self._jsonl_line(path, number, raw)
-                    if item is not None:
-                        yield item
+                    yield from self._jsonl_line(path, number, raw)
         except OSError as exc:
             raise FormatError(
                 f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)
             ) from exc
 
-    def _jsonl_line(self, path: Path, number: int, raw: bytes) -> ImportItem | None:
+    def _jsonl_line(self, path: Path, number: int, raw: bytes) -> list[ImportItem]:
         where = f"line {number}"
         # Bytes that are not UTF-8 are replaced (and noted) in the entry, as in a JSON
         # array, rather than the whole line refused.
         line = raw.decode("utf-8", "surrogateescape").lstrip("\ufeff").strip()
         if not line:
-            return None
+            return []
         try:
             value = decode_json_line(line, where, from_bytes=holds_bad_bytes(line))
-            return parse_conversation(value, path.name, number - 1)
+            return parse_conversation(value, path.name, number - 1, where)
         except (ValueError, InvalidEntryError) as exc:
-            return SkippedEntry(entry=where, reason=_sentence(exc))
+            return [SkippedEntry(entry=where, reason=_sentence(exc))]
         except Exception as exc:  # one line's unforeseen fault costs that line only
-            return unforeseen(where, exc)
+            return [unforeseen(where, exc)]
 
 
 def _sentence(exc: Exception) -> str:
@@ -561,7 +589,8 @@ class OpenAIJsonlExporter:
 
 def session_line(session: ExportSession) -> dict[str, Any]:
     """One session as a JSONL object: ``messages``, ``title``, its times, ``imported_from``
-    (``{"source", "source_id"}``) for a session imported from another format, and the
+    (``{"source", "source_id"}``) for a session imported from another format or made in
+    the workbench, ``forked_from`` (``{"source", "source_id", "position"}``) for a fork, and the
     keys of the session's metadata beside them (as tau-bench writes ``task_id``,
     ``reward``, ``info``), which the importer reads back into the metadata."""
     line: dict[str, Any] = {"messages": [message_json(m) for m in session.messages]}
@@ -572,6 +601,9 @@ def session_line(session: ExportSession) -> dict[str, Any]:
     origin = imported_from(session.info.source, session.info.source_id, NAME)
     if origin is not None:
         line[IMPORTED_FROM] = origin
+    fork = forked_from_json(session.forked_from)
+    if fork is not None:
+        line[FORKED_FROM] = fork
     for key, value in session.metadata.items():
         if key not in line and key not in _LIST_KEYS:
             line[key] = value

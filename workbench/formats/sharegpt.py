@@ -43,6 +43,7 @@ from workbench.formats._support import (
     number_positions,
     primed,
     sentence,
+    skipped_message,
     tool_call,
 )
 from workbench.formats.base import (
@@ -213,14 +214,7 @@ def parse_entry(entry: Any, where: str) -> list[ImportItem]:
         try:
             reader.turn(raw)
         except InvalidEntryError as exc:
-            results.append(
-                SkippedEntry(
-                    entry=f"{where} {key}[{index}]",
-                    reason=sentence(
-                        f"{label}: turn {index} was skipped ({exc}); the other turns were imported"
-                    ),
-                )
-            )
+            results.append(skipped_message(f"{where} {key}[{index}]", label, f"turn {index}", exc))
     messages = number_positions(reader.messages)
     title_value = entry.get("title")
     title = (

@@ -40,7 +40,7 @@ from workbench.core.conversation import (
     SessionInfo,
     utcnow,
 )
-from workbench.core.identity import fingerprint_messages
+from workbench.core.identity import fingerprint_messages, own_session, own_session_id
 from workbench.errors import NotFoundError, StorageError
 from workbench.store import bulk
 from workbench.store.base import (
@@ -55,7 +55,7 @@ from workbench.store.rows import (
     session_from_row,
 )
 from workbench.store.schema import AGENTS, COMPACTIONS, MESSAGES, SESSION_CONTEXT, SESSIONS
-from workbench.store.types import json_text, json_value, time_to_text
+from workbench.store.types import json_text, json_value, text_to_time, time_to_text
 
 
 @dataclass
@@ -83,6 +83,14 @@ class _Stored:
     source_file: str | None
     fingerprint: str | None  # None: imported before fingerprints were kept
     count: int | None
+    older_copy: bool = False
+    """The conversation is an older copy of the session (its export before turns were
+    added): its context is not newer than the session's, and is not taken."""
+
+
+_MADE_HERE = "\x00made in the workbench"
+"""The ``source_file`` of the candidate a session made in the workbench makes: no path
+equals it, so ``replace`` never replaces such a session with a file's copy of it."""
 
 
 def _import_action(
@@ -177,6 +185,11 @@ class Repository(MessageStore):
           (``"updated"``);
         * anything else is a new session (``"created"``; ``reused_id`` when another
           stored conversation has the same id).
+
+        A session made in this database (not imported) is matched by the id its export
+        names it by (:func:`~workbench.core.identity.own_source_id`, under any source):
+        its export read back is that session, by its messages now (an older export of
+        it is unchanged, its context left as the session's).
         """
         for i, m in enumerate(conversation.messages):
             if m.role not in ROLES:
@@ -191,7 +204,9 @@ class Repository(MessageStore):
             if action == "unchanged":
                 assert target is not None
                 session_id, status = target.session_id, "unchanged"
-                if self._context_differs(conn, session_id, conversation.context):
+                if not target.older_copy and self._context_differs(
+                    conn, session_id, conversation.context
+                ):
                     # The same turns with new facts, summary or tasks (a context file
                     # saved again): the context is what changed, and it is kept.
                     self._write_context(conn, session_id, conversation.context)
@@ -242,11 +257,53 @@ class Repository(MessageStore):
             {"source": conversation.source, "source_id": conversation.source_id},
         ).all()
         found: list[_Stored] = []
+        own = self._own_session(conn, conversation.source_id)
+        if own is not None:
+            found.append(self._own_candidate(conn, own, conversation))
         for session_id, source_file, fp, count in rows:
             if fp is None or count is None:
                 fp, count = self._fingerprint_stored(conn, int(session_id))
             found.append(_Stored(int(session_id), source_file, fp, int(count)))
         return found
+
+    def _own_session(self, conn: Connection, source_id: str | None) -> int | None:
+        """The session made in this database (not imported: it has no source id) whose
+        own id (:func:`~workbench.core.identity.own_source_id`, what its export names it
+        by) is ``source_id``; ``None`` when there is none."""
+        session_id = own_session_id(source_id)
+        if session_id is None or source_id is None:
+            return None
+        row = conn.execute(_OWN_SESSION, {"id": session_id}).first()
+        if row is None or row[1] is not None:
+            return None
+        return session_id if own_session(source_id, text_to_time(row[0]), session_id) else None
+
+    def _own_candidate(
+        self, conn: Connection, session_id: int, conversation: Conversation
+    ) -> _Stored:
+        """A session made here as import matches it against its own export: by its
+        messages now. An export made before turns were added matches the session's
+        first messages (the same session, ``older_copy``); one holding more than the
+        session has is the session grown (its new messages are appended)."""
+        rows = conn.execute(_SESSION_MESSAGES, {"session_id": session_id}).all()
+        stored = [message_from_row(r) for r in rows]
+        total = len(conversation.messages)
+        if len(stored) >= total:
+            return _Stored(session_id, _MADE_HERE, fingerprint_messages(stored, total),
+                           total, older_copy=len(stored) > total)
+        return _Stored(session_id, _MADE_HERE, fingerprint_messages(stored), len(stored))
+
+    def find_exported(self, source: str, source_id: str) -> int | None:
+        """The session an export names by ``source`` and ``source_id`` (a fork's parent):
+        a session made here whose own id it is, else the first imported from it."""
+        with self.db.read() as conn:
+            own = self._own_session(conn, source_id)
+            if own is not None:
+                return own
+            row = conn.execute(
+                _CANDIDATES, {"source": source, "source_id": source_id}
+            ).first()
+        return None if row is None else int(row[0])
 
     def _fingerprint_stored(self, conn: Connection, session_id: int) -> tuple[str, int]:
         """Fingerprint a session imported before fingerprints were kept, and keep it."""
@@ -290,18 +347,23 @@ class Repository(MessageStore):
         (an imported branch of a conversation tree); nothing when that message is gone."""
         self.set_fork_origins([(session_id, from_session_id, position)])
 
-    def set_fork_origins(self, links: Sequence[tuple[int, int, int]]) -> None:
+    def set_fork_origins(self, links: Sequence[tuple[int, int, int]]) -> set[int]:
         """:meth:`set_fork_origin` for many ``(session, from session, position)`` links,
-        in one transaction (an import links every branch of a tree at once)."""
+        in one transaction (an import links every branch of a tree at once); returns
+        the sessions linked (not those whose origin message is gone)."""
         if not links:
-            return
+            return set()
+        linked: set[int] = set()
         with self.db.write() as conn:
-            conn.execute(
-                _SET_FORK_ORIGIN,
-                [{"session_id": session_id, "origin": origin, "at_position": position}
-                 for session_id, origin, position in links],
-            )
+            for session_id, origin, position in links:
+                done = conn.execute(
+                    _SET_FORK_ORIGIN,
+                    {"session_id": session_id, "origin": origin, "at_position": position},
+                )
+                if done.rowcount:
+                    linked.add(session_id)
             self.db.changed(conn, [session_id for session_id, _, _ in links])
+        return linked
 
     def _replace_imported(
         self, conn: Connection, session_id: int, conversation: Conversation
@@ -410,7 +472,9 @@ class Repository(MessageStore):
                 conv = prepared.conversation
                 if conv.source_id is not None:
                     key = (conv.source, conv.source_id)
-                    if key in seen:
+                    if key in seen or self._own_session(conn, conv.source_id) is not None:
+                        # A repeated id, or a session made here read back from its
+                        # export: matched one by one in import_conversation.
                         deferred.append(i)
                         continue
                     seen.add(key)
@@ -545,6 +609,9 @@ _CANDIDATES = (
         SESSIONS.c.source_id == bindparam("source_id"),
     )
     .order_by(SESSIONS.c.id)
+)
+_OWN_SESSION = select(SESSIONS.c.created_at, SESSIONS.c.source_id).where(
+    SESSIONS.c.id == bindparam("id")
 )
 # The columns ``rows.message_from_row`` reads, in its order.
 _SESSION_MESSAGES = (

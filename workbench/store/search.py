@@ -301,6 +301,22 @@ def _groups(terms: Sequence[_Term]) -> list[list[_Term]]:
     return groups
 
 
+def holds_nul(term: _Term) -> bool:
+    """Whether a term holds U+0000 (which SQLite's LIKE takes for the end of the text,
+    and PostgreSQL's text cannot hold)."""
+    return "\x00" in term.text
+
+
+def _contains(alias: str, term: _Term) -> tuple[str, Any]:
+    """The condition that ``alias.content`` holds ``term`` (ignoring ASCII case, as
+    LIKE does) and its parameter. LIKE stops at a NUL of the pattern or the text (a
+    lone NUL was ``LIKE '%'``, which every message matches): a term holding one is
+    looked for with ``instr``, which compares the whole text."""
+    if holds_nul(term):
+        return f"instr(lower({alias}.content), lower(?)) > 0", term.text
+    return f"{alias}.content LIKE ? ESCAPE '\\'", _like_pattern(term.text)
+
+
 def _substring_conditions(
     terms: Sequence[_Term], alias: str = "m", *, only_symbolic: bool = True
 ) -> tuple[list[str], list[Any]]:
@@ -311,14 +327,14 @@ def _substring_conditions(
     for group in _groups(terms):
         if only_symbolic and not any(t.symbolic for t in group):
             continue
-        clauses.append(
-            "(" + " OR ".join(f"{alias}.content LIKE ? ESCAPE '\\'" for _ in group) + ")"
-        )
-        params += [_like_pattern(t.text) for t in group]
+        found = [_contains(alias, t) for t in group]
+        clauses.append("(" + " OR ".join(sql for sql, _ in found) + ")")
+        params += [param for _, param in found]
     for term in terms:
         if term.negated and (term.symbolic or not only_symbolic):
-            clauses.append(f"{alias}.content NOT LIKE ? ESCAPE '\\'")
-            params.append(_like_pattern(term.text))
+            sql, param = _contains(alias, term)
+            clauses.append(f"NOT ({sql})")
+            params.append(param)
     return clauses, params
 
 

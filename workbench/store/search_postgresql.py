@@ -57,6 +57,7 @@ from workbench.store.search import (
     _words,
     best_hits,
     combine_terms,
+    holds_nul,
     parse_query,
     substring_hits,
     title_or_memory_hit,
@@ -157,6 +158,12 @@ def _substring_conditions(
     for group in _groups(terms):
         if only_symbolic and not any(t.symbolic for t in group):
             continue
+        # PostgreSQL's text cannot hold U+0000 (the store refuses a message holding it):
+        # no message holds a term with one, and it cannot be sent as a pattern.
+        group = [t for t in group if not holds_nul(t)]
+        if not group:
+            clauses.append("FALSE")
+            continue
         clauses.append("(" + " OR ".join(
             f"{column} ILIKE {params.add(_like_pattern(t.text))}" for t in group) + ")")
         runs = [run for t in group if (run := _symbol_run(t.text))]
@@ -167,7 +174,7 @@ def _substring_conditions(
                 f"{symbols} LIKE {params.add('%' + run + '%')}"
                 for run in runs) + f") AND {symbols} IS NOT NULL)")
     for term in terms:
-        if term.negated and (term.symbolic or not only_symbolic):
+        if term.negated and (term.symbolic or not only_symbolic) and not holds_nul(term):
             clauses.append(f"{column} NOT ILIKE {params.add(_like_pattern(term.text))}")
     return clauses
 

@@ -236,10 +236,19 @@ def _utf16_length(text: str) -> int:
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
 
-def mark_invisible(doc: QTextDocument, dark: bool) -> bool:
+def _nul_stand_in(text: str) -> str:
+    """A private-use character that ``text`` does not hold, to carry its NUL characters
+    through the Markdown parser (which replaces U+0000 with U+FFFD, as CommonMark says)."""
+    return next(ch for ch in map(chr, range(0xE000, 0xF900)) if ch not in text)
+
+
+def mark_invisible(doc: QTextDocument, dark: bool, nul: str | None = None) -> bool:
     """Replace each invisible character of ``doc`` by its marked name (muted, on a tint);
-    whether any was found."""
+    whether any was found. ``nul``: the character that stands for U+0000 in ``doc``
+    (named ``⟨U+0000⟩`` as NUL is)."""
     text = doc.toPlainText()
+    if nul is not None:
+        text = text.replace(nul, "\x00")  # one UTF-16 unit each: positions stay
     spans = invisible_spans(text)
     if not spans:
         return False
@@ -274,10 +283,15 @@ def render_markdown(doc: QTextDocument, markdown: str, dark: bool,
     With ``highlight`` false the code is left uncoloured, for :func:`highlight_code` to
     colour later (the timeline does that after the first paint).
     """
+    nul = _nul_stand_in(markdown) if "\x00" in markdown else None
+    if nul is not None:
+        markdown = markdown.replace("\x00", nul)
     doc.setMarkdown(keep_visible(markdown), _FEATURES)
     _show_images_and_targets(doc, dark)
     blocks = _style_code_blocks(doc, dark, code_header)
-    if mark_invisible(doc, dark):
+    if nul is not None:  # copied as written
+        blocks = [replace(b, text=b.text.replace(nul, "\x00")) for b in blocks]
+    if mark_invisible(doc, dark, nul):
         # A code block keeps its text for copying; its colours follow what is shown.
         blocks = [replace(b, shown=_blocks_text(doc, b)) for b in blocks]
     _style_tables(doc, dark)
