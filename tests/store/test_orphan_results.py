@@ -164,19 +164,25 @@ def test_orphans_stay_right_under_random_edits(db: Database) -> None:
         assert _listed(db) == _expected(db), f"step {step}: {action} of {target.id}"
 
 
-@pytest.mark.sqlite_only("an older SQLite file, looked into with sqlite3")
-def test_the_migration_lists_the_orphans_of_messages_written_before(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _written_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, migration: str) -> Path:
+    """A SQLite file migrated up to just before ``migration``, with one session of
+    :func:`_messages` written by the store of that time."""
     path = tmp_path / "old.db"
-    names = [m.name for m in MIGRATIONS]
-    at = names.index("0014_orphan_results")
+    at = [m.name for m in MIGRATIONS].index(migration)
     with monkeypatch.context() as patch:
         patch.setattr(db_module, "MIGRATIONS", MIGRATIONS[:at])
         old = Database.open(path)
         Repository(old).append_messages(Repository(old).create_session(title="old").id,
                                         _messages())
         old.close()
+    return path
+
+
+@pytest.mark.sqlite_only("an older SQLite file, looked into with sqlite3")
+def test_the_migration_lists_the_orphans_of_messages_written_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _written_before(tmp_path, monkeypatch, "0014_orphan_results")
     raw = sqlite3.connect(path)
     assert not raw.execute(
         "SELECT 1 FROM sqlite_master WHERE name = 'orphan_results'").fetchall()
@@ -313,15 +319,7 @@ def test_the_calls_place_trigger_stands_aside_while_paused(db: Database) -> None
 def test_a_database_of_0014_gets_the_pausable_calls_trigger(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "old.db"
-    names = [m.name for m in MIGRATIONS]
-    at = names.index("0015_calls_place_pausable")
-    with monkeypatch.context() as patch:
-        patch.setattr(db_module, "MIGRATIONS", MIGRATIONS[:at])
-        old = Database.open(path)
-        Repository(old).append_messages(Repository(old).create_session(title="old").id,
-                                        _messages())
-        old.close()
+    path = _written_before(tmp_path, monkeypatch, "0015_calls_place_pausable")
     raw = sqlite3.connect(path)
     (before,) = raw.execute(
         "SELECT sql FROM sqlite_master WHERE name = 'message_calls_place'").fetchone()
