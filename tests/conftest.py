@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "providers"))
 from protocol_server import ProtocolServer  # noqa: E402
 
 from tests.memory_keyring import MemoryKeyring  # noqa: E402
-from tests.pg_server import PostgresServer, ServerUnavailable  # noqa: E402
+from tests.pg_server import PostgresServer, started_for_tests  # noqa: E402
 
 # Before anything imports Qt: tests draw on the offscreen platform unless told otherwise.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -76,12 +76,7 @@ def pg_server() -> Iterator[PostgresServer]:
     Under ``CI=true`` a server that will not start fails the tests that need it; elsewhere
     they are skipped with the reason (a developer machine without PostgreSQL installed).
     """
-    try:
-        server = PostgresServer().start()
-    except ServerUnavailable as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"the PostgreSQL test server did not start: {exc}")
-        pytest.skip(f"PostgreSQL is not available here: {exc}")
+    server = started_for_tests()
     try:
         yield server
     finally:

@@ -41,7 +41,7 @@ from tests.gui.journey import (
     with_modal_dialog,
 )
 from tests.memory_keyring import MemoryKeyring
-from tests.pg_server import PostgresServer, ServerUnavailable
+from tests.pg_server import PostgresServer, started_for_tests
 from workbench.core.conversation import SessionInfo
 from workbench.core.provider import ProviderConfig
 from workbench.engine import compaction
@@ -825,10 +825,7 @@ def test_another_desktops_change_is_read_off_the_window_thread(
 def password_server() -> Iterator[PostgresServer]:
     """A PostgreSQL server of its own that asks for the password (``SECRET``) and holds
     a database ``team`` (the session's server trusts every connection)."""
-    try:
-        server = PostgresServer({}).start()
-    except ServerUnavailable as exc:
-        pytest.skip(f"PostgreSQL is not available here: {exc}")
+    server = started_for_tests({})
     try:
         import sqlalchemy as sa
 

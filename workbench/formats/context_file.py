@@ -195,33 +195,32 @@ def _time(raw: dict[str, Any], key: str, where: str) -> datetime | None:
 def parse_history_entry(raw: Any, index: int) -> Message:
     """One ``recent_history`` entry as a message; raises :class:`InvalidEntryError`
     (its sentence says what is wrong; the caller names the entry's position)."""
-    where = ""
     if not isinstance(raw, dict):
-        raise InvalidEntryError(f"{where}an entry must be an object, not {type_name(raw)}")
+        raise InvalidEntryError(f"an entry must be an object, not {type_name(raw)}")
     role = raw.get("role")
     if role is None:
-        raise InvalidEntryError(f"{where}role is missing")
+        raise InvalidEntryError("role is missing")
     if role not in ROLES:
-        raise InvalidEntryError(f"{where}role {role!r} is not one of {', '.join(ROLES)}")
+        raise InvalidEntryError(f"role {role!r} is not one of {', '.join(ROLES)}")
     content = raw.get("content")
     if content is not None and not isinstance(content, str):
         raise InvalidEntryError(
-            f"{where}content must be a string or null, not {type_name(content)}"
+            f"content must be a string or null, not {type_name(content)}"
         )
     token_count = raw.get("token_count")
     if token_count is not None and (
         isinstance(token_count, bool) or not isinstance(token_count, int) or token_count < 0
     ):
         raise InvalidEntryError(
-            f"{where}token_count {token_count!r} is not a whole number of tokens"
+            f"token_count {token_count!r} is not a whole number of tokens"
         )
     state = raw.get("state") or MessageState.ACTIVE.value
     if state not in STATES:
-        raise InvalidEntryError(f"{where}state {state!r} is not one of {', '.join(STATES)}")
-    metadata = dict(_optional_dict(raw, "metadata", where))
+        raise InvalidEntryError(f"state {state!r} is not one of {', '.join(STATES)}")
+    metadata = dict(_optional_dict(raw, "metadata", ""))
     important = metadata.pop("important", False)
     if not isinstance(important, bool):
-        raise InvalidEntryError(f"{where}metadata.important must be true or false")
+        raise InvalidEntryError("metadata.important must be true or false")
     unknown = [key for key in raw if key not in _ENTRY_KEYS]
     for key in unknown:
         metadata.setdefault(key, raw[key])
@@ -234,13 +233,13 @@ def parse_history_entry(raw: Any, index: int) -> Message:
         role=str(role),
         content=content or "",
         position=index,
-        name=_optional_str(raw, "name", where),
-        tool_calls=_optional_list_of_dicts(raw, "tool_calls", where),
-        tool_call_id=_optional_str(raw, "tool_call_id", where),
-        parts=_optional_list_of_dicts(raw, "parts", where),
-        created_at=_time(raw, "timestamp", where),
+        name=_optional_str(raw, "name", ""),
+        tool_calls=_optional_list_of_dicts(raw, "tool_calls", ""),
+        tool_call_id=_optional_str(raw, "tool_call_id", ""),
+        parts=_optional_list_of_dicts(raw, "parts", ""),
+        created_at=_time(raw, "timestamp", ""),
         token_count=token_count,
-        token_encoding=_optional_str(raw, "token_encoding", where),
+        token_encoding=_optional_str(raw, "token_encoding", ""),
         state=str(state),
         important=important,
         metadata=metadata,
