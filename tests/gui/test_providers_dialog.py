@@ -120,10 +120,7 @@ def test_test_connection_reports_success_in_words(
     qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
     open_window: Callable[..., MainWindow],
 ) -> None:
-    ProviderSettings(workspace.db).add(ProviderConfig(
-        name="local", kind="openai", base_url=server.url, model=server.model))
-    window = open_window(workspace)
-    dialog = _open(window, qtbot)
+    window, dialog = _local_provider_dialog(qtbot, workspace, server, open_window)
     assert dialog.names() == ["local"] and dialog.name_edit.text() == "local"
     assert not dialog.dirty()
     with qtbot.waitSignal(dialog.connection_tested, timeout=15_000) as tested:
@@ -561,10 +558,7 @@ def test_keys_on_test_connection_wait_for_it_and_do_not_fall_on_close(
     # The walk: Space on Test Connection greyed it out and the keys fell on Close, so a
     # second Space closed the dialog; Space on Detect sent the digits typed next into
     # Max output.
-    ProviderSettings(workspace.db).add(ProviderConfig(
-        name="local", kind="openai", base_url=server.url, model=server.model))
-    window = open_window(workspace)
-    dialog = _open(window, qtbot)
+    window, dialog = _local_provider_dialog(qtbot, workspace, server, open_window)
     # (Enter is Save anywhere in the form, as before; it is no longer Close.)
     for name, signal, keys in (
             ("Test the connection", dialog.connection_tested,
@@ -604,6 +598,18 @@ def test_a_click_on_an_unset_window_and_digits_typed_set_it(
     assert (stored.context_window, stored.max_output_tokens) == (6000, 512)
 
 
+def _local_provider_dialog(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> tuple[MainWindow, ProvidersDialog]:
+    """The window, and its Providers dialog opened on "local": a provider of the protocol
+    server with no window of its own."""
+    ProviderSettings(workspace.db).add(ProviderConfig(
+        name="local", kind="openai", base_url=server.url, model=server.model))
+    window = open_window(workspace)
+    return window, _open(window, qtbot)
+
+
 def _reopen(qtbot: QtBot, window: MainWindow, dialog: ProvidersDialog) -> ProvidersDialog:
     """Close the dialog with Esc and open it again from the menu, as a person would."""
     dialog.activateWindow()
@@ -627,10 +633,7 @@ def test_test_connection_shows_the_servers_window_without_saving_it_as_yours(
 ) -> None:
     # The walk: Test Connection on a provider with no window of its own saved the
     # server's 4,096 as the user's value ("set by you"), unasked.
-    ProviderSettings(workspace.db).add(ProviderConfig(
-        name="local", kind="openai", base_url=server.url, model=server.model))
-    window = open_window(workspace)
-    dialog = _open(window, qtbot)
+    window, dialog = _local_provider_dialog(qtbot, workspace, server, open_window)
     _field_when_shown(qtbot, dialog, "from the server")
     with qtbot.waitSignal(dialog.connection_tested, timeout=15_000) as tested:
         click(qtbot, dialog, "Test the connection")
@@ -659,10 +662,7 @@ def test_a_window_typed_before_test_connection_is_the_one_saved(
     qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
     open_window: Callable[..., MainWindow],
 ) -> None:
-    ProviderSettings(workspace.db).add(ProviderConfig(
-        name="local", kind="openai", base_url=server.url, model=server.model))
-    window = open_window(workspace)
-    dialog = _open(window, qtbot)
+    window, dialog = _local_provider_dialog(qtbot, workspace, server, open_window)
     _field_when_shown(qtbot, dialog, "from the server")
     replace_text(qtbot, dialog, "Context window", "6000")
     with qtbot.waitSignal(dialog.connection_tested, timeout=15_000) as tested:
