@@ -24,10 +24,39 @@ _SEP = "\x1f"
 _END = "\x1e"
 
 
-def fingerprint_messages(messages: Sequence[Message], count: int | None = None) -> str:
+_PARTS = "\x1dparts"
+
+
+def parts_key(parts: Sequence[Any] | None) -> str:
+    """The parts of a message that its text does not say (an image, a file, reasoning,
+    a citation…) as canonical JSON, or ``""`` when there are none: two messages whose
+    text is the same placeholder (``[image]``) but whose images differ are different
+    messages. Plain text parts (``{"type": "text", "text": …}``) are left out, since
+    the message's content holds their text."""
+    if not parts:
+        return ""
+    kept = [p for p in parts if not _plain_text(p)]
+    if not kept:
+        return ""
+    return json.dumps(kept, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _plain_text(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "text" and set(part) <= {"type", "text"}
+
+
+def fingerprint_messages(
+    messages: Sequence[Message], count: int | None = None, *, with_parts: bool = True
+) -> str:
     """A hash of the first ``count`` messages (all by default): role, name, content,
-    tool calls and tool call id of each, in order. Times, token counts and metadata are
-    left out: the same turns read from another export of the same source match.
+    tool calls, tool call id and the parts the text does not say (:func:`parts_key`)
+    of each, in order. Times, token counts and metadata are left out: the same turns
+    read from another export of the same source match.
+
+    A message without such parts adds what it added before parts were counted, so a
+    session without any keeps its fingerprint; ``with_parts=False`` gives the
+    fingerprint as it was before for every message (stored sessions that have parts
+    were fingerprinted that way).
     """
     pieces: list[str] = []
     add = pieces.append
@@ -38,6 +67,10 @@ def fingerprint_messages(messages: Sequence[Message], count: int | None = None) 
         add(json.dumps(m.tool_calls, sort_keys=True, ensure_ascii=False)
             if m.tool_calls else "")
         add(m.tool_call_id or "")
+        if with_parts and m.parts:
+            key = parts_key(m.parts)
+            if key:
+                add(_PARTS + key)
         add(_END)
     # One encoding of the whole text: far cheaper than one per field.
     data = _SEP.join(pieces).encode("utf-8", "surrogatepass")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar, cast
 
 from workbench.core.conversation import Conversation, Message, Role, SkippedEntry, parse_time
+from workbench.core.identity import parts_key
 from workbench.errors import FormatError
 from workbench.formats._reading import (
     BrokenJsonError,
@@ -354,7 +355,8 @@ def first_copy(
         return None
     key = hash(tuple(
         (m.role, m.name, m.content, m.tool_call_id,
-         json.dumps(m.tool_calls, sort_keys=True) if m.tool_calls else None)
+         json.dumps(m.tool_calls, sort_keys=True) if m.tool_calls else None,
+         parts_key(m.parts))
         for m in conversation.messages))
     found = seen.setdefault(conversation.source_id, {})
     if key in found:
@@ -617,9 +619,11 @@ def alternate_branches(
     """The other leaves of ``tree`` whose conversations differ from the session's.
 
     ``convert`` turns a path of node ids into messages the way the session's own path
-    was converted. A branch whose messages (role and text) equal, or are a prefix of,
-    the session's or an earlier branch's is dropped: regenerating an answer into the
-    same words, or a dead end that only repeats the start, adds nothing to open. Once
+    was converted. A branch whose messages (role, text, tool calls, and the parts the
+    text does not say, such as an image) equal, or are a prefix of, the session's or an
+    earlier branch's is dropped: regenerating an answer into the same words, or a dead
+    end that only repeats the start, adds nothing to open (a regenerated image, shown
+    as the same ``[image]`` text, is another image and is kept). Once
     the branches hold ``limit`` (:data:`BRANCH_MESSAGES`) messages, the other leaves are
     only counted.
     """
@@ -658,8 +662,11 @@ def alternate_branches(
 
 
 def _signature(messages: Sequence[Message]) -> tuple[Hashable, ...]:
+    # The parts the text does not say count: a regenerated image has the same
+    # ``[image]`` text as the first one, and is another image.
     return tuple(
-        (m.role, m.content, json.dumps(m.tool_calls, sort_keys=True) if m.tool_calls else None)
+        (m.role, m.content, json.dumps(m.tool_calls, sort_keys=True) if m.tool_calls else None,
+         parts_key(m.parts))
         for m in messages
     )
 

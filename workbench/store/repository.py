@@ -40,7 +40,12 @@ from workbench.core.conversation import (
     SessionInfo,
     utcnow,
 )
-from workbench.core.identity import fingerprint_messages, own_session, own_session_id
+from workbench.core.identity import (
+    fingerprint_messages,
+    own_session,
+    own_session_id,
+    parts_key,
+)
 from workbench.errors import NotFoundError, StorageError
 from workbench.store import bulk
 from workbench.store.base import (
@@ -110,13 +115,32 @@ def _import_action(
     if full is None:
         full = fingerprint_messages(conv.messages)
     for candidate in stored:
-        if candidate.count == total and candidate.fingerprint == full:
+        if candidate.count == total and _same_messages(candidate, conv, total, full):
             return "unchanged", candidate
     grown = [c for c in stored if c.count is not None and c.count < total]
     for candidate in sorted(grown, key=lambda c: c.count or 0, reverse=True):
-        if candidate.fingerprint == fingerprint_messages(conv.messages, candidate.count):
+        if _same_messages(candidate, conv, candidate.count or 0):
             return "append", candidate
     return "create", None
+
+
+def _same_messages(
+    candidate: _Stored, conv: Conversation, count: int, full: str | None = None
+) -> bool:
+    """Whether the stored session's fingerprint is that of ``conv``'s first ``count``
+    messages (``full``: that fingerprint, when known). A session stored before parts
+    were fingerprinted (see :func:`~workbench.core.identity.fingerprint_messages`)
+    holds the fingerprint without them: ``conv`` matches it that way too when some of
+    those messages have parts, so importing a file again after the upgrade does not
+    duplicate it."""
+    if full is None:
+        full = fingerprint_messages(conv.messages, count)
+    if candidate.fingerprint == full:
+        return True
+    if not any(parts_key(m.parts) for m in conv.messages[:count]):
+        return False  # without parts the two fingerprints are one
+    return candidate.fingerprint == fingerprint_messages(conv.messages, count,
+                                                         with_parts=False)
 
 
 class Repository(MessageStore):

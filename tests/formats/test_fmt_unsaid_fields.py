@@ -1,0 +1,74 @@
+"""What real exports carry beyond their text is kept, never dropped without a word
+(SPEC §7, §11): regenerated images, content types an importer has no reading for,
+tool items, citations, structured-output schemas, block times.
+
+Each fixture is a small file shaped like the tool's export.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from workbench.core.conversation import Conversation
+from workbench.formats import read_conversations
+
+
+def _conversations(path: Path, fmt: str | None = None) -> list[Conversation]:
+    return [c for c in read_conversations(path, fmt) if isinstance(c, Conversation)]
+
+
+# --------------------------------------------------------------------------- ChatGPT
+
+
+def _chatgpt_node(node_id: str, parent: str | None, children: list[str],
+                  message: dict[str, Any] | None) -> dict[str, Any]:
+    return {"id": node_id, "parent": parent, "children": children, "message": message}
+
+
+def _chatgpt_message(node_id: str, role: str, content: dict[str, Any], when: float,
+                     **extra: Any) -> dict[str, Any]:
+    author: dict[str, Any] = {"role": role}
+    if "name" in extra:
+        author["name"] = extra.pop("name")
+    return {"id": node_id, "author": author, "create_time": when, "content": content,
+            "metadata": {}, "recipient": extra.pop("recipient", "all"), **extra}
+
+
+def _chatgpt_export(path: Path, mapping: dict[str, Any], current: str) -> Path:
+    entry = {"id": "conv-1", "title": "Chat", "create_time": 1700000000.0,
+             "update_time": 1700000100.0, "current_node": current, "mapping": mapping}
+    path.write_text(json.dumps([entry]), encoding="utf-8")
+    return path
+
+
+def _image(pointer: str, seed: int) -> dict[str, Any]:
+    return {"content_type": "multimodal_text", "parts": [
+        {"content_type": "image_asset_pointer", "asset_pointer": pointer,
+         "width": 1024, "height": 1024, "metadata": {"dalle": {"seed": seed}}}]}
+
+
+def test_a_regenerated_image_is_a_branch_not_dropped_as_a_repeat(tmp_path: Path) -> None:
+    mapping = {
+        "root": _chatgpt_node("root", None, ["u"], None),
+        "u": _chatgpt_node("u", "root", ["a"], _chatgpt_message(
+            "u", "user", {"content_type": "text", "parts": ["draw a cat"]}, 1700000001)),
+        "a": _chatgpt_node("a", "u", ["t1", "t2"], _chatgpt_message(
+            "a", "assistant", {"content_type": "text", "parts": ['{"prompt": "a cat"}']},
+            1700000002, recipient="dalle.text2im")),
+        "t1": _chatgpt_node("t1", "a", [], _chatgpt_message(
+            "t1", "tool", _image("file-service://file-ONE", 1), 1700000003,
+            name="dalle.text2im")),
+        "t2": _chatgpt_node("t2", "a", [], _chatgpt_message(
+            "t2", "tool", _image("file-service://file-TWO", 2), 1700000004,
+            name="dalle.text2im")),
+    }
+    path = _chatgpt_export(tmp_path / "conversations.json", mapping, current="t2")
+
+    convs = _conversations(path)
+
+    pointers = {c.source_id: c.messages[-1].parts[0]["asset_pointer"]  # type: ignore[index]
+                for c in convs}
+    assert pointers == {"conv-1": "file-service://file-TWO",
+                        "conv-1#branch-t1": "file-service://file-ONE"}
