@@ -72,3 +72,37 @@ def test_a_regenerated_image_is_a_branch_not_dropped_as_a_repeat(tmp_path: Path)
                 for c in convs}
     assert pointers == {"conv-1": "file-service://file-TWO",
                         "conv-1#branch-t1": "file-service://file-ONE"}
+
+
+def test_content_types_without_a_reading_keep_their_fields(tmp_path: Path) -> None:
+    page = {"content_type": "sonic_webpage", "url": "https://example.org/a",
+            "title": "Example page", "text": "What the page says."}
+    screen = {"content_type": "computer_output", "computer_id": "vm-1",
+              "screenshot": {"content_type": "image_asset_pointer",
+                             "asset_pointer": "file-service://file-SHOT"}}
+    quote = {"content_type": "tether_quote", "url": "https://example.org/q",
+             "domain": "example.org", "title": "Q", "text": "Quoted."}
+    mapping = {
+        "root": _chatgpt_node("root", None, ["u"], None),
+        "u": _chatgpt_node("u", "root", ["p"], _chatgpt_message(
+            "u", "user", {"content_type": "text", "parts": ["open it"]}, 1700000001)),
+        "p": _chatgpt_node("p", "u", ["s"], _chatgpt_message("p", "assistant", page,
+                                                              1700000002)),
+        "s": _chatgpt_node("s", "p", ["q"], _chatgpt_message("s", "assistant", screen,
+                                                              1700000003)),
+        "q": _chatgpt_node("q", "s", [], _chatgpt_message("q", "tool", quote, 1700000004,
+                                                           name="browser")),
+    }
+    path = _chatgpt_export(tmp_path / "conversations.json", mapping, current="q")
+
+    (conv,) = _conversations(path)
+
+    by_time = {int(m.created_at.timestamp()): m for m in conv.messages}  # type: ignore[union-attr]
+    assert by_time[1700000002].content == "What the page says."
+    assert {"type": "sonic_webpage", "url": "https://example.org/a",
+            "title": "Example page"} in by_time[1700000002].parts  # type: ignore[operator]
+    screenshot = by_time[1700000003]
+    assert screenshot.content == "[computer_output]"
+    assert screenshot.parts == [{"type": "computer_output", "computer_id": "vm-1",
+                                 "screenshot": screen["screenshot"]}]
+    assert {"type": "tether_quote", "domain": "example.org"} in by_time[1700000004].parts  # type: ignore[operator]

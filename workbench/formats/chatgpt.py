@@ -40,6 +40,10 @@ Nodes are read as follows:
   empty answer to a call is kept as an empty tool message; the images a code run
   displayed (``file-service://`` pointers in ``metadata.aggregate_result``) are kept as
   ``image_asset_pointer`` parts;
+- a content's fields its text does not hold (a page's ``url`` and ``title``, a quote's
+  ``domain``, a screenshot…) are kept in a part of the content's type, so a content type
+  with no reading of its own (``computer_output``, ``sonic_webpage``…) is kept, with a
+  ``[type]`` text when it has no text;
 - reasoning (``thoughts``, ``reasoning_recap``) becomes ``{"type": "reasoning"}`` parts
   of the next assistant message (an assistant message of its own when none follows);
 - ``create_time`` (may be null) is the message time; ``metadata.model_slug`` goes into
@@ -107,6 +111,19 @@ _TOOL_OUTPUT_TYPES = frozenset(
 # parent_id, message_type, is_complete, model_switcher_deny…) and is not kept.
 _KEPT_META = ("attachments", "citations", "content_references", "search_result_groups",
               "safe_urls")
+# What of each content type becomes the message's text; the content's other fields with
+# a value are kept in a part of that type (a page's url and title, a quote's domain, a
+# screenshot…), so a content type this importer has no reading for is never dropped.
+_CONTENT_READ: dict[str, frozenset[str]] = {
+    "text": frozenset({"parts", "text"}),
+    "multimodal_text": frozenset({"parts", "text"}),
+    "code": frozenset({"text", "language"}),
+    "execution_output": frozenset({"text"}),
+    "tether_browsing_display": frozenset({"result", "summary"}),
+    "tether_quote": frozenset({"title", "url", "text"}),
+    "system_error": frozenset({"text", "name"}),
+}
+_READ_BY_DEFAULT = frozenset({"parts", "text"})
 _PLACEHOLDERS = {
     "image_asset_pointer": "[image]",
     "audio_asset_pointer": "[audio]",
@@ -229,6 +246,30 @@ def _tool_output_text(kind: str, content: dict[str, Any]) -> str:
     return text
 
 
+def _unread_content(kind: str | None, content: dict[str, Any]) -> dict[str, Any] | None:
+    """The fields of ``content`` its text does not hold, as a part of its type (``None``
+    when there are none)."""
+    read = _CONTENT_READ.get(kind or "text", _READ_BY_DEFAULT)
+    extra = {k: v for k, v in content.items()
+             if k != "content_type" and k not in read and v not in (None, "", [], {})}
+    if not extra:
+        return None
+    return {"type": kind or "unknown", **{k: v for k, v in extra.items() if k != "type"}}
+
+
+def _with_unread(
+    kind: str | None, content: dict[str, Any], text: str,
+    parts: list[dict[str, Any]] | None,
+) -> tuple[str, list[dict[str, Any]] | None]:
+    """``text`` and ``parts`` with the fields of ``content`` they do not hold added as
+    a part; a content with nothing but such fields gets a ``[type]`` placeholder text."""
+    unread = _unread_content(kind, content)
+    if unread is None:
+        return text, parts
+    base = parts if parts is not None else ([{"type": "text", "text": text}] if text else [])
+    return (text or f"[{unread['type']}]"), [*base, unread]
+
+
 def _message_metadata(raw: dict[str, Any], raw_meta: Any, kind: str | None) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     if isinstance(raw_meta, dict):
@@ -291,8 +332,12 @@ def _node_messages(node_id: str, raw: Any, state: _PathState) -> list[Message]:
         code = content.get("text")
         text = code if isinstance(code, str) else ""
         parts = [{"type": "code", "language": content.get("language"), "text": text}]
+        unread = _unread_content(kind, content)
+        if unread is not None:
+            parts[0].update((k, v) for k, v in unread.items() if k not in parts[0])
     else:
         text, parts = _text_parts(content)
+        text, parts = _with_unread(kind, content, text, parts)
 
     recipient = raw.get("recipient")
     if role == _ASSISTANT and isinstance(recipient, str) and recipient not in ("", "all"):
@@ -380,6 +425,7 @@ def _tool_message(
 ) -> list[Message]:
     text = _tool_output_text(kind or "text", content)
     parts = _text_parts(content)[1] if kind == "multimodal_text" else None
+    text, parts = _with_unread(kind, content, text, parts)
     images = _output_images(raw_meta)
     if images:
         parts = [*(parts or [{"type": "text", "text": text}]), *images]
