@@ -106,3 +106,37 @@ def test_content_types_without_a_reading_keep_their_fields(tmp_path: Path) -> No
     assert screenshot.parts == [{"type": "computer_output", "computer_id": "vm-1",
                                  "screenshot": screen["screenshot"]}]
     assert {"type": "tether_quote", "domain": "example.org"} in by_time[1700000004].parts  # type: ignore[operator]
+
+
+# --------------------------------------------------------------------------- Open WebUI
+
+
+def test_open_webui_output_items_without_a_reading_and_citations_are_kept(
+    tmp_path: Path,
+) -> None:
+    search = {"type": "web_search_call", "id": "ws-1", "status": "completed",
+              "action": {"query": "weather paris"}}
+    image = {"type": "image_generation_call", "id": "ig-1", "result": "aW1hZ2U="}
+    cited = [{"type": "url_citation", "url": "https://example.org/w", "title": "W"}]
+    reply = {"id": "b", "parentId": "a", "childrenIds": [], "role": "assistant",
+             "content": "Rain.", "timestamp": 1700000002, "model": "m",
+             "output": [search,
+                        {"type": "message", "id": "m-1", "role": "assistant",
+                         "content": [{"type": "output_text", "text": "Rain.",
+                                      "annotations": cited}]},
+                        image]}
+    chat = {"id": "w-1", "title": "Weather", "created_at": 1700000000,
+            "updated_at": 1700000005,
+            "chat": {"history": {"currentId": "b", "messages": {
+                "a": {"id": "a", "parentId": None, "childrenIds": ["b"], "role": "user",
+                      "content": "Weather in Paris?", "timestamp": 1700000001},
+                "b": reply}}}}
+    path = tmp_path / "openwebui.json"
+    path.write_text(json.dumps([chat]), encoding="utf-8")
+
+    (conv,) = _conversations(path)
+
+    answer = conv.messages[-1]
+    assert answer.content == "Rain."
+    assert answer.parts == [search, {"type": "text", "text": "Rain.", "annotations": cited},
+                            image]

@@ -13,7 +13,9 @@ An assistant message is rebuilt in the shape the chat APIs use:
 - when it has ``output`` items (newer Open WebUI), those are the record: ``reasoning``
   items become ``{"type": "reasoning"}`` parts, ``function_call`` items assistant tool
   calls, ``function_call_output`` items tool messages answering them, and ``message``
-  items the text;
+  items the text (their ``annotations``, the sources cited, kept on the text part);
+  any other item (``web_search_call``, ``image_generation_call``…) is kept whole as a
+  part in its place;
 - otherwise its ``content`` is read: ``<details type="reasoning">`` blocks become
   reasoning parts (removed from the text) and ``<details type="tool_calls">`` blocks
   become tool calls (``id``, ``name``, ``arguments`` attributes) with a tool message
@@ -106,6 +108,23 @@ class _Turn:
         self.close_calls()
         self.rich = True
         self.parts.append({"type": "reasoning", "text": text, **(extra or {})})
+
+    def annotate(self, extra: dict[str, Any]) -> None:
+        """Keep what the source says of the text just added (its citations) with it."""
+        if not extra:
+            return
+        self.rich = True
+        if self.parts and self.parts[-1].get("type") == "text":
+            self.parts[-1].update(extra)
+        else:
+            self.parts.append({"type": "text", "text": "", **extra})
+
+    def item(self, item: dict[str, Any]) -> None:
+        """An output item this importer has no reading for (a web search, a generated
+        image, a code run…): kept whole as a part of its type, in its place."""
+        self.close_calls()
+        self.rich = True
+        self.parts.append(dict(item))
 
     def call(self, call_id: str, name: str, arguments: Any, result: str | None) -> None:
         self.calls.append(tool_call(call_id, name, arguments if arguments else "{}"))
@@ -219,7 +238,28 @@ def _from_output(turn: _Turn, output: list[Any]) -> None:
             call_id = str(item.get("call_id") or item.get("id") or "")
             turn.answer(call_id, names.get(call_id), text_of(item.get("output")))
         elif kind == "message":
-            turn.text(text_of(item.get("content")))
+            content = item.get("content")
+            turn.text(text_of(content))
+            turn.annotate(_text_extras(content))
+        else:
+            turn.item(item)
+
+
+def _text_extras(content: Any) -> dict[str, Any]:
+    """What the text parts of an output message hold besides their text (the
+    ``annotations`` with the sources a reply cites, ``logprobs``…), gathered by key."""
+    extras: dict[str, Any] = {}
+    for piece in content if isinstance(content, list) else []:
+        if not isinstance(piece, dict):
+            continue
+        for key, value in piece.items():
+            if key in ("type", "text") or not _has_value(value):
+                continue
+            if isinstance(value, list):
+                extras.setdefault(key, []).extend(value)
+            else:
+                extras.setdefault(key, value)
+    return extras
 
 
 def _file_parts(files: Any) -> list[dict[str, Any]]:
