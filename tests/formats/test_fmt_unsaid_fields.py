@@ -8,6 +8,7 @@ Each fixture is a small file shaped like the tool's export.
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +141,82 @@ def test_open_webui_output_items_without_a_reading_and_citations_are_kept(
     assert answer.content == "Rain."
     assert answer.parts == [search, {"type": "text", "text": "Rain.", "annotations": cited},
                             image]
+
+
+# --------------------------------------------------------------------------- llm logs.db
+
+
+def _llm_old_log(path: Path) -> Path:
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TABLE conversations (id TEXT PRIMARY KEY, name TEXT, model TEXT);
+        CREATE TABLE schemas (id TEXT PRIMARY KEY, content TEXT);
+        CREATE TABLE responses (
+            id TEXT PRIMARY KEY, model TEXT, prompt TEXT, system TEXT, prompt_json TEXT,
+            options_json TEXT, response TEXT, response_json TEXT, conversation_id TEXT,
+            duration_ms INTEGER, datetime_utc TEXT, input_tokens INTEGER,
+            output_tokens INTEGER, token_details TEXT, schema_id TEXT, resolved_model TEXT);
+    """)
+    conn.execute("INSERT INTO conversations VALUES ('c1', 'dogs', 'gpt-4o-mini')")
+    conn.execute("INSERT INTO schemas VALUES ('s1', ?)",
+                 (json.dumps({"type": "object", "properties": {"name": {"type": "string"}}}),))
+    conn.execute(
+        "INSERT INTO responses (id, model, prompt, response, response_json, conversation_id,"
+        " datetime_utc, schema_id) VALUES ('r1', 'gpt-4o-mini', 'invent a dog',"
+        " '{\"name\": \"Rex\"}', ?, 'c1', '2025-01-02T03:04:05', 's1')",
+        (json.dumps({"id": "chatcmpl-1", "finish_reason": "stop"}),),
+    )
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_llm_keeps_the_schema_a_structured_prompt_asked_for_and_the_raw_response(
+    tmp_path: Path,
+) -> None:
+    (conv,) = _conversations(_llm_old_log(tmp_path / "logs.db"))
+
+    reply = conv.messages[-1]
+    assert reply.content == '{"name": "Rex"}'
+    assert reply.metadata["schema_id"] == "s1"
+    assert reply.metadata["schema"] == {"type": "object",
+                                        "properties": {"name": {"type": "string"}}}
+    assert reply.metadata["response_json"] == {"id": "chatcmpl-1", "finish_reason": "stop"}
+
+
+def test_llm_new_schema_keeps_provider_metadata_and_the_turn_schema_once(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "logs.db"
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TABLE messages (hash TEXT PRIMARY KEY, parent_hash TEXT, role TEXT,
+            provider_metadata TEXT);
+        CREATE TABLE parts (id INTEGER PRIMARY KEY, message_hash TEXT, position INTEGER,
+            type TEXT, tool_name TEXT, text TEXT, payload TEXT);
+        CREATE TABLE threads (id TEXT PRIMARY KEY, name TEXT, tip_message_hash TEXT,
+            forked_from TEXT, datetime_utc TEXT);
+        CREATE TABLE turns (id TEXT PRIMARY KEY, thread_id TEXT, parent_message_hash TEXT,
+            tip_message_hash TEXT, model TEXT, resolved_model TEXT, options_json TEXT,
+            schema_id TEXT, input_tokens INTEGER, output_tokens INTEGER, token_details TEXT,
+            duration_ms INTEGER, datetime_utc TEXT, response_json TEXT);
+        CREATE TABLE schemas (id TEXT PRIMARY KEY, content TEXT);
+        INSERT INTO schemas VALUES ('s1', '{"type": "object"}');
+        INSERT INTO messages VALUES ('h1', NULL, 'user', NULL);
+        INSERT INTO messages VALUES ('h2', 'h1', 'assistant', '{"signature": "sig-1"}');
+        INSERT INTO parts VALUES (1, 'h1', 0, 'text', NULL, 'hi', NULL);
+        INSERT INTO parts VALUES (2, 'h2', 0, 'text', NULL, '{}', NULL);
+        INSERT INTO threads VALUES ('t1', 'hello', 'h2', NULL, '2025-01-02T03:04:05');
+        INSERT INTO turns VALUES ('u1', 't1', NULL, 'h2', 'm', NULL, NULL, 's1', 1, 2, NULL,
+            10, '2025-01-02T03:04:05', '{"id": "resp-1"}');
+    """)
+    conn.commit()
+    conn.close()
+
+    (conv,) = _conversations(path)
+
+    reply = conv.messages[-1]
+    assert reply.metadata["provider_metadata"] == {"signature": "sig-1"}
+    assert reply.metadata["schema"] == {"type": "object"}
+    assert reply.metadata["response_json"] == {"id": "resp-1"}
+    assert "response_json" not in conv.messages[0].metadata

@@ -24,7 +24,11 @@ conversation continued from the old schema) takes its time from the old ``respon
 row it came from, or keeps none: a time is never borrowed from another message.
 
 Token counts a response or turn stored go into the assistant message's metadata as
-``usage`` and, summed, into the session's token usage. The system prompt of the old
+``usage`` and, summed, into the session's token usage. With them go the schema a
+structured-output prompt asked for (``schema_id`` and ``schema``, from ``schemas``), the
+provider's raw response (``response_json``) and, in the new schema, what the provider
+said of a message (``provider_metadata``). ``prompt_json`` is not kept: it is the
+conversation's own messages again, as they were sent. The system prompt of the old
 schema and the system message of the new one are system messages.
 
 llm names a thread created for an old conversation with the conversation's id, and a turn
@@ -145,6 +149,7 @@ class _Lookups:
     tables: set[str]
     fragments: dict[int, tuple[str, str | None]] = field(default_factory=dict)
     attachments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    schemas: dict[str, Any] = field(default_factory=dict)
 
     def fragment(self, fragment_id: Any) -> tuple[str, str | None]:
         """``(content, source)`` of a fragment; a missing one reads as empty text."""
@@ -156,6 +161,20 @@ class _Lookups:
             ).fetchone()
             self.fragments[fragment_id] = (str(row[0] or ""), row[1]) if row else ("", None)
         return self.fragments[fragment_id]
+
+    def schema(self, schema_id: Any) -> Any:
+        """The JSON schema a structured-output prompt asked for (its text when it is not
+        JSON), or ``None`` when the log has no such schema."""
+        if not schema_id or "schemas" not in self.tables:
+            return None
+        key = str(schema_id)
+        if key not in self.schemas:
+            row = self.conn.execute("SELECT content FROM schemas WHERE id = ?",
+                                    (key,)).fetchone()
+            text = row[0] if row else None
+            decoded = _json(text)
+            self.schemas[key] = decoded if decoded is not None else text
+        return self.schemas[key]
 
     def attachment(self, attachment_id: Any) -> dict[str, Any]:
         """An attachment as a message part (never its bytes)."""
@@ -190,8 +209,21 @@ def _usage(row: sqlite3.Row, keys: set[str]) -> dict[str, Any] | None:
     return usage or None
 
 
-def _call_metadata(row: sqlite3.Row, keys: set[str]) -> dict[str, Any]:
+def _call_metadata(row: sqlite3.Row, keys: set[str], lookups: _Lookups) -> dict[str, Any]:
+    """What a response (old schema) or turn (new) says of the call beyond its text: the
+    model, options, duration, usage, the schema a structured-output prompt asked for
+    (``schema``, with its ``schema_id``) and the provider's raw response
+    (``response_json``)."""
     meta: dict[str, Any] = {}
+    if "schema_id" in keys and row["schema_id"]:
+        meta["schema_id"] = row["schema_id"]
+        schema = lookups.schema(row["schema_id"])
+        if schema is not None:
+            meta["schema"] = schema
+    if "response_json" in keys and row["response_json"]:
+        raw = _json(row["response_json"])
+        if raw not in (None, {}, []):
+            meta["response_json"] = raw
     if "model" in keys and row["model"]:
         meta["model"] = row["model"]
     if "resolved_model" in keys and row["resolved_model"]:
@@ -302,6 +334,7 @@ class _NewSchema:
         self.conn = conn
         self.lookups = lookups
         self.turn_keys = _columns(conn, "turns")
+        self.message_keys = _columns(conn, "messages")
         # No chain is longer than the log has messages (one that would be goes round a
         # cycle of parent links): the walk up from a tip stops there.
         (count,) = conn.execute("SELECT count(*) FROM messages").fetchone()
@@ -337,14 +370,18 @@ class _NewSchema:
                 yield unforeseen(f"thread {thread['id']}", exc)
 
     def _chain(self, tip: str) -> list[sqlite3.Row]:
+        # What the provider said of a message (a thinking block's signature…), when this
+        # llm keeps it.
+        meta = "m.provider_metadata" if "provider_metadata" in self.message_keys else "NULL"
         rows = self.conn.execute(
-            "WITH RECURSIVE chain(hash, parent_hash, role, depth) AS ("
-            " SELECT hash, parent_hash, role, 0 FROM messages WHERE hash = ?"
+            "WITH RECURSIVE chain(hash, parent_hash, role, provider_metadata, depth) AS ("
+            f" SELECT m.hash, m.parent_hash, m.role, {meta}, 0 FROM messages AS m"
+            " WHERE m.hash = ?"
             " UNION ALL"
-            " SELECT m.hash, m.parent_hash, m.role, chain.depth + 1"
+            f" SELECT m.hash, m.parent_hash, m.role, {meta}, chain.depth + 1"
             " FROM messages AS m JOIN chain ON m.hash = chain.parent_hash"
             " WHERE chain.depth < ?)"
-            " SELECT hash, parent_hash, role FROM chain ORDER BY depth",
+            " SELECT hash, parent_hash, role, provider_metadata FROM chain ORDER BY depth",
             (tip, self.depth_limit),
         ).fetchall()
         # A cycle of parent links (a damaged log) would repeat its messages down to the
@@ -391,13 +428,15 @@ class _NewSchema:
             for message in made:
                 message.created_at = when
             if turn is not None and made:
-                meta = _call_metadata(turn, self.turn_keys)
-                usage = meta.pop("usage", None)
+                meta = _call_metadata(turn, self.turn_keys, self.lookups)
+                once = {key: meta.pop(key) for key in ("usage", "response_json")
+                        if key in meta}
                 for message in made:
                     message.metadata.update(meta)
-                # Usage counts the whole call: once, on the message that ends the turn.
-                if usage and row["hash"] == turn["tip_message_hash"]:
-                    made[-1].metadata["usage"] = usage
+                # Usage counts the whole call, and the raw response is the whole call's:
+                # once, on the message that ends the turn.
+                if once and row["hash"] == turn["tip_message_hash"]:
+                    made[-1].metadata.update(once)
             if prompt_of is not None and made:
                 used = self._fragments_of(prompt_of["id"])
                 if used:
@@ -531,6 +570,9 @@ class _NewSchema:
                     parts=parts if rich else None,
                 )
             )
+        provider = _json(row["provider_metadata"])
+        if provider not in (None, {}, []):
+            out[-1].metadata["provider_metadata"] = provider
         return out
 
 
@@ -724,7 +766,7 @@ class _OldSchema:
         ]
         reasoning = row["reasoning"] if "reasoning" in self.keys else None
         text = str(row["response"] or "")
-        meta = _call_metadata(row, self.keys)
+        meta = _call_metadata(row, self.keys, self.lookups)
         meta["response_id"] = response_id
         out.append(
             Message(
