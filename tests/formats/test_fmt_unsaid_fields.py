@@ -220,3 +220,43 @@ def test_llm_new_schema_keeps_provider_metadata_and_the_turn_schema_once(
     assert reply.metadata["schema"] == {"type": "object"}
     assert reply.metadata["response_json"] == {"id": "resp-1"}
     assert "response_json" not in conv.messages[0].metadata
+
+
+# --------------------------------------------------------------------------- Claude
+
+
+def test_claude_block_times_tool_status_and_message_keys_are_kept(tmp_path: Path) -> None:
+    use = {"start_timestamp": "2025-01-01T10:00:03Z", "stop_timestamp": "2025-01-01T10:00:04Z",
+           "flags": None, "type": "tool_use", "id": "toolu_1", "name": "web_search",
+           "input": {"query": "x"}, "message": "Searching the web", "icon_name": "globe",
+           "display_content": None}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "name": "web_search",
+              "content": [{"type": "knowledge", "title": "X", "url": "https://x",
+                           "text": "x is y"}],
+              "is_error": False, "display_content": {"type": "rich_link", "url": "https://x"}}
+    text = {"start_timestamp": "2025-01-01T10:00:05Z", "stop_timestamp": "2025-01-01T10:00:06Z",
+            "flags": None, "type": "text", "text": "x is y.", "citations": []}
+    export = [{"uuid": "k1", "name": "Search", "created_at": "2025-01-01T10:00:00Z",
+               "updated_at": "2025-01-01T10:05:00Z", "chat_messages": [
+                   {"uuid": "m1", "sender": "human", "text": "find x",
+                    "created_at": "2025-01-01T10:00:00Z",
+                    "updated_at": "2025-01-01T10:00:01Z"},
+                   {"uuid": "m2", "sender": "assistant", "content": [use, result, text],
+                    "created_at": "2025-01-01T10:00:02Z"}]}]
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(export), encoding="utf-8")
+
+    (conv,) = _conversations(path)
+
+    question, call, answer, reply = conv.messages
+    assert question.metadata["updated_at"] == "2025-01-01T10:00:01Z"
+    assert call.metadata["content_blocks"] == [
+        {"index": 0, "type": "tool_use", "start_timestamp": "2025-01-01T10:00:03Z",
+         "stop_timestamp": "2025-01-01T10:00:04Z", "message": "Searching the web",
+         "icon_name": "globe"}]
+    assert answer.metadata["content_blocks"] == [
+        {"index": 1, "type": "tool_result", "display_content": result["display_content"]}]
+    assert reply.content == "x is y."
+    assert reply.metadata["content_blocks"] == [
+        {"index": 2, "type": "text", "start_timestamp": "2025-01-01T10:00:05Z",
+         "stop_timestamp": "2025-01-01T10:00:06Z"}]

@@ -12,6 +12,11 @@ created_at, attachments, files}`` with ``sender`` ``human`` or ``assistant``.
   message, so the session has the shape the chat APIs expect. Other blocks (images,
   documents…) leave a ``[type]`` placeholder and are kept in ``parts``. Without
   ``content`` blocks the ``text`` field is used.
+- What a block says besides what is read from it (its ``start_timestamp`` and
+  ``stop_timestamp``, ``flags``, a tool's status line ``message``, ``display_content``,
+  ``icon_name``…) is kept in the metadata of the message it lands in, as
+  ``content_blocks`` (``{"index", "type", …}``, one entry per such block); a message's
+  keys not read into it (``updated_at``, ``index``…) go into its metadata.
 - ``attachments`` keep their extracted text: it is appended to the message under a
   ``[Attachment: <file name>]`` line, and the attachment is kept in ``parts``. ``files``
   (uploads whose content the export does not hold) add a ``[File: <file name>]`` line.
@@ -83,6 +88,15 @@ class _Builder:
         self._parts: list[dict[str, Any]] = []
         self._calls: list[dict[str, Any]] = []
         self._plain = True
+        self._blocks: list[dict[str, Any]] = []
+
+    def block_extras(self, index: int, block: dict[str, Any], read: frozenset[str]) -> None:
+        """Keep what a content block says besides what was read from it (its start and
+        stop times, a tool's status line ``message``, ``display_content``, flags…) for
+        the message it lands in, under ``content_blocks``."""
+        extra = _extras(block, read)
+        if extra:
+            self._blocks.append({"index": index, "type": block.get("type"), **extra})
 
     def text(self, text: str, citations: Any = None) -> None:
         self._texts.append(text)
@@ -104,13 +118,16 @@ class _Builder:
             call_id = f"toolu_{len(self.out)}_{index}"
         self._calls.append(tool_call(call_id, str(block.get("name") or "tool"), block.get("input")))
 
-    def result(self, block: dict[str, Any]) -> None:
+    def result(self, block: dict[str, Any], index: int) -> None:
         self.flush()
         call_id = block.get("tool_use_id")
         content = block.get("content")
         meta: dict[str, Any] = {}
         if block.get("is_error"):
             meta["is_error"] = True
+        extra = _extras(block, _RESULT_READ)
+        if extra:
+            meta["content_blocks"] = [{"index": index, "type": block.get("type"), **extra}]
         name = block.get("name")
         self.out.append(
             Message(
@@ -127,8 +144,14 @@ class _Builder:
     def flush(self) -> None:
         if not self._texts and not self._calls and self._plain:
             self._parts = []
+            if self._blocks and self.out:  # (blocks of empty text: kept on the last)
+                self.out[-1].metadata.setdefault("content_blocks", []).extend(self._blocks)
+                self._blocks = []
             return
         role = Role.ASSISTANT.value if self._calls else self.role
+        meta = dict(self.meta) if not self.out else {}
+        if self._blocks:
+            meta["content_blocks"] = self._blocks
         self.out.append(
             Message(
                 role=role,
@@ -136,10 +159,26 @@ class _Builder:
                 tool_calls=self._calls or None,
                 parts=None if self._plain else self._parts,
                 created_at=self.created,
-                metadata=dict(self.meta) if not self.out else {},
+                metadata=meta,
             )
         )
         self._texts, self._parts, self._calls, self._plain = [], [], [], True
+        self._blocks = []
+
+
+_EMPTY: tuple[Any, ...] = (None, "", [], {})
+# What is read of each kind of block (the rest with a value is kept, see block_extras).
+_TEXT_READ = frozenset({"type", "text", "citations"})
+_CALL_READ = frozenset({"type", "id", "name", "input"})
+_RESULT_READ = frozenset({"type", "tool_use_id", "content", "is_error", "name"})
+# Keys of a chat message read into the message; any other with a value is kept in its
+# metadata (``updated_at``, ``index``…).
+_MESSAGE_READ = frozenset({"uuid", "sender", "text", "content", "created_at", "attachments",
+                           "files", "stop_reason", "truncated", "parent_message_uuid"})
+
+
+def _extras(block: dict[str, Any], read: frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in block.items() if k not in read and v not in _EMPTY}
 
 
 def parse_message(raw: Any) -> list[Message]:
@@ -161,6 +200,7 @@ def parse_message(raw: Any) -> list[Message]:
         meta["stop_reason"] = stop  # max_tokens: the answer was cut off
     if raw.get("truncated") is True:
         meta["truncated"] = True
+    keep_unread(meta, raw, _MESSAGE_READ)
     builder = _Builder(role, raw.get("created_at"), meta)
     blocks = raw.get("content")
     if isinstance(blocks, list) and blocks:
@@ -191,6 +231,9 @@ def _block(builder: _Builder, block: Any, index: int) -> None:
         text = block.get("text")
         if isinstance(text, str):
             builder.text(text, block.get("citations"))
+            builder.block_extras(index, block, _TEXT_READ)
+        else:
+            builder.part(dict(block))  # text of another kind: kept as it is
     elif kind in ("thinking", "redacted_thinking"):
         thought = block.get("thinking")
         part: dict[str, Any] = {
@@ -207,8 +250,9 @@ def _block(builder: _Builder, block: Any, index: int) -> None:
         builder.part(part)
     elif kind in ("tool_use", "server_tool_use"):
         builder.call(block, index)
+        builder.block_extras(index, block, _CALL_READ)
     elif kind in ("tool_result", "web_search_tool_result"):
-        builder.result(block)
+        builder.result(block, index)
     else:
         name = str(kind or "block")
         builder.part(dict(block), f"[{name}]")
