@@ -260,3 +260,42 @@ def test_claude_block_times_tool_status_and_message_keys_are_kept(tmp_path: Path
     assert reply.metadata["content_blocks"] == [
         {"index": 2, "type": "text", "start_timestamp": "2025-01-01T10:00:05Z",
          "stop_timestamp": "2025-01-01T10:00:06Z"}]
+
+
+def test_chatgpt_message_metadata_beyond_the_bookkeeping_is_kept(tmp_path: Path) -> None:
+    answer = _chatgpt_message(
+        "a", "assistant", {"content_type": "text", "parts": ["Hi there."]}, 1700000002,
+        update_time=1700000009, channel="analysis", weight=0.0)
+    answer["author"]["name"] = "Helper GPT"
+    answer["metadata"] = {"request_id": "r-1", "timestamp_": "absolute", "pad": "xxxx",
+                          "model_slug": "gpt-4o", "gizmo_id": "g-abc",
+                          "voice_mode_message": True, "search_queries": [{"q": "hi"}]}
+    run = _chatgpt_message("o", "tool", {"content_type": "execution_output", "text": "1"},
+                           1700000004, name="python")
+    run["metadata"] = {"aggregate_result": {
+        "status": "failed_with_in_kernel_exception", "run_id": "x", "start_time": 1700000003.5,
+        "end_time": 1700000003.9, "code": "1/0",
+        "in_kernel_exception": {"name": "ZeroDivisionError"},
+        "messages": [], "jupyter_messages": [{"msg_type": "status"}]}}
+    mapping = {
+        "root": _chatgpt_node("root", None, ["u"], None),
+        "u": _chatgpt_node("u", "root", ["a"], _chatgpt_message(
+            "u", "user", {"content_type": "text", "parts": ["hello"]}, 1700000001)),
+        "a": _chatgpt_node("a", "u", ["c"], answer),
+        "c": _chatgpt_node("c", "a", ["o"], _chatgpt_message(
+            "c", "assistant", {"content_type": "code", "language": "python", "text": "1/0"},
+            1700000003, recipient="python")),
+        "o": _chatgpt_node("o", "c", [], run),
+    }
+    path = _chatgpt_export(tmp_path / "conversations.json", mapping, current="o")
+
+    (conv,) = _conversations(path)
+
+    meta = conv.messages[1].metadata
+    assert meta == {"model": "gpt-4o", "gizmo_id": "g-abc", "voice_mode_message": True,
+                    "search_queries": [{"q": "hi"}], "message_update_time": 1700000009,
+                    "message_channel": "analysis", "message_weight": 0.0,
+                    "author_name": "Helper GPT"}
+    assert conv.messages[3].metadata["execution"] == {
+        "status": "failed_with_in_kernel_exception", "start_time": 1700000003.5,
+        "end_time": 1700000003.9, "in_kernel_exception": {"name": "ZeroDivisionError"}}

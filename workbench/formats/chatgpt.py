@@ -48,9 +48,14 @@ Nodes are read as follows:
   of the next assistant message (an assistant message of its own when none follows);
 - ``create_time`` (may be null) is the message time; ``metadata.model_slug`` goes into
   the message metadata as ``model``, a finish other than ``stop`` as ``finish_reason``,
-  and ``attachments``, ``citations``, ``content_references``, ``search_result_groups``
-  and ``safe_urls`` as they are (the rest of ``metadata`` is the service's bookkeeping:
-  request ids, padding, flags).
+  what a code run's ``aggregate_result`` adds to its output (status, times, the
+  exception) as ``execution``, and every other key of ``metadata`` with a value
+  (``attachments``, ``citations``, ``gizmo_id``, ``search_queries``…) as it is, but the
+  service's bookkeeping (request ids, padding, ``timestamp_``, ``message_type``…); the
+  message's ``update_time`` (when not its ``create_time``), a ``channel`` other than
+  ``final`` and a ``weight`` other than 1 as ``message_update_time``,
+  ``message_channel``, ``message_weight``; the author's ``name`` (but a tool's, which
+  names the message) and ``metadata`` as ``author_name`` and ``author_metadata``.
 
 An entry without ``mapping`` (or with an empty one) is reported as skipped and the
 others are imported. JSON that breaks before the first conversation raises
@@ -106,11 +111,23 @@ _REASONING_TYPES = frozenset({"thoughts", "reasoning_recap"})
 _TOOL_OUTPUT_TYPES = frozenset(
     {"execution_output", "tether_browsing_display", "tether_quote", "system_error"}
 )
-# Message metadata kept as it is: the uploads, and the sources an answer cites. The rest
-# of a message's metadata is the service's bookkeeping (request_id, timestamp_, pad,
-# parent_id, message_type, is_complete, model_switcher_deny…) and is not kept.
-_KEPT_META = ("attachments", "citations", "content_references", "search_result_groups",
-              "safe_urls")
+# A message's metadata that is the service's bookkeeping (ids of the request, padding,
+# flags the export always sets) or is read into other fields: not kept. Any other key
+# with a value (the uploads, the sources an answer cites, the custom GPT that answered,
+# a voice-mode flag, keys newer exports add…) is kept as it is.
+_BOOKKEEPING_META = frozenset({
+    "request_id", "timestamp_", "message_type", "is_complete", "pad", "parent_id",
+    "model_switcher_deny", "default_model_slug", "model_slug", "finish_details",
+    "is_visually_hidden_from_conversation", "aggregate_result", "serialization_metadata",
+})
+# What of a code run's ``aggregate_result`` is not in its output message already (the
+# code is the call's, the output the message's text, images are read as parts).
+_EXECUTION_KEYS = ("status", "start_time", "end_time", "update_time", "in_kernel_exception",
+                   "system_exception", "timeout_triggered")
+# A message's own keys besides those read: kept in its metadata under ``message_<key>``
+# when they say something (a channel other than the final answer, an edit time…).
+_MESSAGE_EXTRA_KEYS = ("update_time", "channel", "weight")
+_EMPTY: tuple[Any, ...] = (None, "", [], {})
 # What of each content type becomes the message's text; the content's other fields with
 # a value are kept in a part of that type (a page's url and title, a quote's domain, a
 # screenshot…), so a content type this importer has no reading for is never dropped.
@@ -281,11 +298,29 @@ def _message_metadata(raw: dict[str, Any], raw_meta: Any, kind: str | None) -> d
             reason = finish.get("type")
             if isinstance(reason, str) and reason not in ("stop", ""):
                 meta["finish_reason"] = reason
+        aggregate = raw_meta.get("aggregate_result")
+        if isinstance(aggregate, dict):
+            run = {k: aggregate[k] for k in _EXECUTION_KEYS if aggregate.get(k) not in _EMPTY}
+            if run:
+                meta["execution"] = run
         # Whole: an attachment's id names its file in the export's ZIP.
-        for key in _KEPT_META:
-            value = raw_meta.get(key)
-            if value:
-                meta[key] = value
+        for key, value in raw_meta.items():
+            if key not in _BOOKKEEPING_META and value not in _EMPTY and value is not False:
+                meta.setdefault(key, value)
+    for key in _MESSAGE_EXTRA_KEYS:
+        value = raw.get(key)
+        if value in _EMPTY or (key == "weight" and value == 1) or (
+            key == "channel" and value == "final"
+        ) or (key == "update_time" and value == raw.get("create_time")):
+            continue
+        meta[f"message_{key}"] = value
+    author = raw.get("author")
+    if isinstance(author, dict):
+        if isinstance(author.get("metadata"), dict) and author["metadata"]:
+            meta["author_metadata"] = author["metadata"]
+        name = author.get("name")
+        if isinstance(name, str) and name and author.get("role") != _TOOL:
+            meta["author_name"] = name  # (a tool's name is the message's name)
     status = raw.get("status")
     if isinstance(status, str) and status not in ("finished_successfully", ""):
         meta["status"] = status
