@@ -390,6 +390,12 @@ class Conversation:
     forked_from: ForkOrigin | None = None
     """The session this one was forked from, when an export said so; the engine links
     the fork once the parent is stored (or found in the database)."""
+    tree_id: str | None = None
+    """For a path through a tree of messages (ChatGPT, Claude and Open WebUI keep every
+    edited question and regenerated answer): the source id of the tree, shared by its
+    current path and each branch. The path that was current when the tree was imported
+    before may be a branch now, and a branch may have become the current path: a stored
+    session of the same tree holding this path's messages is this path."""
 
 
 @dataclass

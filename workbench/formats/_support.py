@@ -687,6 +687,7 @@ def with_branches(main: Conversation, branches: Branches, where: str) -> list[Im
     """``main`` and a conversation for each of its alternate ``branches`` (titled and
     identified after it, the message where each leaves it marked); the branches left
     out are reported under ``where``."""
+    main.tree_id = main.source_id
     results: list[ImportItem] = [main]
     for number, branch in enumerate(branches.kept, start=1):
         mark_branch_start(branch.messages, main.messages)
@@ -700,6 +701,7 @@ def with_branches(main: Conversation, branches: Branches, where: str) -> list[Im
                 created_at=main.created_at,
                 updated_at=max(times) if times else main.updated_at,
                 tags=list(main.tags),
+                tree_id=main.source_id,
                 metadata={
                     "branch_of": main.source_id,
                     "branch_leaf": branch.leaf,

@@ -429,8 +429,8 @@ class _NewSchema:
                 message.created_at = when
             if turn is not None and made:
                 meta = _call_metadata(turn, self.turn_keys, self.lookups)
-                once = {key: meta.pop(key) for key in ("usage", "response_json")
-                        if key in meta}
+                once: dict[str, Any] = {key: meta.pop(key) for key in ("usage", "response_json")
+                                        if key in meta}
                 for message in made:
                     message.metadata.update(meta)
                 # Usage counts the whole call, and the raw response is the whole call's:

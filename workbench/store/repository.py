@@ -28,6 +28,7 @@ from sqlalchemy import (
     delete,
     insert,
     null,
+    or_,
     select,
     update,
 )
@@ -224,6 +225,14 @@ class Repository(MessageStore):
         with self.db.write() as conn:
             candidates = self._candidates(conn, conversation)
             action, target = _import_action(conversation, candidates, replace)
+            if action == "create" and conversation.tree_id:
+                # Another path of the same tree, stored when it was the current one (or
+                # a branch that has become current since): this path, kept as it is.
+                family = [c for c in self._tree_sessions(conn, conversation)
+                          if c not in candidates]
+                found, path_of = _import_action(conversation, family, False)
+                if found in ("unchanged", "append"):
+                    action, target = found, path_of
             reused = action == "create" and bool(candidates)
             if action == "unchanged":
                 assert target is not None
@@ -284,6 +293,24 @@ class Repository(MessageStore):
         own = self._own_session(conn, conversation.source_id)
         if own is not None:
             found.append(self._own_candidate(conn, own, conversation))
+        for session_id, source_file, fp, count in rows:
+            if fp is None or count is None:
+                fp, count = self._fingerprint_stored(conn, int(session_id))
+            found.append(_Stored(int(session_id), source_file, fp, int(count)))
+        return found
+
+    def _tree_sessions(self, conn: Connection, conversation: Conversation) -> list[_Stored]:
+        """The stored sessions of the tree ``conversation`` is a path of: those of the
+        tree's id and of its branches' ids (``<tree id>#branch-…``), oldest first."""
+        tree_id = conversation.tree_id
+        if tree_id is None or conversation.source is None:
+            return []
+        rows = conn.execute(
+            _TREE_SESSIONS,
+            {"source": conversation.source, "tree_id": tree_id,
+             "branches": _escape_like(tree_id + "#branch-") + "%"},
+        ).all()
+        found: list[_Stored] = []
         for session_id, source_file, fp, count in rows:
             if fp is None or count is None:
                 fp, count = self._fingerprint_stored(conn, int(session_id))
@@ -503,6 +530,10 @@ class Repository(MessageStore):
                         continue
                     seen.add(key)
                     known = stored.get(key)
+                    # A path of a tree imported before (see Conversation.tree_id) may be
+                    # a session of another path's id: matched in import_conversation.
+                    tree_known = conv.tree_id is not None and (
+                        (conv.source, conv.tree_id) in stored)
                     if known:
                         if any(c.fingerprint is None for c in known):
                             deferred.append(i)  # fingerprinted in import_conversation
@@ -513,11 +544,14 @@ class Repository(MessageStore):
                         if action == "unchanged" and target is not None and \
                                 not _carries_context(conv.context):
                             unchanged[i] = target.session_id
-                        elif action == "create":
+                        elif action == "create" and not tree_known:
                             reused.add(i)
                             fresh.append(prepared)
                         else:
                             deferred.append(i)  # appended to or replaced, one by one
+                        continue
+                    if tree_known:
+                        deferred.append(i)
                         continue
                 fresh.append(prepared)
             new_ids = bulk.insert_batch(conn, fresh, agent_id)
@@ -557,6 +591,8 @@ class Repository(MessageStore):
             # A NULL source never matches (``source = NULL`` is never true), as before.
             if conv.source_id is not None and conv.source is not None:
                 wanted.setdefault(conv.source, []).append(conv.source_id)
+                if conv.tree_id is not None and conv.tree_id != conv.source_id:
+                    wanted[conv.source].append(conv.tree_id)
         found: dict[tuple[str | None, str], list[_Stored]] = {}
         statement = _stored_sources_statement(self.dialect)
         for source, source_ids in wanted.items():
@@ -634,6 +670,25 @@ _CANDIDATES = (
     )
     .order_by(SESSIONS.c.id)
 )
+_TREE_SESSIONS = (
+    select(
+        SESSIONS.c.id, SESSIONS.c.source_file, SESSIONS.c.fingerprint,
+        SESSIONS.c.fingerprint_count,
+    )
+    .where(
+        SESSIONS.c.source == bindparam("source"),
+        or_(SESSIONS.c.source_id == bindparam("tree_id"),
+            SESSIONS.c.source_id.like(bindparam("branches"), escape="\\")),
+    )
+    .order_by(SESSIONS.c.id)
+)
+
+
+def _escape_like(text: str) -> str:
+    """``text`` matched literally by LIKE (with ``\\`` as the escape character)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 _OWN_SESSION = select(SESSIONS.c.created_at, SESSIONS.c.source_id).where(
     SESSIONS.c.id == bindparam("id")
 )
