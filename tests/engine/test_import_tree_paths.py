@@ -80,3 +80,19 @@ def test_a_branch_imported_before_that_became_current_is_not_copied(
 
     assert switched.counts()["created"] == 0
     assert len(workspace.list_sessions()) == 2
+
+
+def test_an_older_export_imported_after_a_newer_one_is_the_same_session(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    first, _, _ = _moments(tmp_path)
+    short = {"root": {"id": "root", "parent": None, "children": ["a"], "message": None},
+             "a": _node("a", "root", ["b"], "user", "hi", 1700000001),
+             "b": _node("b", "a", [], "assistant", "hello", 1700000002)}
+    older_file = _export(tmp_path / "v0.json", short, "b", 1700000002)
+    workspace.import_path(first)
+
+    older = workspace.import_path(older_file)
+
+    assert older.counts() == {"created": 0, "updated": 0, "unchanged": 1, "skipped": 0}
+    assert _contents(workspace) == [["hi", "hello", "more", "sure"]]

@@ -13,8 +13,9 @@ messages) are kept current by every change, so listing sessions never aggregates
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from dataclasses import replace as with_fields
 from functools import cache
 from typing import Any
 
@@ -100,11 +101,15 @@ equals it, so ``replace`` never replaces such a session with a file's copy of it
 
 
 def _import_action(
-    conv: Conversation, stored: list[_Stored], replace: bool, full: str | None = None
+    conv: Conversation, stored: list[_Stored], replace: bool, full: str | None = None,
+    prefix_of: Callable[[int, int], str] | None = None,
 ) -> tuple[str, _Stored | None]:
     """What importing ``conv`` does given the stored sessions of its source id:
     ``"replace"``, ``"unchanged"``, ``"append"`` (with the session) or ``"create"``.
-    ``full`` is the fingerprint of all of ``conv``'s messages when already known."""
+    ``full`` is the fingerprint of all of ``conv``'s messages when already known.
+    ``prefix_of(session_id, n)``, the fingerprint of a stored session's first ``n``
+    messages, lets an older copy of a stored session (its export before turns were
+    added, imported after the newer one) be recognised as that session, unchanged."""
     if not stored:
         return "create", None
     if replace:
@@ -122,6 +127,11 @@ def _import_action(
     for candidate in sorted(grown, key=lambda c: c.count or 0, reverse=True):
         if _same_messages(candidate, conv, candidate.count or 0):
             return "append", candidate
+    if prefix_of is not None and total:
+        for candidate in stored:
+            if candidate.count is not None and candidate.count > total and \
+                    prefix_of(candidate.session_id, total) == full:
+                return "unchanged", with_fields(candidate, older_copy=True)
     return "create", None
 
 
@@ -205,6 +215,10 @@ class Repository(MessageStore):
           (``"unchanged"``);
         * the stored session's messages followed by new ones (the source grew): the new
           ones are appended to it (``"updated"``);
+        * the first messages of a stored session (an older export of it, read after the
+          newer one): nothing changes (``"unchanged"``; its context is not taken);
+        * for a path of a tree (``Conversation.tree_id``) that matches none of its own
+          id's sessions: the same, among the sessions of the tree's other paths;
         * with ``replace=True``, a stored session of that id read from the same
           ``source_file``: its messages, context and compactions are replaced
           (``"updated"``);
@@ -224,13 +238,20 @@ class Repository(MessageStore):
             agent_id = self.default_agent().id
         with self.db.write() as conn:
             candidates = self._candidates(conn, conversation)
-            action, target = _import_action(conversation, candidates, replace)
+
+            def prefix_of(session_id: int, count: int) -> str:
+                rows = conn.execute(_SESSION_MESSAGES, {"session_id": session_id}).all()
+                return fingerprint_messages([message_from_row(r) for r in rows[:count]])
+
+            action, target = _import_action(conversation, candidates, replace,
+                                            prefix_of=prefix_of)
             if action == "create" and conversation.tree_id:
                 # Another path of the same tree, stored when it was the current one (or
                 # a branch that has become current since): this path, kept as it is.
                 family = [c for c in self._tree_sessions(conn, conversation)
                           if c not in candidates]
-                found, path_of = _import_action(conversation, family, False)
+                found, path_of = _import_action(conversation, family, False,
+                                                prefix_of=prefix_of)
                 if found in ("unchanged", "append"):
                     action, target = found, path_of
             reused = action == "create" and bool(candidates)
@@ -544,7 +565,9 @@ class Repository(MessageStore):
                         if action == "unchanged" and target is not None and \
                                 not _carries_context(conv.context):
                             unchanged[i] = target.session_id
-                        elif action == "create" and not tree_known:
+                        elif action == "create" and not tree_known and all(
+                            c.count is None or c.count <= len(conv.messages) for c in known
+                        ):
                             reused.add(i)
                             fresh.append(prepared)
                         else:
