@@ -299,3 +299,32 @@ def test_chatgpt_message_metadata_beyond_the_bookkeeping_is_kept(tmp_path: Path)
     assert conv.messages[3].metadata["execution"] == {
         "status": "failed_with_in_kernel_exception", "start_time": 1700000003.5,
         "end_time": 1700000003.9, "in_kernel_exception": {"name": "ZeroDivisionError"}}
+
+
+def test_llm_keeps_the_bytes_of_an_attachment_the_log_holds_the_only_copy_of(
+    tmp_path: Path,
+) -> None:
+    path = _llm_old_log(tmp_path / "logs.db")
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TABLE attachments (id TEXT PRIMARY KEY, type TEXT, path TEXT, url TEXT,
+            content BLOB);
+        CREATE TABLE prompt_attachments (response_id TEXT, attachment_id TEXT,
+            "order" INTEGER);
+        INSERT INTO prompt_attachments VALUES ('r1', 'piped', 0);
+        INSERT INTO prompt_attachments VALUES ('r1', 'file', 1);
+    """)
+    conn.execute("INSERT INTO attachments VALUES ('piped', 'image/png', NULL, NULL, ?)",
+                 (b"\x89PNG-bytes",))
+    conn.execute("INSERT INTO attachments VALUES ('file', 'image/jpeg', '/tmp/cat.jpg', NULL,"
+                 " NULL)")
+    conn.commit()
+    conn.close()
+
+    (conv,) = _conversations(path)
+
+    prompt = conv.messages[0]
+    piped, on_disk = [p for p in prompt.parts or [] if p["type"] == "attachment"]
+    assert piped["data_url"] == "data:image/png;base64,iVBORy1ieXRlcw=="
+    assert on_disk == {"type": "attachment", "id": "file", "mime_type": "image/jpeg",
+                       "path": "/tmp/cat.jpg"}

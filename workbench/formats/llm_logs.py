@@ -40,6 +40,7 @@ database again after llm was upgraded updates rather than duplicates (with ``rep
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import sqlite3
@@ -177,18 +178,29 @@ class _Lookups:
         return self.schemas[key]
 
     def attachment(self, attachment_id: Any) -> dict[str, Any]:
-        """An attachment as a message part (never its bytes)."""
+        """An attachment as a message part: its type and where it was read from; its
+        bytes only when the log holds no path or URL for it (an attachment piped in),
+        as a ``data_url``, since the log is then their only copy."""
         key = str(attachment_id)
         if key not in self.attachments:
             part: dict[str, Any] = {"type": "attachment", "id": key}
             if "attachments" in self.tables:
                 row = self.conn.execute(
-                    "SELECT type, path, url FROM attachments WHERE id = ?", (key,)
+                    "SELECT type, path, url, CASE WHEN coalesce(path, '') = ''"
+                    " AND coalesce(url, '') = '' THEN content END"
+                    " FROM attachments WHERE id = ?", (key,)
                 ).fetchone()
                 if row is not None:
-                    for name, value in zip(("mime_type", "path", "url"), row, strict=True):
+                    for name, value in zip(("mime_type", "path", "url"), row[:3], strict=True):
                         if value:
                             part[name] = value
+                    content = row[3]
+                    if isinstance(content, str):
+                        content = content.encode("utf-8", "surrogateescape")
+                    if isinstance(content, bytes) and content:
+                        mime = part.get("mime_type") or "application/octet-stream"
+                        part["data_url"] = (f"data:{mime};base64,"
+                                            + base64.b64encode(content).decode("ascii"))
             self.attachments[key] = part
         return dict(self.attachments[key])
 
