@@ -328,3 +328,29 @@ def test_llm_keeps_the_bytes_of_an_attachment_the_log_holds_the_only_copy_of(
     assert piped["data_url"] == "data:image/png;base64,iVBORy1ieXRlcw=="
     assert on_disk == {"type": "attachment", "id": "file", "mime_type": "image/jpeg",
                        "path": "/tmp/cat.jpg"}
+
+
+def test_a_hidden_node_of_another_content_type_is_kept_in_the_session_metadata(
+    tmp_path: Path,
+) -> None:
+    hidden = _chatgpt_message("h", "tool", {"content_type": "tether_browsing_display",
+                                             "result": "page shown to the model",
+                                             "summary": None}, 1700000002, name="browser")
+    hidden["metadata"] = {"is_visually_hidden_from_conversation": True}
+    mapping = {
+        "root": _chatgpt_node("root", None, ["u"], None),
+        "u": _chatgpt_node("u", "root", ["h"], _chatgpt_message(
+            "u", "user", {"content_type": "text", "parts": ["look it up"]}, 1700000001)),
+        "h": _chatgpt_node("h", "u", ["a"], hidden),
+        "a": _chatgpt_node("a", "h", [], _chatgpt_message(
+            "a", "assistant", {"content_type": "text", "parts": ["Found."]}, 1700000003)),
+    }
+    path = _chatgpt_export(tmp_path / "conversations.json", mapping, current="a")
+
+    (conv,) = _conversations(path)
+
+    assert [m.content for m in conv.messages] == ["look it up", "Found."]
+    assert conv.metadata["hidden_messages"] == [
+        {"node": "h", "role": "tool",
+         "content": {"content_type": "tether_browsing_display",
+                     "result": "page shown to the model"}}]

@@ -27,7 +27,8 @@ Nodes are read as follows:
   other messages without text are not messages of the session; what the hidden nodes
   of the session's path told the model is kept in the session's metadata: the custom
   instructions and memory under their content type (``user_profile``,
-  ``user_instructions``…), the text of other hidden messages as ``hidden_messages``;
+  ``user_instructions``…), the text of other hidden messages (the whole content, for
+  one of another type) as ``hidden_messages``;
 - ``text`` and ``code`` give their text; ``multimodal_text`` joins its text parts and
   puts ``[image]`` / ``[audio]`` / ``[file]`` where a non-text part was; the parts are
   kept in ``Message.parts``;
@@ -422,6 +423,12 @@ def _keep_hidden(
     if text.strip():
         hidden.setdefault("hidden_messages", []).append(
             {"node": node_id, "role": role, "text": text})
+    elif kind not in (None, "text", "multimodal_text"):
+        # Content of another type (a tool's output the model was shown…): kept whole.
+        kept = {k: v for k, v in content.items() if v not in _EMPTY}
+        if set(kept) - {"content_type"}:
+            hidden.setdefault("hidden_messages", []).append(
+                {"node": node_id, "role": role, "content": kept})
 
 
 def _output_images(raw_meta: Any) -> list[dict[str, Any]]:
