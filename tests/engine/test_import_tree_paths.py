@@ -96,3 +96,24 @@ def test_an_older_export_imported_after_a_newer_one_is_the_same_session(
 
     assert older.counts() == {"created": 0, "updated": 0, "unchanged": 1, "skipped": 0}
     assert _contents(workspace) == [["hi", "hello", "more", "sure"]]
+
+
+def test_what_the_source_says_of_the_whole_is_taken_when_only_that_changed(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    first, _, _ = _moments(tmp_path)
+    workspace.import_path(first)
+    entry = json.loads(first.read_text(encoding="utf-8"))
+    entry[0]["is_archived"] = True
+    entry[0]["update_time"] = 1700000010
+    archived = tmp_path / "archived.json"
+    archived.write_text(json.dumps(entry), encoding="utf-8")
+
+    report = workspace.import_path(archived)
+    older = workspace.import_path(first)  # the export before: not newer, not taken
+
+    assert report.counts() == {"created": 0, "updated": 1, "unchanged": 0, "skipped": 0}
+    assert older.counts()["unchanged"] == 1
+    (info,) = workspace.list_sessions()
+    assert info.id is not None
+    assert workspace.session_metadata(info.id)["archived"] is True

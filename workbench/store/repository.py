@@ -14,7 +14,7 @@ messages) are kept current by every change, so listing sessions never aggregates
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from dataclasses import replace as with_fields
 from functools import cache
 from typing import Any
@@ -93,6 +93,8 @@ class _Stored:
     older_copy: bool = False
     """The conversation is an older copy of the session (its export before turns were
     added): its context is not newer than the session's, and is not taken."""
+    metadata: str | None = field(default=None, compare=False)
+    """The session's source metadata as stored (JSON text), when read with it."""
 
 
 _MADE_HERE = "\x00made in the workbench"
@@ -245,6 +247,7 @@ class Repository(MessageStore):
 
             action, target = _import_action(conversation, candidates, replace,
                                             prefix_of=prefix_of)
+            other_path = False
             if action == "create" and conversation.tree_id:
                 # Another path of the same tree, stored when it was the current one (or
                 # a branch that has become current since): this path, kept as it is.
@@ -253,7 +256,7 @@ class Repository(MessageStore):
                 found, path_of = _import_action(conversation, family, False,
                                                 prefix_of=prefix_of)
                 if found in ("unchanged", "append"):
-                    action, target = found, path_of
+                    action, target, other_path = found, path_of, True
             reused = action == "create" and bool(candidates)
             if action == "unchanged":
                 assert target is not None
@@ -264,6 +267,21 @@ class Repository(MessageStore):
                     # The same turns with new facts, summary or tasks (a context file
                     # saved again): the context is what changed, and it is kept.
                     self._write_context(conn, session_id, conversation.context)
+                    self.db.changed(conn, (session_id,))
+                    status = "updated"
+                if not target.older_copy and not other_path and \
+                        self._source_metadata_newer(conn, session_id, conversation):
+                    # The same turns, and the source says something new of the whole
+                    # (archived, starred, a project, tags in its params…): kept, with
+                    # the source's time of it (so an older export does not undo it).
+                    conn.execute(_SET_SOURCE_METADATA, {
+                        "session_id": session_id,
+                        "metadata_": _metadata_text(
+                            self._with_time_mark(conn, session_id, conversation.metadata))})
+                    if conversation.updated_at is not None:
+                        conn.execute(_UPDATED_NOT_BEFORE, {
+                            "session_id": session_id,
+                            "latest": time_to_text(conversation.updated_at)})
                     self.db.changed(conn, (session_id,))
                     status = "updated"
             elif action == "replace":
@@ -319,6 +337,27 @@ class Repository(MessageStore):
                 fp, count = self._fingerprint_stored(conn, int(session_id))
             found.append(_Stored(int(session_id), source_file, fp, int(count)))
         return found
+
+    def _source_metadata_newer(
+        self, conn: Connection, session_id: int, conversation: Conversation
+    ) -> bool:
+        """Whether what the source says of the conversation as a whole differs from what
+        the session holds, in an export not older than the session (an older export's
+        metadata is not newer)."""
+        row = conn.execute(_METADATA_AND_UPDATED, {"id": session_id}).first()
+        if row is None or _same_metadata(row[0], conversation.metadata):
+            return False
+        updated = conversation.updated_at
+        return updated is None or row[1] is None or updated >= text_to_time(row[1])
+
+    def _with_time_mark(
+        self, conn: Connection, session_id: int, metadata: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``metadata`` with the session's mark of a missing time, when it has one."""
+        stored = json_value(conn.execute(_SESSION_METADATA, {"id": session_id}).scalar())
+        if isinstance(stored, dict) and stored.get(bulk.SESSION_TIME_MISSING) is True:
+            return {**metadata, bulk.SESSION_TIME_MISSING: True}
+        return metadata
 
     def _tree_sessions(self, conn: Connection, conversation: Conversation) -> list[_Stored]:
         """The stored sessions of the tree ``conversation`` is a path of: those of the
@@ -400,9 +439,7 @@ class Repository(MessageStore):
                 "source_file_": conversation.source_file,
                 "fingerprint_": fingerprint_messages(conversation.messages),
                 "count_": len(conversation.messages),
-                "metadata_": (
-                    json_text(conversation.metadata) if conversation.metadata else None
-                ),
+                "metadata_": _metadata_text(conversation.metadata),
             },
         )
         self.db.changed(conn, (session_id,))
@@ -563,7 +600,8 @@ class Repository(MessageStore):
                             conv, known, replace, full=prepared.session[9]
                         )
                         if action == "unchanged" and target is not None and \
-                                not _carries_context(conv.context):
+                                not _carries_context(conv.context) and \
+                                _same_metadata(target.metadata, conv.metadata):
                             unchanged[i] = target.session_id
                         elif action == "create" and not tree_known and all(
                             c.count is None or c.count <= len(conv.messages) for c in known
@@ -624,9 +662,9 @@ class Repository(MessageStore):
             text = conn.execute(
                 statement, {"source": source, "source_ids": json_text(source_ids)}
             ).scalar_one()
-            for sid, rid, source_file, fp, count in json_value(text):
+            for sid, rid, source_file, fp, count, metadata in json_value(text):
                 found.setdefault((source, sid), []).append(
-                    _Stored(int(rid), source_file, fp, count)
+                    _Stored(int(rid), source_file, fp, count, metadata=metadata)
                 )
         return found
 
@@ -738,6 +776,28 @@ _SET_IDENTITY = (
     )
 )
 _SESSION_METADATA = select(SESSIONS.c.metadata).where(SESSIONS.c.id == bindparam("id"))
+_METADATA_AND_UPDATED = select(SESSIONS.c.metadata, SESSIONS.c.updated_at).where(
+    SESSIONS.c.id == bindparam("id"))
+_SET_SOURCE_METADATA = (
+    update(SESSIONS).where(_BY_SESSION_ID).values(metadata=bindparam("metadata_"))
+)
+
+
+def _metadata_text(metadata: dict[str, Any]) -> str | None:
+    return json_text(metadata) if metadata else None
+
+
+def _same_metadata(stored: str | None, metadata: dict[str, Any]) -> bool:
+    """Whether the stored metadata text says what ``metadata`` says (as JSON reads it;
+    the store's own mark of a session without a time left out)."""
+    return _source_said(json_value(stored)) == _source_said(
+        json_value(_metadata_text(metadata)))
+
+
+def _source_said(metadata: Any) -> dict[str, Any]:
+    if not isinstance(metadata, dict):
+        return {}
+    return {k: v for k, v in metadata.items() if k != bulk.SESSION_TIME_MISSING}
 _ORIGIN_MESSAGE = select(MESSAGES.c.id).where(
     MESSAGES.c.session_id == bindparam("origin"),
     MESSAGES.c.position == bindparam("at_position"),
@@ -784,12 +844,13 @@ _SESSION_COLUMNS = (
 @cache
 def _stored_sources_statement(dialect: Dialect) -> Select[Any]:
     """The stored sessions of one source among a JSON array of source ids, as one JSON
-    text of ``[source_id, id, source_file, fingerprint, fingerprint_count]`` rows."""
+    text of ``[source_id, id, source_file, fingerprint, fingerprint_count, metadata]``
+    rows."""
     wanted = dialect.json_array_items(bindparam("source_ids", type_=Text))
     return select(
         dialect.json_rows(
             SESSIONS.c.source_id, SESSIONS.c.id, SESSIONS.c.source_file,
-            SESSIONS.c.fingerprint, SESSIONS.c.fingerprint_count,
+            SESSIONS.c.fingerprint, SESSIONS.c.fingerprint_count, SESSIONS.c.metadata,
         )
     ).where(
         SESSIONS.c.source == bindparam("source"),
