@@ -342,6 +342,35 @@ def test_tables_get_a_bold_header_row_aligned_like_its_column(qapp: QApplication
     assert table.cellAt(0, 0).format().fontWeight() > 400
 
 
+def _table_text(rows: int, columns: int) -> str:
+    def line(cell: str) -> str:
+        return "|" + "|".join(cell for _ in range(columns)) + "|"
+
+    return "\n".join([line("head"), line("---"), *[line(f"v{r}") for r in range(rows)]])
+
+
+def test_a_table_too_big_to_lay_out_shows_as_its_text(qapp: QApplication) -> None:
+    # 30,000 rows held the window for over a minute in Qt's Markdown reader; 5,000
+    # columns for seconds. Either shows as the text it is, in a code block, whole.
+    for rows, columns in ((2_000, 2), (2, 5_000)):
+        table = _table_text(rows, columns)
+        doc = render(f"before\n\n{table}\n\nafter `x` | y")
+        assert not [f for f in doc.rootFrame().childFrames() if isinstance(f, QTextTable)]
+        shown = doc.toPlainText()
+        assert table in shown
+        assert shown.startswith("before") and shown.endswith("after x | y")
+    # A fence inside the table's cells cannot end the block early.
+    doc = render(_table_text(1_000, 2).replace("v5", "````v5"))
+    assert "````v5" in doc.toPlainText()
+    assert not [f for f in doc.rootFrame().childFrames() if isinstance(f, QTextTable)]
+
+
+def test_a_table_of_a_readable_size_stays_a_table(qapp: QApplication) -> None:
+    doc = render(_table_text(30, 30) + "\n\n" + _table_text(2, 3))
+    tables = [f for f in doc.rootFrame().childFrames() if isinstance(f, QTextTable)]
+    assert [(t.rows(), t.columns()) for t in tables] == [(31, 30), (3, 3)]
+
+
 def test_a_table_after_a_code_block_keeps_its_header_on_one_line(qapp: QApplication
                                                                    ) -> None:
     """Qt's reader opens the first cell of such a table with an empty paragraph, which

@@ -167,6 +167,68 @@ def keep_visible(markdown: str) -> str:
     return "\n".join(out)
 
 
+TABLE_CELLS = 1_500
+TABLE_COLUMNS = 40
+"""A table with more cells (or columns) than this is shown as the text it is, in a code
+block: Qt's Markdown reader and layout take time that grows faster than the cells (a
+table of 30,000 rows held the window for over a minute), and such a table is not
+readable as a grid in a timeline row anyway."""
+
+
+def _delimiter_cells(line: str) -> int:
+    """The number of columns of a table's delimiter row (``|---|:--:|``), or 0 when
+    ``line`` is not one. Plain string tests, no pattern that could backtrack."""
+    row = line.strip()
+    if "-" not in row or ("|" not in row and not row.startswith("-")):
+        return 0
+    row = row.removeprefix("|").removesuffix("|")
+    cells = row.split("|")
+    for cell in cells:
+        cell = cell.strip().removeprefix(":").removesuffix(":")
+        if not cell or cell.strip("-"):
+            return 0
+    return len(cells)
+
+
+def plain_big_tables(markdown: str) -> str:
+    """``markdown`` with each table larger than :data:`TABLE_CELLS` cells or wider than
+    :data:`TABLE_COLUMNS` columns put in a code block, so it shows as the text it is."""
+    if "|" not in markdown or "-" not in markdown:
+        return markdown
+    lines = markdown.split("\n")
+    out: list[str] = []
+    fence = ""
+    i = 0
+    changed = False
+    while i < len(lines):
+        line = lines[i]
+        opened = _FENCE.match(line)
+        if fence:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
+                fence = ""
+        elif opened:
+            fence = opened.group(1)
+        elif "|" in line and i + 1 < len(lines):
+            columns = _delimiter_cells(lines[i + 1])
+            if columns:
+                end = i + 2
+                while end < len(lines) and lines[end].strip() and not _FENCE.match(lines[end]):
+                    end += 1
+                if columns > TABLE_COLUMNS or columns * (end - i - 1) > TABLE_CELLS:
+                    table = "\n".join(lines[i:end])
+                    runs = [len(r) for r in _BACKTICKS.findall(table)]
+                    marks = "`" * max(3, max(runs, default=0) + 1)
+                    out.extend([marks, table, marks])
+                    changed = True
+                else:
+                    out.extend(lines[i:end])
+                i = end
+                continue
+        out.append(line)
+        i += 1
+    return "\n".join(out) if changed else markdown
+
+
 def invisible_spans(text: str) -> list[tuple[int, str]]:
     """Where ``text`` has characters that would show nothing or reorder the text around
     them, each with its visible name (``⟨U+202E⟩``).
@@ -286,7 +348,7 @@ def render_markdown(doc: QTextDocument, markdown: str, dark: bool,
     nul = _nul_stand_in(markdown) if "\x00" in markdown else None
     if nul is not None:
         markdown = markdown.replace("\x00", nul)
-    doc.setMarkdown(keep_visible(markdown), _FEATURES)
+    doc.setMarkdown(keep_visible(plain_big_tables(markdown)), _FEATURES)
     _show_images_and_targets(doc, dark)
     blocks = _style_code_blocks(doc, dark, code_header)
     if nul is not None:  # copied as written
