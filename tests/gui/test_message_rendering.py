@@ -16,7 +16,14 @@ from types import ModuleType
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, QTimer
-from PySide6.QtGui import QContextMenuEvent, QGuiApplication, QHelpEvent, QTextDocument, QTextTable
+from PySide6.QtGui import (
+    QContextMenuEvent,
+    QGuiApplication,
+    QHelpEvent,
+    QTextDocument,
+    QTextOption,
+    QTextTable,
+)
 from PySide6.QtWidgets import QApplication, QLineEdit, QMenu, QToolTip
 from pytestqt.qtbot import QtBot
 
@@ -363,6 +370,18 @@ def test_a_table_too_big_to_lay_out_shows_as_its_text(qapp: QApplication) -> Non
     doc = render(_table_text(1_000, 2).replace("v5", "````v5"))
     assert "````v5" in doc.toPlainText()
     assert not [f for f in doc.rootFrame().childFrames() if isinstance(f, QTextTable)]
+
+
+def test_a_word_too_long_to_look_for_breaks_in_wraps_anywhere(qapp: QApplication) -> None:
+    # Qt looked for a word break along the whole run for every line: 200,000 unbroken
+    # characters took two seconds to lay out, each time the row was measured.
+    word = "<" * 5_000
+    doc = render(f"before {word} after")
+    assert doc.defaultTextOption().wrapMode() == QTextOption.WrapMode.WrapAnywhere
+    assert doc.toPlainText() == f"before {word} after"
+    ordinary = render("a paragraph of ordinary words " * 50)
+    assert ordinary.defaultTextOption().wrapMode() == (
+        QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
 
 
 def test_a_table_of_a_readable_size_stays_a_table(qapp: QApplication) -> None:

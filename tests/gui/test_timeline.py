@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QTextOption
 from pytestqt.qtbot import QtBot
 
 from tests.gui.journey import press
@@ -193,7 +193,7 @@ def test_a_message_too_long_to_edit_says_so_and_is_never_saved_from_the_editor(
     assert window.ctx.undo_stack.count() == 0
 
 
-def test_a_message_with_a_long_word_is_edited_unwrapped(
+def test_a_message_with_a_long_word_is_edited_wrapped_anywhere(
     qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
     open_window: Callable[..., MainWindow],
 ) -> None:
@@ -203,14 +203,14 @@ def test_a_message_with_a_long_word_is_edited_unwrapped(
     window = open_window(workspace)
     window.open_session(info.id)
     view = window.timeline.view
-    for row, wrapped in ((0, False), (1, True)):
+    for row, between_words in ((0, False), (1, True)):
         view.setCurrentIndex(window.timeline.model.index(row, 0))
         view.setFocus()
         press(qtbot, Qt.Key.Key_F2)
         editor = view.indexWidget(view.currentIndex())
         assert editor is not None
-        mode = editor.text_edit.lineWrapMode()
-        assert (mode == editor.text_edit.LineWrapMode.WidgetWidth) is wrapped
+        mode = editor.text_edit.wordWrapMode()
+        assert (mode == QTextOption.WrapMode.WrapAnywhere) is not between_words
         qtbot.keyClick(editor.text_edit, Qt.Key.Key_Escape)
         assert not view.editing
     assert stored_contents(workspace, info.id)[0] == ("user", f"a {word} b")

@@ -41,6 +41,7 @@ from PySide6.QtGui import (
     QTextDocument,
     QTextFormat,
     QTextFrameFormat,
+    QTextOption,
     QTextTable,
     QTextTableCellFormat,
     QTextTableFormat,
@@ -165,6 +166,25 @@ def keep_visible(markdown: str) -> str:
         previous_blank = blank
         out.append(line)
     return "\n".join(out)
+
+
+LONG_WORD = 1_000
+"""A text with a run of more characters than this between spaces wraps anywhere, not
+only between words: Qt looks for a word break along the whole run for each line it
+wraps, which grows with the run's square (200,000 characters: two seconds a layout; a
+million in a text box: over a minute)."""
+
+
+def longest_word(text: str) -> int:
+    """The length of the longest run of ``text`` without whitespace."""
+    return max(map(len, text.split()), default=0)
+
+
+def wrap_mode_for(text: str) -> QTextOption.WrapMode:
+    """How a document or text box showing ``text`` wraps (see :data:`LONG_WORD`)."""
+    if longest_word(text) > LONG_WORD:
+        return QTextOption.WrapMode.WrapAnywhere
+    return QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere
 
 
 TABLE_CELLS = 1_500
@@ -349,6 +369,11 @@ def render_markdown(doc: QTextDocument, markdown: str, dark: bool,
     if nul is not None:
         markdown = markdown.replace("\x00", nul)
     doc.setMarkdown(keep_visible(plain_big_tables(markdown)), _FEATURES)
+    wrap = wrap_mode_for(markdown)
+    if wrap != doc.defaultTextOption().wrapMode():
+        option = doc.defaultTextOption()
+        option.setWrapMode(wrap)
+        doc.setDefaultTextOption(option)
     _show_images_and_targets(doc, dark)
     blocks = _style_code_blocks(doc, dark, code_header)
     if nul is not None:  # copied as written

@@ -20,6 +20,7 @@ from workbench.gui.delegates.markdown import (
     invisible_characters,
     restore_invisible,
     visible_text,
+    wrap_mode_for,
 )
 
 ModelIndex = QModelIndex | QPersistentModelIndex
@@ -58,21 +59,10 @@ class VisibleTextDelegate(QStyledItemDelegate):
         super().setModelData(editor, model, index)
 
 
-LONG_WORD = 1_000
-"""A text with a run of more characters than this between spaces is shown unwrapped
-(scrolled sideways): Qt's wrapping of a line without break points takes time that grows
-with the square of its length (300,000 characters: over four seconds)."""
-
-
-def longest_word(text: str) -> int:
-    """The length of the longest run of ``text`` without whitespace."""
-    return max(map(len, text.split()), default=0)
-
-
 class MarkedPlainTextEdit(QPlainTextEdit):
     """A text box showing invisible characters by name: :meth:`set_text` names them,
     :meth:`text` and copying give the characters back; pasted ones are named too. A text
-    with a word longer than :data:`LONG_WORD` is shown unwrapped."""
+    with a word longer than :data:`LONG_WORD` wraps anywhere, not only between words."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -81,9 +71,7 @@ class MarkedPlainTextEdit(QPlainTextEdit):
     def set_text(self, text: str) -> None:
         self._marked = invisible_characters(text)
         shown = visible_text(text)
-        self.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap
-                             if longest_word(shown) > LONG_WORD
-                             else QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.setWordWrapMode(wrap_mode_for(shown))
         self.setPlainText(shown)
 
     def text(self) -> str:
