@@ -743,3 +743,17 @@ def test_a_text_of_many_shorter_whitespace_runs_is_counted_whole(o200k: TokenCou
     text = ("x" + " " * (tokens.SPACE_RUN - 1)) * 8
     assert not tokens.counted_alone(text)
     assert o200k.count_text(text) == len(o200k.encoding.encode_ordinary(text))
+
+
+def test_the_next_piece_boundary_is_found_across_search_windows() -> None:
+    # Looked for a window at a time (a search of a long text holds the interpreter lock):
+    # the same boundary as one search of the whole text, wherever it falls.
+    window = 64
+    for where in range(window - 3, 2 * window + 3):
+        for boundary in (" y", "\nZ"):
+            text = "x" * where + boundary + "x" * 50
+            whole = tokens._PIECE_BOUNDARY.search(text, 5)
+            found = tokens._next_boundary(text, 5, window)
+            assert whole is not None and found is not None
+            assert found.start() == whole.start(), (where, boundary)
+    assert tokens._next_boundary("x" * 1000, 0, window) is None
