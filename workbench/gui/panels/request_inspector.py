@@ -540,6 +540,10 @@ class RequestInspectorPanel(QWidget):
         self.left_out_label = QLabel()
         self.left_out_label.setAccessibleName("Messages left out")
         self.left_out_label.setWordWrap(True)
+        # Model names, addresses and servers' error text are data, never markup.
+        for label in (self.summary_label, self.state_label, self.endpoint_label,
+                      self.left_out_label):
+            label.setTextFormat(Qt.TextFormat.PlainText)
         self.left_out_model = LeftOutModel(self)
         self.left_out_view = QListView()
         self.left_out_view.setAccessibleName("Messages left out of the request")
