@@ -643,6 +643,17 @@ def test_invisible_and_reordering_characters_are_named_and_copied_as_written(
     assert code.text == "x = 1\u202e  # y"
 
 
+def test_neighbouring_invisible_characters_are_each_named_in_order(
+    qapp: QApplication,
+) -> None:
+    # Named a run at a time (200,000 joiners were 200,000 edits of the document), each
+    # still by its own name, characters above U+FFFF (two UTF-16 units) among them.
+    text = "a\u200b\u200c\U000e0041\u202e\u2066b " + "\u200d" * 3000 + " c\u202e"
+    shown = render(text).toPlainText()
+    assert shown == ("a⟨U+200B⟩⟨U+200C⟩⟨U+E0041⟩⟨U+202E⟩⟨U+2066⟩b " + "⟨U+200D⟩" * 3000
+                     + " c⟨U+202E⟩")
+
+
 def test_nul_is_named_like_other_control_characters(qapp: QApplication) -> None:
     # The Markdown parser turned U+0000 into U+FFFD before it could be named: the row
     # showed "a�b", as if the text held a replacement character.
