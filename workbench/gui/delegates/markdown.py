@@ -365,12 +365,14 @@ def mark_invisible(doc: QTextDocument, dark: bool, nul: str | None = None) -> bo
 
 
 def render_markdown(doc: QTextDocument, markdown: str, dark: bool,
-                    code_header: float, highlight: bool = True) -> list[CodeBlock]:
+                    code_header: float, highlight: bool = True,
+                    name_invisible: bool = True) -> list[CodeBlock]:
     """Fill ``doc`` with ``markdown`` (see the module docstring); its code blocks.
 
     ``code_header`` is the height kept free above each code block for its header strip.
     With ``highlight`` false the code is left uncoloured, for :func:`highlight_code` to
-    colour later (the timeline does that after the first paint).
+    colour later (the timeline does that after the first paint). With ``name_invisible``
+    false invisible characters stay as they are (a document read, not shown).
     """
     nul = _nul_stand_in(markdown) if "\x00" in markdown else None
     if nul is not None:
@@ -385,7 +387,7 @@ def render_markdown(doc: QTextDocument, markdown: str, dark: bool,
     blocks = _style_code_blocks(doc, dark, code_header)
     if nul is not None:  # copied as written
         blocks = [replace(b, text=b.text.replace(nul, "\x00")) for b in blocks]
-    if mark_invisible(doc, dark, nul):
+    if name_invisible and mark_invisible(doc, dark, nul):
         # A code block keeps its text for copying; its colours follow what is shown.
         blocks = [replace(b, shown=_blocks_text(doc, b)) for b in blocks]
     _style_tables(doc, dark)
