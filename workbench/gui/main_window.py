@@ -56,7 +56,7 @@ from workbench.gui.panels.timeline import TimelinePanel
 from workbench.gui.settings import gui_settings
 from workbench.gui.status_log import StatusLog, StatusLogDialog, show_messages_in
 from workbench.gui.theme import THEMES, apply_theme
-from workbench.gui.window_keys import give_window_keys
+from workbench.gui.window_keys import ShortcutNotice, give_window_keys
 
 APP_TITLE = "Conversation Workbench"
 _EXPORT_FILTERS = {
@@ -102,6 +102,7 @@ class MainWindow(QMainWindow):
         self._error_boxed: str | None = None  # the last error shown in a box
         self._not_heard = ""  # why other desktops are not heard now ("": they are)
         self.dock_sizer = DockSharesSizer(self)
+        self._panel_keys = ShortcutNotice(self)  # Ctrl+1…5 pressed, or the menu clicked
         self.setWindowTitle(APP_TITLE)
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks
                             | QMainWindow.DockOption.AllowTabbedDocks)
@@ -204,9 +205,10 @@ class MainWindow(QMainWindow):
         return dock
 
     def _panel_action(self, dock: QDockWidget, text: str, shortcut: str | None) -> QAction:
-        """View → Panels entry of ``dock``: checked while the panel is open. It closes
-        a panel in sight; a closed one, or one behind another panel's tab, it brings to
-        the front with the keyboard in it (where Qt's own toggle would close it)."""
+        """View → Panels entry of ``dock``: checked while the panel is open. From the
+        menu it closes a panel in sight; its key closes it only when the keyboard is in
+        it. Otherwise (closed, behind another panel's tab, or the keyboard elsewhere) it
+        brings the panel to the front with the keyboard in it."""
         action = QAction(text, self)
         action.setCheckable(True)
         toggle = dock.toggleViewAction()
@@ -215,16 +217,21 @@ class MainWindow(QMainWindow):
         if shortcut:
             action.setShortcut(QKeySequence(shortcut))
         action.setStatusTip(f"Show or close the {dock.windowTitle()} panel")
-        action.triggered.connect(lambda _checked=False: self.show_or_close_panel(dock))
+        self._panel_keys.watch(action)
+        action.triggered.connect(lambda _checked=False: self.show_or_close_panel(
+            dock, by_key=self._panel_keys.take(action)))
         self.panels_menu.addAction(action)
         self.addAction(action)
         self.panel_actions[dock.windowTitle()] = action
         return action
 
-    def show_or_close_panel(self, dock: QDockWidget) -> None:
-        """Close ``dock`` when it is in sight, else show it in front and focus it."""
+    def show_or_close_panel(self, dock: QDockWidget, *, by_key: bool = False) -> None:
+        """Close ``dock`` when it is in sight, else show it in front and focus it. By
+        its key, a panel in sight closes only when the keyboard is in it: from the
+        prompt, Ctrl+1 goes to the Sessions list rather than hiding it."""
         content = dock.widget()
-        if dock.isVisible() and content is not None and content.isVisible():
+        if dock.isVisible() and content is not None and content.isVisible() and (
+                not by_key or dock.isAncestorOf(QApplication.focusWidget())):
             dock.close()
             return
         self._show_panel_focused(dock)
