@@ -56,7 +56,7 @@ from workbench.core.compaction import (
     CompactionPolicy,
     CompactionRecord,
 )
-from workbench.core.conversation import Message
+from workbench.core.conversation import Message, SessionInfo
 from workbench.core.provider import CancelToken
 from workbench.engine import compaction
 from workbench.engine.compaction_view import (
@@ -213,6 +213,7 @@ class CompactionPanel(QWidget):
         self.undo_compaction_action.triggered.connect(self.undo_last)
 
         ctx.session_reloaded.connect(self._session_reloaded)
+        ctx.session_updated.connect(self._session_renamed)
         ctx.workspace_replaced.connect(lambda: self.session_changed(0))
         for signal in (ctx.message_changed, ctx.message_inserted, ctx.message_removed):
             signal.connect(self._message_touched)
@@ -457,20 +458,10 @@ class CompactionPanel(QWidget):
         self._show_history([])
         self.policy_status.setText("")
         if not session_id:
-            self.title_label.setText("No session is open.")
-            font = self.title_label.font()
-            font.setBold(False)
-            self.title_label.setFont(font)
+            self._show_title(None)
             self._update_buttons()
             return
-        try:
-            title = self.ctx.workspace.get_session(session_id).title
-        except NotFoundError:  # the session went away under us: nothing to show
-            title = ""
-        self.title_label.setText(title)
-        font = self.title_label.font()
-        font.setBold(bool(title))
-        self.title_label.setFont(font)
+        self._read_title()
         # Its summary lines first, when a database written before they were kept is
         # still getting them: it is the session a preview is asked for next.
         self.ctx.workspace.prefer_summary_lines(session_id)
@@ -478,9 +469,28 @@ class CompactionPanel(QWidget):
         self.load_history()
         self._update_buttons()
 
+    def _read_title(self) -> None:
+        try:
+            title = self.ctx.workspace.get_session(self.session_id).title
+        except NotFoundError:  # the session went away under us: nothing to show
+            title = ""
+        self._show_title(title)
+
+    def _show_title(self, title: str | None) -> None:
+        """The open session's title (None: no session is open)."""
+        self.title_label.setText("No session is open." if title is None else title)
+        font = self.title_label.font()
+        font.setBold(bool(title))
+        self.title_label.setFont(font)
+
+    def _session_renamed(self, info: SessionInfo) -> None:
+        if self.session_id and info.id == self.session_id:
+            self._show_title(info.title)
+
     def _session_reloaded(self, session_id: int) -> None:
         if session_id != self.session_id or not session_id:
             return
+        self._read_title()  # renamed by another window or process, perhaps
         self.load_history()
 
     def _message_touched(self, message: Message) -> None:
