@@ -53,6 +53,7 @@ from workbench.gui.dock_sizing import DockSharesSizer, format_shares, parse_shar
 from workbench.gui.panels.search import SearchPanel
 from workbench.gui.panels.session_browser import SessionBrowserPanel
 from workbench.gui.panels.timeline import TimelinePanel
+from workbench.gui.screen_fit import keep_on_screen
 from workbench.gui.settings import gui_settings
 from workbench.gui.status_log import StatusLog, StatusLogDialog, show_messages_in
 from workbench.gui.theme import THEMES, apply_theme
@@ -66,7 +67,6 @@ _EXPORT_FILTERS = {
 }
 _SETTINGS_VERSION = 1
 FIRST_SIZE = (1280, 800)  # the window's size on first start, when the screen has room
-_TITLE_BAR_ROOM = 32  # what a window manager's title bar takes above the window
 _D = TypeVar("_D", bound=QDialog)
 
 
@@ -969,10 +969,10 @@ class MainWindow(QMainWindow):
         geometry = s.value("window/geometry")
         if isinstance(geometry, QByteArray) and not geometry.isEmpty():
             self.restoreGeometry(geometry)
-            self._fit_screen(0)
+            keep_on_screen(self, title_bar=0, borders=0)  # restored as it was, frame and all
         else:
             self.resize(*FIRST_SIZE)
-            self._fit_screen(_TITLE_BAR_ROOM)
+            keep_on_screen(self)
         state = s.value("window/state")
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.restoreState(state, _SETTINGS_VERSION)
@@ -982,21 +982,6 @@ class MainWindow(QMainWindow):
             self.centre.restoreState(splitter)
         elif self.composer is not None:
             self.centre.setSizes([680, 120])
-
-    def _fit_screen(self, title_bar: int) -> None:
-        """Keep the window inside the screen's free area (less ``title_bar`` for the
-        window manager's title): 1280×800 is more than a small screen or a 200 % text
-        scale has (1920×1080 at 200 % is 960×540), and a window past the screen's edge
-        hides the prompt, Send and the right-hand panels."""
-        screen = self.screen()
-        if screen is None:
-            return
-        room = screen.availableGeometry()
-        width = min(self.width(), room.width())
-        height = min(self.height(), room.height() - title_bar)
-        if (width, height) != (self.width(), self.height()):
-            self.resize(max(width, 1), max(height, 1))
-            self.move(room.topLeft())
 
     def save_layout(self) -> None:
         s = self.settings
