@@ -441,6 +441,42 @@ def test_quitting_while_a_reply_arrives_asks_and_keeps_what_arrived(
     assert len(pieces[-1]) > len(pieces[0])
 
 
+def test_a_reply_that_ends_while_the_quit_question_is_open_changes_the_question(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    window, composer, info = _chat_window(
+        workspace, make_session, open_window, EARLIER, name="local",
+        base_url=server.url, model=server.model)
+    server.script(Fault("pause", after=2))
+    pieces: list[str] = []
+    composer.reply_grew.connect(pieces.append)
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Tell me a long story.")
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: len(pieces) == 2, timeout=10_000)
+    assert server.stalling.wait(5)
+
+    def reply_ends_then_quit(box: QWidget) -> None:
+        label = box.findChild(QLabel, "qt_msgbox_label")
+        assert "A reply is still arriving" in label.text()
+        server.release.set()  # the rest of the reply arrives while the box is open
+        qtbot.waitUntil(lambda: not composer.streaming, timeout=10_000)
+        assert "The reply has arrived" in label.text()
+        texts = [b.text().replace("&", "") for b in box.findChildren(QAbstractButton)]
+        assert "Stop and Quit" not in texts and "Quit" in texts
+        button = next(b for b in box.findChildren(QAbstractButton)
+                      if b.text().replace("&", "") == "Quit")
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Q, CTRL), reply_ends_then_quit)
+    assert not window.isVisible()
+    messages = workspace.repo.list_messages(info.id)
+    assert [(m.role, m.content) for m in messages][2:] == [
+        ("user", "Tell me a long story."), ("assistant", REPLY)]
+    assert not messages[-1].metadata.get("stopped")
+
+
 def test_quitting_while_a_reply_is_regenerated_keeps_the_earlier_one(
     qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
     make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],

@@ -44,7 +44,8 @@ class Fault:
 
     ``kind``: ``status`` (answer ``status`` with ``body``/``headers`` instead of a reply),
     ``stall`` (stream ``after`` deltas, then send nothing until released or hung up on),
-    ``stall_headers`` (send nothing at all until released or hung up on), ``hangup``
+    ``stall_headers`` (send nothing at all until released or hung up on), ``pause``
+    (stream ``after`` deltas, wait until released, then finish the reply), ``hangup``
     (close the connection without answering), ``truncate`` (end the body cleanly after
     ``after`` deltas, without the API's end event), ``drop`` (stream
     ``after`` deltas, then cut the connection), ``malformed`` (a ``data:`` line of broken
@@ -392,6 +393,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind == "stall":
             self._wait_released()
             return True
+        if fault.kind == "pause":
+            self._wait_released()
+            return False
         if fault.kind == "drop":
             self._drop()
             return True

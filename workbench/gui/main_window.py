@@ -1036,9 +1036,24 @@ class MainWindow(QMainWindow):
         stop = box.addButton(stop_text, QMessageBox.ButtonRole.AcceptRole)
         box.addButton(QMessageBox.StandardButton.Cancel)
         box.setDefaultButton(stop)
-        box.exec()
+
+        def ended(*_args: Any) -> None:
+            # The reply ended while the question was open: it no longer says what is.
+            box.setText("The reply has arrived; nothing needs stopping now.")
+            box.setInformativeText("")
+            stop.setText(stop_text.removeprefix("Stop and "))
+
+        composer.turn_finished.connect(ended)
+        composer.turn_failed.connect(ended)
+        try:
+            box.exec()
+        finally:
+            composer.turn_finished.disconnect(ended)
+            composer.turn_failed.disconnect(ended)
         if box.clickedButton() is not stop:
             return None
+        if not composer.streaming:
+            return ""  # it ended meanwhile: nothing was stopped
         kept = composer.stopped_note()
         composer.stop_and_wait()
         return kept
