@@ -785,3 +785,24 @@ def test_the_panel_names_the_session_as_it_is_renamed_here_or_elsewhere(
     window.ctx.session_reloaded.emit(info.id)
     qtbot.waitUntil(lambda: title.full_text() == "Kitchen, from elsewhere", timeout=TIMEOUT)
     assert panel.session_id == info.id
+
+
+def test_a_keep_count_typed_then_enter_previews_it(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    from tests.gui.journey import focus, named, press, type_text
+
+    info = _long_session(workspace, make_session, 12)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    field = named(window, "Newest messages to keep")
+    field.setFocus()
+    qtbot.waitUntil(lambda: focus() is field or field.isAncestorOf(focus()))
+    press(qtbot, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    type_text(qtbot, "4")
+    with qtbot.waitSignal(panel.preview_shown, timeout=TIMEOUT) as shown:
+        press(qtbot, Qt.Key.Key_Return)
+    plan = shown.args[0]
+    assert len(plan.folded_ids) == 8
+    assert compaction.history(workspace, info.id) == []  # a preview changes nothing

@@ -69,6 +69,7 @@ from workbench.engine.compaction_view import (
 )
 from workbench.errors import CompactionError, NotFoundError
 from workbench.gui.context import AppContext
+from workbench.gui.controls import on_enter
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.delegates.visible import MarkedPlainTextEdit
 from workbench.gui.errors import describe_error
@@ -359,6 +360,9 @@ class CompactionPanel(QWidget):
             ("S&how in Timeline", "Scroll the timeline to the first message to fold", "",
              self.show_first_folded))
         layout.addLayout(row)
+        # A number typed, then Enter: the preview of it.
+        for spin in (self.keep_count_spin, self.range_from_spin, self.range_to_spin):
+            on_enter(spin, self.preview)
 
         self.busy_bar = QProgressBar(box)
         self.busy_bar.setRange(0, 0)
