@@ -144,6 +144,10 @@ class SettingsFormDialog(QDialog):
         be open, or the CLI changed things) and drop the last visit's status sentence."""
         self._say("")
         self.reload()
+        # The keys start where they did the first time, not on the control (Close,
+        # often) they were on when the dialog was closed.
+        (self.list if self.list.count() else self.name_edit).setFocus(
+            Qt.FocusReason.OtherFocusReason)
 
     def names(self) -> list[str]:
         """The names the list shows, in order."""
