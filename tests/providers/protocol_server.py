@@ -162,9 +162,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
     def _wait_released(self) -> None:
-        """Send nothing until the test releases the stall, or the client hangs up."""
+        """Send nothing until the test releases the stall, or the client hangs up.
+        The connection is closed after it (a ``pause`` goes on with the reply first):
+        a client still waiting for the rest of an answer learns it will not come."""
         owner = self.server.owner
         owner.stalling.set()
+        self.close_connection = True
         while not owner.release.is_set():
             ready, _, _ = select.select([self.connection], [], [], 0.02)
             if ready:
