@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from pytestqt.qtbot import QtBot
 
 import workbench.gui.dialogs.settings_form as settings_form
+from tests.gui.conftest import settle
 from tests.memory_keyring import MemoryKeyring
 from workbench.core.provider import ProviderConfig
 from workbench.engine.providers import ProviderSettings
@@ -150,12 +151,34 @@ def test_a_connection_test_of_a_server_that_never_answers_can_be_cancelled(
     click(qtbot, dialog, "Cancel the connection test")
     assert dialog.status_label.text() == "Stopped waiting: 'local' had not answered."
     assert named(dialog, "Test the connection", QAbstractButton).isEnabled()
-    # A test after it runs (the server answers again) and says so.
-    server.release.set()
+    # The connection it waited on is shut (nothing holds a thread, or the window's
+    # close, for the five-minute read time-out).
+    assert server.hung_up.wait(5)
+    settle(window)
+    # A test after it runs and says so.
     with qtbot.waitSignal(dialog.connection_tested, timeout=15_000) as again:
         click(qtbot, dialog, "Test the connection")
     assert again.args[0].ok and tested == [again.args[0]]
     assert dialog.status_label.text().startswith("Connected to 'local'")
+
+
+def test_quitting_while_a_connection_test_waits_says_nothing_and_ends_it(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    window, dialog = _local_provider_dialog(qtbot, workspace, server, open_window)
+    server.script(Fault("stall_headers"))
+    click(qtbot, dialog, "Test the connection")
+    assert server.stalling.wait(5)
+    said: list[str] = []
+    window.ctx.error_reported.connect(said.append)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5_000)
+    qtbot.keyClick(focus(), Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+    assert not window.isVisible()
+    assert server.hung_up.wait(5)  # the test's connection was shut, not waited out
+    QApplication.processEvents()
+    assert said == []  # no "Stopped." box on the way out
 
 
 def test_test_connection_to_a_dead_port_names_the_problem(

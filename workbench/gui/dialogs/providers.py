@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.core.provider import PROVIDER_KINDS, ProviderConfig
+from workbench.core.provider import PROVIDER_KINDS, CancelToken, ProviderConfig
 from workbench.engine.providers import (
     ConnectionReport,
     ProviderSettings,
@@ -41,7 +41,7 @@ from workbench.engine.providers import (
     keyring_state,
     save_key_in_keyring,
 )
-from workbench.errors import WorkbenchError
+from workbench.errors import OperationCancelledError, WorkbenchError
 from workbench.gui.context import AppContext
 from workbench.gui.controls import add_rows, named, note_label, set_busy
 from workbench.gui.dialogs.settings_form import SettingsFormDialog
@@ -422,11 +422,20 @@ class ProvidersDialog(SettingsFormDialog):
             return  # cancelled while the form was being saved
         self._say(f"Testing the connection to {name!r}…")
         self._set_testing(name)
-        # No key: a test after a cancelled one does not wait for it to give up.
+        # Cancel (or the window closing) shuts the connection the test waits on.
+        token = CancelToken()
         self._test_job = self.ctx.workers.network(
-            self._settings().test, name, name="test the connection",
-            on_done=lambda report: self._tested(name, report),
-            on_error=self._failed("test the connection"))
+            self._settings().test, name, cancel=token, name="test the connection",
+            on_stop=token.cancel, on_done=lambda report: self._tested(name, report),
+            on_error=self._test_failed)
+
+    def _test_failed(self, error: BaseException) -> None:
+        if isinstance(error, OperationCancelledError):
+            # Stopped as the window closed (Cancel Test drops the answer and says so):
+            # nothing went wrong that a person needs to read about.
+            self._set_testing(None)
+            return
+        self._failed("test the connection")(error)
 
     def cancel_test(self) -> None:
         """Stop waiting for the connection test under way (its answer is dropped)."""
