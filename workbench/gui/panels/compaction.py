@@ -67,6 +67,7 @@ from workbench.engine.compaction_view import (
     save_agent_policy,
     save_policy,
 )
+from workbench.engine.workspace import Workspace
 from workbench.errors import CompactionError, NotFoundError
 from workbench.gui.context import AppContext
 from workbench.gui.controls import on_enter
@@ -175,6 +176,14 @@ def _trigger(form: QFormLayout, label: str, name: str, spin: QSpinBox) -> QCheck
     row.addWidget(spin, 1)
     form.addRow(label, row)
     return check
+
+
+def _title_of(workspace: Workspace, session_id: int) -> str | None:
+    """The session's title as stored now (None when it is gone)."""
+    try:
+        return workspace.get_session(session_id).title
+    except NotFoundError:
+        return None
 
 
 class CompactionPanel(QWidget):
@@ -494,7 +503,15 @@ class CompactionPanel(QWidget):
     def _session_reloaded(self, session_id: int) -> None:
         if session_id != self.session_id or not session_id:
             return
-        self._read_title()  # renamed by another window or process, perhaps
+        # Renamed by another window or process, perhaps (read on a worker from a team
+        # store: a server's round trip never holds the window up).
+        def done(title: str | None) -> None:
+            if session_id == self.session_id and title is not None:
+                self._show_title(title)
+
+        self.ctx.read_shown(_title_of, self.ctx.workspace, session_id,
+                            name="read the session's title", key=(self, "title"),
+                            on_done=done)
         self.load_history()
 
     def _message_touched(self, message: Message) -> None:
