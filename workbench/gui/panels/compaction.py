@@ -68,7 +68,7 @@ from workbench.engine.compaction_view import (
     save_policy,
 )
 from workbench.engine.workspace import Workspace
-from workbench.errors import CompactionError, NotFoundError
+from workbench.errors import CompactionError, NotFoundError, StorageError
 from workbench.gui.context import AppContext
 from workbench.gui.controls import on_enter
 from workbench.gui.delegates.markdown import plain_tooltip
@@ -179,10 +179,11 @@ def _trigger(form: QFormLayout, label: str, name: str, spin: QSpinBox) -> QCheck
 
 
 def _title_of(workspace: Workspace, session_id: int) -> str | None:
-    """The session's title as stored now (None when it is gone)."""
+    """The session's title as stored now (None when it is gone or cannot be read: the
+    title shown stays, and the window says elsewhere that the database is unreachable)."""
     try:
         return workspace.get_session(session_id).title
-    except NotFoundError:
+    except (NotFoundError, StorageError):
         return None
 
 
