@@ -294,3 +294,25 @@ def test_a_provider_given_to_the_agent_is_the_one_the_composer_sends_to(
     selector.setCurrentIndex(selector.findData("claude"))
     window.ctx.providers_changed.emit()
     assert selector.currentText() == "claude"
+
+
+def test_reopened_the_dialog_starts_on_the_list_not_where_it_was_closed(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    from tests.gui.journey import press
+
+    window = open_window(workspace)
+    for _ in range(2):
+        press(qtbot, Qt.Key.Key_G, Qt.KeyboardModifier.ControlModifier
+              | Qt.KeyboardModifier.ShiftModifier)
+        dialog = window._agents_dialog
+        qtbot.waitUntil(lambda d=dialog: QApplication.activeWindow() is d)
+        window.ctx.workers.wait_idle()
+        assert focus().accessibleName() == "Agents"
+        # Shift+Tab to Close, then Esc closes the dialog.
+        press(qtbot, Qt.Key.Key_Backtab, Qt.KeyboardModifier.ShiftModifier)
+        assert focus().text().replace("&", "") == "Close"
+        press(qtbot, Qt.Key.Key_Escape)
+        assert not dialog.isVisible()
+        window.activateWindow()  # the window manager's part once a dialog closes
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is window)

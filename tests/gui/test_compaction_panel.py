@@ -753,3 +753,56 @@ def test_nothing_to_fold_counts_the_messages_as_the_window_does_or_says_why_not(
     _preview(qtbot, panel)
     text = panel.result_label.text()
     assert "8 active messages (system messages aside), no more than the 30 to keep." in text
+
+
+def test_the_panel_names_the_session_as_it_is_renamed_here_or_elsewhere(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    from tests.gui.journey import focus, named, press, type_text
+
+    info = _long_session(workspace, make_session, 10)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    title = named(window, "Session being compacted")
+    assert title.full_text() == "Kitchen"
+    # F2 in the session list, a new title, Enter.
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    qtbot.keyClick(window, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
+    press(qtbot, Qt.Key.Key_Down)
+    press(qtbot, Qt.Key.Key_F2)
+    assert focus().accessibleName() == "Session title"
+    press(qtbot, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    type_text(qtbot, "Kitchen, renamed")
+    press(qtbot, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: workspace.repo.get_session(info.id).title == "Kitchen, renamed",
+                    timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: title.full_text() == "Kitchen, renamed", timeout=TIMEOUT)
+    # Renamed by another window: what the database watcher says then.
+    workspace.repo.rename_session(info.id, "Kitchen, from elsewhere")
+    window.ctx.sessions_changed.emit()
+    window.ctx.session_reloaded.emit(info.id)
+    qtbot.waitUntil(lambda: title.full_text() == "Kitchen, from elsewhere", timeout=TIMEOUT)
+    assert panel.session_id == info.id
+
+
+def test_a_keep_count_typed_then_enter_previews_it(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    from tests.gui.journey import focus, named, press, type_text
+
+    info = _long_session(workspace, make_session, 12)
+    window = open_window(workspace)
+    panel = _open(window, qtbot, info.id)
+    field = named(window, "Newest messages to keep")
+    field.setFocus()
+    qtbot.waitUntil(lambda: focus() is field or field.isAncestorOf(focus()))
+    press(qtbot, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    type_text(qtbot, "4")
+    with qtbot.waitSignal(panel.preview_shown, timeout=TIMEOUT) as shown:
+        press(qtbot, Qt.Key.Key_Return)
+    plan = shown.args[0]
+    assert len(plan.folded_ids) == 8
+    assert compaction.history(workspace, info.id) == []  # a preview changes nothing

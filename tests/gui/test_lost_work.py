@@ -441,6 +441,42 @@ def test_quitting_while_a_reply_arrives_asks_and_keeps_what_arrived(
     assert len(pieces[-1]) > len(pieces[0])
 
 
+def test_a_reply_that_ends_while_the_quit_question_is_open_changes_the_question(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    window, composer, info = _chat_window(
+        workspace, make_session, open_window, EARLIER, name="local",
+        base_url=server.url, model=server.model)
+    server.script(Fault("pause", after=2))
+    pieces: list[str] = []
+    composer.reply_grew.connect(pieces.append)
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "Tell me a long story.")
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: len(pieces) == 2, timeout=10_000)
+    assert server.stalling.wait(5)
+
+    def reply_ends_then_quit(box: QWidget) -> None:
+        label = box.findChild(QLabel, "qt_msgbox_label")
+        assert "A reply is still arriving" in label.text()
+        server.release.set()  # the rest of the reply arrives while the box is open
+        qtbot.waitUntil(lambda: not composer.streaming, timeout=10_000)
+        assert "The reply has arrived" in label.text()
+        texts = [b.text().replace("&", "") for b in box.findChildren(QAbstractButton)]
+        assert "Stop and Quit" not in texts and "Quit" in texts
+        button = next(b for b in box.findChildren(QAbstractButton)
+                      if b.text().replace("&", "") == "Quit")
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Q, CTRL), reply_ends_then_quit)
+    assert not window.isVisible()
+    messages = workspace.repo.list_messages(info.id)
+    assert [(m.role, m.content) for m in messages][2:] == [
+        ("user", "Tell me a long story."), ("assistant", REPLY)]
+    assert not messages[-1].metadata.get("stopped")
+
+
 def test_quitting_while_a_reply_is_regenerated_keeps_the_earlier_one(
     qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
     make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
@@ -495,6 +531,84 @@ def test_opening_another_database_while_a_reply_arrives_asks_and_says_what_was_k
         ("user", "Earlier"), ("assistant", "Reply"),
         ("user", "Tell me a long story."), ("assistant", pieces[-1])]
     assert messages[-1].metadata.get("stopped") is True
+
+
+# -- the prompt of a turn leaves the box once stored, and only it ----------------------------
+
+
+def test_what_is_typed_while_a_reply_arrives_stays_in_the_box(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    window, composer, info = _chat_window(
+        workspace, make_session, open_window, EARLIER, name="local",
+        base_url=server.url, model=server.model)
+    server.script(Fault("stall", after=2))
+    pieces: list[str] = []
+    composer.reply_grew.connect(pieces.append)
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, "First question?")
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: len(pieces) == 2, timeout=10_000)
+    assert server.stalling.wait(5)
+    # The next question, typed while the reply arrives; then Esc keeps the reply so far.
+    type_text(qtbot, " And a follow-up")
+    with qtbot.waitSignal(composer.turn_finished, timeout=10_000):
+        press(qtbot, Qt.Key.Key_Escape)
+    settle(window)
+    assert _stored(workspace, info.id)[2:] == [("user", "First question?"),
+                                               ("assistant", pieces[-1])]
+    assert named(window, "Prompt").toPlainText() == "And a follow-up"
+
+
+def test_switching_sessions_while_a_reply_arrives_keeps_each_sessions_draft(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    make_session: Callable[..., SessionInfo], open_window: Callable[..., MainWindow],
+) -> None:
+    other = make_session(workspace, "Other chat", [("user", "Hi")])
+    window, composer, info = _chat_window(
+        workspace, make_session, open_window, EARLIER, name="local",
+        base_url=server.url, model=server.model)
+    prompt = named(window, "Prompt")
+    # The other session holds a half-written draft.
+    window.open_session(other.id)
+    settle(window)
+    click_into(qtbot, prompt)
+    type_text(qtbot, "half a thought")
+    window.open_session(info.id)
+    settle(window)
+    assert prompt.toPlainText() == ""
+
+    server.script(Fault("stall", after=2))
+    pieces: list[str] = []
+    composer.reply_grew.connect(pieces.append)
+    click_into(qtbot, prompt)
+    type_text(qtbot, "Tell me a long story.")
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: len(pieces) == 2, timeout=10_000)
+    assert server.stalling.wait(5)
+    # Ctrl+L, Down (into the list, on the open session), Down (the other one): the reply
+    # stops, kept as it was.
+    with qtbot.waitSignal(composer.turn_finished, timeout=10_000):
+        qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+        press(qtbot, Qt.Key.Key_Down)
+        press(qtbot, Qt.Key.Key_Down)
+        qtbot.waitUntil(lambda: window.ctx.current_session_id == other.id)
+    settle(window)
+    messages = workspace.repo.list_messages(info.id)
+    assert [(m.role, m.content) for m in messages][2:] == [
+        ("user", "Tell me a long story."), ("assistant", pieces[-1])]
+    assert messages[-1].metadata.get("stopped") is True
+    # The other session's draft is still there.
+    assert prompt.toPlainText() == "half a thought"
+    # Back in the chat, the prompt that was stored is not offered again as a draft.
+    press(qtbot, Qt.Key.Key_Up)
+    qtbot.waitUntil(lambda: window.ctx.current_session_id == info.id)
+    settle(window)
+    assert prompt.toPlainText() == ""
+    press(qtbot, Qt.Key.Key_Down)
+    qtbot.waitUntil(lambda: window.ctx.current_session_id == other.id)
+    assert prompt.toPlainText() == "half a thought"
 
 
 # -- a compaction that would make the request bigger is not applied -------------------------

@@ -140,6 +140,30 @@ def test_layout_and_theme_are_remembered_between_runs(
         "view/theme") == "light"
 
 
+def test_the_first_window_fits_a_screen_smaller_than_its_usual_size(
+    qtbot: QtBot, workspace: Workspace, isolated_home: Path,
+) -> None:
+    # The offscreen screen is 800 wide, as 1920×1080 at 200 % text scale is 960×540:
+    # a first window of 1280×800 went past its edge, with Send and the panels off it.
+    window = MainWindow(workspace)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    room = window.screen().availableGeometry()
+    assert room.width() < 1280
+    frame = window.frameGeometry()
+    # As wide as the screen, or as the window's narrowest layout (817 here: 800 is
+    # below the 1024 the window is made for); never taller than the screen.
+    assert frame.width() <= max(room.width(), window.minimumWidth() + 4), (frame, room)
+    assert frame.top() >= room.top() and frame.bottom() <= room.bottom(), (frame, room)
+    composer = window.composer
+    assert composer is not None
+    send = composer.send_button
+    corner = send.mapToGlobal(send.rect().bottomLeft())
+    assert send.isVisible() and room.contains(corner), (corner, room)
+    window.close()
+
+
 def test_open_database_switches_the_window(
     qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
     open_window: Callable[..., MainWindow], tmp_path: Path,

@@ -116,6 +116,31 @@ def _first_control_of(panel: QWidget) -> bool:
     return panel.isAncestorOf(focus())
 
 
+def test_a_panel_key_goes_to_a_panel_in_sight_and_closes_it_only_from_inside(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+) -> None:
+    window = open_window(workspace)
+    window.composer.prompt.setFocus()
+    qtbot.waitUntil(lambda: focus() is window.composer.prompt)
+    # The Sessions and Search panels are in sight: their keys take the keyboard there.
+    for key, dock in ((Qt.Key.Key_1, window.sessions_dock), (Qt.Key.Key_2, window.search_dock)):
+        assert dock.widget().isVisible()
+        press(qtbot, key, CTRL)
+        assert dock.widget().isVisible(), f"Ctrl+{key.name} hid a panel the keys were not in"
+        assert dock.isAncestorOf(focus()), f"Ctrl+{key.name} left the keyboard elsewhere"
+    # Pressed again from inside the panel, the key closes it; once more brings it back.
+    press(qtbot, Qt.Key.Key_2, CTRL)
+    assert not window.search_dock.isVisible()
+    press(qtbot, Qt.Key.Key_2, CTRL)
+    assert window.search.isVisible() and window.search_dock.isAncestorOf(focus())
+    # From the menu (no key), a ticked panel in sight closes wherever the keyboard is.
+    window.composer.prompt.setFocus()
+    qtbot.waitUntil(lambda: focus() is window.composer.prompt)
+    window.panel_actions["Sessions"].trigger()
+    assert not window.sessions_dock.isVisible()
+    assert not window.panel_actions["Sessions"].isChecked()
+
+
 def test_panel_and_settings_shortcuts_act(
     qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
 ) -> None:

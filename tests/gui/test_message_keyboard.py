@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QApplication, QMenu
+from PySide6.QtWidgets import QApplication, QMenu, QWidget
 from pytestqt.qtbot import QtBot
 
+from tests.gui.conftest import settle
 from tests.gui.journey import focus, press
 from workbench.core.conversation import SessionInfo
 from workbench.engine.workspace import Workspace
@@ -184,3 +185,43 @@ def test_shift_f10_opens_the_session_list_menu_too(
     press(qtbot, Qt.Key.Key_F10, Qt.KeyboardModifier.ShiftModifier)
     qtbot.waitUntil(lambda: bool(seen))
     assert any("Rename" in t.replace("&", "") for t in seen[0])
+
+
+def test_tab_reaches_the_role_in_the_insert_dialog_and_in_place(
+    qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainWindow],
+    make_session: Callable[..., SessionInfo],
+) -> None:
+    from tests.gui.journey import type_text, with_modal_dialog
+
+    info = make_session(workspace, "Roles", [("user", "Hi"), ("assistant", "Hello")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    settle(window)
+    _select(qtbot, window, 1)
+
+    def write_a_system_note(dialog: QWidget) -> None:
+        assert focus().accessibleName() == "Message text"
+        type_text(qtbot, "Answer in French.")
+        press(qtbot, Qt.Key.Key_Tab)
+        assert focus().accessibleName() == "Message role"
+        press(qtbot, Qt.Key.Key_S)  # the first role named S…: System
+        assert focus().currentText() == "System"
+        press(qtbot, Qt.Key.Key_Tab)
+        assert focus().text().replace("&", "") == "OK"
+        press(qtbot, Qt.Key.Key_Space)
+
+    with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Insert), write_a_system_note)
+    settle(window)
+    assert [(m.role, m.content) for m in workspace.repo.list_messages(info.id)] == [
+        ("user", "Hi"), ("assistant", "Hello"), ("system", "Answer in French.")]
+
+    # In place (F2): Tab goes from the text to the role, then Save and Cancel.
+    window.activateWindow()  # the window manager's part once a dialog closes
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    window.timeline.view.setFocus()
+    press(qtbot, Qt.Key.Key_F2)
+    names = [focus().accessibleName()]
+    for _ in range(3):
+        press(qtbot, Qt.Key.Key_Tab)
+        names.append(focus().accessibleName())
+    assert names == ["Message text", "Message role", "Save message", "Cancel editing"]

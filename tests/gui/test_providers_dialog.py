@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from pytestqt.qtbot import QtBot
 
 import workbench.gui.dialogs.settings_form as settings_form
+from tests.gui.conftest import settle
 from tests.memory_keyring import MemoryKeyring
 from workbench.core.provider import ProviderConfig
 from workbench.engine.providers import ProviderSettings
@@ -34,7 +35,7 @@ from workbench.gui.main_window import MainWindow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
-from protocol_server import ProtocolServer, free_port  # noqa: E402
+from protocol_server import Fault, ProtocolServer, free_port  # noqa: E402
 
 from tests.gui.journey import (  # noqa: E402
     click,
@@ -125,14 +126,59 @@ def test_test_connection_reports_success_in_words(
     assert not dialog.dirty()
     with qtbot.waitSignal(dialog.connection_tested, timeout=15_000) as tested:
         dialog.test_button.click()
-        assert not dialog.test_button.isEnabled()  # the test runs on a worker
+        # The test runs on a worker; meanwhile its button cancels it.
+        assert dialog.test_button.accessibleName() == "Cancel the connection test"
     report = tested.args[0]
     assert report.ok
     text = dialog.status_label.text()
     assert text.startswith("Connected to 'local'")
     assert f"{server.model} answered" in text and "4,096 tokens" in text
-    assert dialog.test_button.isEnabled()
+    assert dialog.test_button.accessibleName() == "Test the connection"
     assert any(r.path == "/v1/chat/completions" for r in server.requests)
+
+
+def test_a_connection_test_of_a_server_that_never_answers_can_be_cancelled(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    window, dialog = _local_provider_dialog(qtbot, workspace, server, open_window)
+    server.script(Fault("stall_headers"))  # the server takes the request, says nothing
+    click(qtbot, dialog, "Test the connection")
+    assert server.stalling.wait(5)
+    assert "Testing the connection to 'local'" in dialog.status_label.text()
+    tested: list[object] = []
+    dialog.connection_tested.connect(tested.append)
+    click(qtbot, dialog, "Cancel the connection test")
+    assert dialog.status_label.text() == "Stopped waiting: 'local' had not answered."
+    assert named(dialog, "Test the connection", QAbstractButton).isEnabled()
+    # The connection it waited on is shut (nothing holds a thread, or the window's
+    # close, for the five-minute read time-out).
+    assert server.hung_up.wait(5)
+    settle(window)
+    # A test after it runs and says so.
+    with qtbot.waitSignal(dialog.connection_tested, timeout=15_000) as again:
+        click(qtbot, dialog, "Test the connection")
+    assert again.args[0].ok and tested == [again.args[0]]
+    assert dialog.status_label.text().startswith("Connected to 'local'")
+
+
+def test_quitting_while_a_connection_test_waits_says_nothing_and_ends_it(
+    qtbot: QtBot, workspace: Workspace, server: ProtocolServer,
+    open_window: Callable[..., MainWindow],
+) -> None:
+    window, dialog = _local_provider_dialog(qtbot, workspace, server, open_window)
+    server.script(Fault("stall_headers"))
+    click(qtbot, dialog, "Test the connection")
+    assert server.stalling.wait(5)
+    said: list[str] = []
+    window.ctx.error_reported.connect(said.append)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5_000)
+    qtbot.keyClick(focus(), Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+    assert not window.isVisible()
+    assert server.hung_up.wait(5)  # the test's connection was shut, not waited out
+    QApplication.processEvents()
+    assert said == []  # no "Stopped." box on the way out
 
 
 def test_test_connection_to_a_dead_port_names_the_problem(
@@ -559,21 +605,27 @@ def test_keys_on_test_connection_wait_for_it_and_do_not_fall_on_close(
     # second Space closed the dialog; Space on Detect sent the digits typed next into
     # Max output.
     window, dialog = _local_provider_dialog(qtbot, workspace, server, open_window)
-    # (Enter is Save anywhere in the form, as before; it is no longer Close.)
-    for name, signal, keys in (
-            ("Test the connection", dialog.connection_tested,
-             (Qt.Key.Key_Space, Qt.Key.Key_Return, Qt.Key.Key_4)),
+    # (Enter is Save anywhere in the form, as before; it is no longer Close.) While the
+    # test runs its button cancels it (a second Space there would), so the keys stay on it.
+    for name, signal, keys, running in (
+            ("Test the connection", dialog.connection_tested, (Qt.Key.Key_4,),
+             "Cancel the connection test"),
             ("Detect the context window", dialog.window_detected,
-             (Qt.Key.Key_Space, Qt.Key.Key_4))):
+             (Qt.Key.Key_Space, Qt.Key.Key_4), None)):
         button = named(dialog, name, QAbstractButton)
         button.setFocus()
         with qtbot.waitSignal(signal, timeout=15_000):
             qtbot.keyClick(focus(), Qt.Key.Key_Space)
-            assert not button.isEnabled()  # it runs on a worker
+            if running is None:
+                assert not button.isEnabled()  # it runs on a worker
+            else:
+                assert button.isEnabled() and button.accessibleName() == running
+                assert focus() is button
             for key in keys:
                 qtbot.keyClick(focus(), key)
             assert dialog.isVisible()
         assert focus() is button and button.isEnabled()
+        assert button.accessibleName() == name
     assert dialog.max_output_spin.value() == 0
     assert len([r for r in server.requests if r.path == "/v1/chat/completions"]) == 1
 

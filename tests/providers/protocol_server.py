@@ -44,7 +44,8 @@ class Fault:
 
     ``kind``: ``status`` (answer ``status`` with ``body``/``headers`` instead of a reply),
     ``stall`` (stream ``after`` deltas, then send nothing until released or hung up on),
-    ``stall_headers`` (send nothing at all until released or hung up on), ``hangup``
+    ``stall_headers`` (send nothing at all until released or hung up on), ``pause``
+    (stream ``after`` deltas, wait until released, then finish the reply), ``hangup``
     (close the connection without answering), ``truncate`` (end the body cleanly after
     ``after`` deltas, without the API's end event), ``drop`` (stream
     ``after`` deltas, then cut the connection), ``malformed`` (a ``data:`` line of broken
@@ -161,9 +162,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
     def _wait_released(self) -> None:
-        """Send nothing until the test releases the stall, or the client hangs up."""
+        """Send nothing until the test releases the stall, or the client hangs up.
+        The connection is closed after it (a ``pause`` goes on with the reply first):
+        a client still waiting for the rest of an answer learns it will not come."""
         owner = self.server.owner
         owner.stalling.set()
+        self.close_connection = True
         while not owner.release.is_set():
             ready, _, _ = select.select([self.connection], [], [], 0.02)
             if ready:
@@ -392,6 +396,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind == "stall":
             self._wait_released()
             return True
+        if fault.kind == "pause":
+            self._wait_released()
+            return False
         if fault.kind == "drop":
             self._drop()
             return True

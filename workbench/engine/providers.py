@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from workbench.core.conversation import Message
-from workbench.core.provider import ChatRequest, ProviderConfig
+from workbench.core.provider import CancelToken, ChatRequest, ProviderConfig
 from workbench.errors import (
     AuthenticationError,
     NoProviderError,
@@ -138,9 +138,12 @@ def _cannot_use(label: str, host: str, error: ProviderError) -> str:
 
 
 def test_connection(
-    config: ProviderConfig, *, environ: Mapping[str, str] | None = None
+    config: ProviderConfig, *, environ: Mapping[str, str] | None = None,
+    cancel: CancelToken | None = None,
 ) -> ConnectionReport:
-    """Send the smallest possible request (one output token) and say how it went."""
+    """Send the smallest possible request (one output token) and say how it went.
+    ``cancel`` stops waiting for it (raising OperationCancelledError): a server that
+    takes the request and never answers would otherwise hold it for the read time-out."""
     host = urlsplit(config.base_url).netloc or config.base_url
     label = f"{config.name!r} ({host})"
     notices: list[str] = []
@@ -155,7 +158,8 @@ def test_connection(
     try:
         started = time.monotonic()
         provider.complete(
-            ChatRequest([Message("user", "Reply with OK.")], max_tokens=1, stream=False)
+            ChatRequest([Message("user", "Reply with OK.")], max_tokens=1, stream=False),
+            cancel=cancel,
         )
         seconds = time.monotonic() - started
         window, source = provider.context_window_info()
@@ -355,9 +359,9 @@ class ProviderSettings:
         """A live client for the config called ``name``."""
         return build_provider(self.get(name), environ=self.environ, **options)
 
-    def test(self, name: str) -> ConnectionReport:
-        """Test the connection of the config called ``name``."""
-        return test_connection(self.get(name), environ=self.environ)
+    def test(self, name: str, cancel: CancelToken | None = None) -> ConnectionReport:
+        """Test the connection of the config called ``name`` (``cancel`` stops it)."""
+        return test_connection(self.get(name), environ=self.environ, cancel=cancel)
 
     def detect_window(self, config: ProviderConfig) -> WindowDetection:
         """The context window of ``config`` (stored or not): see

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import QFormLayout, QLabel, QLineEdit, QMessageBox, QWidget
 
 W = TypeVar("W", bound=QWidget)
@@ -64,6 +64,30 @@ def set_busy(button: QWidget, busy: bool, holder: QWidget) -> None:
         button.setProperty(_KEYS_BACK, False)
         if holder.hasFocus():
             button.setFocus(Qt.FocusReason.OtherFocusReason)
+
+
+class _EnterKey(QObject):
+    def __init__(self, widget: QWidget, act: Callable[[], Any]) -> None:
+        super().__init__(widget)
+        self._act = act
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        if event.type() == QEvent.Type.KeyPress and isinstance(event, QKeyEvent) \
+                and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) \
+                and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier:
+            interpret = getattr(watched, "interpretText", None)
+            if interpret is not None:
+                interpret()  # a spin box takes the number typed first
+            self._act()
+            return True
+        return False
+
+
+def on_enter(widget: QWidget, act: Callable[[], Any]) -> None:
+    """Enter (or Return) in ``widget`` (a field outside a dialog, where no default
+    button would take it) calls ``act``, as a person who typed a value expects."""
+    _EnterKey(widget, act)
 
 
 def single_shot(parent: QObject, interval_ms: int, slot: Callable[[], Any]) -> QTimer:

@@ -53,10 +53,11 @@ from workbench.gui.dock_sizing import DockSharesSizer, format_shares, parse_shar
 from workbench.gui.panels.search import SearchPanel
 from workbench.gui.panels.session_browser import SessionBrowserPanel
 from workbench.gui.panels.timeline import TimelinePanel
+from workbench.gui.screen_fit import keep_on_screen
 from workbench.gui.settings import gui_settings
 from workbench.gui.status_log import StatusLog, StatusLogDialog, show_messages_in
 from workbench.gui.theme import THEMES, apply_theme
-from workbench.gui.window_keys import give_window_keys
+from workbench.gui.window_keys import ShortcutNotice, give_window_keys
 
 APP_TITLE = "Conversation Workbench"
 _EXPORT_FILTERS = {
@@ -65,6 +66,7 @@ _EXPORT_FILTERS = {
     "markdown": "Markdown transcript (*.md)",
 }
 _SETTINGS_VERSION = 1
+FIRST_SIZE = (1280, 800)  # the window's size on first start, when the screen has room
 _D = TypeVar("_D", bound=QDialog)
 
 
@@ -102,6 +104,7 @@ class MainWindow(QMainWindow):
         self._error_boxed: str | None = None  # the last error shown in a box
         self._not_heard = ""  # why other desktops are not heard now ("": they are)
         self.dock_sizer = DockSharesSizer(self)
+        self._panel_keys = ShortcutNotice(self)  # Ctrl+1…5 pressed, or the menu clicked
         self.setWindowTitle(APP_TITLE)
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks
                             | QMainWindow.DockOption.AllowTabbedDocks)
@@ -204,9 +207,10 @@ class MainWindow(QMainWindow):
         return dock
 
     def _panel_action(self, dock: QDockWidget, text: str, shortcut: str | None) -> QAction:
-        """View → Panels entry of ``dock``: checked while the panel is open. It closes
-        a panel in sight; a closed one, or one behind another panel's tab, it brings to
-        the front with the keyboard in it (where Qt's own toggle would close it)."""
+        """View → Panels entry of ``dock``: checked while the panel is open. From the
+        menu it closes a panel in sight; its key closes it only when the keyboard is in
+        it. Otherwise (closed, behind another panel's tab, or the keyboard elsewhere) it
+        brings the panel to the front with the keyboard in it."""
         action = QAction(text, self)
         action.setCheckable(True)
         toggle = dock.toggleViewAction()
@@ -215,16 +219,21 @@ class MainWindow(QMainWindow):
         if shortcut:
             action.setShortcut(QKeySequence(shortcut))
         action.setStatusTip(f"Show or close the {dock.windowTitle()} panel")
-        action.triggered.connect(lambda _checked=False: self.show_or_close_panel(dock))
+        self._panel_keys.watch(action)
+        action.triggered.connect(lambda _checked=False: self.show_or_close_panel(
+            dock, by_key=self._panel_keys.take(action)))
         self.panels_menu.addAction(action)
         self.addAction(action)
         self.panel_actions[dock.windowTitle()] = action
         return action
 
-    def show_or_close_panel(self, dock: QDockWidget) -> None:
-        """Close ``dock`` when it is in sight, else show it in front and focus it."""
+    def show_or_close_panel(self, dock: QDockWidget, *, by_key: bool = False) -> None:
+        """Close ``dock`` when it is in sight, else show it in front and focus it. By
+        its key, a panel in sight closes only when the keyboard is in it: from the
+        prompt, Ctrl+1 goes to the Sessions list rather than hiding it."""
         content = dock.widget()
-        if dock.isVisible() and content is not None and content.isVisible():
+        if dock.isVisible() and content is not None and content.isVisible() and (
+                not by_key or dock.isAncestorOf(QApplication.focusWidget())):
             dock.close()
             return
         self._show_panel_focused(dock)
@@ -964,8 +973,10 @@ class MainWindow(QMainWindow):
         geometry = s.value("window/geometry")
         if isinstance(geometry, QByteArray) and not geometry.isEmpty():
             self.restoreGeometry(geometry)
+            keep_on_screen(self, title_bar=0, borders=0)  # restored as it was, frame and all
         else:
-            self.resize(1280, 800)
+            self.resize(*FIRST_SIZE)
+            keep_on_screen(self)
         state = s.value("window/state")
         if isinstance(state, QByteArray) and not state.isEmpty():
             self.restoreState(state, _SETTINGS_VERSION)
@@ -1029,9 +1040,24 @@ class MainWindow(QMainWindow):
         stop = box.addButton(stop_text, QMessageBox.ButtonRole.AcceptRole)
         box.addButton(QMessageBox.StandardButton.Cancel)
         box.setDefaultButton(stop)
-        box.exec()
+
+        def ended(*_args: Any) -> None:
+            # The reply ended while the question was open: it no longer says what is.
+            box.setText("The reply has arrived; nothing needs stopping now.")
+            box.setInformativeText("")
+            stop.setText(stop_text.removeprefix("Stop and "))
+
+        composer.turn_finished.connect(ended)
+        composer.turn_failed.connect(ended)
+        try:
+            box.exec()
+        finally:
+            composer.turn_finished.disconnect(ended)
+            composer.turn_failed.disconnect(ended)
         if box.clickedButton() is not stop:
             return None
+        if not composer.streaming:
+            return ""  # it ended meanwhile: nothing was stopped
         kept = composer.stopped_note()
         composer.stop_and_wait()
         return kept

@@ -40,6 +40,30 @@ class WindowKeysFilter(QObject):
         return False
 
 
+class ShortcutNotice(QObject):
+    """Tells whether an action's last trigger came from its shortcut key (Qt sends the
+    action a Shortcut event just before it triggers) rather than from a menu."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._by_key: set[QObject] = set()
+
+    def watch(self, action: QAction) -> None:
+        action.installEventFilter(self)
+
+    def take(self, action: QAction) -> bool:
+        """Whether ``action`` is being triggered by its key (asked once per trigger)."""
+        if action in self._by_key:
+            self._by_key.discard(action)
+            return True
+        return False
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        if event.type() == QEvent.Type.Shortcut:
+            self._by_key.add(watched)
+        return False
+
+
 def give_window_keys(window: QWidget, actions: Sequence[QAction]) -> WindowKeysFilter:
     """Have the keys of ``actions`` reach them from every line edit in ``window`` now
     (spin boxes' and editable combo boxes' fields included)."""

@@ -82,6 +82,14 @@ class MessageEditor(QFrame):
         layout.addWidget(self.text_edit, 1)
         layout.addWidget(self.note_label)
 
+        # The text is the focus proxy, so Tab into the editor lands in it first (Qt skips
+        # what comes before a proxy going forward): the role comes after the text, then
+        # Save and Cancel, so Tab reaches each of them.
+        QWidget.setTabOrder(self.text_edit, self.role_box)
+        if buttons:
+            QWidget.setTabOrder(self.role_box, self.save_button)
+            QWidget.setTabOrder(self.save_button, self.cancel_button)
+
         self.save_button.clicked.connect(self.commit)
         self.cancel_button.clicked.connect(self.cancelled)
         # Keys are caught before the text box sees them (it would take Ctrl+Enter as a

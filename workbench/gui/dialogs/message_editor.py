@@ -6,6 +6,7 @@ from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QVBoxLayout, QWidget
 
 from workbench.gui.delegates.message_editor import MessageEditor
+from workbench.gui.screen_fit import keep_on_screen
 
 
 class MessageEditorDialog(QDialog):
@@ -31,6 +32,7 @@ class MessageEditorDialog(QDialog):
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
+        keep_on_screen(self)  # OK stays in reach at a large text scale
         # A dialog focuses its first control when shown; the caret belongs in the text.
         self.editor.focus_text()
 

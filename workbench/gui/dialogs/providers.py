@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.core.provider import PROVIDER_KINDS, ProviderConfig
+from workbench.core.provider import PROVIDER_KINDS, CancelToken, ProviderConfig
 from workbench.engine.providers import (
     ConnectionReport,
     ProviderSettings,
@@ -41,11 +41,12 @@ from workbench.engine.providers import (
     keyring_state,
     save_key_in_keyring,
 )
-from workbench.errors import WorkbenchError
+from workbench.errors import OperationCancelledError, WorkbenchError
 from workbench.gui.context import AppContext
 from workbench.gui.controls import add_rows, named, note_label, set_busy
 from workbench.gui.dialogs.settings_form import SettingsFormDialog
 from workbench.gui.errors import describe_error
+from workbench.gui.workers import Job
 
 KEY_NONE, KEY_ENV, KEY_KEYRING = "none", "env", "keyring"
 _KEY_SOURCES = ((KEY_NONE, "No key (a local server)"),
@@ -103,6 +104,8 @@ class ProvidersDialog(SettingsFormDialog):
         self.ctx = ctx
         self.failed_while_closed.connect(ctx.report_error)
         self._stored: ProviderConfig | None = None  # the config in the form (None: new)
+        self._testing: str | None = None  # the provider being tested ("": saved first)
+        self._test_job: Job | None = None
         self.keyring_usable, self.keyring_why = keyring_state()
 
         self.name_edit.setPlaceholderText("e.g. llama.cpp (local)")
@@ -366,7 +369,7 @@ class ProvidersDialog(SettingsFormDialog):
 
         def show(error: BaseException) -> None:
             say(error)  # first: the keys come back from the sentence it replaces
-            set_busy(self.test_button, False, self.status_label)
+            self._set_testing(None)
             set_busy(self.detect_button, False, self.window_label)
         return show
 
@@ -396,28 +399,72 @@ class ProvidersDialog(SettingsFormDialog):
     # -- asking the server ---------------------------------------------------------------
 
     def test_connection(self) -> None:
-        """Save the form if it changed, then send a one-token request (on a worker)."""
+        """Save the form if it changed, then send a one-token request (on a worker).
+        While it runs the button cancels it: a server that never answers would keep
+        the test waiting for minutes."""
+        if self._testing is not None:
+            self.cancel_test()
+            return
         self._say("Testing the connection…")
-        set_busy(self.test_button, True, self.status_label)
+        self._set_testing("")
         if self.dirty():
             if not self.save(then=lambda stored: self._start_test(stored.name)):
-                set_busy(self.test_button, False, self.status_label)
+                self._set_testing(None)
         elif self._stored is not None:
             self._start_test(self._stored.name)
+        else:
+            self._set_testing(None)
+            self._say("There is nothing to test yet: fill in the provider's name, base URL "
+                      "and model.", ok=False)
 
     def _start_test(self, name: str) -> None:
+        if self._testing is None:
+            return  # cancelled while the form was being saved
         self._say(f"Testing the connection to {name!r}…")
-        set_busy(self.test_button, True, self.status_label)
-        self.ctx.workers.network(self._settings().test, name, name="test the connection",
-                                 on_done=lambda report: self._tested(name, report),
-                                 on_error=self._failed("test the connection"))
+        self._set_testing(name)
+        # Cancel (or the window closing) shuts the connection the test waits on.
+        token = CancelToken()
+        self._test_job = self.ctx.workers.network(
+            self._settings().test, name, cancel=token, name="test the connection",
+            on_stop=token.cancel, on_done=lambda report: self._tested(name, report),
+            on_error=self._test_failed)
+
+    def _test_failed(self, error: BaseException) -> None:
+        if isinstance(error, OperationCancelledError):
+            # Stopped as the window closed (Cancel Test drops the answer and says so):
+            # nothing went wrong that a person needs to read about.
+            self._set_testing(None)
+            return
+        self._failed("test the connection")(error)
+
+    def cancel_test(self) -> None:
+        """Stop waiting for the connection test under way (its answer is dropped)."""
+        name, self._testing = self._testing, None
+        job, self._test_job = self._test_job, None
+        if job is not None:
+            job.cancel()
+        self._set_testing(None)
+        self._say(f"Stopped waiting: {name!r} had not answered." if name
+                  else "Connection test cancelled.")
+
+    def _set_testing(self, name: str | None) -> None:
+        """The test under way, of ``name`` ("" while the form is saved first), or None;
+        the button says whether it starts a test or cancels the one running."""
+        self._testing = name
+        if name is None:
+            self._test_job = None
+            self.test_button.setText("&Test Connection")
+            self.test_button.setAccessibleName("Test the connection")
+        else:
+            self.test_button.setText("Cancel &Test")
+            self.test_button.setAccessibleName("Cancel the connection test")
 
     def _tested(self, name: str, report: ConnectionReport) -> None:
         text = report.sentence
         if report.notices:
             text += "\n" + "\n".join(report.notices)
         self._say(text, ok=report.ok)
-        set_busy(self.test_button, False, self.status_label)
+        self._set_testing(None)
         if (report.window_in_use is not None and self._stored is not None
                 and self._stored.name == name and not self.edited()):
             # The window the server reported is shown as the server's, never filled in

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
 from workbench.gui.controls import message_box, named, note_label
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.errors import describe_error
+from workbench.gui.screen_fit import keep_on_screen
 from workbench.gui.theme import set_tone
 
 
@@ -68,6 +70,10 @@ class SettingsFormDialog(QDialog):
         self.list.currentItemChanged.connect(self._selection_changed)
         self.add_button.clicked.connect(self.new_entry)
         self.remove_button.clicked.connect(self.remove)
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        keep_on_screen(self)  # Save and Close stay in reach at a large text scale
 
     def _lay_out_around(self, form: QLayout, tab_chain: list[QWidget]) -> None:
         """Put the list on the left, ``form`` on the right and Close below; Tab goes
@@ -140,6 +146,10 @@ class SettingsFormDialog(QDialog):
         be open, or the CLI changed things) and drop the last visit's status sentence."""
         self._say("")
         self.reload()
+        # The keys start where they did the first time, not on the control (Close,
+        # often) they were on when the dialog was closed.
+        (self.list if self.list.count() else self.name_edit).setFocus(
+            Qt.FocusReason.OtherFocusReason)
 
     def names(self) -> list[str]:
         """The names the list shows, in order."""

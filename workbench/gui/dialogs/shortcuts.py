@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -15,6 +15,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from workbench.gui.screen_fit import keep_on_screen
 
 
 def shortcut_rows(actions: Iterable[QAction]) -> list[tuple[str, str]]:
@@ -64,6 +66,10 @@ class ShortcutsDialog(QDialog):
         layout.addWidget(self.table)
         layout.addWidget(buttons)
         self.resize(460, 560)
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        keep_on_screen(self)  # Close stays in reach at a large text scale
 
     def rows(self) -> list[tuple[str, str]]:
         return [(self.table.item(r, 0).text(), self.table.item(r, 1).text())

@@ -56,7 +56,7 @@ from workbench.core.compaction import (
     CompactionPolicy,
     CompactionRecord,
 )
-from workbench.core.conversation import Message
+from workbench.core.conversation import Message, SessionInfo
 from workbench.core.provider import CancelToken
 from workbench.engine import compaction
 from workbench.engine.compaction_view import (
@@ -67,8 +67,10 @@ from workbench.engine.compaction_view import (
     save_agent_policy,
     save_policy,
 )
-from workbench.errors import CompactionError, NotFoundError
+from workbench.engine.workspace import Workspace
+from workbench.errors import CompactionError, NotFoundError, StorageError
 from workbench.gui.context import AppContext
+from workbench.gui.controls import on_enter
 from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.delegates.visible import MarkedPlainTextEdit
 from workbench.gui.errors import describe_error
@@ -176,6 +178,15 @@ def _trigger(form: QFormLayout, label: str, name: str, spin: QSpinBox) -> QCheck
     return check
 
 
+def _title_of(workspace: Workspace, session_id: int) -> str | None:
+    """The session's title as stored now (None when it is gone or cannot be read: the
+    title shown stays, and the window says elsewhere that the database is unreachable)."""
+    try:
+        return workspace.get_session(session_id).title
+    except (NotFoundError, StorageError):
+        return None
+
+
 class CompactionPanel(QWidget):
     """Policy, preview, apply and undo of compactions for the open session."""
 
@@ -213,6 +224,7 @@ class CompactionPanel(QWidget):
         self.undo_compaction_action.triggered.connect(self.undo_last)
 
         ctx.session_reloaded.connect(self._session_reloaded)
+        ctx.session_updated.connect(self._session_renamed)
         ctx.workspace_replaced.connect(lambda: self.session_changed(0))
         for signal in (ctx.message_changed, ctx.message_inserted, ctx.message_removed):
             signal.connect(self._message_touched)
@@ -358,6 +370,9 @@ class CompactionPanel(QWidget):
             ("S&how in Timeline", "Scroll the timeline to the first message to fold", "",
              self.show_first_folded))
         layout.addLayout(row)
+        # A number typed, then Enter: the preview of it.
+        for spin in (self.keep_count_spin, self.range_from_spin, self.range_to_spin):
+            on_enter(spin, self.preview)
 
         self.busy_bar = QProgressBar(box)
         self.busy_bar.setRange(0, 0)
@@ -459,20 +474,10 @@ class CompactionPanel(QWidget):
         self._show_history([])
         self.policy_status.setText("")
         if not session_id:
-            self.title_label.setText("No session is open.")
-            font = self.title_label.font()
-            font.setBold(False)
-            self.title_label.setFont(font)
+            self._show_title(None)
             self._update_buttons()
             return
-        try:
-            title = self.ctx.workspace.get_session(session_id).title
-        except NotFoundError:  # the session went away under us: nothing to show
-            title = ""
-        self.title_label.setText(title)
-        font = self.title_label.font()
-        font.setBold(bool(title))
-        self.title_label.setFont(font)
+        self._read_title()
         # Its summary lines first, when a database written before they were kept is
         # still getting them: it is the session a preview is asked for next.
         self.ctx.workspace.prefer_summary_lines(session_id)
@@ -480,9 +485,36 @@ class CompactionPanel(QWidget):
         self.load_history()
         self._update_buttons()
 
+    def _read_title(self) -> None:
+        try:
+            title = self.ctx.workspace.get_session(self.session_id).title
+        except NotFoundError:  # the session went away under us: nothing to show
+            title = ""
+        self._show_title(title)
+
+    def _show_title(self, title: str | None) -> None:
+        """The open session's title (None: no session is open)."""
+        self.title_label.setText("No session is open." if title is None else title)
+        font = self.title_label.font()
+        font.setBold(bool(title))
+        self.title_label.setFont(font)
+
+    def _session_renamed(self, info: SessionInfo) -> None:
+        if self.session_id and info.id == self.session_id:
+            self._show_title(info.title)
+
     def _session_reloaded(self, session_id: int) -> None:
         if session_id != self.session_id or not session_id:
             return
+        # Renamed by another window or process, perhaps (read on a worker from a team
+        # store: a server's round trip never holds the window up).
+        def done(title: str | None) -> None:
+            if session_id == self.session_id and title is not None:
+                self._show_title(title)
+
+        self.ctx.read_shown(_title_of, self.ctx.workspace, session_id,
+                            name="read the session's title", key=(self, "title"),
+                            on_done=done)
         self.load_history()
 
     def _message_touched(self, message: Message) -> None:

@@ -67,6 +67,15 @@ NO_PROVIDER = ("No model server is set up yet: add one in Settings → Providers
                "llama.cpp, Ollama or LM Studio server, or a hosted API).")
 
 
+def _without_sent(held: str, sent: str) -> str:
+    """``held`` (a prompt box's text) without the prompt ``sent`` at its start: what was
+    typed after it stays; a text that does not start with it stays whole."""
+    stripped = held.lstrip()
+    if not stripped.startswith(sent):
+        return held
+    return stripped[len(sent):].lstrip()
+
+
 def missing_provider_sentence(name: str) -> str:
     """Why nothing is sent for a session whose agent's provider is gone, and what to do."""
     return (f"The agent's provider {name!r} is not configured any more: give the agent "
@@ -97,6 +106,9 @@ class ComposerPanel(QWidget):
         # ...and its database: another database's session of the same id is another.
         self._draft_database = ctx.workspace.location
         self._carried_prompt: str | None = None  # a prompt moving into a new session
+        # The prompt of the turn under way: (database, session, text). Once stored it
+        # leaves the box, or that session's draft when another session is open now.
+        self._sent: tuple[str, int, str] | None = None
         # The session created for the turn under way (undone if the turn stores nothing).
         self._new_session: NewSessionCommand | None = None
         self._turn_new_session: NewSessionCommand | None = None
@@ -498,6 +510,7 @@ class ComposerPanel(QWidget):
 
     def _start(self, session_id: int, text: str, provider: str) -> None:
         self._turn_new_session, self._new_session = self._new_session, None
+        self._sent = (self._database(), session_id, text)
         user = Message(role="user", content=text, session_id=session_id,
                        created_at=utcnow(), metadata={"note": "sending…"})
         workspace, model, auto = self.ctx.workspace, self.model_name(), self.auto_box.isChecked()
@@ -594,7 +607,7 @@ class ComposerPanel(QWidget):
             return
         self._turn_new_session = None
         if response.appended or not response.stopped:
-            self.prompt.clear()
+            self._take_sent_prompt()
         if response.stopped and response.appended:
             self.ctx.status_reported.emit(
                 "Stopped; the prompt and the reply so far were kept, marked as stopped.")
@@ -627,6 +640,26 @@ class ComposerPanel(QWidget):
                 " ".join(x for x in (response.compaction_note, reply_line) if x))
         self._gauge_timer.start()
         self.turn_finished.emit(response)
+
+    def _take_sent_prompt(self) -> None:
+        """The prompt of the turn is stored: take it out of the box, keeping what was
+        typed after it while the reply arrived; when another session is open now, take
+        it out of the turn's session's draft instead (the box holds another draft)."""
+        sent, self._sent = self._sent, None
+        if sent is None:
+            return
+        database, session_id, text = sent
+        if (self._draft_database, self._draft_session) == (database, session_id):
+            held = self.prompt.toPlainText()
+            rest = _without_sent(held, text)
+            if rest != held:
+                self.prompt.setPlainText(rest)
+                self.prompt.moveCursor(self.prompt.textCursor().MoveOperation.End)
+            return
+        held = load_draft(database, session_id)
+        rest = _without_sent(held, text)
+        if rest != held:
+            save_draft(database, session_id, rest)
 
     def _failed(self, error: BaseException) -> None:
         regenerating = self._finish()
