@@ -328,7 +328,7 @@ def test_an_edit_saved_over_another_desktops_edit_is_refused_and_kept(
         return [m.content for m in mine.ctx.workspace.page_messages(info.id, limit=10)][-1]
 
     said: list[str] = []
-    theirs.ctx.error_reported.connect(said.append)
+    theirs.ctx.error_reported.connect(lambda text, _cause: said.append(text))
     _edit_last(qtbot, theirs, " Theirs.", save=False)
     _edit_last(qtbot, mine, " Mine.")
     qtbot.waitUntil(lambda: stored() == "Book two nights. Mine.", timeout=SEEN_MS)
@@ -357,7 +357,7 @@ def test_an_undo_does_not_put_the_old_text_over_another_desktops_edit(
         return [m.content for m in mine.ctx.workspace.page_messages(info.id, limit=10)][-1]
 
     said: list[str] = []
-    mine.ctx.error_reported.connect(said.append)
+    mine.ctx.error_reported.connect(lambda text, _cause: said.append(text))
     _edit_last(qtbot, mine, " Mine.")
     qtbot.waitUntil(lambda: stored() == "Book two nights. Mine.", timeout=SEEN_MS)
     qtbot.waitUntil(lambda: _shown(theirs)[-1] == "Book two nights. Mine.", timeout=SEEN_MS)
@@ -713,30 +713,12 @@ def test_a_window_says_when_it_stops_hearing_other_desktops_then_catches_up(
         admin.dispose()
 
 
-def test_a_change_while_the_server_is_unreachable_says_so_once(
-    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo], pg_db_url: str,
-    pg_server: Any, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A rename while no connection is let in: the status bar says the server is not
-    reachable for as long as it lasts, and the rename gets one box that says the server
-    cannot be reached (not that it refused the change), though the reads after it fail
-    too."""
+@contextmanager
+def _refused(pg_server: Any, pg_db_url: str, *windows: MainWindow) -> Iterator[None]:
+    """The team store lets no connection in (what a server gone or a cut network does
+    to the workbench): its connections are dropped until the block ends."""
     import sqlalchemy as sa
 
-    import workbench.gui.main_window as main_window_module
-
-    mine, _theirs, info = desktops
-    boxes: list[str] = []
-
-    def box(_parent: QWidget, _title: str, text: str) -> None:
-        boxes.append(text)
-        # The box waits for the person: what fails meanwhile arrives while it is open.
-        qtbot.waitUntil(lambda: mine.ctx.workers.idle, timeout=SEEN_MS)
-        qtbot.wait(300)
-
-    monkeypatch.setattr(main_window_module, "error_boxes_shown", lambda: True)
-    monkeypatch.setattr(main_window_module, "message_box",
-                        lambda parent, _icon, title, text, *a: box(parent, title, text))
     name = pg_db_url.rsplit("/", 1)[1]
     admin = sa.create_engine(pg_server.url(), isolation_level="AUTOCOMMIT")
     try:
@@ -744,19 +726,74 @@ def test_a_change_while_the_server_is_unreachable_says_so_once(
             conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
             conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                                  "WHERE datname = :name"), {"name": name})
-            mine.ctx.workspace.db.engine.dispose()  # type: ignore[attr-defined]
-            # The window says it no longer hears the others, and keeps saying it.
-            qtbot.waitUntil(lambda: "not reachable" in named(mine, "Team database").text(),
-                            timeout=SEEN_MS)
-            settle(mine)
-            boxes.clear()  # what failed before the rename
-            _rename_open_session(qtbot, mine, "Renamed while away")
-            qtbot.waitUntil(lambda: bool(boxes), timeout=SEEN_MS)
-            qtbot.waitUntil(lambda: mine.ctx.workers.idle, timeout=SEEN_MS)
-            settle(mine)
-            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+            for window in windows:
+                window.ctx.workspace.db.engine.dispose()  # type: ignore[attr-defined]
+            try:
+                yield
+            finally:
+                conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
     finally:
         admin.dispose()
+
+
+def _boxes_of(window: MainWindow, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch,
+              ) -> list[str]:
+    """The sentences ``window`` puts up in boxes from now on (a box waits for the
+    person: what fails meanwhile arrives while it is open)."""
+    import workbench.gui.main_window as main_window_module
+
+    boxes: list[str] = []
+
+    def box(parent: QWidget, _icon: Any, _title: str, text: str, *_args: Any) -> None:
+        if parent is window:
+            boxes.append(text)
+            qtbot.waitUntil(lambda: window.ctx.workers.idle, timeout=SEEN_MS)
+
+    monkeypatch.setattr(main_window_module, "error_boxes_shown", lambda: True)
+    monkeypatch.setattr(main_window_module, "message_box", box)
+    return boxes
+
+
+def _said_after(qtbot: QtBot, window: MainWindow, act: Callable[[], object]) -> list[str]:
+    """Do ``act`` and return the sentences the window reported until its work ended
+    (waiting for at least one)."""
+    said: list[str] = []
+
+    def heard(text: str, _cause: object) -> None:
+        said.append(text)
+
+    window.ctx.error_reported.connect(heard)
+    try:
+        act()
+        qtbot.waitUntil(lambda: bool(said), timeout=SEEN_MS)
+        settle(window)
+    finally:
+        window.ctx.error_reported.disconnect(heard)
+    return said
+
+
+def test_a_change_while_the_server_is_unreachable_says_so_once(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo], pg_db_url: str,
+    pg_server: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No connection is let in. A background read of the window fails first (the list
+    read again, as after another desktop's change), then the person renames the
+    session: one outage, so one box, which says the server cannot be reached (not that
+    it refused the change); the status bar says it for as long as it lasts. Once the
+    server answered again, a new outage gets a box of its own."""
+    mine, theirs, info = desktops
+    boxes = _boxes_of(mine, qtbot, monkeypatch)
+    with _refused(pg_server, pg_db_url, mine, theirs):
+        # The window says it no longer hears the others, and keeps saying it.
+        qtbot.waitUntil(lambda: "not reachable" in named(mine, "Team database").text(),
+                        timeout=SEEN_MS)
+        settle(mine)
+        # The background refresh, then the person's change: both fail, in this order.
+        _said_after(qtbot, mine, mine.ctx.sessions_changed.emit)
+        assert len(boxes) == 1, boxes
+        said = _said_after(qtbot, mine,
+                           lambda: _rename_open_session(qtbot, mine, "Renamed while away"))
+        assert any("cannot be reached" in text for text in said), said
     assert len(boxes) == 1, boxes
     assert "cannot be reached" in boxes[0] and "refused" not in boxes[0]
     assert "connects again by itself" in boxes[0]
@@ -765,6 +802,12 @@ def test_a_change_while_the_server_is_unreachable_says_so_once(
     qtbot.waitUntil(lambda: "not reachable" not in label.text(), timeout=SEEN_MS)
     assert label.text().startswith("Team database: workbench@")
     assert mine.ctx.workspace.get_session(info.id).title == "Shared plan"
+
+    # Another outage later is not hidden behind the first.
+    with _refused(pg_server, pg_db_url, mine, theirs):
+        _said_after(qtbot, mine, mine.ctx.sessions_changed.emit)
+    assert len(boxes) == 2, boxes
+    assert "cannot be reached" in boxes[1]
 
 
 def test_a_write_that_leaves_the_open_session_as_shown_does_not_reread_it(

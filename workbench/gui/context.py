@@ -15,7 +15,7 @@ from PySide6.QtGui import QUndoStack
 
 from workbench.core.conversation import Message, SessionInfo
 from workbench.engine.workspace import Workspace
-from workbench.gui.errors import describe_error
+from workbench.gui.errors import describe_error, error_cause
 from workbench.gui.workers import WorkerPool
 
 
@@ -32,7 +32,9 @@ class AppContext(QObject):
     messages_appended = Signal(object)  # a list of Messages stored at a session's end
     session_reloaded = Signal(int)  # a session changed in many ways: read it again
     context_changed = Signal(int)  # a session's context (facts, summary, tasks) was written
-    error_reported = Signal(str)  # a sentence for the person at the keyboard
+    # A sentence for the person at the keyboard, and what caused it: None, or the outage
+    # of the team store it is part of (the failures of one outage are said once).
+    error_reported = Signal(str, object)
     status_reported = Signal(str)  # a passing note for the status bar
     workspace_replaced = Signal()  # another database was opened
     providers_changed = Signal()  # provider configs or agents were saved: re-read them
@@ -56,8 +58,10 @@ class AppContext(QObject):
 
     def report_error(self, error: BaseException | str, *, doing: str = "") -> None:
         """Tell the person what went wrong, as a sentence."""
-        text = error if isinstance(error, str) else describe_error(error, doing=doing)
-        self.error_reported.emit(text)
+        if isinstance(error, str):
+            self.error_reported.emit(error, None)
+            return
+        self.error_reported.emit(describe_error(error, doing=doing), error_cause(error))
 
     def replace_workspace(self, workspace: Workspace) -> Workspace:
         """Switch to another database; returns the old workspace (the caller closes it).
