@@ -864,6 +864,90 @@ def test_another_desktops_change_is_read_off_the_window_thread(
     assert on_window_thread == []
 
 
+def _move_in_the_list(qtbot: QtBot, window: MainWindow, session_id: int) -> None:
+    """Ctrl+L, Down into the list, then Up or Down until ``session_id``'s row is the
+    current one (moving in the list opens the session there)."""
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    view = window.browser.view
+    qtbot.waitUntil(lambda: focus() is view, timeout=SEEN_MS)
+    target = window.browser.model.row_of(session_id)
+    assert target is not None
+    while view.currentIndex().row() != target:
+        press(qtbot, Qt.Key.Key_Down if view.currentIndex().row() < target else Qt.Key.Key_Up)
+
+
+def test_opening_another_session_reads_the_composers_choices_off_the_window_thread(
+    qtbot: QtBot, pg_db_url: str, show_window: Callable[..., MainWindow],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a server each of the composer's questions (the providers, the agent's, its
+    model, its memory mode) is a round trip: a session opened asks them on a worker.
+    Until the answer comes Send waits; an answer about a session left meanwhile is
+    dropped (the selectors never show that session's choices)."""
+    import workbench.gui.panels.composer as composer_module
+
+    ws = Workspace.open(pg_db_url)
+    try:
+        settings = ProviderSettings(ws.db)
+        for name, model in (("local", "small-local"), ("hosted", "big-hosted")):
+            settings.add(ProviderConfig(name=name, kind="openai", model=model,
+                                        base_url="http://127.0.0.1:9/v1", context_window=8192))
+        quiet = ws.repo.create_agent("Quiet", provider="local",
+                                     memory_policy={"mode": "manual"})
+        chatty = ws.repo.create_agent("Chatty", provider="hosted")
+        notes = ws.repo.create_session("Quiet notes", agent_id=quiet.id)
+        plans = ws.repo.create_session("Chatty plans", agent_id=chatty.id)
+        window = show_window(ws)
+        window.open_session(plans.id)
+        settle(window)
+        provider, model = named(window, "Provider"), named(window, "Model")
+        auto, send = named(window, "Automatic memory"), named(window, "Send prompt")
+        assert (provider.currentText(), model.currentText()) == ("hosted", "big-hosted")
+        assert auto.isChecked() and send.isEnabled()
+
+        gate, entered = threading.Event(), threading.Event()
+        asked: list[tuple[int | None, bool]] = []
+        read = composer_module.session_providers
+
+        def held(workspace: Workspace, session_id: int | None) -> Any:
+            asked.append((session_id, threading.current_thread() is threading.main_thread()))
+            entered.set()
+            gate.wait(SEEN_MS / 1000)  # the server is slow to answer
+            return read(workspace, session_id)
+
+        monkeypatch.setattr(composer_module, "session_providers", held)
+        toggled: list[bool] = []
+        auto.toggled.connect(toggled.append)
+        on_window_thread: list[str] = []
+
+        def executed(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+            if threading.current_thread() is threading.main_thread() and \
+                    ("FROM provider_configs" in statement or "FROM agents" in statement):
+                on_window_thread.append(statement)
+
+        event.listen(ws.db.engine, "before_cursor_execute", executed)
+        try:
+            _move_in_the_list(qtbot, window, notes.id)
+            qtbot.waitUntil(entered.is_set, timeout=SEEN_MS)
+            assert not send.isEnabled()  # nothing goes out with the session before's choice
+            _move_in_the_list(qtbot, window, plans.id)  # and back, before the answer
+            gate.set()
+            qtbot.waitUntil(send.isEnabled, timeout=SEEN_MS)
+            settle(window)
+        finally:
+            gate.set()
+            event.remove(ws.db.engine, "before_cursor_execute", executed)
+        assert window.ctx.current_session_id == plans.id
+        assert (provider.currentText(), model.currentText()) == ("hosted", "big-hosted")
+        assert auto.isChecked() and False not in toggled  # the quiet session's never shown
+        assert asked == [(notes.id, False), (plans.id, False)]
+        assert on_window_thread == []
+    finally:
+        ws.close()
+
+
 @pytest.fixture(scope="module")
 def password_server() -> Iterator[PostgresServer]:
     """A PostgreSQL server of its own that asks for the password (``SECRET``) and holds
