@@ -117,6 +117,7 @@ def test_ctrl_4_on_a_session_without_facts_says_so_and_typing_adds_one(
     press(qtbot, Qt.Key.Key_4, Qt.KeyboardModifier.ControlModifier)
     assert named(window, "No facts").text().startswith("No facts yet")
     assert focus().accessibleName() == "New fact"
+    assert not panel.delete_fact_button.isEnabled() and not panel.dedupe_button.isEnabled()
     type_text(qtbot, "The user is vegetarian")
     press(qtbot, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: _stored_facts(workspace, info.id) == ["The user is vegetarian"],
@@ -124,6 +125,7 @@ def test_ctrl_4_on_a_session_without_facts_says_so_and_typing_adds_one(
     qtbot.waitUntil(lambda: panel.facts() == ["The user is vegetarian"], timeout=10_000)
     facts = named(window, "Facts", QListWidget)
     assert not panel.no_facts_label.isVisible()
+    assert panel.delete_fact_button.isEnabled()
 
     facts.setFocus()
     facts.setCurrentRow(0)

@@ -503,6 +503,8 @@ class ContextPanel(QWidget):
         had_keys = self.facts_list.hasFocus()
         self.facts_list.setHidden(not facts)
         self.no_facts_label.setHidden(bool(facts))
+        for button in (self.delete_fact_button, self.dedupe_button):
+            button.setEnabled(bool(facts))  # nothing to delete or compare
         if had_keys and not facts:
             self.fact_edit.setFocus(Qt.FocusReason.OtherFocusReason)  # the last one deleted
 
