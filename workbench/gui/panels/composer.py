@@ -251,7 +251,6 @@ class ComposerPanel(QWidget):
         session was opened, so its agent's provider is selected."""
         self._switch_pending = self._switch_pending or switched
         self._providers_pending = True
-        self._set_streaming(self.streaming)
         session_id = self.ctx.current_session_id or None
 
         def failed(error: BaseException) -> None:
@@ -264,6 +263,8 @@ class ComposerPanel(QWidget):
         self.ctx.read_shown(session_providers, self.ctx.workspace, session_id,
                             name="read the providers", key=(self, "providers"),
                             on_done=self._apply_providers, on_error=failed)
+        if self._providers_pending:  # the answer comes later (from a server): Send waits
+            self._set_streaming(self.streaming)
 
     def _apply_providers(self, seen: SessionProviders) -> None:
         if seen.session_id != (self.ctx.current_session_id or None):
