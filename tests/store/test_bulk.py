@@ -655,10 +655,13 @@ def test_a_batch_the_database_refuses_is_a_storage_error_and_leaves_nothing(
 def test_prepared_context_values_are_those_of_the_one_by_one_path(
     context: SessionContext,
 ) -> None:
-    from workbench.store.rows import context_params
+    from workbench.store.rows import context_fingerprint, context_params
 
     context.system_state = {"naïve": ["ü", 1.5, None, True], "deep": {"x": [[]]}}
     conversation = Conversation(title="c", messages=[Message(role="user", content="hi")],
                                 context=context)
     prepared = bulk_module.prepare(conversation)
-    assert prepared.context[:-1] == tuple(context_params(context).values())
+    values = tuple(context_params(context).values())
+    # the columns, then the fingerprint of what the import wrote (0016), then the time
+    assert prepared.context[:-2] == values
+    assert prepared.context[-2] == context_fingerprint(values)

@@ -47,6 +47,8 @@ class ImportReport:
             self._updated_ids.add(id(outcome.session))
         if outcome.reused_id:
             self.reused_ids.append(outcome.session)
+        if outcome.note is not None:
+            self.notes.append(outcome.note)
 
     def status_of(self, session: SessionInfo, created: bool) -> str:
         """``"created"``, ``"updated"`` or ``"unchanged"`` for one of ``sessions``."""

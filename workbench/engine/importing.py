@@ -170,6 +170,8 @@ def import_conversations(
                 break
         flush()
     report.notes.extend(forks.link(repo))
+    if report.updated or any(created for _, created in report.sessions):
+        repo.db.settle()  # the team store's statistics know the new rows (see Database)
     return report
 
 
@@ -194,6 +196,8 @@ def count_missing_tokens(
             counter.count_messages, counter.encoding_name, after_id=after, limit=chunk
         )
         if not counted:
+            if done:
+                repo.db.settle()  # as after an import: every counted row was rewritten
             return
         done += counted
         yield done, max(total, done)

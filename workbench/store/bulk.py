@@ -46,7 +46,12 @@ from workbench.store.migrations import (
     PG_ORPHAN_RESULTS_FILL,
     PG_SEARCH_CHARS,
 )
-from workbench.store.rows import MESSAGE_COLUMNS, TIME_MISSING, context_params
+from workbench.store.rows import (
+    MESSAGE_COLUMNS,
+    TIME_MISSING,
+    context_fingerprint,
+    context_params,
+)
 from workbench.store.schema import SETTINGS
 from workbench.store.search_postgresql import symbol_runs
 from workbench.store.types import finite, json_text, time_to_text
@@ -64,9 +69,9 @@ _SESSION_INSERT = (
 )
 _CONTEXT_INSERT = (
     "INSERT INTO session_context (session_id, facts, summary, tasks, tool_stats, token_usage,"
-    " system_state, environment, updated_at) VALUES ",
-    "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    9,
+    " system_state, environment, imported_fingerprint, updated_at) VALUES ",
+    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    10,
 )
 # The message columns with the session id LAST: a prepared row is completed with the
 # session id (known only inside the transaction) by appending it.
@@ -230,7 +235,8 @@ def prepare(conversation: Conversation, now: datetime | None = None) -> Prepared
         len(rows),
         _json(conversation.metadata) if conversation.metadata else None,
     )
-    context = (*context_params(conversation.context, _json).values(), now_text)
+    values = tuple(context_params(conversation.context, _json).values())
+    context = (*values, context_fingerprint(values), now_text)
     return PreparedConversation(conversation, session, rows, context)
 
 
@@ -448,7 +454,7 @@ _PG_SESSION_COLUMNS = (
 )
 _PG_CONTEXT_COLUMNS = (
     "session_id", "facts", "summary", "tasks", "tool_stats", "token_usage", "system_state",
-    "environment", "updated_at",
+    "environment", "imported_fingerprint", "updated_at",
 )
 _NEXT_SESSION_IDS = select(
     func.nextval(func.pg_get_serial_sequence("sessions", "id"))

@@ -18,6 +18,7 @@ from workbench.store.base import (
 )
 from workbench.store.dialect import Dialect
 from workbench.store.rows import (
+    context_fingerprint,
     context_from_row,
     context_params,
 )
@@ -31,6 +32,16 @@ _CONTEXT_COLUMNS = ("facts", "summary", "tasks", "tool_stats", "token_usage", "s
 _READ_CONTEXT = select(*(SESSION_CONTEXT.c[name] for name in _CONTEXT_COLUMNS)).where(
     SESSION_CONTEXT.c.session_id == bindparam("session_id")
 )
+_READ_IMPORTED = select(
+    *(SESSION_CONTEXT.c[name] for name in _CONTEXT_COLUMNS),
+    SESSION_CONTEXT.c.imported_fingerprint,
+).where(SESSION_CONTEXT.c.session_id == bindparam("session_id"))
+
+#: What an import does with the context a conversation read again brings
+#: (:meth:`ContextStore._imported_context`).
+TAKE = "take"  # written: new, or the stored one was not changed here since the import
+SAME = "same"  # nothing to write: it says nothing, or nothing the session lacks
+KEPT = "kept"  # the session's, changed here since the import, is kept over the file's
 
 
 def _carries_context(context: SessionContext) -> bool:
@@ -40,13 +51,15 @@ def _carries_context(context: SessionContext) -> bool:
 
 
 @cache
-def _upsert_context(dialect: Dialect) -> Any:
+def _upsert_context(dialect: Dialect, imported: bool) -> Any:
     """``INSERT ... ON CONFLICT (session_id) DO UPDATE`` of a whole context (built once
-    per backend)."""
+    per backend); ``imported``: with the fingerprint an import records, else leaving
+    the one recorded as it is (a change made here)."""
     insert = dialect.insert(SESSION_CONTEXT)
+    names = (*_CONTEXT_COLUMNS, "updated_at", *(("imported_fingerprint",) if imported else ()))
     return insert.on_conflict_do_update(
         index_elements=[SESSION_CONTEXT.c.session_id],
-        set_={name: insert.excluded[name] for name in (*_CONTEXT_COLUMNS, "updated_at")},
+        set_={name: insert.excluded[name] for name in names},
     )
 
 
@@ -90,17 +103,37 @@ class ContextStore(SessionStore):
         return before, after
 
     @staticmethod
-    def _context_differs(conn: Connection, session_id: int, context: SessionContext) -> bool:
-        """Whether an imported ``context`` that says anything differs from the stored one."""
-        if not _carries_context(context):
-            return False
-        row = conn.execute(_READ_CONTEXT, {"session_id": session_id}).first()
-        incoming = tuple(context_params(context).values())
-        return row is None or tuple(row) != incoming
+    def _imported_context(conn: Connection, session_id: int, context: SessionContext) -> str:
+        """What to do with the ``context`` a conversation read again brings: :data:`TAKE`,
+        :data:`SAME` or :data:`KEPT`.
 
-    def _write_context(self, conn: Connection, session_id: int, context: SessionContext) -> None:
-        conn.execute(_upsert_context(self.dialect), {
-            "session_id": session_id, **context_params(context),
-            "updated_at": time_to_text(utcnow()),
-        })
+        A context file saved again (an agent's new facts, tasks, usage) is taken, unless
+        the session's context was changed here since the import wrote it (an edit, a
+        chat's usage, a compaction's summary): then the file's would write over that
+        change, and the session's is kept (the caller says so), unless the file holds
+        just what the import wrote then. A context written before 0016 has no
+        fingerprint: it is taken, as it was then.
+        """
+        if not _carries_context(context):
+            return SAME
+        row = conn.execute(_READ_IMPORTED, {"session_id": session_id}).first()
+        incoming = tuple(context_params(context).values())
+        if row is None:
+            return TAKE
+        stored, imported = tuple(row[:-1]), row[-1]
+        if stored == incoming:
+            return SAME
+        if imported is None or imported == context_fingerprint(stored):
+            return TAKE
+        return SAME if imported == context_fingerprint(incoming) else KEPT
+
+    def _write_context(self, conn: Connection, session_id: int, context: SessionContext,
+                       *, imported: bool = False) -> None:
+        """Write the session's context; ``imported``: an import's, whose fingerprint is
+        recorded (see :meth:`_imported_context`)."""
+        values = context_params(context)
+        params = {"session_id": session_id, **values, "updated_at": time_to_text(utcnow())}
+        if imported:
+            params["imported_fingerprint"] = context_fingerprint(values.values())
+        conn.execute(_upsert_context(self.dialect, imported), params)
         self.db.changed(conn, (session_id,))

@@ -618,6 +618,12 @@ class Database:
                 ) from exc
             raise StorageError(f"The database {self.path} refused the change: {reason}.") from exc
 
+    def settle(self) -> None:
+        """After a bulk change (an import, the counting pass after one): bring what the
+        store keeps about its tables up to date, in the background. SQLite needs nothing:
+        its planner goes by the indexes, and a page read needs no visibility check. The
+        team store vacuums and analyzes (see ``PostgresDatabase.settle``)."""
+
     def close(self) -> None:
         """Close every pooled connection."""
         with self._watch_lock:

@@ -272,6 +272,13 @@ _SESSION_METADATA = [
 ]
 
 
+# The fingerprint of the context an import wrote (see ContextStore._imported_context):
+# a context changed here since is not written over by the same file read again.
+_IMPORTED_CONTEXT = [
+    "ALTER TABLE session_context ADD COLUMN imported_fingerprint TEXT",
+]
+
+
 # Which tool calls each assistant message makes, one row per call, kept by triggers, so
 # that telling the tool results whose call is missing (the orphans a request leaves out)
 # is an index lookup per result instead of reading and parsing every assistant
@@ -1158,6 +1165,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0014_orphan_results", tuple(_ORPHAN_RESULTS), tuple(_PG_ORPHAN_RESULTS)),
     Migration("0015_calls_place_pausable", tuple(_CALLS_PLACE_PAUSABLE),
               tuple(_PG_CALLS_PLACE_PAUSABLE)),
+    Migration("0016_imported_context", tuple(_IMPORTED_CONTEXT), tuple(_IMPORTED_CONTEXT)),
 )
 
 

@@ -36,7 +36,7 @@ from sqlalchemy.engine import Connection
 from workbench.core.conversation import (
     ROLES,
     Conversation,
-    SessionContext,
+    ImportNote,
     SessionInfo,
     utcnow,
 )
@@ -46,7 +46,7 @@ from workbench.store import bulk
 from workbench.store.base import (
     _check_state,
 )
-from workbench.store.context_store import _carries_context
+from workbench.store.context_store import KEPT, TAKE, _carries_context
 from workbench.store.dialect import Dialect
 from workbench.store.message_store import MessageStore
 from workbench.store.rows import (
@@ -69,6 +69,9 @@ class ImportOutcome:
     (new turns appended, or replaced)."""
     reused_id: bool = False
     """Created although a different stored conversation has the same source id."""
+    note: ImportNote | None = None
+    """What the import left as it was, and why (a context changed here since the
+    import, kept over the file's)."""
 
     def __post_init__(self) -> None:
         if not self.status:
@@ -201,17 +204,17 @@ class Repository(MessageStore):
             candidates = self._candidates(conn, conversation)
             action, target = _import_action(conversation, candidates, replace)
             reused = action == "create" and bool(candidates)
+            note: ImportNote | None = None
             if action == "unchanged":
                 assert target is not None
                 session_id, status = target.session_id, "unchanged"
-                if not target.older_copy and self._context_differs(
-                    conn, session_id, conversation.context
-                ):
+                if not target.older_copy:
                     # The same turns with new facts, summary or tasks (a context file
-                    # saved again): the context is what changed, and it is kept.
-                    self._write_context(conn, session_id, conversation.context)
-                    self.db.changed(conn, (session_id,))
-                    status = "updated"
+                    # saved again): the context is what changed, and it is kept, unless
+                    # the session's was changed here since (see _imported_context).
+                    taken, note = self._take_context(conn, session_id, conversation)
+                    if taken:
+                        status = "updated"
             elif action == "replace":
                 assert target is not None
                 session_id, status = target.session_id, "updated"
@@ -219,8 +222,8 @@ class Repository(MessageStore):
             elif action == "append":
                 assert target is not None
                 session_id = target.session_id
-                grew = self._append_imported(conn, session_id, conversation,
-                                             target.count or 0)
+                grew, note = self._append_imported(conn, session_id, conversation,
+                                                   target.count or 0)
                 status = "updated" if grew else "unchanged"
             else:
                 status = "created"
@@ -240,12 +243,35 @@ class Repository(MessageStore):
                 self._insert_messages(
                     conn, session_id, 0, conversation.messages, keep_missing_time=True
                 )
-                self._write_context(conn, session_id, conversation.context)
+                self._write_context(conn, session_id, conversation.context, imported=True)
                 self._refresh_counts(conn, session_id, touch=False)
                 self._set_identity(conn, session_id, conversation)
         return ImportOutcome(
-            self.get_session(session_id), status == "created", status, reused_id=reused
+            self.get_session(session_id), status == "created", status, reused_id=reused,
+            note=note,
         )
+
+    def _take_context(
+        self, conn: Connection, session_id: int, conversation: Conversation
+    ) -> tuple[bool, ImportNote | None]:
+        """Write the context of a conversation read again where the import should (see
+        :meth:`_imported_context`); returns whether it was written, and the note saying
+        why not when the session's own was kept over a different one."""
+        action = self._imported_context(conn, session_id, conversation.context)
+        if action == TAKE:
+            self._write_context(conn, session_id, conversation.context, imported=True)
+            return True, None
+        if action == KEPT:
+            return False, ImportNote(
+                entry=str(conversation.source_id or conversation.title),
+                note=(
+                    f"not its facts, summary and tasks: session {session_id}'s were "
+                    "changed in the workbench since they were imported, and were kept "
+                    "over the file's different ones (importing with replace takes the "
+                    "file's)"
+                ),
+            )
+        return False, None
 
     def _candidates(self, conn: Connection, conversation: Conversation) -> list[_Stored]:
         """The stored sessions of the conversation's ``(source, source_id)``, oldest first,
@@ -386,15 +412,16 @@ class Repository(MessageStore):
             },
         )
         self._insert_messages(conn, session_id, 0, conversation.messages, keep_missing_time=True)
-        self._write_context(conn, session_id, conversation.context)
+        self._write_context(conn, session_id, conversation.context, imported=True)
         self._refresh_counts(conn, session_id, touch=False)
         self._set_identity(conn, session_id, conversation)
 
     def _append_imported(
         self, conn: Connection, session_id: int, conversation: Conversation, known: int
-    ) -> bool:
+    ) -> tuple[bool, ImportNote | None]:
         """Append the messages after the first ``known`` to an imported session; returns
-        whether the session changed.
+        whether the session changed, and why its context was not taken from the file
+        when it was kept (see :meth:`_take_context`).
 
         A session that grew in the workbench since its import (a chat) may hold some of
         them already: its own export read back holds the turns the chat added. Those are
@@ -403,18 +430,14 @@ class Repository(MessageStore):
         held = self._held_of(conn, session_id, conversation, known)
         new = conversation.messages[held:]
         if not new:
-            if not self._context_differs(conn, session_id, conversation.context):
-                self._set_identity(conn, session_id, conversation)
-                return False
-            self._write_context(conn, session_id, conversation.context)
+            taken, note = self._take_context(conn, session_id, conversation)
             self._set_identity(conn, session_id, conversation)
-            self.db.changed(conn, (session_id,))
-            return True
+            return taken, note
         start = self._next_position(conn, session_id)
         self._insert_messages(conn, session_id, start, new, keep_missing_time=True)
-        if conversation.context != SessionContext():
-            # The grown source's context (a context file's facts, tasks, usage) is newer.
-            self._write_context(conn, session_id, conversation.context)
+        # The grown source's context (a context file's facts, tasks, usage) is newer,
+        # unless the session's was changed here since the import.
+        _taken, note = self._take_context(conn, session_id, conversation)
         self._refresh_counts(conn, session_id, touch=False)
         self._set_identity(conn, session_id, conversation)
         times = [m.created_at for m in new if m.created_at is not None]
@@ -424,7 +447,7 @@ class Repository(MessageStore):
                 _UPDATED_NOT_BEFORE,
                 {"session_id": session_id, "latest": time_to_text(latest)},
             )
-        return True
+        return True, note
 
     def _held_of(self, conn: Connection, session_id: int, conversation: Conversation,
                  known: int) -> int:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -197,6 +198,17 @@ def context_params(
         "system_state": encode(ctx.system_state or {}),
         "environment": encode(ctx.environment or {}),
     }
+
+
+def context_fingerprint(values: Iterable[Any]) -> str:
+    """A hash of a context's column values (:func:`context_params`'s, in its order, or a
+    stored row's): what an import recorded it wrote, to tell later whether the stored
+    context was changed since."""
+    digest = hashlib.sha256()
+    for value in values:
+        text = "" if value is None else str(value)
+        digest.update(b"\x1f" + text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
 
 
 def _usage_column(usage: TokenUsage) -> dict[str, Any]:

@@ -111,6 +111,10 @@ class SessionContextRow(SQLModel, table=True):
     system_state: Any = Field(default=None, sa_type=JSONText, nullable=True)
     environment: Any = Field(default=None, sa_type=JSONText, nullable=True)
     updated_at: datetime = Field(sa_type=UTCDateTime)
+    # The fingerprint of the context the latest import wrote (0016_imported_context):
+    # when the stored context no longer has it, it was changed here since, and a file
+    # read again does not write over it. NULL: no import wrote it since 0016.
+    imported_fingerprint: str | None = None
 
 
 class MemoryEntryRow(SQLModel, table=True):
