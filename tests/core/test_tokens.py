@@ -703,3 +703,57 @@ def test_an_encoding_without_the_native_buffer_is_counted_text_by_text(
     assert tokens._JoinedEncoder.of(Plain()) is None  # type: ignore[arg-type]
     counter = TokenCounter(Plain(), threads=1)  # type: ignore[arg-type]
     assert counter.count_texts(SAMPLE_TEXTS) == o200k.count_texts(SAMPLE_TEXTS)
+
+
+# --------------------------------------------------------------------------- hostile text
+
+# tiktoken's pre-tokenizer panics (a Rust panic, a BaseException) on a whitespace run of
+# about a million characters: of spaces, tabs, no-break spaces (o200k), line separators.
+LONG_RUNS = [
+    " " * 1_200_000,
+    "\t" * 1_000_000 + "x",
+    "word " + "\u00a0" * 1_050_000 + " end",
+    "\u2028" * 1_000_000,
+]
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_a_whitespace_run_tiktoken_cannot_take_is_counted_in_pieces(
+    name: str, fresh: Path
+) -> None:
+    counter = get_counter(name)
+    assert counter.encoding is not None
+    singly = [counter.count_text(text) for text in LONG_RUNS]
+    # About what the run's pieces count (the estimate's scale), never nothing.
+    assert all(len(text) // 400 < n <= 4 * len(text)
+               for n, text in zip(singly, LONG_RUNS, strict=True))
+    # The batch paths (joined, serial, several threads) count them the same way, and
+    # ordinary texts beside them exactly.
+    texts = [*SAMPLE_TEXTS, *LONG_RUNS, "after the runs"]
+    expected = [*[len(counter.encoding.encode_ordinary(t)) for t in SAMPLE_TEXTS], *singly,
+                len(counter.encoding.encode_ordinary("after the runs"))]
+    assert TokenCounter(counter.encoding, threads=1).count_texts(texts) == expected
+    assert TokenCounter(counter.encoding, threads=2).count_texts(texts * 20) == expected * 20
+    message = Message(role="user", content=LONG_RUNS[1])
+    assert counter.count_messages([message]) == [counter.count_message(message)]
+
+
+def test_a_text_of_many_shorter_whitespace_runs_is_counted_whole(o200k: TokenCounter) -> None:
+    assert o200k.encoding is not None
+    text = ("x" + " " * (tokens.SPACE_RUN - 1)) * 8
+    assert not tokens.counted_alone(text)
+    assert o200k.count_text(text) == len(o200k.encoding.encode_ordinary(text))
+
+
+def test_the_next_piece_boundary_is_found_across_search_windows() -> None:
+    # Looked for a window at a time (a search of a long text holds the interpreter lock):
+    # the same boundary as one search of the whole text, wherever it falls.
+    window = 64
+    for where in range(window - 3, 2 * window + 3):
+        for boundary in (" y", "\nZ"):
+            text = "x" * where + boundary + "x" * 50
+            whole = tokens._PIECE_BOUNDARY.search(text, 5)
+            found = tokens._next_boundary(text, 5, window)
+            assert whole is not None and found is not None
+            assert found.start() == whole.start(), (where, boundary)
+    assert tokens._next_boundary("x" * 1000, 0, window) is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import shlex
 import subprocess
 import sys
@@ -277,6 +278,36 @@ def test_control_characters_from_conversations_never_reach_a_terminal(
     monkeypatch.setattr(sys, "stdout", piped)
     assert main(["show", str(info.id), "--db", str(db_target)]) == 0
     assert "red \x1b[31mPendular" in piped.getvalue()
+
+
+def test_control_characters_in_what_stderr_reports_never_reach_a_terminal(
+    workspace: Workspace, db_target: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # A folder's file names, an entry's role, a server's error: text from elsewhere that
+    # the import report and error lines quote on stderr.
+    from workbench.cli import main
+
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / "bad \x1b]0;pwned\x07\x1b[2J.json").write_text("{not json", encoding="utf-8")
+    (folder / "good.json").write_text(json.dumps([{"messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "us\x1b[31mer", "content": "x"}]}]), encoding="utf-8")
+    for extra in ([], ["--json"]):
+        screen = _Terminal()
+        monkeypatch.setattr(sys, "stderr", screen)
+        monkeypatch.setattr(sys, "stdout", io.StringIO())
+        assert main(["import", str(folder), "--db", str(db_target), *extra]) == 0
+        text = screen.getvalue()
+        assert "\x1b" not in text and "\x07" not in text, extra
+        if not extra:
+            assert "bad \\x1b]0;pwned\\x07\\x1b[2J.json" in text
+            assert "us\\x1b[31mer" in text
+    # An error line too (after the command's own output has ended).
+    screen = _Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    assert main(["show", "no \x1b]8;;http://x\x1b\\ such", "--db", str(db_target)]) == 1
+    assert "\x1b" not in screen.getvalue() and "\\x1b]8;;http://x" in screen.getvalue()
 
 
 def test_an_import_that_fails_midway_on_a_terminal_gives_its_reason_a_line_of_its_own(

@@ -16,7 +16,14 @@ from types import ModuleType
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, QTimer
-from PySide6.QtGui import QContextMenuEvent, QGuiApplication, QHelpEvent, QTextDocument, QTextTable
+from PySide6.QtGui import (
+    QContextMenuEvent,
+    QGuiApplication,
+    QHelpEvent,
+    QTextDocument,
+    QTextOption,
+    QTextTable,
+)
 from PySide6.QtWidgets import QApplication, QLineEdit, QMenu, QToolTip
 from pytestqt.qtbot import QtBot
 
@@ -339,6 +346,47 @@ def test_tables_get_a_bold_header_row_aligned_like_its_column(qapp: QApplication
     assert table.cellAt(0, 0).format().fontWeight() > 400
 
 
+def _table_text(rows: int, columns: int) -> str:
+    def line(cell: str) -> str:
+        return "|" + "|".join(cell for _ in range(columns)) + "|"
+
+    return "\n".join([line("head"), line("---"), *[line(f"v{r}") for r in range(rows)]])
+
+
+def test_a_table_too_big_to_lay_out_shows_as_its_text(qapp: QApplication) -> None:
+    # 30,000 rows held the window for over a minute in Qt's Markdown reader; 5,000
+    # columns for seconds. Either shows as the text it is, in a code block, whole.
+    for rows, columns in ((2_000, 2), (2, 5_000)):
+        table = _table_text(rows, columns)
+        doc = render(f"before\n\n{table}\n\nafter `x` | y")
+        assert not [f for f in doc.rootFrame().childFrames() if isinstance(f, QTextTable)]
+        shown = doc.toPlainText()
+        assert table in shown
+        assert shown.startswith("before") and shown.endswith("after x | y")
+    # A fence inside the table's cells cannot end the block early.
+    doc = render(_table_text(1_000, 2).replace("v5", "````v5"))
+    assert "````v5" in doc.toPlainText()
+    assert not [f for f in doc.rootFrame().childFrames() if isinstance(f, QTextTable)]
+
+
+def test_a_word_too_long_to_look_for_breaks_in_wraps_anywhere(qapp: QApplication) -> None:
+    # Qt looked for a word break along the whole run for every line: 200,000 unbroken
+    # characters took two seconds to lay out, each time the row was measured.
+    word = "<" * 5_000
+    doc = render(f"before {word} after")
+    assert doc.defaultTextOption().wrapMode() == QTextOption.WrapMode.WrapAnywhere
+    assert doc.toPlainText() == f"before {word} after"
+    ordinary = render("a paragraph of ordinary words " * 50)
+    assert ordinary.defaultTextOption().wrapMode() == (
+        QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+
+
+def test_a_table_of_a_readable_size_stays_a_table(qapp: QApplication) -> None:
+    doc = render(_table_text(30, 30) + "\n\n" + _table_text(2, 3))
+    tables = [f for f in doc.rootFrame().childFrames() if isinstance(f, QTextTable)]
+    assert [(t.rows(), t.columns()) for t in tables] == [(31, 30), (3, 3)]
+
+
 def test_a_table_after_a_code_block_keeps_its_header_on_one_line(qapp: QApplication
                                                                    ) -> None:
     """Qt's reader opens the first cell of such a table with an empty paragraph, which
@@ -590,6 +638,17 @@ def test_invisible_and_reordering_characters_are_named_and_copied_as_written(
     qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == texts[0])
     ((code, _button),) = row_regions(window, 3)["code"]
     assert code.text == "x = 1\u202e  # y"
+
+
+def test_neighbouring_invisible_characters_are_each_named_in_order(
+    qapp: QApplication,
+) -> None:
+    # Named a run at a time (200,000 joiners were 200,000 edits of the document), each
+    # still by its own name, characters above U+FFFF (two UTF-16 units) among them.
+    text = "a\u200b\u200c\U000e0041\u202e\u2066b " + "\u200d" * 3000 + " c\u202e"
+    shown = render(text).toPlainText()
+    assert shown == ("a⟨U+200B⟩⟨U+200C⟩⟨U+E0041⟩⟨U+202E⟩⟨U+2066⟩b " + "⟨U+200D⟩" * 3000
+                     + " c⟨U+202E⟩")
 
 
 def test_nul_is_named_like_other_control_characters(qapp: QApplication) -> None:

@@ -21,7 +21,12 @@ from workbench.engine.session_context import add_memory_entry, update_context
 from workbench.engine.workspace import Workspace
 from workbench.gui.main_window import MainWindow
 from workbench.gui.models.timeline import MessageRole
-from workbench.gui.panels.request_inspector import PARTS, RequestInspectorPanel
+from workbench.gui.panels.request_inspector import (
+    PARTS,
+    PAYLOAD_LINE_CHARS,
+    RequestInspectorPanel,
+    shown_payload_of,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "providers"))
 
@@ -58,6 +63,23 @@ def _wait_for(qtbot: QtBot, inspector: RequestInspectorPanel, prompt: str,
                 and inspector.current_inputs()[1] == prompt)
 
     qtbot.waitUntil(ready, timeout=15_000)
+
+
+def test_a_message_too_long_for_one_line_of_the_payload_view_shows_its_ends() -> None:
+    # The excerpt keeps whole messages; a 1 MB message was one line of the view, which
+    # held the UI thread for seconds to lay out and colour.
+    long = "start" + "a" * 300_000 + "end"
+    payload = {"model": "m", "messages": [{"role": "user", "content": long},
+                                          {"role": "user", "content": "hi"}]}
+    shown = shown_payload_of(payload)
+    lines = shown.split("\n")
+    assert max(map(len, lines)) < PAYLOAD_LINE_CHARS + 200
+    cut = next(line for line in lines if "not shown here" in line)
+    assert '"content": "start' in cut and cut.endswith('end"')
+    hidden = int(cut.split(" … ")[1].split(" ")[0].replace(",", ""))
+    whole = len('      "content": "' + long + '"')
+    assert hidden + 2 * (PAYLOAD_LINE_CHARS // 2) == whole
+    assert '"content": "hi"' in shown and '"model": "m"' in shown
 
 
 def test_payload_shown_is_the_body_then_sent(

@@ -6,9 +6,10 @@ from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QTextOption
 from pytestqt.qtbot import QtBot
 
+from tests.gui.journey import press
 from workbench.core.conversation import Message, SessionInfo
 from workbench.engine.workspace import Workspace
 from workbench.gui.delegates.markdown import SafeDocument
@@ -159,6 +160,60 @@ def test_editor_cancel_changes_nothing(
     assert not view.editing
     assert stored_contents(workspace, info.id) == CHAT
     assert window.ctx.undo_stack.count() == 0
+
+
+def test_a_message_too_long_to_edit_says_so_and_is_never_saved_from_the_editor(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # A text box holding 5 MB took seconds to open (20 MB most of a minute), the window
+    # frozen: such a message opens an editor that says why it holds no text.
+    from workbench.gui.delegates.message_editor import EDIT_CHARS
+
+    huge = "x" * (EDIT_CHARS + 1)
+    chat = [("user", "short"), ("assistant", huge)]
+    info = make_session(workspace, "Chat", chat)
+    window = open_window(workspace)
+    window.open_session(info.id)
+    view = window.timeline.view
+    view.setCurrentIndex(window.timeline.model.index(1, 0))
+    view.setFocus()
+    press(qtbot, Qt.Key.Key_F2)
+    editor = view._editor_widget()
+    assert editor is not None and editor.isVisible()
+    assert "too long to edit here" in editor.text_edit.toPlainText()
+    assert editor.text_edit.isReadOnly() and not editor.save_button.isEnabled()
+    press(qtbot, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert view.editing  # Ctrl+Enter saved nothing and closed nothing
+    window.timeline.view.commit_edit()  # what opening another session does
+    press(qtbot, Qt.Key.Key_Escape)
+    window.ctx.workers.wait_idle()
+    assert not view.editing
+    assert stored_contents(workspace, info.id) == chat
+    assert window.ctx.undo_stack.count() == 0
+
+
+def test_a_message_with_a_long_word_is_edited_wrapped_anywhere(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    # Wrapping a line without break points costs the square of its length.
+    word = "<" * 50_000
+    info = make_session(workspace, "Chat", [("user", f"a {word} b"), ("user", "two words")])
+    window = open_window(workspace)
+    window.open_session(info.id)
+    view = window.timeline.view
+    for row, between_words in ((0, False), (1, True)):
+        view.setCurrentIndex(window.timeline.model.index(row, 0))
+        view.setFocus()
+        press(qtbot, Qt.Key.Key_F2)
+        editor = view.indexWidget(view.currentIndex())
+        assert editor is not None
+        mode = editor.text_edit.wordWrapMode()
+        assert (mode == QTextOption.WrapMode.WrapAnywhere) is not between_words
+        qtbot.keyClick(editor.text_edit, Qt.Key.Key_Escape)
+        assert not view.editing
+    assert stored_contents(workspace, info.id)[0] == ("user", f"a {word} b")
 
 
 def test_delete_then_undo_restores_message_in_place(

@@ -59,6 +59,35 @@ def test_a_failure_reaches_its_handler_or_the_pool_signal(qtbot: QtBot) -> None:
     pool.shutdown()
 
 
+class NativePanic(BaseException):
+    """What a native library raises when it panics (tiktoken's ``PanicException`` is a
+    ``BaseException``, so ``except Exception`` lets it through)."""
+
+
+def test_a_native_panic_in_a_job_is_delivered_and_the_pool_goes_on(qtbot: QtBot) -> None:
+    pool = WorkerPool()
+    errors: list[BaseException] = []
+    done: list[int] = []
+
+    def panic() -> None:
+        raise NativePanic("called `Result::unwrap()` on an `Err` value")
+
+    def panic_stream(_job: Job) -> Iterator[int]:
+        yield 1
+        raise NativePanic("stream")
+
+    pool.read(panic, on_error=errors.append)
+    pool.write(panic, on_error=errors.append)
+    pool.stream(panic_stream, on_error=errors.append)
+    pool.write(lambda: 7, on_done=done.append)
+    assert pool.wait_idle(10), "a job that panicked never finished"
+    assert done == [7]
+    assert len(errors) == 3
+    assert all(isinstance(e, RuntimeError) and "NativePanic" in str(e) for e in errors)
+    assert describe_error(errors[0]).startswith("Something unexpected went wrong")
+    pool.shutdown()
+
+
 def test_streaming_delivers_items_and_stops_when_asked(qtbot: QtBot) -> None:
     pool = WorkerPool()
     produced: list[int] = []

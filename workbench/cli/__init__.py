@@ -29,7 +29,7 @@ from workbench.cli.common import EXIT_ERROR, EXIT_USAGE, Parser
 from workbench.cli.output import (
     log_to_stderr,
     silence_stdout,
-    terminal_safe_stdout,
+    terminal_safe_output,
     tolerate_output_encoding,
 )
 from workbench.errors import WorkbenchError
@@ -108,7 +108,6 @@ def run() -> NoReturn:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``workbench`` command line with ``argv`` (default: the process's
     arguments) and return the exit status."""
-    global _quick_exit
     tolerate_output_encoding()
     parser = build_parser()
     Parser.words = list(sys.argv[1:] if argv is None else argv)
@@ -126,8 +125,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         from workbench.gui.app import run_gui
 
         return run_gui(args.db or None)
+    # Error lines too: an error may quote a file name or a server's words.
+    with terminal_safe_output(not args.json):
+        return _run_command(args)
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    """Run the parsed subcommand; every failure is one line on stderr."""
+    global _quick_exit
     try:
-        with log_to_stderr(), terminal_safe_stdout(not args.json):
+        with log_to_stderr():
             code = int(args.func(args))
         _quick_exit = bool(getattr(args, "quick_exit", False))
         return code
@@ -146,7 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a native library's panic is one too
         # A bug, not a situation the engine words: still one line, unless asked for
         # the traceback (WORKBENCH_DEBUG=1).
         if os.environ.get("WORKBENCH_DEBUG"):
@@ -155,7 +164,6 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{' '.join(str(exc).split())}); run again with WORKBENCH_DEBUG=1 for the "
               "traceback, and please report it", file=sys.stderr)
         return EXIT_ERROR
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from workbench.cli.common import open_workspace, positive_int, print_json
-from workbench.cli.output import clip, line_width, silence_stdout
+from workbench.cli.output import clip, line_width, silence_stdout, write_control
 from workbench.core.provider import CancelToken
 from workbench.errors import NotFoundError, OperationCancelledError, WorkbenchError
 
@@ -74,14 +74,15 @@ class RetryNotices:
         # Cut to the terminal's width: a line that wrapped could not be erased.
         line = (f"Retrying in {notice.delay:.1f} s (attempt {notice.attempt} of "
                 f"{notice.attempts}): {notice.error}")
-        sys.stderr.write("\r\x1b[K" + clip(line, line_width() - 1))
+        write_control(sys.stderr, "\r\x1b[K")
+        sys.stderr.write(clip(line, line_width() - 1))
         sys.stderr.flush()
         self.shown = True
 
     def clear(self) -> None:
         """Erase the status line, if one is shown."""
         if self.shown:
-            sys.stderr.write("\r\x1b[K")
+            write_control(sys.stderr, "\r\x1b[K")
             sys.stderr.flush()
             self.shown = False
 

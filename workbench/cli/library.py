@@ -20,7 +20,7 @@ from workbench.cli.common import (
     session_json,
     shorten,
 )
-from workbench.cli.output import clip, line_width, write_utf8
+from workbench.cli.output import clip, line_width, write_control, write_utf8
 from workbench.core.conversation import ROLES, STATES, format_time, parse_time
 from workbench.core.identity import metadata_lines
 from workbench.errors import WorkbenchError
@@ -200,7 +200,8 @@ class _ProgressLine:
         return True
 
     def _write(self, done: int, total: int | None) -> None:
-        sys.stderr.write("\r" + self.template.format(done=done, total=total or done))
+        write_control(sys.stderr, "\r")
+        sys.stderr.write(self.template.format(done=done, total=total or done))
         sys.stderr.flush()
 
     def finish(self) -> None:

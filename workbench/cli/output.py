@@ -90,24 +90,34 @@ class TerminalText(io.TextIOBase):
         return str(getattr(self.inner, "encoding", None) or "utf-8")
 
 
-@contextmanager
-def terminal_safe_stdout(wanted: bool) -> Iterator[None]:
-    """While the block runs, standard output shows control characters instead of
-    passing them to the terminal, when ``wanted`` and standard output is a terminal."""
-    inner = sys.stdout
+def write_control(stream: Any, text: str) -> None:
+    """Write the command line's own control characters (``\\r`` to rewrite a progress
+    line, ``\\x1b[K`` to erase it) to ``stream`` as they are, past :class:`TerminalText`."""
+    inner = stream.inner if isinstance(stream, TerminalText) else stream
+    inner.write(text)
+
+
+def _on_terminal(stream: Any) -> bool:
     try:
-        on_terminal = wanted and bool(inner.isatty())
+        return bool(stream.isatty())
     except (AttributeError, ValueError):
-        on_terminal = False
-    if not on_terminal:
-        yield
-        return
-    sys.stdout = TerminalText(inner)
+        return False
+
+
+@contextmanager
+def terminal_safe_output(stdout_wanted: bool) -> Iterator[None]:
+    """While the block runs, standard output (when ``stdout_wanted``) and standard error
+    show control characters instead of passing them to the terminal, each when it is a
+    terminal: a file name, a title or a server's error text is data, never a command."""
+    saved = (sys.stdout, sys.stderr)
+    if stdout_wanted and _on_terminal(sys.stdout):
+        sys.stdout = TerminalText(sys.stdout)
+    if _on_terminal(sys.stderr):
+        sys.stderr = TerminalText(sys.stderr)
     try:
         yield
     finally:
-        if isinstance(sys.stdout, TerminalText):
-            sys.stdout = inner
+        sys.stdout, sys.stderr = saved
 
 
 def silence_stdout() -> None:

@@ -453,7 +453,7 @@ def _count_serially(encoding: tiktoken.Encoding, texts: Sequence[str]) -> list[i
     """``len(encoding.encode_ordinary(text))`` of each text, one text at a time."""
     encode = encoding.encode_ordinary
     return [
-        len(encode(text)) if len(text) <= LONG_TEXT else encoded_length(encode, text)
+        encoded_length(encode, text) if counted_alone(text) else len(encode(text))
         for text in texts
     ]
 
@@ -480,7 +480,7 @@ class _JoinedEncoder:
     exactly ``encode_ordinary`` of that text, and each text's count is the length of its
     stretch of the buffer, found by splitting the buffer's bytes on the separator's id.
 
-    A text that holds ``<|endoftext|>`` itself, or is longer than :data:`LONG_TEXT`, is
+    A text that holds ``<|endoftext|>`` itself, or is long (see :func:`counted_alone`), is
     counted on its own (:func:`encoded_length`), and a group whose buffer does not split
     into exactly one stretch per text is counted text by text (see
     :meth:`_count_group`). Instances are safe to share between threads.
@@ -521,7 +521,7 @@ class _JoinedEncoder:
         where: list[int] = []
         size = 0
         for index, text in enumerate(texts):
-            if len(text) > LONG_TEXT or _SEPARATOR in text:
+            if _SEPARATOR in text or counted_alone(text):
                 counts[index] = encoded_length(self.encoding.encode_ordinary, text)
                 continue
             group.append(text)
@@ -571,6 +571,50 @@ LONG_TEXT = 1 << 20
 _PIECE_BOUNDARY = re.compile(r"(?<=[A-Za-z])(?= [A-Za-z])|(?<=\n)(?=[A-Za-z])")
 
 
+SPACE_RUN = 100_000
+"""A run of this many whitespace characters is counted in pieces of this size: tiktoken's
+pre-tokenizer gives up (a Rust panic, not an exception) on a run of about a million."""
+
+_SPACE_RUNS = re.compile(r"\s+")
+
+
+def _space_run_pieces(text: str) -> list[str] | None:
+    """``text`` cut inside each whitespace run of :data:`SPACE_RUN` characters or more
+    (every piece of such a run is at most that long), or ``None`` when it has none.
+
+    Found with one linear pass over the runs (a ``\\s{N}`` pattern would rescan a long
+    run from each of its characters). A run's count in pieces may differ from its count
+    whole by a token per piece: the price of counting it at all.
+    """
+    if len(text) < SPACE_RUN:
+        return None
+    # Such a run holds two neighbouring multiples of half its length: texts without two
+    # such places in whitespace (nearly all) are passed after a few probes, never
+    # scanned (a scan of 20 MB holds the interpreter lock for half a second).
+    step = SPACE_RUN // 2
+    if not any(text[at].isspace() and text[at + step].isspace()
+               for at in range(0, len(text) - step, step)):
+        return None
+    pieces: list[str] = []
+    start = 0
+    for run in _SPACE_RUNS.finditer(text):
+        if run.end() - run.start() < SPACE_RUN:
+            continue
+        for cut in range(run.start() + SPACE_RUN, run.end(), SPACE_RUN):
+            pieces.append(text[start:cut])
+            start = cut
+    if not pieces:
+        return None
+    pieces.append(text[start:])
+    return pieces
+
+
+def counted_alone(text: str) -> bool:
+    """Whether ``text`` must be counted by :func:`encoded_length` rather than whole in a
+    batch: a long text, or one holding a whitespace run tiktoken cannot take."""
+    return len(text) > LONG_TEXT or _space_run_pieces(text) is not None
+
+
 def encoded_length(
     encode: Callable[[str], Sequence[int]], text: str, piece: int = LONG_TEXT
 ) -> int:
@@ -579,14 +623,39 @@ def encoded_length(
     A 200 MB message encodes to tens of millions of tokens, a list of Python ints far
     larger than the text; counting it in pieces of about ``piece`` characters, cut where
     no token can cross (see ``_PIECE_BOUNDARY``), keeps memory near the piece's size.
-    Text without such places (no spaces between letters, no lines) is counted whole.
+    Text without such places (no spaces between letters, no lines) is counted whole,
+    except a whitespace run of :data:`SPACE_RUN` characters or more, which is counted in
+    pieces (see :func:`_space_run_pieces`).
     """
+    runs = _space_run_pieces(text)
+    if runs is not None:
+        return sum(_encoded_length(encode, part, piece) for part in runs)
+    return _encoded_length(encode, text, piece)
+
+
+_SEARCH_WINDOW = 1 << 18
+
+
+def _next_boundary(text: str, at: int, window: int = _SEARCH_WINDOW) -> re.Match[str] | None:
+    """The first ``_PIECE_BOUNDARY`` at or after ``at``, looked for a window at a time:
+    one search over a 20 MB text without a boundary held the interpreter lock for 1.5 s,
+    and with it the window's UI thread, while a background thread counted."""
+    while at < len(text):
+        # Each window overlaps the next by one character: a boundary looks one ahead.
+        found = _PIECE_BOUNDARY.search(text, at, min(len(text), at + window + 1))
+        if found is not None:
+            return found
+        at += window
+    return None
+
+
+def _encoded_length(encode: Callable[[str], Sequence[int]], text: str, piece: int) -> int:
     if len(text) <= piece:
         return len(encode(text))
     total = 0
     start = 0
     while len(text) - start > piece:
-        cut = _PIECE_BOUNDARY.search(text, start + piece)
+        cut = _next_boundary(text, start + piece)
         if cut is None:
             break
         total += len(encode(text[start : cut.start()]))

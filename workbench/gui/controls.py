@@ -32,8 +32,11 @@ def filter_field(parent: QWidget, name: str, placeholder: str) -> QLineEdit:
 
 
 def note_label(parent: QWidget, name: str, *, selectable: bool = False) -> QLabel:
-    """An empty word-wrapped label for sentences the code sets later."""
+    """An empty word-wrapped label for sentences the code sets later: plain text, since
+    they quote names, titles and servers' words (a model named ``<img src=/dev/zero>``
+    made Qt read that file as an image until memory ran out)."""
     label = named(QLabel(parent), name)
+    label.setTextFormat(Qt.TextFormat.PlainText)
     label.setWordWrap(True)
     if selectable:
         label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

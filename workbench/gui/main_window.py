@@ -312,6 +312,10 @@ class MainWindow(QMainWindow):
         self.busy_label.setAccessibleName("Background work")
         self.database_label = QLabel(self)
         self.database_label.setAccessibleName("Database file")
+        # Titles, names and paths are data: never markup (nor an image to read).
+        for label in (self.session_label, self.tokens_label, self.busy_label,
+                      self.database_label):
+            label.setTextFormat(Qt.TextFormat.PlainText)
         # The message on a line of its own that elides what does not fit (whole in its
         # tooltip and in View → Status Messages), not cut off at the bar's edge.
         self.status_log = StatusLog(self)

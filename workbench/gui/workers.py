@@ -48,6 +48,21 @@ from PySide6.QtCore import QCoreApplication, QEventLoop, QObject, Signal
 Callback = Callable[[Any], None]
 
 
+def _failure(exc: BaseException) -> Exception:
+    """What a job that raised ``exc`` delivers, with its traceback's text attached.
+
+    A failure that is not an ``Exception`` (a native library's panic, such as tiktoken's
+    ``PanicException``) is delivered too, as a ``RuntimeError`` naming it: otherwise the
+    job would never finish, and its panel would wait for it for ever."""
+    text = traceback.format_exc()
+    if not isinstance(exc, Exception):
+        wrapped = RuntimeError(f"{type(exc).__name__}: {exc}")
+        wrapped.__cause__ = exc
+        exc = wrapped
+    exc.__traceback_text__ = text  # type: ignore[attr-defined]
+    return exc
+
+
 class Job(QObject):
     """One call running (or waiting to run) in a worker thread."""
 
@@ -231,9 +246,8 @@ class WorkerPool(QObject):
             return
         try:
             result = fn(*args, **kwargs)
-        except Exception as exc:  # every failure must reach the UI as a sentence
-            exc.__traceback_text__ = traceback.format_exc()  # type: ignore[attr-defined]
-            self._relay.delivered.emit(job, "error", exc)
+        except BaseException as exc:  # noqa: BLE001 - every failure must reach the UI
+            self._relay.delivered.emit(job, "error", _failure(exc))
             return
         self._relay.delivered.emit(job, "done", result)
 
@@ -251,9 +265,8 @@ class WorkerPool(QObject):
                     result = stop.value
                     break
                 self._relay.delivered.emit(job, "item", item)
-        except Exception as exc:  # every failure must reach the UI as a sentence
-            exc.__traceback_text__ = traceback.format_exc()  # type: ignore[attr-defined]
-            self._relay.delivered.emit(job, "error", exc)
+        except BaseException as exc:  # noqa: BLE001 - every failure must reach the UI
+            self._relay.delivered.emit(job, "error", _failure(exc))
             return
         self._relay.delivered.emit(job, "done", result)
 

@@ -41,6 +41,7 @@ from PySide6.QtGui import (
     QTextDocument,
     QTextFormat,
     QTextFrameFormat,
+    QTextOption,
     QTextTable,
     QTextTableCellFormat,
     QTextTableFormat,
@@ -167,6 +168,87 @@ def keep_visible(markdown: str) -> str:
     return "\n".join(out)
 
 
+LONG_WORD = 1_000
+"""A text with a run of more characters than this between spaces wraps anywhere, not
+only between words: Qt looks for a word break along the whole run for each line it
+wraps, which grows with the run's square (200,000 characters: two seconds a layout; a
+million in a text box: over a minute)."""
+
+
+def longest_word(text: str) -> int:
+    """The length of the longest run of ``text`` without whitespace."""
+    return max(map(len, text.split()), default=0)
+
+
+def wrap_mode_for(text: str) -> QTextOption.WrapMode:
+    """How a document or text box showing ``text`` wraps (see :data:`LONG_WORD`)."""
+    if longest_word(text) > LONG_WORD:
+        return QTextOption.WrapMode.WrapAnywhere
+    return QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere
+
+
+TABLE_CELLS = 1_500
+TABLE_COLUMNS = 40
+"""A table with more cells (or columns) than this is shown as the text it is, in a code
+block: Qt's Markdown reader and layout take time that grows faster than the cells (a
+table of 30,000 rows held the window for over a minute), and such a table is not
+readable as a grid in a timeline row anyway."""
+
+
+def _delimiter_cells(line: str) -> int:
+    """The number of columns of a table's delimiter row (``|---|:--:|``), or 0 when
+    ``line`` is not one. Plain string tests, no pattern that could backtrack."""
+    row = line.strip()
+    if "-" not in row or ("|" not in row and not row.startswith("-")):
+        return 0
+    row = row.removeprefix("|").removesuffix("|")
+    cells = row.split("|")
+    for cell in cells:
+        cell = cell.strip().removeprefix(":").removesuffix(":")
+        if not cell or cell.strip("-"):
+            return 0
+    return len(cells)
+
+
+def plain_big_tables(markdown: str) -> str:
+    """``markdown`` with each table larger than :data:`TABLE_CELLS` cells or wider than
+    :data:`TABLE_COLUMNS` columns put in a code block, so it shows as the text it is."""
+    if "|" not in markdown or "-" not in markdown:
+        return markdown
+    lines = markdown.split("\n")
+    out: list[str] = []
+    fence = ""
+    i = 0
+    changed = False
+    while i < len(lines):
+        line = lines[i]
+        opened = _FENCE.match(line)
+        if fence:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
+                fence = ""
+        elif opened:
+            fence = opened.group(1)
+        elif "|" in line and i + 1 < len(lines):
+            columns = _delimiter_cells(lines[i + 1])
+            if columns:
+                end = i + 2
+                while end < len(lines) and lines[end].strip() and not _FENCE.match(lines[end]):
+                    end += 1
+                if columns > TABLE_COLUMNS or columns * (end - i - 1) > TABLE_CELLS:
+                    table = "\n".join(lines[i:end])
+                    runs = [len(r) for r in _BACKTICKS.findall(table)]
+                    marks = "`" * max(3, max(runs, default=0) + 1)
+                    out.extend([marks, table, marks])
+                    changed = True
+                else:
+                    out.extend(lines[i:end])
+                i = end
+                continue
+        out.append(line)
+        i += 1
+    return "\n".join(out) if changed else markdown
+
+
 def invisible_spans(text: str) -> list[tuple[int, str]]:
     """Where ``text`` has characters that would show nothing or reorder the text around
     them, each with its visible name (``⟨U+202E⟩``).
@@ -253,45 +335,59 @@ def mark_invisible(doc: QTextDocument, dark: bool, nul: str | None = None) -> bo
     if not spans:
         return False
     # Document positions count UTF-16 units: a character above U+FFFF takes two.
-    units: list[tuple[int, int, str]] = []
+    # Neighbouring characters are replaced in one edit (a run of 200,000 joiners was
+    # 200,000 cursor edits: four seconds).
+    units: list[tuple[int, int, list[str]]] = []
     at = unit = 0
     for position, name in spans:
         unit += _utf16_length(text[at:position])
         size = _utf16_length(text[position])
-        units.append((unit, size, name))
+        if units and units[-1][0] + units[-1][1] == unit:
+            start, length, names = units[-1]
+            names.append(name)
+            units[-1] = (start, length + size, names)
+        else:
+            units.append((unit, size, [name]))
         unit += size
         at = position + 1
     cursor = QTextCursor(doc)
     cursor.beginEditBlock()
-    for position, size, name in reversed(units):
+    for position, size, names in reversed(units):
         cursor.setPosition(position)
         cursor.setPosition(position + size, QTextCursor.MoveMode.KeepAnchor)
         fmt = QTextCharFormat(cursor.charFormat())
         fmt.setForeground(QColor("#ffb74d") if dark else QColor("#b35c00"))
         fmt.setBackground(QColor(255, 183, 77, 40) if dark else QColor(230, 149, 0, 32))
         fmt.setFontUnderline(False)
-        cursor.insertText(name, fmt)
+        cursor.insertText("".join(names), fmt)
     cursor.endEditBlock()
     return True
 
 
 def render_markdown(doc: QTextDocument, markdown: str, dark: bool,
-                    code_header: float, highlight: bool = True) -> list[CodeBlock]:
+                    code_header: float, highlight: bool = True,
+                    name_invisible: bool = True) -> list[CodeBlock]:
     """Fill ``doc`` with ``markdown`` (see the module docstring); its code blocks.
 
     ``code_header`` is the height kept free above each code block for its header strip.
     With ``highlight`` false the code is left uncoloured, for :func:`highlight_code` to
-    colour later (the timeline does that after the first paint).
+    colour later (the timeline does that after the first paint). With ``name_invisible``
+    false invisible characters stay as they are (a document read, not shown).
     """
     nul = _nul_stand_in(markdown) if "\x00" in markdown else None
     if nul is not None:
         markdown = markdown.replace("\x00", nul)
-    doc.setMarkdown(keep_visible(markdown), _FEATURES)
+    doc.setMarkdown(keep_visible(plain_big_tables(markdown)), _FEATURES)
+    wrap = wrap_mode_for(markdown)
+    if wrap != doc.defaultTextOption().wrapMode():
+        option = doc.defaultTextOption()
+        option.setWrapMode(wrap)
+        doc.setDefaultTextOption(option)
     _show_images_and_targets(doc, dark)
     blocks = _style_code_blocks(doc, dark, code_header)
     if nul is not None:  # copied as written
         blocks = [replace(b, text=b.text.replace(nul, "\x00")) for b in blocks]
-    if mark_invisible(doc, dark, nul):
+    if name_invisible and mark_invisible(doc, dark, nul):
         # A code block keeps its text for copying; its colours follow what is shown.
         blocks = [replace(b, shown=_blocks_text(doc, b)) for b in blocks]
     _style_tables(doc, dark)

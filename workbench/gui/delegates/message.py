@@ -462,7 +462,9 @@ class MessageDelegate(QStyledItemDelegate):
     def _whole_document(message: Message) -> tuple[SafeDocument, list[CodeBlock]]:
         doc = SafeDocument()
         text, _cut, _lines = message_markdown(message, expanded=True)
-        blocks = render_markdown(doc, text, False, 0, highlight=False)
+        # Read, not shown: its links and code as written, without the naming of invisible
+        # characters (a message of 200,000 of them took seconds per context menu).
+        blocks = render_markdown(doc, text, False, 0, highlight=False, name_invisible=False)
         return doc, blocks
 
     def code_blocks(self, message: Message) -> list[CodeBlock]:

@@ -16,11 +16,15 @@ from PySide6.QtWidgets import (
 
 from workbench.core.conversation import ROLES
 from workbench.gui.controls import named
+from workbench.gui.delegates.markdown import visible_text
 from workbench.gui.delegates.visible import MarkedPlainTextEdit
 from workbench.gui.theme import ROLE_LABELS, monospace_font
 
 EDITOR_MIN_HEIGHT = 170
 EDITOR_MAX_HEIGHT = 420
+EDIT_CHARS = 200_000
+"""The longest text (as shown, invisible characters named) the editor takes: a text box
+holding 5 MB took four seconds to open, 20 MB most of a minute, with the window frozen."""
 
 
 class MessageEditor(QFrame):
@@ -52,6 +56,7 @@ class MessageEditor(QFrame):
         self.note_label.setWordWrap(True)
         self.note_label.hide()
         self._has_tool_calls = False
+        self._too_long = ""  # why the text is not in the box ("" when it is)
         self.text_edit.textChanged.connect(self._clear_note)
         self.role_box.currentIndexChanged.connect(self._clear_note)
 
@@ -102,6 +107,8 @@ class MessageEditor(QFrame):
         editor says why and stays open. Returns whether it was saved."""
         refusal = self.refusal()
         if refusal:
+            if self._too_long:
+                return False  # said already, and the note stays
             self.note_label.setText(refusal)
             self.note_label.show()
             return False
@@ -112,7 +119,9 @@ class MessageEditor(QFrame):
         """Why the message cannot be saved as it is ("" when it can): an empty user,
         system or assistant message would be sent as empty content, which providers
         reject; an assistant message carrying tool calls, or a tool result, may be
-        empty."""
+        empty. A text too long to edit here is never saved from here."""
+        if self._too_long:
+            return self._too_long
         if self.text().strip():
             return ""
         role = self.role()
@@ -131,6 +140,22 @@ class MessageEditor(QFrame):
         self._has_tool_calls = has_tool_calls
         index = self.role_box.findData(role)
         self.role_box.setCurrentIndex(max(0, index))
+        shown = len(text) if len(text) > EDIT_CHARS else len(visible_text(text))
+        if shown > EDIT_CHARS:
+            self._too_long = (
+                f"This message is too long to edit here ({len(text):,} characters; the "
+                f"editor takes up to {EDIT_CHARS:,}). Copy gives its text, and "
+                "`workbench message edit` on the command line changes it. Esc closes this.")
+            # The sentence stands in the read-only box, which keeps the keys (Esc).
+            self.text_edit.setReadOnly(True)
+            self.text_edit.set_text(self._too_long)
+            self.role_box.setEnabled(False)
+            self.save_button.setEnabled(False)
+            return
+        self._too_long = ""
+        self.text_edit.setReadOnly(False)
+        self.role_box.setEnabled(True)
+        self.save_button.setEnabled(True)
         self.text_edit.set_text(text)
         self.text_edit.moveCursor(self.text_edit.textCursor().MoveOperation.End)
 

@@ -20,6 +20,7 @@ from workbench.gui.delegates.markdown import (
     invisible_characters,
     restore_invisible,
     visible_text,
+    wrap_mode_for,
 )
 
 ModelIndex = QModelIndex | QPersistentModelIndex
@@ -60,7 +61,8 @@ class VisibleTextDelegate(QStyledItemDelegate):
 
 class MarkedPlainTextEdit(QPlainTextEdit):
     """A text box showing invisible characters by name: :meth:`set_text` names them,
-    :meth:`text` and copying give the characters back; pasted ones are named too."""
+    :meth:`text` and copying give the characters back; pasted ones are named too. A text
+    with a word longer than :data:`LONG_WORD` wraps anywhere, not only between words."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -68,7 +70,9 @@ class MarkedPlainTextEdit(QPlainTextEdit):
 
     def set_text(self, text: str) -> None:
         self._marked = invisible_characters(text)
-        self.setPlainText(visible_text(text))
+        shown = visible_text(text)
+        self.setWordWrapMode(wrap_mode_for(shown))
+        self.setPlainText(shown)
 
     def text(self) -> str:
         return restore_invisible(self.toPlainText(), self._marked)

@@ -44,6 +44,7 @@ class JobProgressDialog(QDialog):
         self.setMinimumWidth(440)
         self.label = QLabel(status, self)
         self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.TextFormat.PlainText)  # file names are data
         self.label.setAccessibleName(f"{title} status")
         self.bar = QProgressBar(self)
         self.bar.setRange(0, 0)  # busy until a total is known

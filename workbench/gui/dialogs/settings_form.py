@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.gui.controls import message_box, named, note_label
+from workbench.gui.delegates.markdown import plain_tooltip
 from workbench.gui.errors import describe_error
 from workbench.gui.theme import set_tone
 
@@ -122,7 +123,8 @@ class SettingsFormDialog(QDialog):
             item = QListWidgetItem(entry.name, self.list)
             item.setData(Qt.ItemDataRole.UserRole, entry)
             if tooltip is not None:
-                item.setToolTip(tooltip(entry))
+                # A model's or server's name is data: shown, never read as markup.
+                item.setToolTip(plain_tooltip(tooltip(entry)))
             if found is None and chosen(entry):
                 found = item
         if found is None and self.list.count():

@@ -365,6 +365,7 @@ class CompactionPanel(QWidget):
         self.busy_bar.setMaximumHeight(self.fontMetrics().height())
         self.busy_bar.setAccessibleName("Compaction in progress")
         self.busy_label = QLabel("", box)
+        self.busy_label.setTextFormat(Qt.TextFormat.PlainText)
         self.cancel_button = named_button("&Cancel", "Cancel the preview", clicked=self.cancel,
                                           parent=box)
         self.busy_row = QWidget(box)
@@ -396,6 +397,7 @@ class CompactionPanel(QWidget):
         self.summary_edit.textChanged.connect(self._summary_edited)
         self.summary_note = QLabel("", box)
         self.summary_note.setWordWrap(True)
+        self.summary_note.setTextFormat(Qt.TextFormat.PlainText)
         layout.addWidget(self.summary_heading)
         layout.addWidget(self.summary_edit)
         layout.addWidget(self.summary_note)

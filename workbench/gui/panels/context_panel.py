@@ -354,6 +354,7 @@ class ContextPanel(QWidget):
         self.tools_label.setWordWrap(True)
         for label in (self.local_tokens_label, self.billed_label, self.tools_label):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            label.setTextFormat(Qt.TextFormat.PlainText)  # tool names are data
         add_rows(form, [("Local count:", self.local_tokens_label),
                         ("Provider billed:", self.billed_label),
                         ("Tool calls:", self.tools_label)])
@@ -362,6 +363,7 @@ class ContextPanel(QWidget):
         self.memory_box, layout = _section("Memory entries", "Memory entries")
         self.memory_note = named(QLabel(), "Memory entries note")
         self.memory_note.setWordWrap(True)
+        self.memory_note.setTextFormat(Qt.TextFormat.PlainText)
         table = _rows_table("Memory entries", ["Entry", "Scope", "Namespace"],
                             QHeaderView.ResizeMode.ResizeToContents)
         table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)

@@ -83,6 +83,7 @@ class FirstRunBar(QFrame):
         for server in servers:
             row = QHBoxLayout()
             label = QLabel(server.sentence(), self)
+            label.setTextFormat(Qt.TextFormat.PlainText)  # the server names its models: data
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             row.addWidget(label, 1)
             button = QPushButton("Add as Provider", self)

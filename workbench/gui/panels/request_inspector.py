@@ -93,6 +93,10 @@ LONG_REFRESH_DELAY_MS = 1_500
 #: colouring text costs the UI thread about 10 ms per 20,000 characters. "Copy Payload"
 #: copies all of it.
 PAYLOAD_HEAD_CHARS = PAYLOAD_TAIL_CHARS = 25_000
+#: A line of the shown payload longer than this (one message's text: JSON holds no raw
+#: line break) is shown as its beginning and end: the excerpt keeps whole messages, and
+#: a 1 MB message as one line held the UI thread for seconds (laid out, then coloured).
+PAYLOAD_LINE_CHARS = 10_000
 #: At most this many left-out messages are listed: those nearest the request (a budget
 #: cut of a long session leaves out tens of thousands; the label gives the count).
 LEFT_OUT_ROWS = 1_000
@@ -483,7 +487,24 @@ def shown_payload_of(payload: Any) -> str:
     and end (whole entries of its messages) around a line saying how many are left out,
     written without writing the rest."""
     shown = indented_excerpt(payload, PAYLOAD_HEAD_CHARS, PAYLOAD_TAIL_CHARS, _left_out_note)
-    return shown if shown is not None else shown_payload(indented(payload))
+    return _cut_long_lines(shown if shown is not None else shown_payload(indented(payload)))
+
+
+def _cut_long_lines(text: str) -> str:
+    """``text`` with each line longer than :data:`PAYLOAD_LINE_CHARS` shown as its
+    beginning and end around a note of what is left out."""
+    if len(text) <= PAYLOAD_LINE_CHARS:
+        return text
+    lines = text.split("\n")
+    if max(map(len, lines)) <= PAYLOAD_LINE_CHARS:
+        return text
+    half = PAYLOAD_LINE_CHARS // 2
+    for number, line in enumerate(lines):
+        if len(line) > PAYLOAD_LINE_CHARS:
+            hidden = len(line) - 2 * half
+            lines[number] = (f"{line[:half]} … {hidden:,} characters of this line are not "
+                             f"shown here (Copy Payload copies all of it) … {line[-half:]}")
+    return "\n".join(lines)
 
 
 def shown_payload(text: str) -> str:
@@ -540,6 +561,10 @@ class RequestInspectorPanel(QWidget):
         self.left_out_label = QLabel()
         self.left_out_label.setAccessibleName("Messages left out")
         self.left_out_label.setWordWrap(True)
+        # Model names, addresses and servers' error text are data, never markup.
+        for label in (self.summary_label, self.state_label, self.endpoint_label,
+                      self.left_out_label):
+            label.setTextFormat(Qt.TextFormat.PlainText)
         self.left_out_model = LeftOutModel(self)
         self.left_out_view = QListView()
         self.left_out_view.setAccessibleName("Messages left out of the request")

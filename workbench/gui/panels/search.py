@@ -195,6 +195,7 @@ class SearchPanel(QWidget):
         self.results.setAccessibleName("Search results")
         self.status_label = QLabel(self)
         self.status_label.setAccessibleName("Search status")
+        self.status_label.setTextFormat(Qt.TextFormat.PlainText)
 
         filters = QGridLayout()
         filters.setContentsMargins(0, 0, 0, 0)
