@@ -9,7 +9,8 @@ sentence a person can act on (the file, the entry, the field, the status)::
     │   ├── NotFoundError           a session, message or entry that does not exist
     │   │   └── NoProviderError         no provider is configured at all
     │   ├── ChangedElsewhereError   a message changed by another window since it was read
-    │   └── DatabaseUnavailableError  no write can succeed now (read-only, locked, full)
+    │   ├── DatabaseUnavailableError  no write can succeed now (read-only, locked, full)
+    │   └── StoreUnreachableError   the team database's server cannot be reached now
     ├── FormatError             a file being imported or exported
     │   ├── UnknownFormatError      no importer recognises the file
     │   └── InvalidEntryError       one entry of a file cannot be read (it is skipped)
@@ -67,6 +68,17 @@ class DatabaseUnavailableError(StorageError):
     """The database as a whole refuses writes for now: the file or its folder is
     read-only, another program keeps it locked, the disk is full or failing. Nothing
     about one row: work that goes on row by row stops at the first."""
+
+
+class StoreUnreachableError(StorageError):
+    """The team database's server cannot be reached right now (not that it refused a
+    change). ``outage`` names the outage the failure belongs to: every failure from the
+    first one until a statement succeeds again shares it, whatever the driver said
+    each time (a dropped connection, a refused connect, a time-out)."""
+
+    def __init__(self, message: str, *, outage: tuple[str, int] | None = None):
+        super().__init__(message)
+        self.outage = outage
 
 
 class FormatError(WorkbenchError):

@@ -9,6 +9,7 @@ when that session is in the same file or in the database, and says so when it is
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -213,6 +214,59 @@ def test_fork_without_its_parent_is_imported_and_the_lost_link_reported(
     assert note.entry == f"session {copy.id} ('Trip (fork)')"
     assert "neither in the file nor in the database" in note.note
     assert note.note.endswith("it was imported without the link to it.")
+
+
+def _forked_from(ws: Workspace, info: SessionInfo) -> tuple[str | None, int | None]:
+    """(parent title or None, the fork's message id in it or None)."""
+    info = ws.get_session(info.id)
+    if info.forked_from_session_id is None:
+        return None, None
+    return ws.get_session(info.forked_from_session_id).title, info.forked_from_message_id
+
+
+@pytest.mark.parametrize("fmt", list(EXPORT_FORMATS))
+def test_a_fork_whose_message_was_deleted_keeps_its_link_to_the_parent_session(
+    workspace: Workspace, other: Workspace, tmp_path: Path, fmt: str
+) -> None:
+    """The parent's message the fork was made at is deleted: the export says the
+    position is unknown, and reading it back links the fork to the parent session at
+    no message, with a sentence in the report (not a link silently lost)."""
+    parent = _made_here(workspace, "Trip", "Where to?", "Bergen.", "When?", "Friday.")
+    fork = _fork(workspace, parent, 1, "What about Oslo?")
+    workspace.editing().delete_message(workspace.message_index(parent.id)[1][0])
+    path = _export(workspace, [fork.id, parent.id], fmt, tmp_path / f"both{EXPORT_FORMATS[fmt]}")
+    assert re.search(r'"forked_from": \{[^}]*"position": null', path.read_text("utf-8"))
+
+    report = other.import_path(path)
+
+    assert report.counts()["created"] == 2
+    copy = _by_title(other, "Trip (fork)")
+    assert _forked_from(other, copy) == ("Trip", None)
+    (note,) = report.notes
+    assert note.entry == f"session {copy.id} ('Trip (fork)')"
+    assert "linked to the session it was forked from" in note.note
+    assert "deleted from that session before the export" in note.note
+
+
+def test_a_fork_whose_parent_no_longer_holds_its_message_is_linked_to_the_session(
+    workspace: Workspace, other: Workspace, tmp_path: Path
+) -> None:
+    """The parent in the database is shorter than the position the export names: the
+    fork is linked to it at no message, and the report says why."""
+    parent = _made_here(workspace, "Trip", "Where to?", "Bergen.", "When?", "Friday.")
+    fork = _fork(workspace, parent, 3, "Or Saturday?")
+    _export(workspace, [parent.id], "openai-jsonl", tmp_path / "parent.jsonl")
+    _export(workspace, [fork.id], "context-json", tmp_path / "fork.json")
+    other.import_path(tmp_path / "parent.jsonl")
+    copied_parent = _by_title(other, "Trip")
+    for message_id, *_rest in other.message_index(copied_parent.id)[2:]:
+        other.editing().delete_message(message_id)
+
+    report = other.import_path(tmp_path / "fork.json")
+
+    assert _forked_from(other, _by_title(other, "Trip (fork)")) == ("Trip", None)
+    (note,) = report.notes
+    assert "no longer holds the message it was forked at (position 3)" in note.note
 
 
 @pytest.mark.parametrize("fmt", ["context-json", "openai-jsonl"])

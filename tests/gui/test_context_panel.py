@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QLineEdit
+from PySide6.QtWidgets import QApplication, QComboBox, QLineEdit, QListWidget
 from pytestqt.qtbot import QtBot
 
+from tests.gui.journey import focus, named, press, type_text
 from workbench.core.conversation import SessionInfo, Task, TokenUsage, ToolStats
 from workbench.engine.session_context import (
     add_memory_entry,
@@ -96,6 +97,43 @@ def test_adding_and_deleting_facts(
     qtbot.waitUntil(lambda: _stored_facts(workspace, info.id) == [*FACTS[1:],
                                                                    "The user is vegetarian"],
                     timeout=10_000)
+
+
+def test_ctrl_4_on_a_session_without_facts_says_so_and_typing_adds_one(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    """Ctrl+4 on a session with no facts: the panel says there are none yet and the
+    keyboard is in the field that adds one, so what is typed becomes a fact. Deleting
+    the last one (Del) says so again, with the keyboard back in that field."""
+    info = _session(workspace, make_session)
+    window = open_window(workspace)
+    window.context_dock.hide()
+    window.open_session(info.id)
+    panel = window.context_panel
+    qtbot.waitUntil(lambda: panel.overview is not None, timeout=10_000)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    press(qtbot, Qt.Key.Key_4, Qt.KeyboardModifier.ControlModifier)
+    assert named(window, "No facts").text().startswith("No facts yet")
+    assert focus().accessibleName() == "New fact"
+    assert not panel.delete_fact_button.isEnabled() and not panel.dedupe_button.isEnabled()
+    type_text(qtbot, "The user is vegetarian")
+    press(qtbot, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: _stored_facts(workspace, info.id) == ["The user is vegetarian"],
+                    timeout=10_000)
+    qtbot.waitUntil(lambda: panel.facts() == ["The user is vegetarian"], timeout=10_000)
+    facts = named(window, "Facts", QListWidget)
+    assert not panel.no_facts_label.isVisible()
+    assert panel.delete_fact_button.isEnabled()
+
+    facts.setFocus()
+    facts.setCurrentRow(0)
+    press(qtbot, Qt.Key.Key_Delete)
+    qtbot.waitUntil(lambda: _stored_facts(workspace, info.id) == [], timeout=10_000)
+    qtbot.waitUntil(lambda: panel.no_facts_label.isVisible(), timeout=10_000)
+    assert not facts.isVisible()
+    assert focus().accessibleName() == "New fact"
 
 
 def test_summary_edit_persists_and_survives_reopening(

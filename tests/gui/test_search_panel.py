@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QPalette, QTextCursor
 from pytestqt.qtbot import QtBot
 
 from workbench.core.conversation import SearchHit, SessionInfo
 from workbench.engine.workspace import Workspace
 from workbench.gui.main_window import MainWindow
-from workbench.gui.models.search_results import MARK_START, SnippetHtmlRole, snippet_html
+from workbench.gui.models.search_results import (
+    MARK_START,
+    ShownSnippet,
+    SnippetRole,
+    shown_snippet,
+)
 from workbench.gui.models.timeline import MessageRole
+from workbench.gui.panels.search import MATCH_HIGHLIGHT, snippet_document
 
 
 def run_search(qtbot: QtBot, window: MainWindow, text: str) -> list[SearchHit]:
@@ -36,7 +44,9 @@ def test_hit_opens_its_session_scrolled_to_the_message(
     # The snippet marks the matched word, and the row shows the session's title.
     index = window.search.model.index(0, 0)
     assert MARK_START in hits[0].snippet
-    assert "<span" in index.data(SnippetHtmlRole)
+    shown = index.data(SnippetRole)
+    assert [shown.text[start:start + length] for start, length in shown.marks] == [
+        "aubergine"]
     assert "Target" in index.data()
 
     window.search.results.activated.emit(index)
@@ -68,10 +78,57 @@ def test_role_and_session_filters(
     assert "result" in panel.status_label.text()
 
 
-def test_snippet_html_escapes_text_and_marks_matches() -> None:
-    html = snippet_html("a <b> \x02match\x03 here")
-    assert "&lt;b&gt;" in html
-    assert html.count("<span") == 1 and "match</span>" in html
+def _highlighted(snippet: ShownSnippet) -> list[str]:
+    """The stretches of the painted snippet that are on the match highlight."""
+    doc = snippet_document(snippet, QColor("#202020"))
+    found: list[str] = []
+    block = doc.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.charFormat().background().color() == QColor(MATCH_HIGHLIGHT):
+                found.append(fragment.text())
+            it += 1
+        block = block.next()
+    return found
+
+
+def test_a_snippet_is_shown_as_text_never_read_as_markup() -> None:
+    shown = shown_snippet("a <b>bold</b> &amp; <img src=x> \x02match\x03 here")
+    assert shown.text == "a <b>bold</b> &amp; <img src=x> match here"
+    doc = snippet_document(shown, QColor("#202020"))
+    assert doc.toPlainText() == shown.text  # every character shown, none obeyed
+    assert _highlighted(shown) == ["match"]
+    cursor = QTextCursor(doc)
+    assert cursor.charFormat().foreground().color() != QColor(MATCH_HIGHLIGHT)
+
+
+def test_search_snippets_show_markdown_as_the_text_people_read(
+    qtbot: QtBot, workspace: Workspace, make_session: Callable[..., SessionInfo],
+    open_window: Callable[..., MainWindow],
+) -> None:
+    """A hit in a Markdown message: the row shows the words without their marks
+    (``*Aeroporto*`` reads Aeroporto), the matched word still highlighted, and the row's
+    accessible text and tooltip say it the same way."""
+    make_session(workspace, "Lisbon", [
+        ("assistant", "## Arrival\n- Land at *Aeroporto*; see [the map](https://ex.pt), "
+                      "**red** line to `Saldanha`."),
+    ])
+    window = open_window(workspace)
+    run_search(qtbot, window, "aeroporto")
+    index = window.search.model.index(0, 0)
+    shown = index.data(SnippetRole)
+    for mark in ("*", "`", "##", "](", "https://"):
+        assert mark not in shown.text, (mark, shown.text)
+    assert shown.text == "Arrival Land at Aeroporto; see the map, red line to Saldanha."
+    assert _highlighted(shown) == ["Aeroporto"]
+    assert "Land at Aeroporto; see" in index.data()
+    assert "*" not in index.data() and "*" not in index.data(Qt.ItemDataRole.ToolTipRole)
+    # Painted in the list's own text colour, the match on the highlight.
+    palette = window.search.results.palette()
+    doc = snippet_document(shown, palette.color(QPalette.ColorRole.Text))
+    assert doc.toPlainText() == shown.text
 
 
 def test_hit_in_a_long_session_opens_at_the_message(

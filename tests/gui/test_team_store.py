@@ -328,7 +328,7 @@ def test_an_edit_saved_over_another_desktops_edit_is_refused_and_kept(
         return [m.content for m in mine.ctx.workspace.page_messages(info.id, limit=10)][-1]
 
     said: list[str] = []
-    theirs.ctx.error_reported.connect(said.append)
+    theirs.ctx.error_reported.connect(lambda text, _cause: said.append(text))
     _edit_last(qtbot, theirs, " Theirs.", save=False)
     _edit_last(qtbot, mine, " Mine.")
     qtbot.waitUntil(lambda: stored() == "Book two nights. Mine.", timeout=SEEN_MS)
@@ -357,7 +357,7 @@ def test_an_undo_does_not_put_the_old_text_over_another_desktops_edit(
         return [m.content for m in mine.ctx.workspace.page_messages(info.id, limit=10)][-1]
 
     said: list[str] = []
-    mine.ctx.error_reported.connect(said.append)
+    mine.ctx.error_reported.connect(lambda text, _cause: said.append(text))
     _edit_last(qtbot, mine, " Mine.")
     qtbot.waitUntil(lambda: stored() == "Book two nights. Mine.", timeout=SEEN_MS)
     qtbot.waitUntil(lambda: _shown(theirs)[-1] == "Book two nights. Mine.", timeout=SEEN_MS)
@@ -713,30 +713,12 @@ def test_a_window_says_when_it_stops_hearing_other_desktops_then_catches_up(
         admin.dispose()
 
 
-def test_a_change_while_the_server_is_unreachable_says_so_once(
-    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo], pg_db_url: str,
-    pg_server: Any, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A rename while no connection is let in: the status bar says the server is not
-    reachable for as long as it lasts, and the rename gets one box that says the server
-    cannot be reached (not that it refused the change), though the reads after it fail
-    too."""
+@contextmanager
+def _refused(pg_server: Any, pg_db_url: str, *windows: MainWindow) -> Iterator[None]:
+    """The team store lets no connection in (what a server gone or a cut network does
+    to the workbench): its connections are dropped until the block ends."""
     import sqlalchemy as sa
 
-    import workbench.gui.main_window as main_window_module
-
-    mine, _theirs, info = desktops
-    boxes: list[str] = []
-
-    def box(_parent: QWidget, _title: str, text: str) -> None:
-        boxes.append(text)
-        # The box waits for the person: what fails meanwhile arrives while it is open.
-        qtbot.waitUntil(lambda: mine.ctx.workers.idle, timeout=SEEN_MS)
-        qtbot.wait(300)
-
-    monkeypatch.setattr(main_window_module, "error_boxes_shown", lambda: True)
-    monkeypatch.setattr(main_window_module, "message_box",
-                        lambda parent, _icon, title, text, *a: box(parent, title, text))
     name = pg_db_url.rsplit("/", 1)[1]
     admin = sa.create_engine(pg_server.url(), isolation_level="AUTOCOMMIT")
     try:
@@ -744,19 +726,74 @@ def test_a_change_while_the_server_is_unreachable_says_so_once(
             conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
             conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                                  "WHERE datname = :name"), {"name": name})
-            mine.ctx.workspace.db.engine.dispose()  # type: ignore[attr-defined]
-            # The window says it no longer hears the others, and keeps saying it.
-            qtbot.waitUntil(lambda: "not reachable" in named(mine, "Team database").text(),
-                            timeout=SEEN_MS)
-            settle(mine)
-            boxes.clear()  # what failed before the rename
-            _rename_open_session(qtbot, mine, "Renamed while away")
-            qtbot.waitUntil(lambda: bool(boxes), timeout=SEEN_MS)
-            qtbot.waitUntil(lambda: mine.ctx.workers.idle, timeout=SEEN_MS)
-            settle(mine)
-            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+            for window in windows:
+                window.ctx.workspace.db.engine.dispose()  # type: ignore[attr-defined]
+            try:
+                yield
+            finally:
+                conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
     finally:
         admin.dispose()
+
+
+def _boxes_of(window: MainWindow, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch,
+              ) -> list[str]:
+    """The sentences ``window`` puts up in boxes from now on (a box waits for the
+    person: what fails meanwhile arrives while it is open)."""
+    import workbench.gui.main_window as main_window_module
+
+    boxes: list[str] = []
+
+    def box(parent: QWidget, _icon: Any, _title: str, text: str, *_args: Any) -> None:
+        if parent is window:
+            boxes.append(text)
+            qtbot.waitUntil(lambda: window.ctx.workers.idle, timeout=SEEN_MS)
+
+    monkeypatch.setattr(main_window_module, "error_boxes_shown", lambda: True)
+    monkeypatch.setattr(main_window_module, "message_box", box)
+    return boxes
+
+
+def _said_after(qtbot: QtBot, window: MainWindow, act: Callable[[], object]) -> list[str]:
+    """Do ``act`` and return the sentences the window reported until its work ended
+    (waiting for at least one)."""
+    said: list[str] = []
+
+    def heard(text: str, _cause: object) -> None:
+        said.append(text)
+
+    window.ctx.error_reported.connect(heard)
+    try:
+        act()
+        qtbot.waitUntil(lambda: bool(said), timeout=SEEN_MS)
+        settle(window)
+    finally:
+        window.ctx.error_reported.disconnect(heard)
+    return said
+
+
+def test_a_change_while_the_server_is_unreachable_says_so_once(
+    qtbot: QtBot, desktops: tuple[MainWindow, MainWindow, SessionInfo], pg_db_url: str,
+    pg_server: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No connection is let in. A background read of the window fails first (the list
+    read again, as after another desktop's change), then the person renames the
+    session: one outage, so one box, which says the server cannot be reached (not that
+    it refused the change); the status bar says it for as long as it lasts. Once the
+    server answered again, a new outage gets a box of its own."""
+    mine, theirs, info = desktops
+    boxes = _boxes_of(mine, qtbot, monkeypatch)
+    with _refused(pg_server, pg_db_url, mine, theirs):
+        # The window says it no longer hears the others, and keeps saying it.
+        qtbot.waitUntil(lambda: "not reachable" in named(mine, "Team database").text(),
+                        timeout=SEEN_MS)
+        settle(mine)
+        # The background refresh, then the person's change: both fail, in this order.
+        _said_after(qtbot, mine, mine.ctx.sessions_changed.emit)
+        assert len(boxes) == 1, boxes
+        said = _said_after(qtbot, mine,
+                           lambda: _rename_open_session(qtbot, mine, "Renamed while away"))
+        assert any("cannot be reached" in text for text in said), said
     assert len(boxes) == 1, boxes
     assert "cannot be reached" in boxes[0] and "refused" not in boxes[0]
     assert "connects again by itself" in boxes[0]
@@ -765,6 +802,12 @@ def test_a_change_while_the_server_is_unreachable_says_so_once(
     qtbot.waitUntil(lambda: "not reachable" not in label.text(), timeout=SEEN_MS)
     assert label.text().startswith("Team database: workbench@")
     assert mine.ctx.workspace.get_session(info.id).title == "Shared plan"
+
+    # Another outage later is not hidden behind the first.
+    with _refused(pg_server, pg_db_url, mine, theirs):
+        _said_after(qtbot, mine, mine.ctx.sessions_changed.emit)
+    assert len(boxes) == 2, boxes
+    assert "cannot be reached" in boxes[1]
 
 
 def test_a_write_that_leaves_the_open_session_as_shown_does_not_reread_it(
@@ -819,6 +862,90 @@ def test_another_desktops_change_is_read_off_the_window_thread(
         event.remove(engine, "before_cursor_execute", executed)
     assert theirs.timeline.title_label.full_text() == "Lisbon, three nights"
     assert on_window_thread == []
+
+
+def _move_in_the_list(qtbot: QtBot, window: MainWindow, session_id: int) -> None:
+    """Ctrl+L, Down into the list, then Up or Down until ``session_id``'s row is the
+    current one (moving in the list opens the session there)."""
+    _activate(qtbot, window)
+    qtbot.keyClick(window, Qt.Key.Key_L, CTRL)
+    press(qtbot, Qt.Key.Key_Down)
+    view = window.browser.view
+    qtbot.waitUntil(lambda: focus() is view, timeout=SEEN_MS)
+    target = window.browser.model.row_of(session_id)
+    assert target is not None
+    while view.currentIndex().row() != target:
+        press(qtbot, Qt.Key.Key_Down if view.currentIndex().row() < target else Qt.Key.Key_Up)
+
+
+def test_opening_another_session_reads_the_composers_choices_off_the_window_thread(
+    qtbot: QtBot, pg_db_url: str, show_window: Callable[..., MainWindow],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a server each of the composer's questions (the providers, the agent's, its
+    model, its memory mode) is a round trip: a session opened asks them on a worker.
+    Until the answer comes Send waits; an answer about a session left meanwhile is
+    dropped (the selectors never show that session's choices)."""
+    import workbench.gui.panels.composer as composer_module
+
+    ws = Workspace.open(pg_db_url)
+    try:
+        settings = ProviderSettings(ws.db)
+        for name, model in (("local", "small-local"), ("hosted", "big-hosted")):
+            settings.add(ProviderConfig(name=name, kind="openai", model=model,
+                                        base_url="http://127.0.0.1:9/v1", context_window=8192))
+        quiet = ws.repo.create_agent("Quiet", provider="local",
+                                     memory_policy={"mode": "manual"})
+        chatty = ws.repo.create_agent("Chatty", provider="hosted")
+        notes = ws.repo.create_session("Quiet notes", agent_id=quiet.id)
+        plans = ws.repo.create_session("Chatty plans", agent_id=chatty.id)
+        window = show_window(ws)
+        window.open_session(plans.id)
+        settle(window)
+        provider, model = named(window, "Provider"), named(window, "Model")
+        auto, send = named(window, "Automatic memory"), named(window, "Send prompt")
+        assert (provider.currentText(), model.currentText()) == ("hosted", "big-hosted")
+        assert auto.isChecked() and send.isEnabled()
+
+        gate, entered = threading.Event(), threading.Event()
+        asked: list[tuple[int | None, bool]] = []
+        read = composer_module.session_providers
+
+        def held(workspace: Workspace, session_id: int | None) -> Any:
+            asked.append((session_id, threading.current_thread() is threading.main_thread()))
+            entered.set()
+            gate.wait(SEEN_MS / 1000)  # the server is slow to answer
+            return read(workspace, session_id)
+
+        monkeypatch.setattr(composer_module, "session_providers", held)
+        toggled: list[bool] = []
+        auto.toggled.connect(toggled.append)
+        on_window_thread: list[str] = []
+
+        def executed(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+            if threading.current_thread() is threading.main_thread() and \
+                    ("FROM provider_configs" in statement or "FROM agents" in statement):
+                on_window_thread.append(statement)
+
+        event.listen(ws.db.engine, "before_cursor_execute", executed)
+        try:
+            _move_in_the_list(qtbot, window, notes.id)
+            qtbot.waitUntil(entered.is_set, timeout=SEEN_MS)
+            assert not send.isEnabled()  # nothing goes out with the session before's choice
+            _move_in_the_list(qtbot, window, plans.id)  # and back, before the answer
+            gate.set()
+            qtbot.waitUntil(send.isEnabled, timeout=SEEN_MS)
+            settle(window)
+        finally:
+            gate.set()
+            event.remove(ws.db.engine, "before_cursor_execute", executed)
+        assert window.ctx.current_session_id == plans.id
+        assert (provider.currentText(), model.currentText()) == ("hosted", "big-hosted")
+        assert auto.isChecked() and False not in toggled  # the quiet session's never shown
+        assert asked == [(notes.id, False), (plans.id, False)]
+        assert on_window_thread == []
+    finally:
+        ws.close()
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,7 @@ def _window(qtbot: QtBot, workspace: Workspace, open_window: Callable[..., MainW
     window.activateWindow()
     qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
     said: list[str] = []
-    window.ctx.error_reported.connect(said.append)
+    window.ctx.error_reported.connect(lambda text, _cause: said.append(text))
     return window, said
 
 

@@ -218,6 +218,61 @@ def test_renaming_a_provider_renames_it_for_the_agents_that_use_it(
     assert server.chat_requests()[-1].body["model"] == server.model
 
 
+def _agents_refuse_changes(settings: ProviderSettings, backend: str) -> None:
+    """A trigger that fails every change of an agent: what a failure between a
+    provider's rename and its agents' would do."""
+    from sqlalchemy import text
+
+    if backend == "postgresql":
+        statements = [
+            "CREATE FUNCTION refuse_agent_change() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'agents are not to be changed now'; END $$",
+            "CREATE TRIGGER refuse_agent_change BEFORE UPDATE ON agents FOR EACH ROW "
+            "EXECUTE FUNCTION refuse_agent_change()",
+        ]
+    else:
+        statements = [
+            "CREATE TRIGGER refuse_agent_change BEFORE UPDATE ON agents "
+            "BEGIN SELECT RAISE(ABORT, 'agents are not to be changed now'); END",
+        ]
+    with settings.db.write() as conn:
+        for statement in statements:
+            conn.execute(text(statement))
+
+
+def test_a_rename_that_fails_half_way_leaves_the_provider_and_its_agents_as_they_were(
+    settings: ProviderSettings, server: ProtocolServer, backend: str,
+) -> None:
+    """The provider's rename and its agents' are one transaction: when the agents'
+    fails, the provider keeps its name too, and no agent names a provider that is not
+    there."""
+    from workbench.store.repository import Repository
+
+    settings.add(config(server))
+    repo = Repository(settings.db)
+    agent = repo.create_agent("Planner", provider="local")
+    _agents_refuse_changes(settings, backend)
+    with pytest.raises(StorageError):
+        settings.update("local", name="renamed")
+    assert [c.name for c in settings.list()] == ["local"]
+    assert repo.get_agent(agent.id).provider == "local"
+
+
+def test_a_rename_carries_every_agent_of_the_provider_along(
+    settings: ProviderSettings, server: ProtocolServer,
+) -> None:
+    from workbench.store.repository import Repository
+
+    settings.add(config(server))
+    settings.add(config(server, name="other"))
+    repo = Repository(settings.db)
+    planners = [repo.create_agent(f"Planner {n}", provider="local").id for n in (1, 2)]
+    bystander = repo.create_agent("Bystander", provider="other").id
+    assert settings.update("local", name="renamed").name == "renamed"
+    assert [repo.get_agent(a).provider for a in planners] == ["renamed", "renamed"]
+    assert repo.get_agent(bystander).provider == "other"
+
+
 # -- providers command ---------------------------------------------------------------------------
 
 

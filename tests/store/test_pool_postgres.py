@@ -2,7 +2,8 @@
 asked whether it still works only after it sat idle (each question is a round trip, as
 long as the statement it would precede), a dead one is then replaced without a word, and
 one that died between two close uses costs one failed read, said in a sentence, after
-which the pool is new."""
+which the pool is new. Failures to reach the server name the outage they belong to, so a
+window can say one outage once."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from workbench.errors import StorageError
+from workbench.errors import StorageError, StoreUnreachableError
 from workbench.store import Repository, db_postgresql
 from workbench.store.opening import open_database
 
@@ -109,3 +110,47 @@ def test_when_the_listener_loses_the_server_the_next_read_connects_afresh(
     asked = _count_pings(repo, monkeypatch)
     repo.get_session(info.id)
     assert asked
+
+
+def _let_in(server_admin: sa.Engine, name: str, allowed: bool) -> None:
+    with server_admin.connect() as conn:
+        conn.execute(sa.text(
+            f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"true" if allowed else "false"}'))
+
+
+def test_the_failures_of_one_outage_name_it_whatever_the_driver_said(
+    team: tuple[Repository, sa.Engine], pg_server: object, pg_db_url: str,
+) -> None:
+    """A pooled connection dropped, then connects refused: two reasons, one outage.
+    Once a statement gets an answer again, the next failure is another outage."""
+    repo, admin = team
+    info = repo.create_session("Shared")
+    name = pg_db_url.rsplit("/", 1)[1]
+    server_admin = sa.create_engine(pg_server.url(), isolation_level="AUTOCOMMIT")  # type: ignore[attr-defined]
+    try:
+        assert repo.get_session(info.id).title == "Shared"
+        assert _drop_the_workbench_connections(admin) >= 1
+        _let_in(server_admin, name, False)
+        failures: list[StoreUnreachableError] = []
+        for _ in range(2):  # the dropped connection, then a new one refused
+            with pytest.raises(StoreUnreachableError) as caught:
+                repo.get_session(info.id)
+            failures.append(caught.value)
+        with pytest.raises(StoreUnreachableError) as caught:
+            repo.rename_session(info.id, "Renamed while away")
+        failures.append(caught.value)
+        assert len({str(f) for f in failures}) >= 2, failures  # the driver's words differ
+        outages = {f.outage for f in failures}
+        assert len(outages) == 1 and None not in outages
+        assert all("cannot be reached" in str(f) for f in failures)
+
+        _let_in(server_admin, name, True)
+        assert repo.get_session(info.id).title == "Shared"  # answered: that outage is over
+        _let_in(server_admin, name, False)
+        repo.db.engine.dispose()
+        with pytest.raises(StoreUnreachableError) as caught:
+            repo.get_session(info.id)
+        assert caught.value.outage not in outages
+    finally:
+        _let_in(server_admin, name, True)
+        server_admin.dispose()

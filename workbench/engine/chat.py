@@ -6,6 +6,9 @@ What the desktop composer (and any other front end) needs around
 * :func:`provider_names` and :func:`choose_provider`: the configured providers and the
   one a session's agent would use; :func:`missing_provider`: the one its agent names
   that is not configured any more (chat refuses the session until one is chosen);
+  :func:`session_providers`: all of that for one session in one call (with the model
+  each provider would be asked for, and the memory mode), for a front end that reads
+  it off its UI thread;
 * :func:`stream_turn`: one turn in a session as a generator of run events (text as it
   arrives, tool activity) that returns the :class:`~workbench.engine.model.Response`
   (:func:`stores_turns`: whether the agent's memory mode keeps a turn);
@@ -58,6 +61,8 @@ __all__ = [
     "preflight_turn",
     "provider_names",
     "regenerate_turn",
+    "session_providers",
+    "SessionProviders",
     "stores_turns",
     "stream_turn",
 ]
@@ -132,6 +137,44 @@ def missing_provider(ws: Workspace, session_id: int | None) -> str | None:
     except NotFoundError:
         return named
     return None
+
+
+@dataclass(frozen=True)
+class SessionProviders:
+    """What a composer shows for a session: the configured providers (``names``), the
+    one chat would use (``chosen``: the agent's, else the only one, else None), the
+    agent's that is not configured any more (``missing``), the model each provider
+    would be asked for in the session (``models``) and whether a turn is stored
+    (``stores_turns``; None without a session)."""
+
+    session_id: int | None
+    names: tuple[str, ...]
+    chosen: str | None
+    missing: str | None
+    models: dict[str, str]
+    stores_turns: bool | None
+
+
+def session_providers(ws: Workspace, session_id: int | None) -> SessionProviders:
+    """The providers as the session ``session_id`` (None: no session) sees them, read at
+    once: the answers of :func:`provider_names`, :func:`choose_provider`,
+    :func:`missing_provider`, :func:`provider_model` for every provider and
+    :func:`stores_turns`."""
+    configs = ProviderSettings(ws.db).list()
+    names = tuple(config.name for config in configs)
+    agent = _agent(ws, session_id)
+    named = agent.provider if agent is not None else None
+    if named:
+        chosen = named if named in names else None
+        missing = named if names and named not in names else None
+    else:
+        chosen = names[0] if len(names) == 1 else None
+        missing = None
+    models = {config.name: (model_for(agent, config.name, None) if agent is not None
+                            else None) or config.model for config in configs}
+    return SessionProviders(
+        session_id=session_id, names=names, chosen=chosen, missing=missing, models=models,
+        stores_turns=stores_turns(ws, session_id) if session_id else None)
 
 
 def _provider(ws: Workspace, name: str, model: str | None, **options: Any) -> HttpProvider:

@@ -488,8 +488,10 @@ class _Forks:
                 return
 
     def link(self, repo: Repository) -> list[ImportNote]:
-        """Link the forks whose origin is known; a note for each fork left unlinked."""
-        links = [
+        """Link the forks whose origin is known (at the message they were forked at,
+        else at the session alone); a note for each fork left unlinked or linked
+        without its message."""
+        links: list[tuple[int, int, int | None]] = [
             (session_id, self.stored[main], position)
             for session_id, main, position in self.wanted if main in self.stored
         ]
@@ -499,29 +501,45 @@ class _Forks:
             parent = self.stored.get((origin.source, origin.source_id))
             if parent is None:
                 parent = repo.find_exported(origin.source, origin.source_id)
-            if parent is None or origin.position is None:
-                notes.append(_unlinked(info, origin, parent is not None))
+            if parent is None:
+                notes.append(_unlinked(info, origin))
                 continue
             links.append((info.id, parent, origin.position))
             tried.append((info, origin))
         linked = repo.set_fork_origins(links)
-        notes += [_unlinked(info, origin, True) for info, origin in tried
+        notes += [_linked_without_message(info, origin) for info, origin in tried
                   if info.id not in linked]
         return notes
 
 
-def _unlinked(info: SessionInfo, origin: ForkOrigin, parent_found: bool) -> ImportNote:
+def _fork_entry(info: SessionInfo) -> str:
+    return f"session {info.id} ({info.title!r})"
+
+
+def _unlinked(info: SessionInfo, origin: ForkOrigin) -> ImportNote:
     """The note on a fork imported without its link to the session it was forked from."""
-    parent = f"{origin.source_id} ({origin.source})"
-    if parent_found:
-        why = (f"the session it was forked from, {parent}, no longer holds the message "
-               "it was forked at")
-    else:
-        why = (f"the session it was forked from, {parent}, is neither in the file nor in "
-               "the database")
     return ImportNote(
-        entry=f"session {info.id} ({info.title!r})",
-        note=f"{why}: it was imported without the link to it.",
+        entry=_fork_entry(info),
+        note=f"the session it was forked from, {origin.source_id} ({origin.source}), is "
+             "neither in the file nor in the database: it was imported without the link "
+             "to it.",
+    )
+
+
+def _linked_without_message(info: SessionInfo, origin: ForkOrigin) -> ImportNote:
+    """The note on a fork linked to the session it was forked from, but not to the
+    message it was forked at."""
+    parent = f"{origin.source_id} ({origin.source})"
+    if origin.position is None:
+        why = ("the message it was forked at had been deleted from that session before "
+               "the export")
+    else:
+        why = (f"that session no longer holds the message it was forked at (position "
+               f"{origin.position})")
+    return ImportNote(
+        entry=_fork_entry(info),
+        note=f"it is linked to the session it was forked from, {parent}, but not to a "
+             f"message of it: {why}.",
     )
 
 

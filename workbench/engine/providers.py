@@ -42,7 +42,6 @@ from workbench.providers.keys import (
 from workbench.providers.openai import OpenAICompatible
 from workbench.store.db import Database
 from workbench.store.provider_configs import ProviderConfigs, check_config
-from workbench.store.repository import Repository
 
 _KINDS: dict[str, type[HttpProvider]] = {"openai": OpenAICompatible, "anthropic": Anthropic}
 
@@ -342,15 +341,9 @@ class ProviderSettings:
 
     def update(self, name: str, /, **fields: Any) -> ProviderConfig:
         """Change fields of the config called ``name``; ``fields`` may rename it
-        (``name=...``, the agents that use it follow), so the current name is positional
-        only."""
-        changed = self.configs.update(name, **fields)
-        if changed.name != name:
-            repo = Repository(self.db)
-            for agent in repo.list_agents():
-                if agent.provider == name:
-                    repo.update_agent(agent.id, provider=changed.name)
-        return changed
+        (``name=...``, the agents that use it follow in the same transaction), so the
+        current name is positional only."""
+        return self.configs.update(name, **fields)
 
     def remove(self, name: str) -> None:
         self.configs.remove(name)

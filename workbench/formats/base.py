@@ -443,9 +443,11 @@ def read_imported_from(metadata: dict[str, Any]) -> tuple[str, str] | None:
 
 
 FORKED_FROM = "forked_from"
-"""The key under which the context-file and openai-jsonl exports write the session a
-session was forked from: ``{"source", "source_id", "position"}`` (the parent as the
-export names it, and the position of the message the fork was made at)."""
+"""The key under which the context-file, openai-jsonl and Markdown exports write the
+session a session was forked from: ``{"source", "source_id", "position"}`` (the parent as
+the export names it, and the position of the message the fork was made at; ``null`` when
+that message was deleted from the parent: the link to the parent still holds, and an
+import links the fork to it at no message, saying so in its report)."""
 
 
 def forked_from_json(origin: ForkOrigin | None) -> dict[str, Any] | None:

@@ -17,7 +17,8 @@ carries something, so that a plain session stays plain:
   its source holds (a session made in the workbench, as itself in its own database);
   and ``forked_from`` (``{"source", "source_id", "position"}``) for a fork: the session
   it was forked from as the export names it, and the position of the message it was
-  forked at, so that reading it back links the fork again.
+  forked at (``null`` when that message was deleted), so that reading it back links
+  the fork again (to the session alone when the position is not known).
 
 The pin and archive marks are the workbench's own and are not written: an export of a
 pinned or archived session says so (a session imported again starts unpinned).

@@ -15,7 +15,8 @@ from PySide6.QtGui import QUndoStack
 
 from workbench.core.conversation import Message, SessionInfo
 from workbench.engine.workspace import Workspace
-from workbench.gui.errors import describe_error
+from workbench.errors import WorkbenchError
+from workbench.gui.errors import describe_error, error_cause
 from workbench.gui.workers import WorkerPool
 
 
@@ -32,7 +33,9 @@ class AppContext(QObject):
     messages_appended = Signal(object)  # a list of Messages stored at a session's end
     session_reloaded = Signal(int)  # a session changed in many ways: read it again
     context_changed = Signal(int)  # a session's context (facts, summary, tasks) was written
-    error_reported = Signal(str)  # a sentence for the person at the keyboard
+    # A sentence for the person at the keyboard, and what caused it: None, or the outage
+    # of the team store it is part of (the failures of one outage are said once).
+    error_reported = Signal(str, object)
     status_reported = Signal(str)  # a passing note for the status bar
     workspace_replaced = Signal()  # another database was opened
     providers_changed = Signal()  # provider configs or agents were saved: re-read them
@@ -56,8 +59,10 @@ class AppContext(QObject):
 
     def report_error(self, error: BaseException | str, *, doing: str = "") -> None:
         """Tell the person what went wrong, as a sentence."""
-        text = error if isinstance(error, str) else describe_error(error, doing=doing)
-        self.error_reported.emit(text)
+        if isinstance(error, str):
+            self.error_reported.emit(error, None)
+            return
+        self.error_reported.emit(describe_error(error, doing=doing), error_cause(error))
 
     def replace_workspace(self, workspace: Workspace) -> Workspace:
         """Switch to another database; returns the old workspace (the caller closes it).
@@ -78,14 +83,26 @@ class AppContext(QObject):
         return old
 
     def read_shown(self, fn: Callable[..., Any], *args: Any, name: str, key: Hashable,
-                   on_done: Callable[[Any], Any]) -> None:
+                   on_done: Callable[[Any], Any],
+                   on_error: Callable[[BaseException], Any] | None = None) -> None:
         """Read something the window shows and hand it to ``on_done``: at once from a
         file (a local read costs less than a worker's round trip), on a worker from the
-        team store (a server's round trips never hold the window up)."""
+        team store (a server's round trips never hold the window up). A newer read
+        with the same ``key`` supersedes one under way. ``on_error`` gets a failure
+        (without it, a file's is raised and a worker's is reported)."""
         if self.workspace.is_file:
-            on_done(fn(*args))
+            self.workers.cancel(key)  # one asked of the team store before it was left
+            if on_error is None:
+                on_done(fn(*args))
+                return
+            try:
+                result = fn(*args)
+            except WorkbenchError as error:
+                on_error(error)
+                return
+            on_done(result)
             return
-        self.workers.read(fn, *args, name=name, key=key, on_done=on_done)
+        self.workers.read(fn, *args, name=name, key=key, on_done=on_done, on_error=on_error)
 
     def open_session(self, session_id: int, message_id: int | None = None) -> None:
         """Ask the window to show a session (scrolled to ``message_id`` when given)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from workbench.errors import (
     AuthenticationError,
     ContextBudgetError,
@@ -10,6 +12,7 @@ from workbench.errors import (
     ProviderTimeoutError,
     RateLimitError,
     ServerError,
+    StoreUnreachableError,
     StreamInterruptedError,
     UnknownModelError,
     UnreachableError,
@@ -63,3 +66,12 @@ def describe_error(error: BaseException, *, doing: str = "") -> str:
     what = f" while trying to {doing}" if doing else ""
     detail = str(error).strip() or type(error).__name__
     return f"Something unexpected went wrong{what}: {detail}."
+
+
+def error_cause(error: BaseException) -> Hashable | None:
+    """What ``error`` shares with the failures that come with it, for saying them once:
+    the outage of the team store it is part of (whatever the driver said each time),
+    or None when it stands alone."""
+    if isinstance(error, StoreUnreachableError) and error.outage is not None:
+        return ("outage", *error.outage)
+    return None

@@ -14,7 +14,7 @@ undone); closing the window removes them for good.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -102,6 +102,9 @@ class MainWindow(QMainWindow):
         self.ctx = AppContext(workspace, self)
         self._prompt_on_open = False  # New Session: the keys go to the prompt once it opens
         self._error_boxed: str | None = None  # the last error shown in a box
+        # The team store's outages already said in a box (each is said once, however
+        # many reads and writes it fails and whatever the driver said each time).
+        self._outages_boxed: set[Hashable] = set()
         self._not_heard = ""  # why other desktops are not heard now ("": they are)
         self.dock_sizer = DockSharesSizer(self)
         self._panel_keys = ShortcutNotice(self)  # Ctrl+1…5 pressed, or the menu clicked
@@ -839,21 +842,31 @@ class MainWindow(QMainWindow):
     def _database_replaced(self) -> None:
         self._not_heard = ""
         self._forget_error_boxed()
+        self._outages_boxed.clear()  # another database: its outages are its own
         self._show_database()
 
     def _forget_error_boxed(self, *_args: object) -> None:
         self._error_boxed = None
 
-    def _show_error(self, text: str) -> None:
+    def _show_error(self, text: str, cause: Hashable | None = None) -> None:
         self.statusBar().showMessage(text, 15000)
         # One failure often fails the reads that follow it too (a server gone: the
-        # write, then the list and the session read again): a sentence the person was
-        # just shown in a box is not put up again (the status bar says it) until the
-        # person acts again, the window hears the database again or another comes.
-        if text == self._error_boxed:
+        # write, then the list and the session read again). A failure that is part of
+        # an outage of the team store (``cause``) gets a box once for the whole outage,
+        # though a background read said it before the person's own change failed, and
+        # though the driver words it differently each time; another sentence the person
+        # was just shown in a box is not put up again (the status bar says it) until
+        # the person acts again, the window hears the database again or another comes.
+        if cause is not None:
+            if cause in self._outages_boxed:
+                return
+        elif text == self._error_boxed:
             return
         if self.isVisible() and error_boxes_shown():
-            self._error_boxed = text
+            if cause is not None:
+                self._outages_boxed.add(cause)
+            else:
+                self._error_boxed = text
             message_box(self, QMessageBox.Icon.Warning, APP_TITLE, text)
 
     def _one_dialog(self, attribute: str, make: Callable[[], _D]) -> _D:

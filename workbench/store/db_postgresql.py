@@ -43,7 +43,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
-from workbench.errors import StorageError
+from workbench.errors import StorageError, StoreUnreachableError
 from workbench.store.db import POOL_OVERFLOW, POOL_SIZE, Database, OpenProgress
 from workbench.store.dialect import (
     ICU_ROOT,
@@ -157,6 +157,11 @@ class PostgresDatabase(Database):
         self._listener: ChangeListener | None = None
         self._listener_lock = threading.Lock()
         self._merger = SearchIndexMerger(engine)
+        # Outages of the server, as the statements see them: one begins with a failure
+        # to reach it and ends when a statement begun after that failure gets an answer.
+        self._outage_lock = threading.Lock()
+        self._outages = 0
+        self._outage_since: float | None = None  # when the current one began
 
     @classmethod
     def open_url(cls, url: str, *, migrate: bool = True,
@@ -312,18 +317,41 @@ class PostgresDatabase(Database):
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
+        begun = time.monotonic()
         try:
             yield
         except DBAPIError as exc:
             if _unreachable(exc):
-                raise StorageError(
+                raise StoreUnreachableError(
                     f"The team database {self.location} cannot be reached right now "
                     f"({_reason(exc, hint=False)}). The workbench connects again by itself "
-                    "once the server answers: try again then."
+                    "once the server answers: try again then.",
+                    outage=(self.location, self._unreached()),
                 ) from exc
+            self._answered(begun)
             raise StorageError(
                 f"The database {self.location} refused the change: {_reason(exc)}."
             ) from exc
+        self._answered(begun)
+
+    def _unreached(self) -> int:
+        """A statement could not reach the server: the number of the outage it is part
+        of (a new one unless one is already under way)."""
+        with self._outage_lock:
+            if self._outage_since is None:
+                self._outages += 1
+                self._outage_since = time.monotonic()
+            return self._outages
+
+    def _answered(self, begun: float) -> None:
+        """The server answered a statement begun at ``begun``: an outage that began
+        before it is over (one that was under way when it began is not proven over:
+        its connection may predate the outage)."""
+        if self._outage_since is None:
+            return
+        with self._outage_lock:
+            if self._outage_since is not None and begun >= self._outage_since:
+                self._outage_since = None
 
     @property
     def search_index_merger(self) -> SearchIndexMerger:

@@ -20,7 +20,7 @@ from workbench.core.provider import PROVIDER_KINDS, ProviderConfig
 from workbench.errors import NotFoundError, StorageError
 from workbench.store.db import Database
 from workbench.store.rows import json_object, record_from_row
-from workbench.store.schema import PROVIDER_CONFIGS
+from workbench.store.schema import AGENTS, PROVIDER_CONFIGS
 from workbench.store.types import json_text, time_to_text
 
 _COLUMNS: tuple[str, ...] = (
@@ -44,6 +44,10 @@ _NAME_TAKEN = select(literal(1)).select_from(_T).where(_T.c.name == bindparam("n
 _INSERT = insert(_T)
 _UPDATE = update(_T).where(_T.c.id == bindparam("row_id"))
 _DELETE = delete(_T).where(_T.c.name == bindparam("name"))
+_RENAME_FOR_AGENTS = (
+    update(AGENTS).where(AGENTS.c.provider == bindparam("old"))
+    .values(provider=bindparam("new"), updated_at=bindparam("now"))
+)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SECRET_HEADER = re.compile(r"authorization|api[-_]?key|token|secret|cookie|password", re.I)
 _KEY_LIKE = re.compile(r"(^|[^A-Za-z])(sk|pk|rk)-[A-Za-z0-9_\-]{8,}")
@@ -171,7 +175,10 @@ class ProviderConfigs:
 
     def update(self, name: str, /, **fields: Any) -> ProviderConfig:
         """Change fields of the config called ``name`` (any of :class:`ProviderConfig`'s,
-        ``name`` included: the current name is positional only, so it may be renamed)."""
+        ``name`` included: the current name is positional only, so it may be renamed).
+
+        A rename carries the agents that use the config along, in the same transaction:
+        no agent is ever left naming a provider that does not exist."""
         current = self.get(name)
         unknown = set(fields) - set(_COLUMNS)
         if unknown:
@@ -179,16 +186,19 @@ class ProviderConfigs:
         values = current.to_json() | fields
         changed = ProviderConfig(id=current.id, **values)
         check_config(changed)
+        new_name = changed.name.strip()
+        now = time_to_text(utcnow())
         with self.db.write() as conn:
-            if changed.name.strip() != name:
-                taken = conn.execute(_NAME_TAKEN, {"name": changed.name.strip()}).first()
+            if new_name != name:
+                taken = conn.execute(_NAME_TAKEN, {"name": new_name}).first()
                 if taken:
-                    raise StorageError(
-                        f"A provider named {changed.name.strip()!r} already exists."
-                    )
-            conn.execute(_UPDATE, {**_params(changed), "updated_at": time_to_text(utcnow()),
+                    raise StorageError(f"A provider named {new_name!r} already exists.")
+            conn.execute(_UPDATE, {**_params(changed), "updated_at": now,
                                    "row_id": current.id})
-        return self.get(changed.name.strip())
+            if new_name != current.name:
+                conn.execute(_RENAME_FOR_AGENTS, {"old": current.name, "new": new_name,
+                                                  "now": now})
+        return self.get(new_name)
 
     def remove(self, name: str) -> None:
         """Delete the config called ``name``; a missing one raises :class:`NotFoundError`."""

@@ -477,26 +477,30 @@ class Repository(MessageStore):
         value = json_value(row[0])
         return value if isinstance(value, dict) else {}
 
-    def set_fork_origin(self, session_id: int, from_session_id: int, position: int) -> None:
+    def set_fork_origin(self, session_id: int, from_session_id: int,
+                        position: int | None) -> None:
         """Record that a session was forked from another at the message at ``position``
-        (an imported branch of a conversation tree); nothing when that message is gone."""
+        (an imported branch of a conversation tree); when that message is gone or not
+        known (``None``), at the session alone."""
         self.set_fork_origins([(session_id, from_session_id, position)])
 
-    def set_fork_origins(self, links: Sequence[tuple[int, int, int]]) -> set[int]:
+    def set_fork_origins(self, links: Sequence[tuple[int, int, int | None]]) -> set[int]:
         """:meth:`set_fork_origin` for many ``(session, from session, position)`` links,
         in one transaction (an import links every branch of a tree at once); returns
-        the sessions linked (not those whose origin message is gone)."""
+        the sessions linked at their message (the others are linked to the session
+        they were forked from, at no message)."""
         if not links:
             return set()
         linked: set[int] = set()
         with self.db.write() as conn:
             for session_id, origin, position in links:
-                done = conn.execute(
+                if position is not None and conn.execute(
                     _SET_FORK_ORIGIN,
                     {"session_id": session_id, "origin": origin, "at_position": position},
-                )
-                if done.rowcount:
+                ).rowcount:
                     linked.add(session_id)
+                    continue
+                conn.execute(_SET_FORK_SESSION, {"session_id": session_id, "origin": origin})
             self.db.changed(conn, [session_id for session_id, _, _ in links])
         return linked
 
@@ -832,6 +836,12 @@ _SET_FORK_ORIGIN = (
         forked_from_session_id=bindparam("origin"),
         forked_from_message_id=_ORIGIN_MESSAGE.scalar_subquery(),
     )
+)
+# A fork whose message is not known (gone before the export): linked to the session.
+_SET_FORK_SESSION = (
+    update(SESSIONS)
+    .where(_BY_SESSION_ID)
+    .values(forked_from_session_id=bindparam("origin"), forked_from_message_id=None)
 )
 _DELETE_MESSAGES = delete(MESSAGES).where(MESSAGES.c.session_id == bindparam("session_id"))
 _DELETE_COMPACTIONS = delete(COMPACTIONS).where(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, replace
 from typing import Any
 
 from PySide6.QtCore import QModelIndex, Qt
 
 from workbench.core.conversation import SearchHit
+from workbench.core.markdown_text import markdown_marks_removed
 from workbench.gui.delegates.markdown import plain_tooltip, visible_text
 from workbench.gui.models.rows import ItemListModel
 
@@ -17,26 +17,46 @@ from workbench.gui.models.rows import ItemListModel
 MARK_START = "\x02"
 MARK_END = "\x03"
 HitRole = Qt.ItemDataRole.UserRole + 1
-SnippetHtmlRole = Qt.ItemDataRole.UserRole + 2
+SnippetRole = Qt.ItemDataRole.UserRole + 2
 TitleRole = Qt.ItemDataRole.UserRole + 3
 
 
-def snippet_html(snippet: str, highlight: str = "#ffe58a", text: str = "#000000") -> str:
-    """The snippet as HTML with matched words on a highlight (invisible characters
-    named, so that a bidi control reorders nothing)."""
-    escaped = html.escape(_visible_snippet(snippet.replace("\n", " ")))
-    opening = f'<span style="background:{highlight}; color:{text}">'
-    return escaped.replace(MARK_START, opening).replace(MARK_END, "</span>")
+@dataclass(frozen=True)
+class ShownSnippet:
+    """A snippet as a hit's row shows it: plain text (Markdown marks taken out,
+    invisible characters named, lines joined) and the matched stretches, each as
+    ``(start, length)`` in the UTF-16 units a ``QTextDocument`` counts. The text is
+    never read as markup."""
+
+    text: str
+    marks: tuple[tuple[int, int], ...]
 
 
-def _visible_snippet(snippet: str) -> str:
-    """``snippet`` with its invisible characters named, the match markers kept."""
-    return MARK_START.join(MARK_END.join(visible_text(piece) for piece in part.split(MARK_END))
-                           for part in snippet.split(MARK_START))
+def _units(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def shown_snippet(snippet: str) -> ShownSnippet:
+    """``snippet`` (with the search's match markers) as :class:`ShownSnippet`."""
+    plain = markdown_marks_removed(snippet, transparent=MARK_START + MARK_END)
+    plain = " ".join(line.strip() for line in plain.split("\n") if line.strip())
+    text: list[str] = []
+    marks: list[tuple[int, int]] = []
+    at = 0
+    for index, part in enumerate(plain.split(MARK_START)):
+        inside, _, outside = part.partition(MARK_END) if index else ("", "", part)
+        for piece, marked in ((inside, True), (outside.replace(MARK_END, ""), False)):
+            shown = visible_text(piece)
+            if marked and shown:
+                marks.append((at, _units(shown)))
+            text.append(shown)
+            at += _units(shown)
+    return ShownSnippet("".join(text), tuple(marks))
 
 
 def plain_snippet(snippet: str) -> str:
-    return snippet.replace(MARK_START, "").replace(MARK_END, "")
+    """``snippet`` as plain text: no match markers, no Markdown marks."""
+    return shown_snippet(snippet).text
 
 
 def hit_key(hit: SearchHit) -> tuple[str, int | None, int | None, int | None]:
@@ -107,11 +127,11 @@ class SearchResultsModel(ItemListModel):
     def item_data(self, hit: SearchHit, role: int) -> Any:
         if role == TitleRole:
             return visible_text(self.title_of(hit))
-        if role == SnippetHtmlRole:
-            return snippet_html(hit.snippet)
+        if role == SnippetRole:
+            return shown_snippet(hit.snippet)
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.AccessibleTextRole):
             what = hit.role or hit.kind
-            return visible_text(f"{self.title_of(hit)}, {what}: {plain_snippet(hit.snippet)}")
+            return f"{visible_text(self.title_of(hit))}, {what}: {plain_snippet(hit.snippet)}"
         if role == Qt.ItemDataRole.ToolTipRole:
             return plain_tooltip(plain_snippet(hit.snippet))
         return None

@@ -35,19 +35,16 @@ from workbench.core.provider import CancelToken, TextDelta
 from workbench.core.titles import FALLBACK_TITLE, title_from_prompt
 from workbench.engine.chat import (
     ContextGauge,
-    choose_provider,
+    SessionProviders,
     context_gauge,
     last_turn,
-    missing_provider,
-    provider_model,
-    provider_names,
     regenerate_turn,
-    stores_turns,
+    session_providers,
     stream_turn,
 )
 from workbench.engine.model import Response, ToolFinished, ToolStarted
 from workbench.engine.providers import window_source_phrase
-from workbench.errors import ChangedElsewhereError, OperationCancelledError, WorkbenchError
+from workbench.errors import ChangedElsewhereError, OperationCancelledError
 from workbench.gui.commands import NewSessionCommand, RegenerateReplyCommand
 from workbench.gui.context import AppContext
 from workbench.gui.controls import named, note_label, single_shot
@@ -125,6 +122,12 @@ class ComposerPanel(QWidget):
         # The provider the engine chose for the open session when last applied (the
         # agent's, else the only one): a change of it is followed, a person's pick stays.
         self._agent_choice: str | None = None
+        # The model each provider would be asked for in the open session (as last read).
+        self._models: dict[str, str] = {}
+        # The open session's providers are being read (Send waits); another session was
+        # opened since the last answer was applied (its agent's provider is selected).
+        self._providers_pending = False
+        self._switch_pending = False
 
         self.provider_box = FittedComboBox(self)
         self.provider_box.setAccessibleName("Provider")
@@ -250,14 +253,43 @@ class ComposerPanel(QWidget):
     def refresh_providers(self) -> None:
         """Read the configured providers again and pick the session's."""
         self._windows.clear()
+        self._read_providers(switched=False)
+
+    def _read_providers(self, *, switched: bool) -> None:
+        """Read what the selectors show for the open session (the providers, the one
+        its agent uses, the models, the memory mode) on a worker from the team store,
+        where each is a round trip; meanwhile Send waits, and an answer about a session
+        left since is dropped (a newer read supersedes it). ``switched``: another
+        session was opened, so its agent's provider is selected."""
+        self._switch_pending = self._switch_pending or switched
+        self._providers_pending = True
+        session_id = self.ctx.current_session_id or None
+
+        def failed(error: BaseException) -> None:
+            # The selectors stay as they were (a store out of reach has not lost its
+            # providers); Send no longer waits.
+            self._providers_pending = self._switch_pending = False
+            self._set_streaming(self.streaming)
+            self.ctx.report_error(error, doing="read the providers")
+
+        self.ctx.read_shown(session_providers, self.ctx.workspace, session_id,
+                            name="read the providers", key=(self, "providers"),
+                            on_done=self._apply_providers, on_error=failed)
+        if self._providers_pending:  # the answer comes later (from a server): Send waits
+            self._set_streaming(self.streaming)
+
+    def _apply_providers(self, seen: SessionProviders) -> None:
+        if seen.session_id != (self.ctx.current_session_id or None):
+            # Another session is open now: what its selectors show is read for it.
+            self._read_providers(switched=True)
+            return
+        switched, self._switch_pending = self._switch_pending, False
+        self._providers_pending = False
+        self._models = dict(seen.models)
+        names = list(seen.names)
         current = self.provider_box.currentData()
         self.provider_box.blockSignals(True)
         self.provider_box.clear()
-        try:
-            names = provider_names(self.ctx.workspace)
-        except WorkbenchError as exc:
-            names = []
-            self.ctx.report_error(exc, doing="read the providers")
         for name in names:
             self.provider_box.addItem(name, name)
         if not names:
@@ -265,55 +297,46 @@ class ComposerPanel(QWidget):
         self.provider_box.setEnabled(bool(names))
         if names and self.error_label.text() == NO_PROVIDER:
             self.error_label.hide()  # no longer true
-        session_id = self.ctx.current_session_id or None
-        agent_choice = choose_provider(self.ctx.workspace, session_id)
-        if agent_choice in names and agent_choice != self._agent_choice:
-            chosen = agent_choice  # the agent was given another provider: chat's now
+        if switched:
+            # Another session: its agent's provider; with several providers and an
+            # agent that names none, the one selected stays (the selector is the
+            # choice); an agent's provider gone is shown as missing.
+            chosen = seen.chosen if seen.chosen is not None or seen.missing else current
+        elif seen.chosen in names and seen.chosen != self._agent_choice:
+            chosen = seen.chosen  # the agent was given another provider: chat's now
         else:
-            chosen = current if current in names else agent_choice
-        self._agent_choice = agent_choice
+            chosen = current if current in names else seen.chosen
+        self._agent_choice = seen.chosen
         self._missing = None
         if chosen in names:
             self.provider_box.setCurrentIndex(names.index(chosen))
         elif names:
-            self._show_missing(session_id)
+            self._show_missing(seen.missing)
         self.provider_box.blockSignals(False)
         self._provider_changed()
-        self._follow_memory_mode(force=False)  # the Agents dialog may have changed it
+        self._follow_memory_mode(seen.stores_turns, force=switched)
+        self._set_streaming(self.streaming)
 
-    def _follow_memory_mode(self, *, force: bool) -> None:
-        """Set Auto memory to the open session agent's memory mode, as chat follows it
-        (``manual`` stores nothing); unless ``force``, only when that mode changed."""
-        session_id = self.ctx.current_session_id
-        if not session_id:
+    def _follow_memory_mode(self, auto: bool | None, *, force: bool) -> None:
+        """Set Auto memory to the open session agent's memory mode (``auto``; None
+        without a session), as chat follows it (``manual`` stores nothing); unless
+        ``force``, only when that mode changed."""
+        if auto is None:
             self._agent_auto = None
             return
-        auto = stores_turns(self.ctx.workspace, session_id)
         if force or auto != self._agent_auto:
             self.auto_box.setChecked(auto)
         self._agent_auto = auto
 
-    def _show_missing(self, session_id: int | None) -> None:
-        """When the session's agent names a provider that is gone, select it, marked
-        missing, instead of whichever provider comes first: chat never sends the
-        agent's turns to another server unasked (the person picks one)."""
-        try:
-            missing = missing_provider(self.ctx.workspace, session_id)
-        except WorkbenchError:
-            missing = None
+    def _show_missing(self, missing: str | None) -> None:
+        """When the session's agent names a provider that is gone (``missing``), select
+        it, marked missing, instead of whichever provider comes first: chat never sends
+        the agent's turns to another server unasked (the person picks one)."""
         self._missing = missing
-        index = next((i for i in range(self.provider_box.count())
-                      if self.provider_box.itemData(i) is None), -1)
         if missing is None:
-            if index >= 0:
-                self.provider_box.removeItem(index)  # an earlier session's missing one
             return
-        if index < 0:
-            self.provider_box.addItem(f"{missing} (missing)", None)
-            index = self.provider_box.count() - 1
-        else:
-            self.provider_box.setItemText(index, f"{missing} (missing)")
-        self.provider_box.setCurrentIndex(index)
+        self.provider_box.addItem(f"{missing} (missing)", None)
+        self.provider_box.setCurrentIndex(self.provider_box.count() - 1)
 
     def missing_sentence(self) -> str:
         """Why nothing can be sent with the selection (empty when something can)."""
@@ -321,18 +344,20 @@ class ComposerPanel(QWidget):
             return missing_provider_sentence(self._missing)
         return ""
 
+    @property
+    def providers_pending(self) -> bool:
+        """Whether the open session's providers are being read (Send waits for them)."""
+        return self._providers_pending
+
     def _provider_changed(self, *_args: Any) -> None:
         name = self.provider_box.currentData()
         self.model_box.blockSignals(True)
         self.model_box.clear()
-        if name:
-            try:
-                # The model chat would ask for: the agent's, when it has one for this
-                # provider, else the provider's (typing another overrides it).
-                self.model_box.addItem(provider_model(
-                    self.ctx.workspace, name, self.ctx.current_session_id or None))
-            except WorkbenchError:
-                pass
+        # The model chat would ask for: the agent's, when it has one for this provider,
+        # else the provider's (typing another overrides it).
+        model = self._models.get(name) if name else None
+        if model:
+            self.model_box.addItem(model)
         self.model_box.blockSignals(False)
         self._gauge_timer.start()
 
@@ -374,20 +399,6 @@ class ComposerPanel(QWidget):
             self.stop()
         if not self._holds_draft_of(session_id):
             self._switch_draft(session_id)
-        name = choose_provider(self.ctx.workspace, session_id or None)
-        self._agent_choice = name
-        before = self.provider_box.currentIndex()
-        if name is not None:
-            index = self.provider_box.findData(name)
-            if index >= 0 and index != self.provider_box.currentIndex():
-                self.provider_box.setCurrentIndex(index)
-        elif self.provider_box.isEnabled():
-            # Several providers and the agent names none: the one selected stays (the
-            # selector is the choice); an agent's provider gone is shown as missing.
-            self._show_missing(session_id or None)
-        if self.provider_box.currentIndex() == before:
-            self._provider_changed()  # this session's agent may ask for another model
-        self._follow_memory_mode(force=True)
         self.error_label.hide()
         # The figure shown was the session before's: say "counting" at once, until this
         # session's is measured (an answer about the one before is dropped).
@@ -396,6 +407,7 @@ class ComposerPanel(QWidget):
         else:
             self.ctx.workers.cancel((self, _GAUGE_JOB))
             self._show_gauge(None)
+        self._read_providers(switched=True)
         self._gauge_timer.start()
 
     # -- keys ----------------------------------------------------------------------------
@@ -448,8 +460,11 @@ class ComposerPanel(QWidget):
         self.regenerate_action.setEnabled(enabled)
 
     def _set_streaming(self, streaming: bool) -> None:
-        self.send_button.setEnabled(not streaming)
-        self.send_action.setEnabled(not streaming)
+        # Nothing is sent with the session before's provider while the open session's
+        # are read.
+        sendable = not streaming and not self._providers_pending
+        self.send_button.setEnabled(sendable)
+        self.send_action.setEnabled(sendable)
         self.stop_button.setEnabled(streaming)
         self.stop_action.setEnabled(streaming)
         self._update_regenerate()
@@ -461,7 +476,7 @@ class ComposerPanel(QWidget):
 
     def send(self, prompt: str | None = None) -> bool:
         """Send ``prompt`` (default: the prompt box) in the open session."""
-        if self.streaming:
+        if self.streaming or self._providers_pending:
             return False
         text = (prompt if prompt is not None else self.prompt.toPlainText()).strip()
         if not text:
@@ -786,6 +801,8 @@ class ComposerPanel(QWidget):
 
     def refresh_gauge(self) -> None:
         """Measure the next request (on a worker; the network may be asked the window)."""
+        if self._providers_pending:
+            return  # measured once the open session's provider and model are known
         session_id = self.ctx.current_session_id
         provider = self.provider()
         job_key = _GAUGE_JOB  # a newer measurement supersedes the one under way

@@ -52,7 +52,7 @@ from workbench.core.compaction import dedupe_facts
 from workbench.core.conversation import MemoryEntry, SessionContext, Task, TaskStatus, utcnow
 from workbench.engine.session_context import ContextOverview, read_session_context
 from workbench.gui.context import AppContext
-from workbench.gui.controls import add_rows, named, single_shot
+from workbench.gui.controls import add_rows, named, note_label, single_shot
 from workbench.gui.delegates.markdown import plain_tooltip, visible_text
 from workbench.gui.delegates.visible import MarkedPlainTextEdit, VisibleTextDelegate
 from workbench.gui.layout import ElidedLabel, FlowLayout, VerticalScrollArea, named_button
@@ -268,12 +268,19 @@ class ContextPanel(QWidget):
         delete_key = QShortcut(QKeySequence(QKeySequence.StandardKey.Delete), self.facts_list)
         delete_key.setContext(Qt.ShortcutContext.WidgetShortcut)
         delete_key.activated.connect(self.delete_selected_facts)
+        # An empty list would take the keyboard (Ctrl+4) where typing does nothing: it
+        # gives its place to a line that says so, and the field below takes the keys.
+        self.no_facts_label = note_label(self, "No facts")
+        self.no_facts_label.setText("No facts yet. Type one below and press Enter to add "
+                                    "it; the model is given the facts with every request.")
+        self.no_facts_label.hide()
         add_row = QHBoxLayout()
         add_row.addWidget(self.fact_edit, 1)
         add_row.addWidget(self.add_fact_button)
         buttons = FlowLayout()
         buttons.addWidget(self.delete_fact_button)
         buttons.addWidget(self.dedupe_button)
+        layout.addWidget(self.no_facts_label)
         layout.addWidget(self.facts_list)
         layout.addLayout(add_row)
         layout.addLayout(buttons)
@@ -485,17 +492,23 @@ class ContextPanel(QWidget):
         self.context_loaded.emit(overview)
 
     def _fill_facts(self, facts: list[str]) -> None:
-        if [self.facts_list.item(i).text() for i in range(self.facts_list.count())] == facts:
-            return
-        self._filling = True
-        try:
-            self.facts_list.clear()
-            for fact in facts:
-                item = QListWidgetItem(fact)
-                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
-                self.facts_list.addItem(item)
-        finally:
-            self._filling = False
+        if [self.facts_list.item(i).text() for i in range(self.facts_list.count())] != facts:
+            self._filling = True
+            try:
+                self.facts_list.clear()
+                for fact in facts:
+                    item = QListWidgetItem(fact)
+                    item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+                    self.facts_list.addItem(item)
+            finally:
+                self._filling = False
+        had_keys = self.facts_list.hasFocus()
+        self.facts_list.setHidden(not facts)
+        self.no_facts_label.setHidden(bool(facts))
+        for button in (self.delete_fact_button, self.dedupe_button):
+            button.setEnabled(bool(facts))  # nothing to delete or compare
+        if had_keys and not facts:
+            self.fact_edit.setFocus(Qt.FocusReason.OtherFocusReason)  # the last one deleted
 
     def _fill_summary(self, summary: str, *, force: bool = False) -> None:
         # An edit not saved yet stays on screen when the stored summary changes meanwhile.

@@ -144,9 +144,7 @@ class FirstRunBar(QFrame):
         button = self.add_buttons.get(server.base_url)
         if button is not None:
             button.setEnabled(True)
-        self.ctx.error_reported.emit(
-            f"{server.label} could not be added: {describe_error(error)}"
-        )
+        self.ctx.report_error(f"{server.label} could not be added: {describe_error(error)}")
 
     def dismiss(self) -> None:
         self.hide()

@@ -18,7 +18,16 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QFontMetrics, QKeyEvent, QPainter, QPalette, QTextDocument
+from PySide6.QtGui import (
+    QColor,
+    QFontMetrics,
+    QKeyEvent,
+    QPainter,
+    QPalette,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -46,13 +55,15 @@ from workbench.gui.models.search_results import (
     HitRole,
     SearchOutcome,
     SearchResultsModel,
-    SnippetHtmlRole,
+    ShownSnippet,
+    SnippetRole,
     TitleRole,
     hit_key,
 )
 from workbench.gui.theme import ROLE_LABELS, is_dark, role_color
 
 SEARCH_DELAY_MS = 250
+MATCH_HIGHLIGHT = "#ffe58a"  # a matched word's background (black text on it)
 RESULT_LIMIT = 100
 
 
@@ -68,6 +79,28 @@ def run_search(workspace: Workspace, query: SearchQuery) -> SearchOutcome:
             except Exception:  # a session deleted meanwhile: the hit keeps its id
                 titles[hit.session_id] = f"Session {hit.session_id}"
     return SearchOutcome(query.text, hits, titles, time.perf_counter() - started)
+
+
+def snippet_document(snippet: ShownSnippet, text_colour: QColor,
+                     highlight: QColor | None = None) -> QTextDocument:
+    """A document showing ``snippet`` as plain text in ``text_colour`` (its content is
+    never read as markup), the matched stretches on ``highlight`` in black."""
+    doc = QTextDocument()
+    doc.setDocumentMargin(0)
+    doc.setPlainText(snippet.text)
+    cursor = QTextCursor(doc)
+    cursor.select(QTextCursor.SelectionType.Document)
+    base = QTextCharFormat()
+    base.setForeground(text_colour)
+    cursor.mergeCharFormat(base)
+    mark = QTextCharFormat()
+    mark.setBackground(highlight or QColor(MATCH_HIGHLIGHT))
+    mark.setForeground(QColor("#000000"))
+    for start, length in snippet.marks:
+        cursor.setPosition(start)
+        cursor.setPosition(start + length, QTextCursor.MoveMode.KeepAnchor)
+        cursor.mergeCharFormat(mark)
+    return doc
 
 
 class SearchHitDelegate(QStyledItemDelegate):
@@ -117,11 +150,8 @@ class SearchHitDelegate(QStyledItemDelegate):
                        else text_colour)
         painter.drawText(rect.adjusted(0, 0, 0, -(rect.height() - fm.lineSpacing())),
                          Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, label)
-        doc = QTextDocument()
-        doc.setDocumentMargin(0)
+        doc = snippet_document(index.data(SnippetRole), text_colour)
         doc.setDefaultFont(option.font)
-        doc.setDefaultStyleSheet(f"body {{ color: {text_colour.name()}; }}")
-        doc.setHtml(f"<body>{index.data(SnippetHtmlRole)}</body>")
         doc.setTextWidth(rect.width())
         painter.translate(rect.left(), rect.top() + fm.lineSpacing() + 2)
         clip_height = fm.lineSpacing() * (self.LINES - 1)  # whole lines only
