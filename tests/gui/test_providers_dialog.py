@@ -171,7 +171,7 @@ def test_quitting_while_a_connection_test_waits_says_nothing_and_ends_it(
     click(qtbot, dialog, "Test the connection")
     assert server.stalling.wait(5)
     said: list[str] = []
-    window.ctx.error_reported.connect(said.append)
+    window.ctx.error_reported.connect(lambda text, _cause: said.append(text))
     window.activateWindow()
     qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5_000)
     qtbot.keyClick(focus(), Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
