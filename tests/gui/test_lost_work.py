@@ -398,6 +398,24 @@ def test_opening_another_database_or_closing_saves_an_open_in_place_edit(
 # -- quitting while a reply streams in asks, and keeps what arrived -------------------------
 
 
+
+def _sent_until_stalled(qtbot: QtBot, window: MainWindow, server: ProtocolServer,
+                        prompt: str, *, after: int) -> list[str]:
+    """Type ``prompt`` into the prompt box and send it (Ctrl+Enter) to a server that
+    stalls after ``after`` pieces of the reply; returns the pieces shown so far (the
+    list grows if the reply goes on)."""
+    composer = window.composer
+    assert composer is not None
+    server.script(Fault("stall", after=after))
+    pieces: list[str] = []
+    composer.reply_grew.connect(pieces.append)
+    click_into(qtbot, named(window, "Prompt"))
+    type_text(qtbot, prompt)
+    press(qtbot, Qt.Key.Key_Return, CTRL)
+    qtbot.waitUntil(lambda: len(pieces) == after, timeout=10_000)
+    assert server.stalling.wait(5)
+    return pieces
+
 def _answer_quit(qtbot: QtBot, text: str, note: str) -> Callable[[QWidget], None]:
     def act(box: QWidget) -> None:
         assert "A reply is still arriving" in box.findChild(QLabel, "qt_msgbox_label").text()
@@ -415,14 +433,7 @@ def test_quitting_while_a_reply_arrives_asks_and_keeps_what_arrived(
     window, composer, info = _chat_window(
         workspace, make_session, open_window, EARLIER, name="local",
         base_url=server.url, model=server.model)
-    server.script(Fault("stall", after=3))
-    pieces: list[str] = []
-    composer.reply_grew.connect(pieces.append)
-    click_into(qtbot, named(window, "Prompt"))
-    type_text(qtbot, "Tell me a long story.")
-    press(qtbot, Qt.Key.Key_Return, CTRL)
-    qtbot.waitUntil(lambda: len(pieces) == 3, timeout=10_000)
-    assert server.stalling.wait(5)
+    pieces = _sent_until_stalled(qtbot, window, server, "Tell me a long story.", after=3)
 
     # Cancel: the window stays and the reply keeps arriving.
     with_modal_dialog(qtbot, lambda: press(qtbot, Qt.Key.Key_Q, CTRL),
@@ -503,14 +514,7 @@ def test_opening_another_database_while_a_reply_arrives_asks_and_says_what_was_k
     window, composer, info = _chat_window(
         workspace, make_session, open_window, EARLIER, name="local",
         base_url=server.url, model=server.model)
-    server.script(Fault("stall", after=3))
-    pieces: list[str] = []
-    composer.reply_grew.connect(pieces.append)
-    click_into(qtbot, named(window, "Prompt"))
-    type_text(qtbot, "Tell me a long story.")
-    press(qtbot, Qt.Key.Key_Return, CTRL)
-    qtbot.waitUntil(lambda: len(pieces) == 3, timeout=10_000)
-    assert server.stalling.wait(5)
+    pieces = _sent_until_stalled(qtbot, window, server, "Tell me a long story.", after=3)
     other = tmp_path / "other.db"
 
     # File → Open Database with the file chosen: Cancel keeps the database and the reply.
@@ -543,14 +547,7 @@ def test_what_is_typed_while_a_reply_arrives_stays_in_the_box(
     window, composer, info = _chat_window(
         workspace, make_session, open_window, EARLIER, name="local",
         base_url=server.url, model=server.model)
-    server.script(Fault("stall", after=2))
-    pieces: list[str] = []
-    composer.reply_grew.connect(pieces.append)
-    click_into(qtbot, named(window, "Prompt"))
-    type_text(qtbot, "First question?")
-    press(qtbot, Qt.Key.Key_Return, CTRL)
-    qtbot.waitUntil(lambda: len(pieces) == 2, timeout=10_000)
-    assert server.stalling.wait(5)
+    pieces = _sent_until_stalled(qtbot, window, server, "First question?", after=2)
     # The next question, typed while the reply arrives; then Esc keeps the reply so far.
     type_text(qtbot, " And a follow-up")
     with qtbot.waitSignal(composer.turn_finished, timeout=10_000):
@@ -579,14 +576,7 @@ def test_switching_sessions_while_a_reply_arrives_keeps_each_sessions_draft(
     settle(window)
     assert prompt.toPlainText() == ""
 
-    server.script(Fault("stall", after=2))
-    pieces: list[str] = []
-    composer.reply_grew.connect(pieces.append)
-    click_into(qtbot, prompt)
-    type_text(qtbot, "Tell me a long story.")
-    press(qtbot, Qt.Key.Key_Return, CTRL)
-    qtbot.waitUntil(lambda: len(pieces) == 2, timeout=10_000)
-    assert server.stalling.wait(5)
+    pieces = _sent_until_stalled(qtbot, window, server, "Tell me a long story.", after=2)
     # Ctrl+L, Down (into the list, on the open session), Down (the other one): the reply
     # stops, kept as it was.
     with qtbot.waitSignal(composer.turn_finished, timeout=10_000):

@@ -747,11 +747,11 @@ _FORK_CONTEXT = insert(SESSION_CONTEXT).from_select(
         )
     ).where(SESSION_CONTEXT.c.session_id == bindparam("session_id")),
 )
+# What an import recognises a stored session by (see _Stored).
+_STORED_IDENTITY = (SESSIONS.c.id, SESSIONS.c.source_file, SESSIONS.c.fingerprint,
+                    SESSIONS.c.fingerprint_count)
 _CANDIDATES = (
-    select(
-        SESSIONS.c.id, SESSIONS.c.source_file, SESSIONS.c.fingerprint,
-        SESSIONS.c.fingerprint_count,
-    )
+    select(*_STORED_IDENTITY)
     .where(
         SESSIONS.c.source == bindparam("source"),
         SESSIONS.c.source_id == bindparam("source_id"),
@@ -759,10 +759,7 @@ _CANDIDATES = (
     .order_by(SESSIONS.c.id)
 )
 _TREE_SESSIONS = (
-    select(
-        SESSIONS.c.id, SESSIONS.c.source_file, SESSIONS.c.fingerprint,
-        SESSIONS.c.fingerprint_count,
-    )
+    select(*_STORED_IDENTITY)
     .where(
         SESSIONS.c.source == bindparam("source"),
         or_(SESSIONS.c.source_id == bindparam("tree_id"),
