@@ -3,12 +3,10 @@
 What the desktop composer (and any other front end) needs around
 :class:`~workbench.engine.model.Model`:
 
-* :func:`provider_names` and :func:`choose_provider`: the configured providers and the
-  one a session's agent would use; :func:`missing_provider`: the one its agent names
-  that is not configured any more (chat refuses the session until one is chosen);
-  :func:`session_providers`: all of that for one session in one call (with the model
-  each provider would be asked for, and the memory mode), for a front end that reads
-  it off its UI thread;
+* :func:`session_providers`: the configured providers, the one a session's agent would
+  use, the one it names that is not configured any more (chat refuses the session until
+  one is chosen), the model each would be asked for and the memory mode, in one call,
+  for a front end that reads it off its UI thread;
 * :func:`stream_turn`: one turn in a session as a generator of run events (text as it
   arrives, tool activity) that returns the :class:`~workbench.engine.model.Response`
   (:func:`stores_turns`: whether the agent's memory mode keeps a turn);
@@ -45,21 +43,18 @@ from workbench.engine.preflight import Preflight
 from workbench.engine.providers import ProviderSettings, build_provider
 from workbench.engine.turn import model_for, preflight_session, prepare_turn
 from workbench.engine.workspace import Workspace
-from workbench.errors import NoProviderError, NotFoundError, WorkbenchError
+from workbench.errors import NotFoundError, WorkbenchError
 from workbench.providers.base import HttpProvider
 from workbench.store.history_pages import preview_rows
 
 __all__ = [
     "GAUGE_PREFLIGHT_LIMIT",
     "ContextGauge",
-    "choose_provider",
     "context_gauge",
     "last_turn",
     "left_out_previews",
-    "missing_provider",
     "newest_left_out",
     "preflight_turn",
-    "provider_names",
     "regenerate_turn",
     "session_providers",
     "SessionProviders",
@@ -69,22 +64,6 @@ __all__ = [
 
 #: Sessions with more messages than this get an estimated gauge (see the module doc).
 GAUGE_PREFLIGHT_LIMIT = 5_000
-
-
-def provider_names(ws: Workspace) -> list[str]:
-    """Names of the configured providers, sorted."""
-    return [config.name for config in ProviderSettings(ws.db).list()]
-
-
-def provider_model(ws: Workspace, name: str, session_id: int | None = None) -> str:
-    """The model a turn in the session asks the provider ``name`` for when no other is
-    typed: the session agent's model when the agent names no provider or this one, else
-    the one the provider config names (the choice
-    :func:`~workbench.engine.turn.prepare_turn` makes)."""
-    config = ProviderSettings(ws.db).get(name)
-    agent = _agent(ws, session_id)
-    return (model_for(agent, config.name, None) if agent is not None else None) \
-        or config.model
 
 
 def _agent(ws: Workspace, session_id: int | None) -> Agent | None:
@@ -98,20 +77,6 @@ def _agent(ws: Workspace, session_id: int | None) -> Agent | None:
         return None
 
 
-def _agent_provider(ws: Workspace, session_id: int | None) -> str | None:
-    """The provider the session's agent names, if any."""
-    agent = _agent(ws, session_id)
-    return agent.provider if agent is not None else None
-
-
-def choose_provider(ws: Workspace, session_id: int | None = None) -> str | None:
-    """The provider a session's agent uses, else the only one configured, else None."""
-    try:
-        return ProviderSettings(ws.db).choose(None, _agent_provider(ws, session_id))
-    except NotFoundError:
-        return None
-
-
 def stores_turns(ws: Workspace, session_id: int) -> bool:
     """Whether a turn in the session is stored when it succeeds: the memory mode of the
     session's agent (``auto``; ``manual`` stores nothing), which chat follows unless
@@ -120,23 +85,6 @@ def stores_turns(ws: Workspace, session_id: int) -> bool:
         return Memory.open(ws, session_id).policy().auto
     except WorkbenchError:
         return True
-
-
-def missing_provider(ws: Workspace, session_id: int | None) -> str | None:
-    """The provider the session's agent names when it is not configured (any more)
-    while others are: chat refuses the session's turns until a provider is named, never
-    sending them to another server unasked (see
-    :meth:`~workbench.engine.providers.ProviderSettings.choose`); None otherwise."""
-    named = _agent_provider(ws, session_id)
-    if not named:
-        return None
-    try:
-        ProviderSettings(ws.db).choose(None, named)
-    except NoProviderError:
-        return None  # nothing is configured at all: nothing stands in either
-    except NotFoundError:
-        return named
-    return None
 
 
 @dataclass(frozen=True)
@@ -157,9 +105,11 @@ class SessionProviders:
 
 def session_providers(ws: Workspace, session_id: int | None) -> SessionProviders:
     """The providers as the session ``session_id`` (None: no session) sees them, read at
-    once: the answers of :func:`provider_names`, :func:`choose_provider`,
-    :func:`missing_provider`, :func:`provider_model` for every provider and
-    :func:`stores_turns`."""
+    once (the configs listed once: on the team store each read is a round trip).
+    ``chosen`` and ``missing`` follow
+    :meth:`~workbench.engine.providers.ProviderSettings.choose`: the agent's provider,
+    never another in its place, else the only one; the model is the one
+    :func:`~workbench.engine.turn.model_for` gives, else the provider's."""
     configs = ProviderSettings(ws.db).list()
     names = tuple(config.name for config in configs)
     agent = _agent(ws, session_id)

@@ -272,15 +272,14 @@ class Repository(MessageStore):
                     taken, note = self._take_context(conn, session_id, conversation)
                     if taken:
                         status = "updated"
-                if not target.older_copy and not other_path and \
-                        self._source_metadata_newer(conn, session_id, conversation):
+                newer = None if target.older_copy or other_path else \
+                    self._newer_source_metadata(conn, session_id, conversation)
+                if newer is not None:
                     # The same turns, and the source says something new of the whole
                     # (archived, starred, a project, tags in its params…): kept, with
                     # the source's time of it (so an older export does not undo it).
                     conn.execute(_SET_SOURCE_METADATA, {
-                        "session_id": session_id,
-                        "metadata_": _metadata_text(
-                            self._with_time_mark(conn, session_id, conversation.metadata))})
+                        "session_id": session_id, "metadata_": _metadata_text(newer)})
                     if conversation.updated_at is not None:
                         conn.execute(_UPDATED_NOT_BEFORE, {
                             "session_id": session_id,
@@ -354,36 +353,37 @@ class Repository(MessageStore):
             _CANDIDATES,
             {"source": conversation.source, "source_id": conversation.source_id},
         ).all()
-        found: list[_Stored] = []
         own = self._own_session(conn, conversation.source_id)
-        if own is not None:
-            found.append(self._own_candidate(conn, own, conversation))
+        found = [] if own is None else [self._own_candidate(conn, own, conversation)]
+        return found + self._stored(conn, rows)
+
+    def _stored(self, conn: Connection, rows: Sequence[Any]) -> list[_Stored]:
+        """Rows of ``_STORED_IDENTITY`` as candidates, each fingerprinted (now, and
+        kept, for a session imported before 0004)."""
+        found: list[_Stored] = []
         for session_id, source_file, fp, count in rows:
             if fp is None or count is None:
                 fp, count = self._fingerprint_stored(conn, int(session_id))
             found.append(_Stored(int(session_id), source_file, fp, int(count)))
         return found
 
-    def _source_metadata_newer(
+    def _newer_source_metadata(
         self, conn: Connection, session_id: int, conversation: Conversation
-    ) -> bool:
-        """Whether what the source says of the conversation as a whole differs from what
-        the session holds, in an export not older than the session (an older export's
-        metadata is not newer)."""
+    ) -> dict[str, Any] | None:
+        """What the source says of the conversation as a whole, to store, when it
+        differs from what the session holds in an export not older than the session (an
+        older export's metadata is not newer); None otherwise. The session's mark of a
+        missing time stays."""
         row = conn.execute(_METADATA_AND_UPDATED, {"id": session_id}).first()
         if row is None or _same_metadata(row[0], conversation.metadata):
-            return False
+            return None
         updated = conversation.updated_at
-        return updated is None or row[1] is None or updated >= text_to_time(row[1])
-
-    def _with_time_mark(
-        self, conn: Connection, session_id: int, metadata: dict[str, Any]
-    ) -> dict[str, Any]:
-        """``metadata`` with the session's mark of a missing time, when it has one."""
-        stored = json_value(conn.execute(_SESSION_METADATA, {"id": session_id}).scalar())
+        if updated is not None and row[1] is not None and updated < text_to_time(row[1]):
+            return None
+        stored = json_value(row[0])
         if isinstance(stored, dict) and stored.get(bulk.SESSION_TIME_MISSING) is True:
-            return {**metadata, bulk.SESSION_TIME_MISSING: True}
-        return metadata
+            return {**conversation.metadata, bulk.SESSION_TIME_MISSING: True}
+        return conversation.metadata
 
     def _tree_sessions(self, conn: Connection, conversation: Conversation) -> list[_Stored]:
         """The stored sessions of the tree ``conversation`` is a path of: those of the
@@ -396,12 +396,7 @@ class Repository(MessageStore):
             {"source": conversation.source, "tree_id": tree_id,
              "branches": _escape_like(tree_id + "#branch-") + "%"},
         ).all()
-        found: list[_Stored] = []
-        for session_id, source_file, fp, count in rows:
-            if fp is None or count is None:
-                fp, count = self._fingerprint_stored(conn, int(session_id))
-            found.append(_Stored(int(session_id), source_file, fp, int(count)))
-        return found
+        return self._stored(conn, rows)
 
     def _own_session(self, conn: Connection, source_id: str | None) -> int | None:
         """The session made in this database (not imported: it has no source id) whose
